@@ -1,0 +1,197 @@
+#include "cpu_backend.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "duet/half.h"
+#include "duet/host_tensor.h"
+#include "duet/internal/log.h"
+#include "ops/ops.h"
+#include "reference/reference.h"
+
+namespace duet::cpu {
+
+namespace {
+
+class CpuBuffer final : public Buffer {
+ public:
+  explicit CpuBuffer(uint64_t n)
+      : size_(n),
+        p_(static_cast<std::byte*>(::operator new(static_cast<size_t>(std::max<uint64_t>(n, 1)),
+                                                  std::align_val_t(64), std::nothrow))) {}
+  ~CpuBuffer() override { ::operator delete(p_, std::align_val_t(64)); }
+  uint64_t size() const override { return size_; }
+  void* host_ptr() override { return p_; }
+  bool valid() const { return p_ != nullptr; }
+
+ private:
+  uint64_t size_;
+  std::byte* p_;
+};
+
+class CpuRules final : public BackendRules {
+ public:
+  BackendKind backend() const override { return BackendKind::cpu; }
+  std::vector<KernelChoice> choices(const DeviceCaps&, const OpDesc& op) const override {
+    std::vector<DType> in;
+    for (const auto& t : op.inputs) in.push_back(t.dtype);
+    KernelChoice fast{.tier = "simd",
+                      .precision = Precision::f32,
+                      .ok = true,
+                      .reason = "f32 compute on the host, every input dtype read directly",
+                      .input_dtypes = in,
+                      .output_dtype = op.output.dtype,
+                      .launch = {}};
+    KernelChoice ref{.tier = "reference",
+                     .precision = Precision::f64,
+                     .ok = true,
+                     .reason = "float64 reference loops (slow; for checking)",
+                     .input_dtypes = in,
+                     .output_dtype = op.output.dtype,
+                     .launch = {}};
+    return {fast, ref};
+  }
+};
+
+class CpuDevice final : public Device {
+ public:
+  explicit CpuDevice(int threads) : pool_(threads), caps_(probe_caps(pool_.size())) {}
+  const std::string& id() const override { return id_; }
+  const DeviceCaps& caps() const override { return caps_; }
+  const BackendRules& rules() const override { return cpu::rules(); }
+
+  Result<std::shared_ptr<Buffer>> allocate(uint64_t bytes) override {
+    auto b = std::make_shared<CpuBuffer>(bytes);
+    if (!b->valid())
+      return Err(Code::out_of_memory)
+          .device(id_)
+          .note("allocating " + std::to_string(bytes) + " bytes failed");
+    return std::shared_ptr<Buffer>(std::move(b));
+  }
+
+  Status write(Buffer& dst, uint64_t offset, const void* src, uint64_t bytes) override {
+    DUET_TRY(check_range(dst, offset, bytes, "write"));
+    std::memcpy(static_cast<std::byte*>(dst.host_ptr()) + offset, src, static_cast<size_t>(bytes));
+    return {};
+  }
+  Status read(Buffer& src, uint64_t offset, void* dst, uint64_t bytes) override {
+    DUET_TRY(check_range(src, offset, bytes, "read"));
+    std::memcpy(dst, static_cast<std::byte*>(src.host_ptr()) + offset, static_cast<size_t>(bytes));
+    return {};
+  }
+
+  Status execute(const PlannedOp& p, std::span<const TensorRef> inputs,
+                 const TensorRef& output) override {
+    const OpDesc& op = p.op;
+    if (inputs.size() != op.inputs.size())
+      return Err(Code::invalid_argument)
+          .op(op_name(op.kind), op.name)
+          .device(id_)
+          .expected(std::to_string(op.inputs.size()) + " inputs")
+          .got(std::to_string(inputs.size()));
+    std::vector<HostArg> in;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      DUET_TRY(check_arg(op, inputs[i], op.inputs[i], op.input_name(i)));
+      in.push_back(host_arg(inputs[i]));
+    }
+    DUET_TRY(check_arg(op, output, op.output, "output"));
+    HostArg out = host_arg(output);
+    if (p.choice.tier == "reference") return run_reference(op, in, out);
+    OpArgs args{op, in, out, pool_, id_};
+    switch (op.kind) {
+      case OpKind::matmul:
+        return matmul(args);
+      case OpKind::attention:
+        return attention(args);
+      case OpKind::softmax:
+        return softmax(args);
+      case OpKind::rmsnorm:
+      case OpKind::layernorm:
+        return norm(args);
+      case OpKind::rope:
+        return rope(args);
+      case OpKind::cast:
+      case OpKind::copy:
+      case OpKind::concat:
+      case OpKind::embedding:
+        return data_movement(args);
+      default:
+        if (is_unary_elementwise(op.kind) || is_binary_elementwise(op.kind))
+          return elementwise(args);
+        return unsupported(*this, op, "views are resolved by the executor, not run as kernels");
+    }
+  }
+
+  Status synchronize() override { return {}; }
+
+ private:
+  Status check_range(Buffer& b, uint64_t offset, uint64_t bytes, std::string_view what) const {
+    if (!b.host_ptr() || offset > b.size() || bytes > b.size() - offset)
+      return Err(Code::invalid_argument)
+          .device(id_)
+          .expected(std::string(what) + " inside a host buffer of " + std::to_string(b.size()) +
+                    " bytes")
+          .got("offset " + std::to_string(offset) + " + " + std::to_string(bytes) + " bytes");
+    return {};
+  }
+
+  Status check_arg(const OpDesc& op, const TensorRef& ref, const TensorDesc& want,
+                   const std::string& name) const {
+    auto e = [&] {
+      return Err(Code::invalid_argument).op(op_name(op.kind), op.name).tensor(name).device(id_);
+    };
+    if (!ref.buffer || !ref.buffer->host_ptr())
+      return e().expected("a buffer of this device").got("none");
+    if (ref.desc.dtype != want.dtype || !ref.desc.same_shape(want))
+      return e().expected(want.str()).got(ref.desc.str());
+    if (static_cast<uint64_t>(dtype_bytes(ref.desc.dtype, ref.desc.storage_extent())) >
+        ref.buffer->size())
+      return e()
+          .expected("a view inside its buffer of " + std::to_string(ref.buffer->size()) + " bytes")
+          .got(ref.desc.str());
+    return {};
+  }
+
+  Status run_reference(const OpDesc& op, std::span<const HostArg> in, const HostArg& out) {
+    std::vector<HostTensor> hosts;
+    for (const HostArg& a : in) {
+      auto t = HostTensor::borrow(
+          a.desc, a.base,
+          static_cast<uint64_t>(dtype_bytes(a.desc.dtype, a.desc.storage_extent())));
+      if (!t.ok()) return t.status();
+      hosts.push_back(std::move(*t));
+    }
+    DUET_ASSIGN_OR_RETURN(std::vector<double> y, reference::evaluate(op, hosts));
+    if (is_view(op.kind))
+      return unsupported(*this, op, "views are resolved by the executor, not run as kernels");
+    void* dst = out.elem0();
+    for (size_t i = 0; i < y.size(); ++i)
+      store_from_double(dst, out.desc.dtype, static_cast<int64_t>(i), y[i]);
+    return {};
+  }
+
+  std::string id_ = "cpu:0";
+  ThreadPool pool_;
+  DeviceCaps caps_;
+};
+
+}  // namespace
+
+const BackendRules& rules() {
+  static const CpuRules r;
+  return r;
+}
+
+BackendFactory factory() {
+  return {"cpu", [](const BackendOptions& o) -> Result<BackendOpenResult> {
+            int threads = 0;
+            if (const char* env = std::getenv("DUET_CPU_THREADS")) threads = std::atoi(env);
+            threads = o.get_int("cpu.threads", threads);
+            BackendOpenResult r;
+            r.devices.push_back(std::make_unique<CpuDevice>(threads));
+            return r;
+          }};
+}
+
+}  // namespace duet::cpu

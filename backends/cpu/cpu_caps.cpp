@@ -1,0 +1,77 @@
+#include <unistd.h>
+
+#include <fstream>
+#include <string>
+#include <thread>
+
+#include "cpu_backend.h"
+
+namespace duet::cpu {
+
+namespace {
+
+std::string cpuinfo_field(const std::string& key) {
+  std::ifstream f("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.rfind(key, 0) == 0) {
+      auto colon = line.find(':');
+      if (colon != std::string::npos) return line.substr(line.find_first_not_of(" \t", colon + 1));
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
+DeviceCaps probe_caps(int threads) {
+  DeviceCaps c;
+  c.backend = BackendKind::cpu;
+  c.type = DeviceType::cpu;
+  c.name = cpuinfo_field("model name");
+  if (c.name.empty()) c.name = "host CPU";
+  std::string vendor = cpuinfo_field("vendor_id");
+  c.vendor = vendor == "GenuineIntel" ? "intel" : vendor == "AuthenticAMD" ? "amd" : "cpu";
+  c.compute_units = threads;
+  c.subgroup_size = 1;
+  c.fp16_storage = c.bf16_storage = c.int8_storage = true;  // stored, computed in f32
+
+  int lanes = 4;  // f32 lanes per FMA
+  std::string isa;
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_cpu_init();
+  c.arch = "x86-64";
+  if (__builtin_cpu_supports("avx2")) {
+    isa += " avx2";
+    lanes = 8;
+  }
+  if (__builtin_cpu_supports("fma")) isa += " fma";
+  if (__builtin_cpu_supports("f16c")) isa += " f16c";
+  if (__builtin_cpu_supports("avx512f")) {
+    isa += " avx512f";
+    lanes = 16;
+  }
+  if (__builtin_cpu_supports("avx512bf16")) isa += " avx512_bf16";
+#elif defined(__aarch64__)
+  c.arch = "aarch64";
+  isa = " neon";
+#else
+  c.arch = "unknown";
+#endif
+  if (!isa.empty()) c.extra["isa"] = isa.substr(1);
+  c.extra["threads"] = std::to_string(threads);
+
+  std::string mhz = cpuinfo_field("cpu MHz");
+  c.clock_mhz = mhz.empty() ? 2000.0 : std::stod(mhz);
+  // Two FMA pipes per core, 2 flops per FMA: an upper bound the cost model scales down.
+  c.peak_gflops_f32 = threads * c.clock_mhz * 1e-3 * lanes * 2 * 2;
+  c.peak_gflops_f16 = c.peak_gflops_bf16 = c.peak_gflops_f32;
+  c.memory_gbps = 10.0 * std::min(threads, 8);  // rough; cost model only
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  c.memory_bytes =
+      pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : 0;
+  c.host_visible_device_memory = true;
+  return c;
+}
+
+}  // namespace duet::cpu

@@ -1,0 +1,28 @@
+// The CPU backend's f32 implementations of the op set, one family per file.
+#pragma once
+
+#include <span>
+#include <string>
+
+#include "duet/op.h"
+#include "ops/tensor_io.h"
+
+namespace duet::cpu {
+
+struct OpArgs {
+  const OpDesc& op;
+  std::span<const HostArg> in;
+  const HostArg& out;
+  ThreadPool& pool;
+  const std::string& device;  // for messages
+};
+
+Status elementwise(const OpArgs& a);  // scale, silu, gelu, relu, exp, add, sub, mul, div
+Status softmax(const OpArgs& a);
+Status norm(const OpArgs& a);  // rmsnorm, layernorm
+Status rope(const OpArgs& a);
+Status matmul(const OpArgs& a);
+Status attention(const OpArgs& a);
+Status data_movement(const OpArgs& a);  // cast, copy, concat, embedding
+
+}  // namespace duet::cpu

@@ -1,0 +1,358 @@
+#include "reference/reference.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numbers>
+
+#include "duet/half.h"
+
+namespace duet::reference {
+
+namespace {
+
+size_t u(int64_t i) {
+  return static_cast<size_t>(i);
+}
+
+// An input widened to doubles (row-major over its own shape) and read through any broadcast.
+struct Values {
+  TensorDesc desc;  // dense over `v`
+  std::vector<double> v;
+
+  explicit Values(const HostTensor& t)
+      : desc(TensorDesc::contiguous(DType::f32, t.desc().dims())), v(t.to_doubles()) {}
+
+  // Element at a multi-index of `shape` (right-aligned numpy broadcasting).
+  double at(const Dims& idx, int rank) const {
+    int64_t off = 0;
+    const int lead = rank - desc.rank;
+    for (int d = 0; d < desc.rank; ++d) {
+      int64_t i = desc.shape[u(d)] == 1 ? 0 : idx[u(d + lead)];
+      off += i * desc.strides[u(d)];
+    }
+    return v[u(off)];
+  }
+};
+
+// Calls f(index) for every multi-index of `shape` in row-major order.
+template <class F>
+void for_each(const TensorDesc& shape, F&& f) {
+  Dims idx{};
+  const int64_t n = shape.numel();
+  for (int64_t k = 0; k < n; ++k) {
+    f(idx);
+    for (int d = shape.rank - 1; d >= 0; --d) {
+      if (++idx[u(d)] < shape.shape[u(d)]) break;
+      idx[u(d)] = 0;
+    }
+  }
+}
+
+double unary(OpKind k, const OpAttrs& a, double x) {
+  switch (k) {
+    case OpKind::scale:
+      return x * static_cast<double>(a.alpha);
+    case OpKind::relu:
+      return x > 0 ? x : 0.0;
+    case OpKind::exp:
+      return std::exp(x);
+    case OpKind::silu:
+      return x / (1.0 + std::exp(-x));
+    case OpKind::gelu:
+      if (a.gelu_approx == GeluApprox::tanh) {
+        const double c = std::sqrt(2.0 / std::numbers::pi);
+        return 0.5 * x * (1.0 + std::tanh(c * (x + 0.044715 * x * x * x)));
+      }
+      return 0.5 * x * (1.0 + std::erf(x / std::numbers::sqrt2));
+    default:
+      return x;
+  }
+}
+
+double binary(OpKind k, double x, double y) {
+  switch (k) {
+    case OpKind::add:
+      return x + y;
+    case OpKind::sub:
+      return x - y;
+    case OpKind::mul:
+      return x * y;
+    case OpKind::div:
+      return x / y;
+    default:
+      return x;
+  }
+}
+
+std::vector<double> matmul(const OpDesc& op, std::span<const HostTensor> in) {
+  Values a(in[0]), b(in[1]);
+  const TensorDesc& out = op.output;
+  const int r = out.rank;
+  const int64_t M = out.dim(-2), N = out.dim(-1);
+  const int64_t K = op.attrs.transpose_a ? in[0].desc().dim(-2) : in[0].desc().dim(-1);
+  std::vector<double> y(u(out.numel()));
+  int64_t o = 0;
+  for_each(out, [&](const Dims& idx) {
+    Dims ia = idx, ib = idx;
+    double acc = 0;
+    for (int64_t k = 0; k < K; ++k) {
+      ia[u(r - 2)] = op.attrs.transpose_a ? k : idx[u(r - 2)];
+      ia[u(r - 1)] = op.attrs.transpose_a ? idx[u(r - 2)] : k;
+      ib[u(r - 2)] = op.attrs.transpose_b ? idx[u(r - 1)] : k;
+      ib[u(r - 1)] = op.attrs.transpose_b ? k : idx[u(r - 1)];
+      // Values::at right-aligns, so the operands' own batch ranks are handled there.
+      acc += a.at(ia, r) * b.at(ib, r);
+    }
+    (void)M, (void)N;
+    y[u(o++)] = acc;
+  });
+  return y;
+}
+
+// Softmax of one row in place; a row with no finite entry (all masked) becomes all zeros.
+void softmax_row(std::span<double> row) {
+  double mx = -std::numeric_limits<double>::infinity();
+  for (double x : row) mx = std::max(mx, x);
+  if (mx == -std::numeric_limits<double>::infinity()) {
+    std::fill(row.begin(), row.end(), 0.0);
+    return;
+  }
+  double sum = 0;
+  for (double& x : row) sum += (x = std::exp(x - mx));
+  for (double& x : row) x /= sum;
+}
+
+std::vector<double> softmax(const OpDesc& op, std::span<const HostTensor> in) {
+  Values x(in[0]);
+  const TensorDesc& out = op.output;
+  const double s = softmax_scale(op);
+  std::vector<double> y(u(out.numel()));
+  int64_t o = 0;
+  if (op.has_input(1)) {
+    Values m(in[1]);
+    for_each(out, [&](const Dims& idx) {
+      y[u(o)] = x.v[u(o)] * s + m.at(idx, out.rank);
+      ++o;
+    });
+  } else {
+    for (size_t i = 0; i < y.size(); ++i) y[i] = x.v[i] * s;
+  }
+  const int64_t n = out.dim(-1);
+  for (int64_t r = 0; r < out.numel() / n; ++r) softmax_row(std::span(y).subspan(u(r * n), u(n)));
+  return y;
+}
+
+std::vector<double> norm(const OpDesc& op, std::span<const HostTensor> in) {
+  Values x(in[0]);
+  std::vector<double> w, b;
+  if (op.has_input(1)) w = in[1].to_doubles();
+  if (op.has_input(2)) b = in[2].to_doubles();
+  const int64_t n = op.output.dim(-1), rows = op.output.numel() / n;
+  const double eps = op.attrs.eps;
+  std::vector<double> y(x.v.size());
+  for (int64_t r = 0; r < rows; ++r) {
+    const double* xr = x.v.data() + r * n;
+    double* yr = y.data() + r * n;
+    double mean = 0, var = 0;
+    if (op.kind == OpKind::layernorm) {
+      for (int64_t i = 0; i < n; ++i) mean += xr[i];
+      mean /= static_cast<double>(n);
+    }
+    for (int64_t i = 0; i < n; ++i) var += (xr[i] - mean) * (xr[i] - mean);
+    const double inv = 1.0 / std::sqrt(var / static_cast<double>(n) + eps);
+    for (int64_t i = 0; i < n; ++i) {
+      double v = (xr[i] - mean) * inv;
+      if (!w.empty()) v *= w[u(i)];
+      if (!b.empty()) v += b[u(i)];
+      yr[i] = v;
+    }
+  }
+  return y;
+}
+
+std::vector<double> rope(const OpDesc& op, std::span<const HostTensor> in) {
+  Values x(in[0]);
+  std::vector<double> y = x.v;
+  const int64_t L = op.output.dim(2), D = op.output.dim(3);
+  const int64_t rd = rope_dims(op), half = rd / 2;
+  const int64_t rows = op.output.numel() / D;
+  for (int64_t r = 0; r < rows; ++r) {
+    const double pos = static_cast<double>(op.attrs.rope_offset + r % L);
+    double* row = y.data() + r * D;
+    const double* src = x.v.data() + r * D;
+    for (int64_t i = 0; i < half; ++i) {
+      const double freq = std::pow(static_cast<double>(op.attrs.rope_theta),
+                                   -2.0 * static_cast<double>(i) / static_cast<double>(rd));
+      const double c = std::cos(pos * freq), s = std::sin(pos * freq);
+      const int64_t i0 = op.attrs.rope_mode == RopeMode::neox ? i : 2 * i;
+      const int64_t i1 = op.attrs.rope_mode == RopeMode::neox ? i + half : 2 * i + 1;
+      row[i0] = src[i0] * c - src[i1] * s;
+      row[i1] = src[i0] * s + src[i1] * c;
+    }
+  }
+  return y;
+}
+
+std::vector<double> attention(const OpDesc& op, std::span<const HostTensor> in) {
+  Values q(in[0]), k(in[1]), v(in[2]);
+  std::vector<double> mask;
+  TensorDesc mdesc;
+  const TensorDesc& qd = in[0].desc();
+  const int64_t B = qd.dim(0), Hq = qd.dim(1), Lq = qd.dim(2), D = qd.dim(3);
+  const int64_t Hkv = in[1].desc().dim(1), Lk = in[1].desc().dim(2);
+  const int64_t group = Hq / Hkv;
+  const double scale = attention_scale(op);
+  const Dims full{B, Hq, Lq, Lk};
+  if (op.has_input(3)) {
+    auto bm = broadcast_to(TensorDesc::contiguous(DType::f32, in[3].desc().dims()), full);
+    mdesc = *bm;
+    mask = in[3].to_doubles();
+  }
+  std::vector<double> y(u(B * Hq * Lq * D));
+  std::vector<double> p(u(Lk));
+  const double ninf = -std::numeric_limits<double>::infinity();
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < Hq; ++h) {
+      const int64_t hk = h / group;
+      for (int64_t i = 0; i < Lq; ++i) {
+        const double* qi = q.v.data() + ((b * Hq + h) * Lq + i) * D;
+        for (int64_t j = 0; j < Lk; ++j) {
+          if (op.attrs.causal && j > i + (Lk - Lq)) {
+            p[u(j)] = ninf;
+            continue;
+          }
+          const double* kj = k.v.data() + ((b * Hkv + hk) * Lk + j) * D;
+          double s = 0;
+          for (int64_t d = 0; d < D; ++d) s += qi[d] * kj[d];
+          s *= scale;
+          if (!mask.empty())
+            s += mask[u(b * mdesc.strides[0] + h * mdesc.strides[1] + i * mdesc.strides[2] +
+                        j * mdesc.strides[3])];
+          p[u(j)] = s;
+        }
+        softmax_row(p);
+        double* yi = y.data() + ((b * Hq + h) * Lq + i) * D;
+        for (int64_t d = 0; d < D; ++d) {
+          double acc = 0;
+          for (int64_t j = 0; j < Lk; ++j)
+            acc += p[u(j)] * v.v[u(((b * Hkv + hk) * Lk + j) * D + d)];
+          yi[d] = acc;
+        }
+      }
+    }
+  return y;
+}
+
+std::vector<double> concat(const OpDesc& op, std::span<const HostTensor> in) {
+  const TensorDesc& out = op.output;
+  const int axis = op.attrs.axis;
+  std::vector<Values> parts;
+  for (const HostTensor& t : in) parts.emplace_back(t);
+  std::vector<double> y(u(out.numel()));
+  int64_t o = 0;
+  for_each(out, [&](const Dims& idx) {
+    Dims local = idx;
+    size_t p = 0;
+    while (local[u(axis)] >= parts[p].desc.shape[u(axis)])
+      local[u(axis)] -= parts[p++].desc.shape[u(axis)];
+    y[u(o++)] = parts[p].at(local, out.rank);
+  });
+  return y;
+}
+
+}  // namespace
+
+Result<std::vector<double>> evaluate(const OpDesc& op, std::span<const HostTensor> inputs) {
+  if (inputs.size() != op.inputs.size())
+    return Err(Code::invalid_argument)
+        .op(op_name(op.kind), op.name)
+        .device("reference")
+        .expected(std::to_string(op.inputs.size()) + " inputs")
+        .got(std::to_string(inputs.size()));
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (!inputs[i].desc().same_shape(op.inputs[i]) || inputs[i].dtype() != op.inputs[i].dtype)
+      return Err(Code::invalid_argument)
+          .op(op_name(op.kind), op.name)
+          .tensor(op.input_name(i))
+          .device("reference")
+          .expected(op.inputs[i].str())
+          .got(inputs[i].desc().str());
+
+  switch (op.kind) {
+    case OpKind::matmul:
+      return matmul(op, inputs);
+    case OpKind::add:
+    case OpKind::sub:
+    case OpKind::mul:
+    case OpKind::div: {
+      Values a(inputs[0]), b(inputs[1]);
+      std::vector<double> y(u(op.output.numel()));
+      int64_t o = 0;
+      for_each(op.output, [&](const Dims& idx) {
+        y[u(o++)] = binary(op.kind, a.at(idx, op.output.rank), b.at(idx, op.output.rank));
+      });
+      return y;
+    }
+    case OpKind::scale:
+    case OpKind::silu:
+    case OpKind::gelu:
+    case OpKind::relu:
+    case OpKind::exp: {
+      std::vector<double> y = inputs[0].to_doubles();
+      for (double& x : y) x = unary(op.kind, op.attrs, x);
+      return y;
+    }
+    case OpKind::softmax:
+      return softmax(op, inputs);
+    case OpKind::rmsnorm:
+    case OpKind::layernorm:
+      return norm(op, inputs);
+    case OpKind::rope:
+      return rope(op, inputs);
+    case OpKind::attention:
+      return attention(op, inputs);
+    case OpKind::cast: {
+      // The value after conversion to the target type, so integer targets compare exactly.
+      std::vector<double> y = inputs[0].to_doubles();
+      HostTensor one = HostTensor::empty(op.attrs.to, std::span<const int64_t>{});
+      for (double& x : y) {
+        store_from_double(one.storage(), op.attrs.to, 0, x);
+        x = load_as_double(one.storage(), op.attrs.to, 0);
+      }
+      return y;
+    }
+    case OpKind::copy:
+    case OpKind::reshape:
+    case OpKind::transpose:
+    case OpKind::permute:
+    case OpKind::slice: {
+      auto view = inputs[0].view(op.output);
+      if (!view.ok()) return view.status();
+      return op.kind == OpKind::copy ? inputs[0].to_doubles() : view->to_doubles();
+    }
+    case OpKind::concat:
+      return concat(op, inputs);
+    case OpKind::embedding: {
+      std::vector<double> table = inputs[0].to_doubles();
+      std::vector<double> ids = inputs[1].to_doubles();
+      const int64_t V = op.inputs[0].dim(0), D = op.inputs[0].dim(1);
+      std::vector<double> y(u(op.output.numel()));
+      for (size_t r = 0; r < ids.size(); ++r) {
+        const int64_t id = static_cast<int64_t>(ids[r]);
+        if (id < 0 || id >= V)
+          return Err(Code::invalid_argument)
+              .op("embedding", op.name)
+              .tensor(op.input_name(1))
+              .device("reference")
+              .expected("ids in [0, " + std::to_string(V) + ")")
+              .got("id " + std::to_string(id) + " at position " + std::to_string(r));
+        std::copy_n(table.begin() + id * D, D, y.begin() + static_cast<int64_t>(r) * D);
+      }
+      return y;
+    }
+  }
+  return Status(Code::internal, "reference: unknown op");
+}
+
+}  // namespace duet::reference

@@ -1,0 +1,106 @@
+#include "thread_pool.h"
+
+#include <algorithm>
+#include <atomic>
+
+namespace duet::cpu {
+
+namespace {
+// Set on pool threads while they run a job, so nested parallel regions run inline instead of
+// waiting for a pool that is busy running their caller.
+thread_local bool t_in_pool = false;
+
+struct InPool {
+  bool prev = t_in_pool;
+  InPool() { t_in_pool = true; }
+  ~InPool() { t_in_pool = prev; }
+};
+}  // namespace
+
+int ThreadPool::default_threads() {
+  unsigned n = std::thread::hardware_concurrency();
+  return n == 0 ? 1 : static_cast<int>(n);
+}
+
+ThreadPool::ThreadPool(int threads) {
+  if (threads <= 0) threads = default_threads();
+  for (int i = 1; i < threads; ++i) workers_.emplace_back([this, i] { worker(i); });
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  for (auto& t : workers_) t.join();
+}
+
+void ThreadPool::worker(int index) {
+  uint64_t seen = 0;
+  for (;;) {
+    const std::function<void(int)>* job;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
+      if (stop_) return;
+      seen = generation_;
+      job = job_;
+    }
+    {
+      InPool in;
+      (*job)(index);
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (--pending_ == 0) done_.notify_one();
+    }
+  }
+}
+
+void ThreadPool::run_on_all(const std::function<void(int)>& f) {
+  if (workers_.empty() || t_in_pool) {
+    for (int t = 0; t < size(); ++t) f(t);  // inline, same partition as the pool
+    return;
+  }
+  std::lock_guard<std::mutex> submit(submit_mu_);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    job_ = &f;
+    pending_ = static_cast<int>(workers_.size());
+    ++generation_;
+  }
+  wake_.notify_all();
+  {
+    InPool in;
+    f(0);
+  }
+  std::unique_lock<std::mutex> lock(mu_);
+  done_.wait(lock, [&] { return pending_ == 0; });
+  job_ = nullptr;
+}
+
+void ThreadPool::parallel_for(int64_t n, int64_t grain,
+                              const std::function<void(int64_t, int64_t)>& f) {
+  if (n <= 0) return;
+  grain = std::max<int64_t>(grain, 1);
+  const int64_t max_chunks = (n + grain - 1) / grain;
+  if (max_chunks == 1 || workers_.empty() || t_in_pool) {
+    f(0, n);
+    return;
+  }
+  // A few chunks per thread balance uneven work (e.g. causal attention rows).
+  const int64_t chunks = std::min<int64_t>(max_chunks, static_cast<int64_t>(size()) * 4);
+  const int64_t step = (n + chunks - 1) / chunks;
+  std::atomic<int64_t> next{0};
+  run_on_all([&](int) {
+    for (;;) {
+      int64_t c = next.fetch_add(1);
+      int64_t b = c * step;
+      if (b >= n) return;
+      f(b, std::min(n, b + step));
+    }
+  });
+}
+
+}  // namespace duet::cpu

@@ -1,0 +1,23 @@
+// The backends this build contains, and their selection rules. Linking `duet` (or its
+// duet_backends target) brings these in; the core itself knows no backend.
+#pragma once
+
+#include <vector>
+
+#include "duet/registry.h"
+
+namespace duet {
+
+// Factories for every backend in the build, in preference order (cuda, vulkan, cpu). A backend
+// left out at build time is still listed and reports why when opened.
+DUET_API std::vector<BackendFactory> builtin_backends();
+
+// Opens the registry with the built-in backends. Options also come from the environment:
+// DUET_CPU_THREADS, DUET_VULKAN_VALIDATION, ... (see docs/configuration.md).
+DUET_API Registry open_registry(const BackendOptions& options = {});
+
+// The selection rules of a backend, for planning against capability profiles. Usable whether or
+// not the backend was built or has a device.
+DUET_API const BackendRules& builtin_rules(BackendKind backend);
+
+}  // namespace duet

@@ -1,0 +1,178 @@
+// The device interface: what the planner knows about a device (its capability record and the
+// kernel choices its backend offers for an op), and what the executor asks of it (buffers,
+// copies, execution of a planned op). No vendor API type appears here.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "duet/export.h"
+#include "duet/op.h"
+#include "duet/status.h"
+
+namespace duet {
+
+enum class BackendKind : uint8_t { cpu, vulkan, cuda };
+DUET_API std::string_view backend_name(BackendKind b);
+DUET_API std::optional<BackendKind> parse_backend(std::string_view name);
+
+enum class DeviceType : uint8_t { cpu, integrated_gpu, discrete_gpu, virtual_gpu, other };
+DUET_API std::string_view device_type_name(DeviceType t);
+DUET_API std::optional<DeviceType> parse_device_type(std::string_view name);
+
+// A hardware matrix unit (tensor core, cooperative matrix): one supported MxNxK shape with its
+// operand and accumulator types, e.g. "mma.sync m16n8k16 f16*f16+f32".
+struct DUET_API MatrixUnit {
+  std::string api;  // "mma.sync", "wmma", "coopmat"
+  int m = 0, n = 0, k = 0;
+  DType a = DType::f16;
+  DType acc = DType::f32;  // f32, or f16 for half accumulation
+  bool operator==(const MatrixUnit&) const = default;
+};
+
+// Everything the planner and the kernels may know about a device. Filled by a backend from the
+// real device, or loaded from a profile (profiles/*.json) for planning without the hardware.
+// Fields a backend cannot know stay at their zero/false defaults and mean "absent".
+struct DUET_API DeviceCaps {
+  // Identity
+  BackendKind backend = BackendKind::cpu;
+  std::string name;    // "NVIDIA GeForce RTX 2080 Ti"
+  std::string vendor;  // "nvidia", "amd", "intel", "apple", "mesa", "cpu"
+  uint32_t vendor_id = 0, device_id = 0;
+  DeviceType type = DeviceType::other;
+  std::string driver_name, driver_version, api_version;
+  std::optional<std::array<uint8_t, 16>> uuid;  // matches one GPU seen through CUDA and Vulkan
+  std::string pci_bus_id;
+
+  // Architecture. For CUDA devices cc_major/cc_minor is the compute capability; `arch` is a
+  // readable name in every backend ("sm_86", "x86-64 avx512", "rdna3").
+  int cc_major = 0, cc_minor = 0;
+  std::string arch;
+  int compute_units = 0;  // SMs, CUs, EUs, cores
+  double clock_mhz = 0;
+
+  // Arithmetic and storage
+  bool fp16_arith = false, bf16_arith = false, int8_arith = false, int_dot = false;
+  bool fp16_storage = false, bf16_storage = false, int8_storage = false;
+  bool tensor_cores = false;  // any matrix unit usable by this backend
+  std::vector<MatrixUnit> matrix_units;
+  bool async_copy = false;  // global->shared asynchronous copies (cp.async, sm_80+)
+
+  // Limits that kernels derive their launch shapes from
+  int subgroup_size = 1;  // warp / wave / SIMD width the kernels should assume
+  int subgroup_min = 1, subgroup_max = 1;
+  bool subgroup_size_control = false;
+  uint64_t shared_mem_per_block = 0;        // default per workgroup / block
+  uint64_t shared_mem_per_block_optin = 0;  // opt-in maximum (CUDA), else = default
+  uint32_t registers_per_block = 0;
+  uint32_t max_threads_per_block = 0;        // max workgroup invocations
+  std::array<uint32_t, 3> max_block_dims{};  // max workgroup size per dimension
+  std::array<uint32_t, 3> max_grid_dims{};   // max workgroup count per dimension
+  uint64_t max_buffer_range = 0;             // largest range one binding may address (0 = no limit)
+  uint64_t max_allocation = 0;               // largest single allocation (0 = memory_bytes)
+
+  // Memory
+  uint64_t memory_bytes = 0;                // device memory usable by the engine
+  bool host_visible_device_memory = false;  // device-local memory the host can map (iGPU, lavapipe)
+
+  // Throughput, for the cost model (GFLOP/s peaks, GB/s bandwidths; 0 = unknown)
+  double peak_gflops_f32 = 0, peak_gflops_f16 = 0, peak_gflops_bf16 = 0;
+  double memory_gbps = 0;
+  double host_link_gbps = 0;  // host <-> device copies (PCIe); 0 for host memory
+
+  // Backend-specific facts shown by `duet devices` (kernel image status, extensions, ...).
+  std::map<std::string, std::string> extra;
+  // Where the record came from: "probed", or a profile's source line.
+  std::string source = "probed";
+};
+
+// Launch shape chosen for a kernel from the device's limits. Fields a kernel does not use stay 0.
+struct DUET_API LaunchConfig {
+  int block_threads = 0;  // threads / invocations per block / workgroup
+  int tile_m = 0, tile_n = 0, tile_k = 0;
+  int stages = 0;  // pipeline stages (async copies in flight)
+  int splits = 0;  // split-K / split-KV partitions
+  int subgroup = 0;
+  uint64_t shared_bytes = 0;
+  std::string variant;      // kernel variant name, e.g. "flash_fwd_hd128"
+  std::string str() const;  // "block 128, tile 64x64x32, 2 stages, 48 KiB shared"
+  bool operator==(const LaunchConfig&) const = default;
+};
+
+// One way a backend could run an op on a device: a kernel tier at a precision, and whether it
+// can (with the reason either way). `input_dtypes` are the storage dtypes the kernel reads; where
+// they differ from the graph's, the planner inserts casts.
+struct DUET_API KernelChoice {
+  std::string tier;  // "flash", "tiled", "generic", "coopmat", "blocked", "reference"
+  Precision precision = Precision::f32;
+  bool ok = false;
+  std::string reason;  // why it can run ("sm_86 >= sm_80, head dim 128"), or why not
+  std::vector<DType> input_dtypes;
+  DType output_dtype = DType::f32;
+  LaunchConfig launch;
+};
+
+// Memory owned by one device. Backends subclass it; the core only passes it around.
+class DUET_API Buffer {
+ public:
+  virtual ~Buffer() = default;
+  virtual uint64_t size() const = 0;
+  // Host pointer when the memory is host-addressable (CPU, mapped memory), else nullptr.
+  virtual void* host_ptr() { return nullptr; }
+};
+
+// A tensor as a kernel sees it: a descriptor (offset in elements) into a buffer.
+struct TensorRef {
+  TensorDesc desc;
+  Buffer* buffer = nullptr;
+};
+
+// An op as the planner decided it: what to compute and which kernel choice to use.
+struct PlannedOp {
+  OpDesc op;
+  KernelChoice choice;
+};
+
+// Selection rules of a backend: pure functions of a capability record, so that the planner can
+// ask them about profiles of hardware it does not have. A device answers with its own rules.
+class DUET_API BackendRules {
+ public:
+  virtual ~BackendRules() = default;
+  virtual BackendKind backend() const = 0;
+  // Every kernel choice the backend knows for this op, best first, each ok or refused with a
+  // reason. Choices for all precisions the backend has appear; the planner filters by policy.
+  virtual std::vector<KernelChoice> choices(const DeviceCaps& caps, const OpDesc& op) const = 0;
+};
+
+// One device. Execution is asynchronous: execute() may only record work; synchronize() waits for
+// everything recorded. Reads synchronize as needed. A device is used from one thread at a time.
+class DUET_API Device {
+ public:
+  virtual ~Device() = default;
+  virtual const std::string& id() const = 0;  // "cpu:0", "vulkan:1", "cuda:0"
+  virtual const DeviceCaps& caps() const = 0;
+  virtual const BackendRules& rules() const = 0;
+
+  std::vector<KernelChoice> choices(const OpDesc& op) const { return rules().choices(caps(), op); }
+  // The first usable choice at `precision`, or the reasons none is.
+  Result<KernelChoice> supports(const OpDesc& op, Precision precision) const;
+
+  virtual Result<std::shared_ptr<Buffer>> allocate(uint64_t bytes) = 0;
+  virtual Status write(Buffer& dst, uint64_t offset, const void* src, uint64_t bytes) = 0;
+  virtual Status read(Buffer& src, uint64_t offset, void* dst, uint64_t bytes) = 0;
+  // Inputs and output are described by the planned op; `inputs[i]` holds op.inputs[i].
+  virtual Status execute(const PlannedOp& op, std::span<const TensorRef> inputs,
+                         const TensorRef& output) = 0;
+  virtual Status synchronize() = 0;
+};
+
+// Error for "this device cannot run this op", in the standard sentence form.
+DUET_API Status unsupported(const Device& device, const OpDesc& op, std::string_view why);
+
+}  // namespace duet

@@ -1,0 +1,153 @@
+// The op set (v1): kinds, attributes, and shape/dtype inference with validation.
+//
+// Semantics every backend implements (the CPU float64 reference is the definition):
+//   matmul(a, b)          a[..., M, K] @ b[..., K, N] -> [..., M, N]; transpose_a / transpose_b
+//                         mean the operand is stored [..., K, M] / [..., N, K]. Batch dims
+//                         broadcast (numpy). f32/f16/bf16 inputs of one dtype, f32 accumulation,
+//                         output in the input dtype.
+//   add/sub/mul/div(a, b) numpy broadcasting, one float dtype.
+//   scale(x)              x * alpha
+//   silu, relu, exp, gelu elementwise; gelu uses erf unless gelu_approx is tanh.
+//   softmax(x[, mask])    softmax over the last dim of x * scale + mask; mask broadcasts to x.
+//   rmsnorm(x[, w])       x / sqrt(mean(x^2) + eps) * w over the last dim.
+//   layernorm(x[, w[, b]]) (x - mean) / sqrt(var + eps) * w + b over the last dim.
+//   rope(x)               x[B, H, L, D]; position of row l is rope_offset + l; frequencies
+//                         theta^(-2i/rope_dims) for pair i; dims past rope_dims pass through.
+//                         neox pairs (i, i + rope_dims/2), gptj pairs (2i, 2i+1).
+//   attention(q, k, v[, mask])
+//                         q[B, Hq, Lq, D], k/v[B, Hkv, Lk, D]; Hq a multiple of Hkv (query head
+//                         h reads kv head h / (Hq/Hkv)); out[B, Hq, Lq, D]. scores = q k^T * scale
+//                         (+ mask, broadcast to [B, Hq, Lq, Lk]). Causal masking is aligned to
+//                         the END of the keys, so decoding against a KV cache works: query i
+//                         sees keys j <= i + (Lk - Lq). With Lq > Lk the first queries see no
+//                         key and their output is 0. scale defaults to 1/sqrt(D).
+//   cast(x)               to attrs.to; float -> int rounds toward zero and saturates, NaN -> 0.
+//   copy(x)               a dense row-major copy (makes a view contiguous).
+//   concat(x0, x1, ...)   along attrs.axis; same dtype, equal other dims.
+//   embedding(table, ids) table[V, D], ids i32 of any shape (rank <= 3) -> ids.shape + [D].
+//                         An id outside [0, V) is an error reported by the backend.
+//   reshape/transpose/permute/slice
+//                         views: no kernel, the output aliases the input's storage.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "duet/export.h"
+#include "duet/status.h"
+#include "duet/tensor.h"
+
+namespace duet {
+
+enum class OpKind : uint8_t {
+  matmul,
+  add,
+  sub,
+  mul,
+  div,
+  scale,
+  silu,
+  gelu,
+  relu,
+  exp,
+  softmax,
+  rmsnorm,
+  layernorm,
+  rope,
+  attention,
+  cast,
+  copy,
+  concat,
+  embedding,
+  reshape,
+  transpose,
+  permute,
+  slice,
+};
+inline constexpr int kNumOpKinds = static_cast<int>(OpKind::slice) + 1;
+
+DUET_API std::string_view op_name(OpKind k);
+DUET_API std::optional<OpKind> parse_op(std::string_view name);
+DUET_API bool is_view(OpKind k);                // reshape, transpose, permute, slice
+DUET_API bool is_unary_elementwise(OpKind k);   // scale, silu, gelu, relu, exp
+DUET_API bool is_binary_elementwise(OpKind k);  // add, sub, mul, div
+
+enum class GeluApprox : uint8_t { none, tanh };  // none = the exact erf form
+enum class RopeMode : uint8_t { neox, gptj };
+DUET_API std::string_view rope_mode_name(RopeMode m);
+DUET_API std::string_view gelu_approx_name(GeluApprox a);
+
+// Every attribute of every op, in one flat struct: small, copyable, trivially serialised.
+// Each op reads only its own fields (listed beside them).
+struct DUET_API OpAttrs {
+  bool transpose_a = false;                   // matmul
+  bool transpose_b = false;                   // matmul
+  float alpha = 1.0f;                         // scale
+  std::optional<float> scale;                 // softmax (default 1), attention (default 1/sqrt(D))
+  float eps = 1e-5f;                          // rmsnorm, layernorm
+  bool causal = false;                        // attention
+  GeluApprox gelu_approx = GeluApprox::none;  // gelu
+  RopeMode rope_mode = RopeMode::neox;        // rope
+  int64_t rope_offset = 0;                    // rope: position of the first row
+  float rope_theta = 10000.0f;                // rope
+  int rope_dims = 0;                          // rope: rotated dims, 0 = all of D
+  DType to = DType::f32;                      // cast
+  int axis = 0;                               // concat, slice
+  int64_t start = 0, stop = 0, step = 1;      // slice
+  int dim0 = 0, dim1 = 1;                     // transpose
+  std::vector<int64_t> shape;                 // reshape (one entry may be -1)
+  std::vector<int> perm;                      // permute
+
+  bool operator==(const OpAttrs&) const = default;
+};
+
+// The names of an op kind's inputs, in order; optional ones are marked.
+struct InputSpec {
+  std::string_view name;
+  bool optional;
+};
+DUET_API std::span<const InputSpec> op_inputs(OpKind k);  // concat: one variadic entry "x"
+DUET_API bool op_is_variadic(OpKind k);
+
+// One op application with its inputs' descriptors and the inferred output. `name` is the
+// graph node's name (for messages); `input_names` are the graph tensors' names.
+struct DUET_API OpDesc {
+  OpKind kind = OpKind::copy;
+  OpAttrs attrs;
+  std::string name;
+  std::vector<TensorDesc> inputs;
+  std::vector<std::string> input_names;
+  TensorDesc output;
+
+  // The name used in messages for input i (the graph name if known, else the op's input name).
+  std::string input_name(size_t i) const;
+  // Whether input i is present (optional inputs may be absent at the end).
+  bool has_input(size_t i) const { return i < inputs.size(); }
+};
+
+// Validates inputs and attributes and fills `output` (dense, except views which alias).
+// Input names, when given, are used in error messages.
+DUET_API Result<OpDesc> make_op(OpKind kind, OpAttrs attrs, std::vector<TensorDesc> inputs,
+                                std::vector<std::string> input_names = {}, std::string name = {});
+
+// Attention's effective scale, softmax's effective scale.
+DUET_API float attention_scale(const OpDesc& op);
+DUET_API float softmax_scale(const OpDesc& op);
+// rope_dims resolved against D.
+DUET_API int rope_dims(const OpDesc& op);
+
+// Work estimates, for the cost model and benchmarks: floating-point operations (a multiply-add
+// counts 2; attention counts the full, non-causal QK^T and PV unless causal) and bytes moved
+// (inputs read once, output written once).
+DUET_API double op_flops(const OpDesc& op);
+DUET_API double op_bytes(const OpDesc& op);
+
+// "matmul 'proj' (f16[1,32,64] x f16[64,128] -> f16[1,32,128])"
+DUET_API std::string describe(const OpDesc& op);
+
+}  // namespace duet

@@ -1,0 +1,294 @@
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <random>
+
+#include "check/check.h"
+#include "duet/half.h"
+
+namespace duet::check {
+
+namespace {
+
+using Shape = std::vector<int64_t>;
+
+TensorDesc dense(DType t, const Shape& s) {
+  return TensorDesc::contiguous(t, s);
+}
+
+// A view of `s` whose last two dims are stored swapped (a transposed, non-contiguous input).
+TensorDesc transposed(DType t, Shape s) {
+  std::swap(s[s.size() - 1], s[s.size() - 2]);
+  return *transpose(dense(t, s), -1, -2);
+}
+
+// A view of `s` that skips every other element of the last dim and starts at an offset.
+TensorDesc strided(DType t, Shape s) {
+  Shape wide = s;
+  wide.back() = 2 * s.back() + 1;
+  return *slice(dense(t, wide), -1, 1, wide.back(), 2);
+}
+
+std::string dims_str(const TensorDesc& d) {
+  std::string s;
+  for (int i = 0; i < d.rank; ++i)
+    s += (i ? "x" : "") + std::to_string(d.shape[static_cast<size_t>(i)]);
+  if (!d.is_contiguous()) s += "~";
+  return s;
+}
+
+class Builder {
+ public:
+  explicit Builder(bool full) : full_(full) {}
+  std::vector<Case> done() { return std::move(out_); }
+
+  void add(OpKind k, DType t, std::vector<TensorDesc> in, std::vector<Fill> fills, OpAttrs a = {},
+           std::string tag = {}, bool full_only = false) {
+    if (full_only && !full_) return;
+    Case c;
+    c.kind = k;
+    c.attrs = std::move(a);
+    c.name = std::string(op_name(k)) + "/" + std::string(dtype_name(t)) + "/";
+    for (size_t i = 0; i < in.size(); ++i) c.name += (i ? "," : "") + dims_str(in[i]);
+    if (!tag.empty()) c.name += "." + tag;
+    c.inputs = std::move(in);
+    c.fills = std::move(fills);
+    c.full_only = full_only;
+    out_.push_back(std::move(c));
+  }
+  void ids_range(int64_t v) { out_.back().ids_range = v; }
+
+ private:
+  bool full_;
+  std::vector<Case> out_;
+};
+
+constexpr DType kFloats[] = {DType::f32, DType::f16, DType::bf16};
+
+void matmul_cases(Builder& b, DType t) {
+  struct M {
+    Shape a, bb;
+    bool ta, tb;
+    bool full;
+  };
+  const M ms[] = {
+      {{1, 1}, {1, 1}, false, false, false},           {{3, 17}, {17, 5}, false, false, false},
+      {{17, 33}, {9, 33}, false, true, false},         {{33, 17}, {33, 9}, true, false, false},
+      {{2, 3, 17, 33}, {33, 19}, false, false, false},  // batched, broadcast weight
+      {{2, 1, 5, 7}, {3, 7, 4}, false, false, false},   // batch broadcast both ways
+      {{67, 130}, {130, 97}, false, false, false},     {{257, 257}, {257, 129}, false, true, true},
+      {{4, 128, 512}, {512, 384}, false, false, true},
+  };
+  for (const M& m : ms) {
+    OpAttrs a;
+    a.transpose_a = m.ta;
+    a.transpose_b = m.tb;
+    b.add(OpKind::matmul, t, {dense(t, m.a), dense(t, m.bb)}, {Fill::unit, Fill::unit}, a,
+          std::string(m.ta ? "ta" : "") + (m.tb ? "tb" : ""), m.full);
+  }
+  // A strided (transposed-view) operand.
+  b.add(OpKind::matmul, t, {dense(t, {19, 23}), transposed(t, {23, 13})}, {Fill::unit, Fill::unit},
+        {}, "view");
+}
+
+void elementwise_cases(Builder& b, DType t) {
+  for (OpKind k : {OpKind::add, OpKind::sub, OpKind::mul, OpKind::div}) {
+    const Fill f2 = k == OpKind::div ? Fill::positive : Fill::unit;
+    b.add(k, t, {dense(t, {3, 17}), dense(t, {17})}, {Fill::unit, f2});
+    b.add(k, t, {dense(t, {2, 1, 5}), dense(t, {3, 1})}, {Fill::unit, f2});
+    b.add(k, t, {dense(t, {257}), dense(t, {257})}, {Fill::unit, f2});
+    b.add(k, t, {transposed(t, {5, 33}), dense(t, {5, 33})}, {Fill::unit, f2}, {}, "view");
+    b.add(k, t, {dense(t, {2, 3, 64, 129}), dense(t, {3, 1, 129})}, {Fill::unit, f2}, {}, "", true);
+  }
+  for (OpKind k : {OpKind::scale, OpKind::silu, OpKind::gelu, OpKind::relu, OpKind::exp}) {
+    OpAttrs a;
+    a.alpha = 0.37f;
+    b.add(k, t, {dense(t, {1})}, {Fill::unit}, a);
+    b.add(k, t, {dense(t, {3, 17})}, {Fill::unit}, a);
+    b.add(k, t, {strided(t, {2, 3, 257})}, {Fill::unit}, a, "view");
+    if (k == OpKind::gelu) {
+      a.gelu_approx = GeluApprox::tanh;
+      b.add(k, t, {dense(t, {3, 17})}, {Fill::unit}, a, "tanh");
+    }
+  }
+  b.add(OpKind::exp, t, {dense(t, {4, 1000})}, {Fill::wide}, {}, "", true);
+}
+
+void row_cases(Builder& b, DType t) {
+  OpAttrs sm;
+  b.add(OpKind::softmax, t, {dense(t, {3, 17})}, {Fill::unit}, sm);
+  sm.scale = 0.5f;
+  b.add(OpKind::softmax, t, {dense(t, {2, 4, 5, 257}), dense(DType::f32, {5, 257})},
+        {Fill::unit, Fill::mask}, sm, "mask");
+  b.add(OpKind::softmax, t, {transposed(t, {6, 33}), dense(t, {6, 33})}, {Fill::unit, Fill::mask},
+        sm, "view");
+  b.add(OpKind::softmax, t, {dense(t, {8, 4096})}, {Fill::wide}, {}, "", true);
+
+  OpAttrs n;
+  n.eps = 1e-6f;
+  b.add(OpKind::rmsnorm, t, {dense(t, {3, 17}), dense(t, {17})}, {Fill::unit, Fill::positive}, n);
+  b.add(OpKind::rmsnorm, t, {dense(t, {2, 257})}, {Fill::unit}, n);
+  b.add(OpKind::rmsnorm, t, {strided(t, {5, 64}), dense(t, {64})}, {Fill::unit, Fill::positive}, n,
+        "view");
+  b.add(OpKind::layernorm, t, {dense(t, {3, 17}), dense(t, {17}), dense(t, {17})},
+        {Fill::unit, Fill::positive, Fill::unit}, n);
+  b.add(OpKind::layernorm, t, {dense(t, {5, 257}), dense(t, {257})}, {Fill::unit, Fill::positive},
+        n);
+  b.add(OpKind::layernorm, t, {dense(t, {1, 7})}, {Fill::unit}, n);
+  b.add(OpKind::rmsnorm, t, {dense(t, {16, 4096}), dense(t, {4096})}, {Fill::unit, Fill::positive},
+        n, "", true);
+
+  OpAttrs r;
+  b.add(OpKind::rope, t, {dense(t, {1, 2, 3, 16})}, {Fill::unit}, r, "neox");
+  r.rope_mode = RopeMode::gptj;
+  r.rope_offset = 5;
+  b.add(OpKind::rope, t, {dense(t, {2, 3, 17, 64})}, {Fill::unit}, r, "gptj.off5");
+  r.rope_mode = RopeMode::neox;
+  r.rope_dims = 32;
+  r.rope_offset = 1000;
+  b.add(OpKind::rope, t, {dense(t, {1, 2, 9, 64})}, {Fill::unit}, r, "neox.partial.off1000");
+  r.rope_mode = RopeMode::gptj;
+  b.add(OpKind::rope, t, {transposed(t, {1, 4, 64, 128})}, {Fill::unit}, r, "gptj.partial.view",
+        true);
+}
+
+void attention_cases(Builder& b, DType t) {
+  struct A {
+    int64_t B, Hq, Hkv, Lq, Lk, D;
+    bool causal, mask, full;
+    const char* tag;
+  };
+  const A as[] = {
+      {1, 2, 2, 17, 17, 16, false, false, false, "self"},
+      {2, 4, 2, 33, 33, 64, true, false, false, "gqa.causal"},
+      {1, 8, 1, 1, 257, 64, false, false, false, "mqa.decode"},
+      {1, 4, 2, 1, 300, 128, true, false, false, "decode.causal"},
+      {1, 2, 1, 5, 37, 32, true, true, false, "causal.mask.lq<lk"},
+      {1, 2, 2, 19, 7, 16, true, false, false, "causal.lq>lk"},
+      {1, 2, 2, 65, 65, 80, false, true, false, "hd80.mask"},
+      {1, 2, 1, 40, 40, 96, true, false, false, "hd96.causal"},
+      {1, 2, 2, 33, 70, 256, false, false, true, "hd256"},
+      {1, 16, 16, 256, 256, 64, true, false, true, "prefill"},
+      {1, 64, 8, 1, 4096, 128, false, false, true, "decode.long"},
+  };
+  for (const A& a : as) {
+    OpAttrs at;
+    at.causal = a.causal;
+    std::vector<TensorDesc> in = {dense(t, {a.B, a.Hq, a.Lq, a.D}),
+                                  dense(t, {a.B, a.Hkv, a.Lk, a.D}),
+                                  dense(t, {a.B, a.Hkv, a.Lk, a.D})};
+    std::vector<Fill> f = {Fill::unit, Fill::unit, Fill::unit};
+    if (a.mask) {
+      in.push_back(dense(DType::f32, {a.Lq, a.Lk}));
+      f.push_back(Fill::mask);
+    }
+    b.add(OpKind::attention, t, in, f, at, a.tag, a.full);
+  }
+  OpAttrs s;
+  s.scale = 0.3f;
+  b.add(OpKind::attention, t,
+        {transposed(t, {1, 2, 9, 16}), dense(t, {1, 1, 11, 16}), dense(t, {1, 1, 11, 16})},
+        {Fill::unit, Fill::unit, Fill::unit}, s, "view.scale");
+}
+
+void data_cases(Builder& b, DType t) {
+  OpAttrs c;
+  for (DType to : kAllDTypes) {
+    if (to == t) continue;
+    c.to = to;
+    b.add(OpKind::cast, t, {dense(t, {3, 67})}, {is_integer(to) ? Fill::wide : Fill::unit}, c,
+          std::string("to.") + std::string(dtype_name(to)));
+  }
+  c.to = DType::f32;
+  b.add(OpKind::cast, t, {transposed(t, {9, 17})}, {Fill::unit}, c, "view");
+  b.add(OpKind::copy, t, {transposed(t, {2, 17, 33})}, {Fill::unit});
+  b.add(OpKind::copy, t, {strided(t, {3, 257})}, {Fill::unit});
+  OpAttrs cat;
+  cat.axis = 1;
+  b.add(OpKind::concat, t, {dense(t, {2, 3, 5}), dense(t, {2, 1, 5}), transposed(t, {2, 4, 5})},
+        {Fill::unit, Fill::unit, Fill::unit}, cat);
+  cat.axis = -1;
+  b.add(OpKind::concat, t, {dense(t, {3, 17}), dense(t, {3, 1})}, {Fill::unit, Fill::unit}, cat);
+  b.add(OpKind::embedding, t, {dense(t, {257, 17}), dense(DType::i32, {3, 5})},
+        {Fill::unit, Fill::ids});
+  b.ids_range(257);
+  b.add(OpKind::embedding, t, {transposed(t, {11, 64}), dense(DType::i32, {7})},
+        {Fill::unit, Fill::ids}, {}, "view");
+  b.ids_range(11);
+}
+
+void integer_cases(Builder& b) {
+  OpAttrs c;
+  for (DType from : {DType::i32, DType::i8}) {
+    for (DType to : kAllDTypes) {
+      if (to == from) continue;
+      c.to = to;
+      b.add(OpKind::cast, from, {dense(from, {3, 67})}, {Fill::wide}, c,
+            std::string("to.") + std::string(dtype_name(to)));
+    }
+    b.add(OpKind::copy, from, {transposed(from, {5, 9})}, {Fill::wide});
+  }
+}
+
+uint64_t hash_name(const std::string& s) {
+  uint64_t h = 1469598103934665603ull;
+  for (char ch : s) h = (h ^ static_cast<uint8_t>(ch)) * 1099511628211ull;
+  return h;
+}
+
+}  // namespace
+
+std::vector<Case> cases(bool full) {
+  Builder b(full);
+  for (DType t : kFloats) {
+    matmul_cases(b, t);
+    elementwise_cases(b, t);
+    row_cases(b, t);
+    attention_cases(b, t);
+    data_cases(b, t);
+  }
+  integer_cases(b);
+  return b.done();
+}
+
+Result<OpDesc> case_op(const Case& c) {
+  return make_op(c.kind, c.attrs, c.inputs, {}, c.name);
+}
+
+std::vector<HostTensor> case_inputs(const Case& c, uint64_t seed) {
+  std::mt19937_64 rng(hash_name(c.name) ^ seed);
+  std::uniform_real_distribution<double> u01(0.0, 1.0);
+  std::vector<HostTensor> out;
+  for (size_t i = 0; i < c.inputs.size(); ++i) {
+    const TensorDesc& d = c.inputs[i];
+    const Fill f = i < c.fills.size() ? c.fills[i] : Fill::unit;
+    const int64_t n = d.storage_extent();
+    HostTensor t = *HostTensor::with_storage(d, static_cast<uint64_t>(dtype_bytes(d.dtype, n)));
+    for (int64_t e = 0; e < n; ++e) {
+      const double sign = u01(rng) < 0.5 ? -1.0 : 1.0;
+      double v = 0;
+      switch (f) {
+        case Fill::unit:
+          v = sign * (0.05 + 0.95 * u01(rng));
+          break;
+        case Fill::positive:
+          v = 0.5 + 1.5 * u01(rng);
+          break;
+        case Fill::wide:
+          v = sign * (0.05 + 299.95 * u01(rng));
+          break;
+        case Fill::mask:
+          v = u01(rng) < 0.125 ? -std::numeric_limits<double>::infinity() : -2.0 * u01(rng) - 1e-3;
+          break;
+        case Fill::ids:
+          v = std::floor(u01(rng) * static_cast<double>(c.ids_range));
+          break;
+      }
+      store_from_double(t.storage(), d.dtype, e, v);
+    }
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+}  // namespace duet::check

@@ -1,0 +1,123 @@
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <sstream>
+
+#include "check/check.h"
+#include "duet/half.h"
+
+namespace duet::check {
+
+namespace {
+
+enum class OpClass { exact, elementwise, rows, contraction };
+
+OpClass op_class(OpKind k) {
+  switch (k) {
+    case OpKind::cast:
+    case OpKind::copy:
+    case OpKind::concat:
+    case OpKind::embedding:
+    case OpKind::reshape:
+    case OpKind::transpose:
+    case OpKind::permute:
+    case OpKind::slice:
+      return OpClass::exact;
+    case OpKind::softmax:
+    case OpKind::rmsnorm:
+    case OpKind::layernorm:
+    case OpKind::rope:
+      return OpClass::rows;
+    case OpKind::matmul:
+    case OpKind::attention:
+      return OpClass::contraction;
+    default:
+      return OpClass::elementwise;
+  }
+}
+
+// NMSE and max-error-over-rms caused by rounding a value once to `t`.
+void rounding_floor(DType t, double* nmse, double* rel) {
+  switch (t) {
+    case DType::f16:
+      *nmse = 4e-7, *rel = 2e-2;
+      return;
+    case DType::bf16:
+      *nmse = 2e-5, *rel = 1e-1;
+      return;
+    default:
+      *nmse = 1e-13, *rel = 1e-6;
+      return;
+  }
+}
+
+}  // namespace
+
+std::string Tolerance::str() const {
+  if (exact) return "exact";
+  std::ostringstream s;
+  s << "nmse<=" << nmse << " maxrel<=" << max_rel;
+  return s.str();
+}
+
+Tolerance tolerance(const OpDesc& op, Precision used) {
+  Tolerance t;
+  const OpClass c = op_class(op.kind);
+  if (c == OpClass::exact) {
+    t.exact = true;
+    return t;
+  }
+  const int ci = c == OpClass::elementwise ? 0 : c == OpClass::rows ? 1 : 2;
+  // Rows: elementwise, row-wise (softmax, norms, rope), contractions (matmul, attention).
+  static constexpr double kNmse[4][3] = {
+      {1e-10, 1e-9, 1e-8},    // f32
+      {1e-6, 2e-6, 2e-5},     // f16: intermediates rounded to f16, f32 accumulation
+      {3e-5, 5e-5, 2e-4},     // bf16
+      {1e-13, 1e-13, 1e-12},  // f64 reference
+  };
+  static constexpr double kRel[4][3] = {
+      {1e-4, 1e-3, 1e-3}, {2e-2, 2e-2, 5e-2}, {1e-1, 1e-1, 2e-1}, {1e-9, 1e-9, 1e-9}};
+  const int pi = static_cast<int>(used);
+  double fn = 0, fr = 0;
+  rounding_floor(op.output.dtype, &fn, &fr);
+  t.nmse = std::max(kNmse[pi][ci], fn);
+  t.max_rel = std::max(kRel[pi][ci], fr);
+  return t;
+}
+
+Metrics compare(std::span<const double> got, std::span<const double> want, bool exact) {
+  Metrics m;
+  double err2 = 0, ref2 = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    const double g = got[i], w = want[i];
+    if (std::isnan(g)) {
+      if (!(exact && std::isnan(w))) ++m.nan;
+      continue;
+    }
+    if (std::isinf(g) || std::isinf(w)) {
+      if (g != w) ++m.inf_mismatch;
+      continue;
+    }
+    const double e = std::abs(g - w);
+    if (exact && g != w) ++m.mismatches;
+    if (e > m.max_abs || m.worst < 0) {
+      m.max_abs = std::max(m.max_abs, e);
+      if (e >= m.max_abs) m.worst = static_cast<int64_t>(i);
+    }
+    err2 += e * e;
+    ref2 += w * w;
+  }
+  const double n = static_cast<double>(std::max<size_t>(want.size(), 1));
+  m.nmse = ref2 > 0 ? err2 / ref2 : err2;
+  const double rms = std::sqrt(ref2 / n);
+  m.max_rel = rms > 0 ? m.max_abs / rms : m.max_abs;
+  return m;
+}
+
+bool passes(const Metrics& m, const Tolerance& t) {
+  if (m.nan || m.inf_mismatch) return false;
+  if (t.exact) return m.mismatches == 0;
+  return m.nmse <= t.nmse && m.max_rel <= t.max_rel;
+}
+
+}  // namespace duet::check

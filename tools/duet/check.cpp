@@ -1,0 +1,201 @@
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "check/check.h"
+#include "duet/backends.h"
+#include "duet/commands.h"
+#include "reference/reference.h"
+
+namespace duet::cli {
+
+namespace {
+
+struct Options {
+  std::vector<std::string> devices, ops, dtypes;
+  std::string json_path;
+  bool full = false;
+  bool verbose = false;
+};
+
+struct Row {
+  std::string case_name, op, dtype, device, tier, precision, message;
+  bool passed = false, skipped = false;
+  check::Metrics m;
+  check::Tolerance tol;
+  double seconds = 0;
+};
+
+void progress(size_t done, size_t total, bool tty) {
+  if (!tty || total == 0) return;
+  const int width = 40;
+  const int filled = static_cast<int>(width * done / total);
+  std::fprintf(stderr, "\r[%s%s] %zu/%zu", std::string(static_cast<size_t>(filled), '#').c_str(),
+               std::string(static_cast<size_t>(width - filled), '.').c_str(), done, total);
+  if (done == total) std::fprintf(stderr, "\r%*s\r", width + 24, "");
+}
+
+nlohmann::json row_json(const Row& r) {
+  return {{"case", r.case_name},      {"op", r.op},
+          {"dtype", r.dtype},         {"device", r.device},
+          {"tier", r.tier},           {"precision", r.precision},
+          {"passed", r.passed},       {"skipped", r.skipped},
+          {"message", r.message},     {"nmse", r.m.nmse},
+          {"max_abs", r.m.max_abs},   {"max_rel", r.m.max_rel},
+          {"tolerance", r.tol.str()}, {"seconds", r.seconds}};
+}
+
+int run_check(const CLI::App& cmd, const Options& o) {
+  Registry reg = open_registry();
+  std::vector<Device*> devices;
+  for (const std::string& id : o.devices) {
+    Device* d = reg.find(id);
+    if (!d) return fail(cmd, "unknown device '" + id + "' (see `duet devices`)", 2);
+    devices.push_back(d);
+  }
+  if (devices.empty()) devices = reg.devices();
+  for (const std::string& op : o.ops)
+    if (!parse_op(op)) return fail(cmd, "unknown op '" + op + "'", 2);
+  for (const std::string& t : o.dtypes)
+    if (!parse_dtype(t)) return fail(cmd, "unknown dtype '" + t + "'", 2);
+
+  std::vector<check::Case> cases;
+  for (check::Case& c : check::cases(o.full)) {
+    if (!o.ops.empty() && std::find(o.ops.begin(), o.ops.end(), op_name(c.kind)) == o.ops.end())
+      continue;
+    if (!o.dtypes.empty() && std::find(o.dtypes.begin(), o.dtypes.end(),
+                                       dtype_name(c.inputs[0].dtype)) == o.dtypes.end())
+      continue;
+    cases.push_back(std::move(c));
+  }
+  const bool tty = isatty(fileno(stderr));
+  std::vector<Row> rows;
+  size_t done = 0;
+  for (const check::Case& c : cases) {
+    progress(done++, cases.size(), tty);
+    auto op = check::case_op(c);
+    if (!op.ok()) return fail(cmd, "case " + c.name + ": " + op.status().message(), 70);
+    std::vector<HostTensor> inputs = check::case_inputs(c);
+    auto ref = reference::evaluate(*op, inputs);
+    if (!ref.ok())
+      return fail(cmd, "case " + c.name + ": reference failed: " + ref.status().message(), 70);
+    for (Device* d : devices) {
+      for (const KernelChoice& k : d->choices(*op)) {
+        if (k.tier == "reference") continue;  // that is what everything is compared with
+        Row r{c.name,
+              std::string(op_name(c.kind)),
+              std::string(dtype_name(c.inputs[0].dtype)),
+              d->id(),
+              k.tier,
+              std::string(precision_name(k.precision)),
+              {},
+              false,
+              false,
+              {},
+              {},
+              0};
+        if (!k.ok) {
+          r.skipped = true;
+          r.message = k.reason;
+        } else {
+          check::Outcome out = check::run_case(*d, k, *op, inputs, *ref);
+          r.passed = out.passed;
+          r.skipped = out.skipped;
+          r.message = out.message;
+          r.m = out.metrics;
+          r.tol = out.tol;
+          r.seconds = out.seconds;
+        }
+        rows.push_back(std::move(r));
+      }
+    }
+  }
+  progress(done, cases.size(), tty);
+
+  // Matrix: ops by device/tier, "passed/run" per cell.
+  std::vector<std::string> cols;
+  std::map<std::pair<std::string, std::string>, std::pair<int, int>> cell;
+  std::vector<std::string> ops;
+  int failed = 0, passed = 0;
+  for (const Row& r : rows) {
+    const std::string col = r.device + "/" + r.tier;
+    if (std::find(cols.begin(), cols.end(), col) == cols.end()) cols.push_back(col);
+    if (std::find(ops.begin(), ops.end(), r.op) == ops.end()) ops.push_back(r.op);
+    if (r.skipped) continue;
+    auto& [p, n] = cell[{r.op, col}];
+    ++n;
+    p += r.passed;
+    r.passed ? ++passed : ++failed;
+  }
+  std::printf("%-11s", "op");
+  for (const auto& c : cols) std::printf(" %14s", c.c_str());
+  std::printf("\n");
+  for (const auto& op : ops) {
+    std::printf("%-11s", op.c_str());
+    for (const auto& c : cols) {
+      auto it = cell.find({op, c});
+      if (it == cell.end()) {
+        std::printf(" %14s", "-");
+      } else {
+        std::string s = std::to_string(it->second.first) + "/" + std::to_string(it->second.second);
+        if (it->second.first != it->second.second) s = "FAIL " + s;
+        std::printf(" %14s", s.c_str());
+      }
+    }
+    std::printf("\n");
+  }
+  for (const Row& r : rows)
+    if (!r.skipped && !r.passed)
+      std::printf("FAIL %s on %s/%s (%s): %s\n", r.case_name.c_str(), r.device.c_str(),
+                  r.tier.c_str(), r.precision.c_str(), r.message.c_str());
+  if (o.verbose)
+    for (const Row& r : rows)
+      if (r.skipped)
+        std::printf("skip %s on %s/%s: %s\n", r.case_name.c_str(), r.device.c_str(), r.tier.c_str(),
+                    r.message.c_str());
+  std::printf("%d passed, %d failed, %zu cases, %zu devices\n", passed, failed, cases.size(),
+              devices.size());
+
+  if (!o.json_path.empty()) {
+    nlohmann::json j;
+    j["passed"] = passed;
+    j["failed"] = failed;
+    j["cases"] = nlohmann::json::array();
+    for (const Row& r : rows) j["cases"].push_back(row_json(r));
+    // Written to a temporary name and renamed, so a failed write never leaves a partial file.
+    const std::string tmp = o.json_path + ".partial";
+    {
+      std::ofstream f(tmp);
+      f << j.dump(2) << "\n";
+      if (!f) return fail(cmd, "cannot write " + o.json_path, 1);
+    }
+    if (std::rename(tmp.c_str(), o.json_path.c_str()) != 0)
+      return fail(cmd, "cannot write " + o.json_path, 1);
+  }
+  return failed == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+Command add_check(CLI::App& app) {
+  auto* sub = app.add_subcommand(
+      "check",
+      "Run every op on every device and kernel tier and compare with the float64 CPU reference");
+  auto o = std::make_shared<Options>();
+  sub->add_option("--device", o->devices, "Device id to check (repeatable; default: all)");
+  sub->add_option("--op", o->ops, "Op to check (repeatable; default: all)");
+  sub->add_option("--dtype", o->dtypes, "Input dtype to check (repeatable; default: all)");
+  sub->add_option("--json", o->json_path, "Write every case's result to this JSON file");
+  sub->add_flag("--full", o->full, "Larger shapes, every head dim, more GQA ratios");
+  sub->add_flag("-v,--verbose", o->verbose, "Also list skipped cases and why");
+  auto run = std::make_shared<std::function<int()>>([sub, o] { return run_check(*sub, *o); });
+  return {sub, run};
+}
+
+}  // namespace duet::cli

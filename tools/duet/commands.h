@@ -1,0 +1,23 @@
+// The `duet` command's subcommands. Each file adds one subcommand to the app; the action it
+// returns runs when that subcommand was given and returns the process exit status.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+#include <memory>
+
+namespace duet::cli {
+
+struct Command {
+  CLI::App* app = nullptr;
+  std::shared_ptr<std::function<int()>> run;
+};
+
+Command add_devices(CLI::App& app);
+Command add_check(CLI::App& app);
+
+// Prints "duet <command>: <message>" on stderr and returns `status`.
+int fail(const CLI::App& command, const std::string& message, int status = 1);
+
+}  // namespace duet::cli

@@ -1,0 +1,100 @@
+#include <cstdio>
+#include <iostream>
+
+#include <nlohmann/json.hpp>
+
+#include "duet/backends.h"
+#include "duet/commands.h"
+#include "duet/internal/caps_json.h"
+
+namespace duet::cli {
+
+namespace {
+
+std::string gib(uint64_t bytes) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.1f GiB", static_cast<double>(bytes) / (1024.0 * 1024.0 * 1024.0));
+  return b;
+}
+
+std::string features(const DeviceCaps& c) {
+  std::string s;
+  auto add = [&s](bool on, const char* name) {
+    if (on) s += (s.empty() ? "" : ", ") + std::string(name);
+  };
+  add(c.fp16_arith, "fp16 arithmetic");
+  add(c.bf16_arith, "bf16 arithmetic");
+  add(c.int8_arith, "int8 arithmetic");
+  add(c.int_dot, "integer dot product");
+  add(c.fp16_storage, "fp16 storage");
+  add(c.bf16_storage, "bf16 storage");
+  add(c.int8_storage, "int8 storage");
+  add(c.tensor_cores, "matrix units");
+  add(c.async_copy, "async copy");
+  return s.empty() ? "none" : s;
+}
+
+void print_text(const Registry& reg) {
+  std::printf("Backends\n");
+  for (const BackendReport& r : reg.backends()) {
+    int n = 0;
+    for (Device* d : reg.devices()) n += backend_name(d->caps().backend) == r.backend;
+    if (r.available)
+      std::printf("  %-7s available, %d device%s\n", r.backend.c_str(), n, n == 1 ? "" : "s");
+    else
+      std::printf("  %-7s unavailable: %s\n", r.backend.c_str(), r.reason.c_str());
+    for (const std::string& note : r.notes) std::printf("          note: %s\n", note.c_str());
+  }
+  for (Device* d : reg.devices()) {
+    const DeviceCaps& c = d->caps();
+    std::printf("\n%s  %s\n", d->id().c_str(), c.name.c_str());
+    std::printf("  type %s, vendor %s, arch %s", std::string(device_type_name(c.type)).c_str(),
+                c.vendor.c_str(), c.arch.c_str());
+    if (c.cc_major) std::printf(", compute capability %d.%d", c.cc_major, c.cc_minor);
+    std::printf("\n  %d compute units, memory %s", c.compute_units, gib(c.memory_bytes).c_str());
+    if (c.peak_gflops_f32 > 0) std::printf(", peak f32 %.0f GFLOP/s", c.peak_gflops_f32);
+    std::printf("\n  features: %s\n", features(c).c_str());
+    if (c.subgroup_size > 1 || c.shared_mem_per_block)
+      std::printf("  subgroup %d, shared memory %llu KiB per block, max %u threads per block\n",
+                  c.subgroup_size, static_cast<unsigned long long>(c.shared_mem_per_block / 1024),
+                  c.max_threads_per_block);
+    if (!c.driver_name.empty())
+      std::printf("  driver %s %s\n", c.driver_name.c_str(), c.driver_version.c_str());
+    for (const auto& [k, v] : c.extra) std::printf("  %s: %s\n", k.c_str(), v.c_str());
+  }
+}
+
+}  // namespace
+
+Command add_devices(CLI::App& app) {
+  auto* sub = app.add_subcommand(
+      "devices",
+      "List every backend and device with its capabilities, and why any backend is unavailable");
+  auto json_out = std::make_shared<bool>(false);
+  sub->add_flag("--json", *json_out, "Print JSON instead of text");
+  auto run = std::make_shared<std::function<int()>>([json_out] {
+    Registry reg = open_registry();
+    if (*json_out) {
+      nlohmann::json j;
+      j["backends"] = nlohmann::json::array();
+      for (const BackendReport& r : reg.backends())
+        j["backends"].push_back({{"backend", r.backend},
+                                 {"available", r.available},
+                                 {"reason", r.reason},
+                                 {"notes", r.notes}});
+      j["devices"] = nlohmann::json::array();
+      for (Device* d : reg.devices()) {
+        nlohmann::json dj = caps_to_json(d->caps());
+        dj["id"] = d->id();
+        j["devices"].push_back(dj);
+      }
+      std::cout << j.dump(2) << "\n";
+    } else {
+      print_text(reg);
+    }
+    return 0;
+  });
+  return {sub, run};
+}
+
+}  // namespace duet::cli

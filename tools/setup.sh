@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs every Debian 12 package duet needs to build, test and benchmark. Nothing is
+# downloaded at build time; CUDA is optional and found at /usr/local/cuda when present.
+set -euo pipefail
+
+packages=(
+  # toolchain
+  build-essential cmake ninja-build pkg-config clang-format
+  # libraries
+  libspdlog-dev libfmt-dev nlohmann-json3-dev libcli11-dev
+  libgtest-dev libgmock-dev libbenchmark-dev libopenblas-dev
+  # Vulkan: headers and loader, shader compiler and validator, lavapipe (a CPU Vulkan device),
+  # validation layers for the tests, vulkaninfo
+  libvulkan-dev libvulkan-volk-dev glslang-tools spirv-tools mesa-vulkan-drivers
+  vulkan-validationlayers vulkan-tools
+  # `duet bench --plot`
+  gnuplot-nox
+)
+
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup: all ${#packages[@]} packages present"
+  exit 0
+fi
+echo "setup: installing ${missing[*]}"
+$sudo env DEBIAN_FRONTEND=noninteractive apt-get update -q
+$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
