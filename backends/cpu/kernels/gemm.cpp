@@ -1,0 +1,127 @@
+#include "kernels/gemm.h"
+
+#include <algorithm>
+#include <unordered_map>
+
+namespace duet::cpu::kernels {
+
+namespace {
+
+int64_t ceil_div(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
+
+// Grows a per-thread buffer; its contents are scratch (not preserved, not cleared).
+float* grow(std::vector<float>& v, int64_t n) {
+  if (v.size() < static_cast<size_t>(n)) v.resize(static_cast<size_t>(n));
+  return v.data();
+}
+
+const std::byte* at(const MatrixOperand& x, int64_t elem) {
+  return x.base + elem * elem_size(x.type);
+}
+
+// Below this many flops the work runs on the calling thread: waking the pool costs more.
+constexpr double kParallelFlops = 2e6;
+
+}  // namespace
+
+// Loop structure (BLIS; docs/cpu-backend.md): B is packed once, up front and in parallel, into
+// kc x nr slivers (every k block of every nr-wide column panel) shared by all threads. The
+// output is then cut into tasks (batch x row block x column range) that threads take
+// dynamically; a task packs its own row block of A, one kc-deep mr x kc sliver per mr rows, and
+// sweeps column blocks of nc (the B block that lives in L2), A slivers (in L1) and B slivers.
+void gemm(const Kernels& kt, const GemmArgs& g, ThreadPool& pool) {
+  const int64_t M = g.M, N = g.N, K = g.K;
+  const int MR = kt.mr, NR = kt.nr;
+  const int64_t threads = pool.size();
+  const int64_t kblocks = ceil_div(K, kt.kc), kcs = ceil_div(K, kblocks);
+  const int64_t npan = ceil_div(N, NR), np = npan * NR;
+  const int64_t mpan = ceil_div(M, MR);
+  const bool parallel = threads > 1 && 2.0 * static_cast<double>(M) * static_cast<double>(N) *
+                                               static_cast<double>(K) *
+                                               static_cast<double>(g.batches) >=
+                                           kParallelFlops;
+
+  // Broadcast batches read the same B: pack each distinct B once.
+  std::vector<int64_t> b_index(static_cast<size_t>(g.batches));
+  std::vector<int64_t> distinct;
+  {
+    std::unordered_map<int64_t, int64_t> seen;
+    for (int64_t i = 0; i < g.batches; ++i) {
+      const int64_t off = g.b.offsets[static_cast<size_t>(i)];
+      auto [it, fresh] = seen.try_emplace(off, static_cast<int64_t>(distinct.size()));
+      if (fresh) distinct.push_back(off);
+      b_index[static_cast<size_t>(i)] = it->second;
+    }
+  }
+  thread_local std::vector<float> packed_b_storage;
+  float* const pb = grow(packed_b_storage, static_cast<int64_t>(distinct.size()) * K * np);
+  const int64_t b_size = K * np;
+
+  const int64_t pack_items = static_cast<int64_t>(distinct.size()) * kblocks * npan;
+  pool.parallel_for(pack_items, parallel ? 4 : pack_items, [&](int64_t s, int64_t e) {
+    thread_local std::vector<float> scratch_storage;
+    float* scratch = grow(scratch_storage, kcs);
+    for (int64_t it = s; it < e; ++it) {
+      const int64_t jp = it % npan, pc = (it / npan) % kblocks, bd = it / (npan * kblocks);
+      const int64_t k0 = pc * kcs, kcp = std::min(kcs, K - k0), n0 = jp * NR;
+      const std::byte* src = at(g.b, distinct[static_cast<size_t>(bd)] + k0 * g.b.rs + n0 * g.b.cs);
+      float* dst = pb + bd * b_size + k0 * np + jp * kcp * NR;
+      kt.pack(src, g.b.type, g.b.cs, g.b.rs, static_cast<int>(std::min<int64_t>(NR, N - n0)), NR,
+              kcp, 1.0f, dst, scratch);
+    }
+  });
+
+  // Tasks: row blocks of about mc rows; with too few of them for the threads, smaller row
+  // blocks, then column ranges.
+  int64_t nmb = std::min(mpan, std::max<int64_t>(1, ceil_div(mpan * MR, kt.mc)));
+  int64_t nns = 1;
+  if (parallel) {
+    const int64_t want = 2 * threads;
+    if (g.batches * nmb < want) nmb = std::min(mpan, ceil_div(want, g.batches));
+    if (g.batches * nmb < want)
+      nns = std::min(ceil_div(want, g.batches * nmb), std::max<int64_t>(1, npan / 4));
+  }
+  const int64_t tasks = g.batches * nmb * nns;
+  const int64_t ncp = std::max(1, kt.nc / NR);
+
+  pool.parallel_for(tasks, parallel ? 1 : tasks, [&](int64_t s, int64_t e) {
+    thread_local std::vector<float> a_storage, scratch_storage;
+    float* scratch = grow(scratch_storage, kcs);
+    for (int64_t t = s; t < e; ++t) {
+      const int64_t ns = t % nns, mb = (t / nns) % nmb, bi = t / (nns * nmb);
+      const int64_t p0 = mb * mpan / nmb, p1 = (mb + 1) * mpan / nmb;
+      const int64_t q0 = ns * npan / nns, q1 = (ns + 1) * npan / nns;
+      float* abuf = grow(a_storage, (p1 - p0) * MR * kcs);
+      const float* bmat = pb + b_index[static_cast<size_t>(bi)] * b_size;
+      float* cmat = g.c + bi * g.c_batch_stride;
+      const int64_t a_off = g.a.offsets[static_cast<size_t>(bi)];
+      for (int64_t pc = 0; pc < kblocks; ++pc) {
+        const int64_t k0 = pc * kcs, kcp = std::min(kcs, K - k0);
+        for (int64_t ip = p0; ip < p1; ++ip) {
+          const int64_t r0 = ip * MR;
+          kt.pack(at(g.a, a_off + r0 * g.a.rs + k0 * g.a.cs), g.a.type, g.a.rs, g.a.cs,
+                  static_cast<int>(std::min<int64_t>(MR, M - r0)), MR, kcp, 1.0f,
+                  abuf + (ip - p0) * MR * kcp, scratch);
+        }
+        const float* bblock = bmat + k0 * np;
+        for (int64_t jc = q0; jc < q1; jc += ncp) {
+          const int64_t je = std::min(q1, jc + ncp);
+          for (int64_t ip = p0; ip < p1; ++ip) {
+            const float* ap = abuf + (ip - p0) * MR * kcp;
+            const int64_t r0 = ip * MR;
+            const int m = static_cast<int>(std::min<int64_t>(MR, M - r0));
+            for (int64_t jp = jc; jp < je; ++jp) {
+              const int64_t n0 = jp * NR;
+              kt.tile(kcp, ap, MR, bblock + jp * kcp * NR, NR, cmat + r0 * g.ldc + n0, g.ldc, m,
+                      static_cast<int>(std::min<int64_t>(NR, N - n0)), pc > 0);
+            }
+          }
+        }
+      }
+    }
+  });
+}
+
+}  // namespace duet::cpu::kernels
