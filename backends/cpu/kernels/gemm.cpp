@@ -82,6 +82,14 @@ void gemm(const Kernels& kt, const GemmArgs& g, ThreadPool& pool) {
     if (g.batches * nmb < want) nmb = std::min(mpan, ceil_div(want, g.batches));
     if (g.batches * nmb < want)
       nns = std::min(ceil_div(want, g.batches * nmb), std::max<int64_t>(1, npan / 4));
+    // A few equal tasks per thread: a count that the threads divide evenly (15 row blocks on
+    // 2 threads would leave one thread a block behind).
+    if (g.batches * nmb * nns < 8 * threads)
+      for (int64_t extra = 0; extra < threads && nmb + extra <= mpan; ++extra)
+        if ((g.batches * (nmb + extra) * nns) % threads == 0) {
+          nmb += extra;
+          break;
+        }
   }
   const int64_t tasks = g.batches * nmb * nns;
   const int64_t ncp = std::max(1, kt.nc / NR);

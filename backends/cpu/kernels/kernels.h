@@ -46,8 +46,9 @@ struct Kernels {
   void (*f32_to_f16)(const float* src, uint16_t* dst, int64_t n);
   void (*f32_to_bf16)(const float* src, uint16_t* dst, int64_t n);
 
-  // Attention, queries in vector lanes. s is a block of scores [keys][ld] for `cols` queries
-  // (cols <= ld, ld a multiple of lanes). Per query column: the running max m and sum l are
+  // Attention, queries in vector lanes. s is a block of scores [keys][ld] for `cols` queries,
+  // processed in whole vectors (cols rounded up to lanes must fit in ld, and m, l, corr hold as
+  // many). Per query column: the running max m and sum l are
   // updated, corr receives exp(m_old - m_new), and s is replaced by exp(s - m_new). A column
   // whose scores are all -inf keeps m = -inf, gets p = 0 and corr = 1.
   void (*softmax_cols)(float* s, int64_t ld, int64_t keys, int cols, float* m, float* l,

@@ -76,6 +76,9 @@ inline V vpow2i(V n) {
   const __m256i e = _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127));
   return _mm256_castsi256_ps(_mm256_slli_epi32(e, 23));
 }
+inline V vldexp(V p, V n) {
+  return vmul(p, vpow2i(vmin(n, vset1(127.0f))));
+}
 inline V vzero_below(V x, float t, V r) {
   return _mm256_andnot_ps(_mm256_cmp_ps(x, vset1(t), _CMP_LT_OQ), r);
 }

@@ -74,6 +74,9 @@ inline V vpow2i(V n) {
   }
   return r;
 }
+inline V vldexp(V p, V n) {
+  return vmul(p, vpow2i(vmin(n, vset1(127.0f))));
+}
 inline V vzero_below(V x, float t, V r) {
   return x < vset1(t) ? vzero() : r;
 }

@@ -118,56 +118,92 @@ void finish_rows(const Problem& p, const Sink& sink, int64_t b, int64_t hk, int6
 // --- prefill path ---
 
 struct PrefillShape {
-  int64_t bq = 0, bk = 0;  // rows per block (multiple of mr and nr), keys per block (of mr)
+  int64_t bq = 0;  // rows per block, a multiple of nr (query lanes of S^T)
+  int64_t ld = 0;  // row stride of S^T: bq rounded up to mr (P V reads mr-row panels of P^T)
+  int64_t bk = 0;  // keys per block, a multiple of mr (key rows of S^T)
 };
 
 PrefillShape prefill_shape(const kernels::Kernels& kt) {
-  const int64_t l = std::lcm<int64_t>(kt.mr, kt.nr);
-  return {l * ceil_div(96, l), kt.mr * ceil_div(96, kt.mr)};
+  PrefillShape s;
+  s.bq = kt.nr * ceil_div(96, kt.nr);
+  s.ld = kt.mr * ceil_div(s.bq, kt.mr);
+  s.bk = kt.mr * ceil_div(96, kt.mr);
+  return s;
 }
 
-void pack_kv(const Problem& p, ThreadPool& pool, int64_t lkp, int64_t dpan, float* kp, float* vp) {
+// One kv head's K and V as the prefill tiles read them: K packed into mr-key panels of [D][mr]
+// (the A operand of S^T = K Q^T), V either packed into nr-wide panels of [keys][nr] or, when it
+// is f32 with unit stride and D a multiple of nr, read in place (the B operand of O += P V).
+struct KvHead {
+  const float* kp = nullptr;
+  const float* v = nullptr;
+  int64_t v_panel = 0, v_row = 0;  // V panel dp, key j at v + dp * v_panel + j * v_row
+};
+
+struct KvLayout {
+  int64_t lkp = 0, dpan = 0;  // keys padded to mr; nr-wide panels of D
+  bool v_in_place = false;
+};
+
+KvLayout kv_layout(const Problem& p) {
   const kernels::Kernels& kt = *p.kt;
-  const int64_t mr = kt.mr, nr = kt.nr, chunk = mr * 8;
-  const int64_t chunks = ceil_div(p.Lk, chunk);
-  const int64_t ksz = lkp * p.D, vsz = dpan * lkp * nr;
+  KvLayout l;
+  l.lkp = ceil_div(p.Lk, kt.mr) * kt.mr;
+  l.dpan = ceil_div(p.D, kt.nr);
+  l.v_in_place = p.v.desc.dtype == DType::f32 && p.v.desc.strides[3] == 1 && p.D % kt.nr == 0;
+  return l;
+}
+
+// Packs keys [j0, j1) of kv head (b, hk) into kp (and vp unless V is read in place).
+void pack_head_keys(const Problem& p, const KvLayout& lay, int64_t b, int64_t hk, int64_t j0,
+                    int64_t j1, float* kp, float* vp, float* scratch) {
+  const kernels::Kernels& kt = *p.kt;
+  const int64_t mr = kt.mr, nr = kt.nr;
   const kernels::Elem te = to_elem(p.k.desc.dtype);
   const Dims &ks = p.k.desc.strides, &vs = p.v.desc.strides;
   const int64_t esize = static_cast<int64_t>(dtype_size(p.k.desc.dtype));
-  pool.parallel_for(p.B * p.Hkv * chunks, 1, [&](int64_t s, int64_t e) {
-    thread_local std::vector<float> scratch_storage;
-    float* scratch = grow(scratch_storage, std::max(p.D, chunk));
-    for (int64_t it = s; it < e; ++it) {
-      const int64_t c = it % chunks, bh = it / chunks, b = bh / p.Hkv, hk = bh % p.Hkv;
-      const int64_t j0 = c * chunk, j1 = std::min(p.Lk, j0 + chunk);
-      for (int64_t j = j0; j < j1; j += mr)
-        kt.pack(p.row(p.k, b, hk, j), te, ks[2], ks[3], static_cast<int>(std::min(mr, p.Lk - j)),
-                static_cast<int>(mr), p.D, 1.0f, kp + bh * ksz + j * p.D, scratch);
-      for (int64_t dp = 0; dp < dpan; ++dp)
-        kt.pack(p.row(p.v, b, hk, j0) + dp * nr * vs[3] * esize, te, vs[3], vs[2],
-                static_cast<int>(std::min(nr, p.D - dp * nr)), static_cast<int>(nr), j1 - j0, 1.0f,
-                vp + bh * vsz + dp * lkp * nr + j0 * nr, scratch);
-    }
-  });
+  for (int64_t j = j0; j < j1; j += mr)
+    kt.pack(p.row(p.k, b, hk, j), te, ks[2], ks[3], static_cast<int>(std::min(mr, p.Lk - j)),
+            static_cast<int>(mr), p.D, 1.0f, kp + j * p.D, scratch);
+  if (lay.v_in_place) return;
+  for (int64_t dp = 0; dp < lay.dpan; ++dp)
+    kt.pack(p.row(p.v, b, hk, j0) + dp * nr * vs[3] * esize, te, vs[3], vs[2],
+            static_cast<int>(std::min(nr, p.D - dp * nr)), static_cast<int>(nr), j1 - j0, 1.0f,
+            vp + dp * lay.lkp * nr + j0 * nr, scratch);
 }
 
-void prefill_item(const Problem& p, const PrefillShape& sh, const float* kp, const float* vp,
-                  int64_t lkp, int64_t b, int64_t hk, int64_t r0, int64_t kb0, int64_t kb1,
-                  const Sink& sink) {
+KvHead kv_head(const Problem& p, const KvLayout& lay, int64_t b, int64_t hk, const float* kp,
+               const float* vp) {
+  KvHead h;
+  h.kp = kp;
+  if (lay.v_in_place) {
+    h.v = reinterpret_cast<const float*>(p.row(p.v, b, hk, 0));
+    h.v_panel = p.kt->nr;
+    h.v_row = p.v.desc.strides[2];
+  } else {
+    h.v = vp;
+    h.v_panel = lay.lkp * p.kt->nr;
+    h.v_row = p.kt->nr;
+  }
+  return h;
+}
+
+void prefill_item(const Problem& p, const PrefillShape& sh, const KvHead& kv, int64_t b, int64_t hk,
+                  int64_t r0, int64_t kb0, int64_t kb1, const Sink& sink) {
   const kernels::Kernels& kt = *p.kt;
-  const int64_t mr = kt.mr, nr = kt.nr, bq = sh.bq, bk = sh.bk, D = p.D;
+  const int64_t mr = kt.mr, nr = kt.nr, bq = sh.bq, ld = sh.ld, bk = sh.bk, D = p.D;
   const int64_t nq = std::min(bq, p.rows - r0);
   thread_local std::vector<float> qt_s, st_s, o_s, ml_s, line_s;
   float* qt = grow(qt_s, D * bq);
-  float* st = grow(st_s, bk * bq);
-  float* o = grow(o_s, bq * D);
-  float* ml = grow(ml_s, 3 * bq);
+  float* st = grow(st_s, bk * ld);
+  float* o = grow(o_s, ld * D);
+  float* ml = grow(ml_s, 3 * ld);
   float* line = grow(line_s, D);
-  float *m = ml, *l = ml + bq, *corr = ml + 2 * bq;
+  float *m = ml, *l = ml + ld, *corr = ml + 2 * ld;
   std::fill(qt, qt + D * bq, 0.0f);
-  std::fill(o, o + bq * D, 0.0f);
-  std::fill(m, m + bq, kNegInf);
-  std::fill(l, l + bq, 0.0f);
+  std::fill(o, o + ld * D, 0.0f);
+  std::fill(m, m + ld, kNegInf);
+  std::fill(l, l + ld, 0.0f);
 
   // Q^T, pre-scaled: qt[d * bq + row].
   const kernels::Elem te = to_elem(p.q.desc.dtype);
@@ -181,22 +217,30 @@ void prefill_item(const Problem& p, const PrefillShape& sh, const float* kp, con
   for (int64_t kb = kb0; kb < kb1; ++kb) {
     const int64_t j0 = kb * bk, nk = std::min(bk, p.Lk - j0);
     if (j0 > last_hi) break;  // every later key is masked for every row of the block
-    // S^T[key][row] = K Q^T.
+    // S^T[key][row] = K Q^T. A tile whose keys are all past its rows' causal limit is skipped:
+    // apply_masks writes -inf over it.
     for (int64_t kp0 = 0; kp0 < nk; kp0 += mr)
-      for (int64_t qp = 0; qp < qpan; ++qp)
-        kt.tile(D, kp + (j0 + kp0) * D, mr, qt + qp * nr, bq, st + kp0 * bq + qp * nr, bq,
+      for (int64_t qp = 0; qp < qpan; ++qp) {
+        if (j0 + kp0 > p.last_key(r0 + std::min(nq, (qp + 1) * nr) - 1)) continue;
+        kt.tile(D, kv.kp + (j0 + kp0) * D, mr, qt + qp * nr, bq, st + kp0 * ld + qp * nr, ld,
                 static_cast<int>(std::min(mr, nk - kp0)), static_cast<int>(nr), false);
+      }
     if (p.mask || (p.causal && j0 + nk - 1 > last_lo))
-      p.apply_masks(st, bq, 1, b, hk, r0, nq, j0, nk);
-    kt.softmax_cols(st, bq, nk, static_cast<int>(nq), m, l, corr);
+      p.apply_masks(st, ld, 1, b, hk, r0, nq, j0, nk);
+    kt.softmax_cols(st, ld, nk, static_cast<int>(nq), m, l, corr);
     for (int64_t rr = 0; rr < nq; ++rr)
       if (corr[rr] != 1.0f) kt.scale_add(o + rr * D, corr[rr], o + rr * D, 0.0f, D);
-    // O += P V, with P^T = S^T read as the tile's A operand.
-    for (int64_t ip = 0; ip < ipan; ++ip)
+    // O += P V, with P^T = S^T read as the tile's A operand. Keys past the causal limit of a
+    // row panel's last row have p = 0 for the whole panel: its depth stops there.
+    for (int64_t ip = 0; ip < ipan; ++ip) {
+      const int64_t rows = std::min(mr, nq - ip * mr);
+      const int64_t depth = std::min(nk, p.last_key(r0 + ip * mr + rows - 1) - j0 + 1);
+      if (depth <= 0) continue;
       for (int64_t dp = 0; dp < dpan; ++dp)
-        kt.tile(nk, st + ip * mr, bq, vp + dp * lkp * nr + j0 * nr, nr, o + ip * mr * D + dp * nr,
-                D, static_cast<int>(std::min(mr, nq - ip * mr)),
+        kt.tile(depth, st + ip * mr, ld, kv.v + dp * kv.v_panel + j0 * kv.v_row, kv.v_row,
+                o + ip * mr * D + dp * nr, D, static_cast<int>(rows),
                 static_cast<int>(std::min(nr, D - dp * nr)), true);
+    }
   }
   finish_rows(p, sink, b, hk, r0, nq, o, D, m, l, line);
 }
@@ -316,36 +360,69 @@ Status attention(const OpArgs& a) {
   if (items < 2 * threads && kblocks >= 4)
     splits = std::min(ceil_div(2 * threads, items), kblocks / 2);
 
-  std::vector<float> kp_buf, vp_buf;
-  int64_t lkp = 0;
-  if (!decode) {
-    lkp = ceil_div(p.Lk, kt.mr) * kt.mr;
-    const int64_t dpan = ceil_div(p.D, kt.nr);
-    kp_buf.resize(static_cast<size_t>(p.B * p.Hkv * lkp * p.D));
-    vp_buf.resize(static_cast<size_t>(p.B * p.Hkv * dpan * lkp * kt.nr));
-    pack_kv(p, a.pool, lkp, dpan, kp_buf.data(), vp_buf.data());
-  }
-  const int64_t kv_k = lkp * p.D, kv_v = ceil_div(p.D, kt.nr) * lkp * kt.nr;
-
   const int64_t pstride = p.D + 2;
-  std::vector<float> partial;
-  if (splits > 1) partial.resize(static_cast<size_t>(items * splits * row_block * pstride));
+  thread_local std::vector<float> partial_storage;
+  float* const partial =
+      splits > 1 ? grow(partial_storage, items * splits * row_block * pstride) : nullptr;
 
-  a.pool.parallel_for(items * splits, 1, [&](int64_t s0, int64_t s1) {
-    for (int64_t it = s0; it < s1; ++it) {
-      const int64_t sp = it % splits, item = it / splits;
-      const int64_t qb = item % qblocks, bh = item / qblocks;
-      const int64_t b = bh / p.Hkv, hk = bh % p.Hkv;
-      const int64_t kb0 = sp * kblocks / splits, kb1 = (sp + 1) * kblocks / splits;
-      Sink sink;
-      if (splits > 1) sink = {partial.data() + (item * splits + sp) * row_block * pstride, pstride};
-      if (decode)
-        decode_item(p, b, hk, kb0, kb1, sink);
-      else
-        prefill_item(p, sh, kp_buf.data() + bh * kv_k, vp_buf.data() + bh * kv_v, lkp, b, hk,
-                     qb * sh.bq, kb0, kb1, sink);
-    }
-  });
+  if (decode) {
+    a.pool.parallel_for(items * splits, 1, [&](int64_t s0, int64_t s1) {
+      for (int64_t it = s0; it < s1; ++it) {
+        const int64_t sp = it % splits, bh = it / splits;
+        Sink sink;
+        if (splits > 1) sink = {partial + (bh * splits + sp) * row_block * pstride, pstride};
+        decode_item(p, bh / p.Hkv, bh % p.Hkv, sp * kblocks / splits, (sp + 1) * kblocks / splits,
+                    sink);
+      }
+    });
+  } else if (splits == 1 && p.B * p.Hkv >= 2 * threads) {
+    // Enough kv heads for the threads: a work item is a whole head, whose K and V are packed
+    // right before use into the worker's buffers (they stay in its L2), then every row block.
+    const KvLayout lay = kv_layout(p);
+    a.pool.parallel_for(p.B * p.Hkv, 1, [&](int64_t s0, int64_t s1) {
+      thread_local std::vector<float> kp_s, vp_s, scratch_s;
+      float* kp = grow(kp_s, lay.lkp * p.D);
+      float* vp = lay.v_in_place ? nullptr : grow(vp_s, lay.dpan * lay.lkp * kt.nr);
+      float* scratch = grow(scratch_s, std::max(p.D, p.Lk));
+      for (int64_t bh = s0; bh < s1; ++bh) {
+        const int64_t b = bh / p.Hkv, hk = bh % p.Hkv;
+        pack_head_keys(p, lay, b, hk, 0, p.Lk, kp, vp, scratch);
+        const KvHead kv = kv_head(p, lay, b, hk, kp, vp);
+        for (int64_t qb = 0; qb < qblocks; ++qb)
+          prefill_item(p, sh, kv, b, hk, qb * sh.bq, 0, kblocks, Sink{});
+      }
+    });
+  } else {
+    // Few heads: pack every head's K and V first (in parallel, into buffers of the calling
+    // thread, reused across calls), then share them among items of row blocks and key splits.
+    // Workers get pointers: naming a thread_local inside the lambdas would reach their own.
+    const KvLayout lay = kv_layout(p);
+    const int64_t ksz = lay.lkp * p.D, vsz = lay.v_in_place ? 0 : lay.dpan * lay.lkp * kt.nr;
+    thread_local std::vector<float> kp_storage, vp_storage;
+    float* const kp = grow(kp_storage, p.B * p.Hkv * ksz);
+    float* const vp = grow(vp_storage, p.B * p.Hkv * vsz);
+    const int64_t chunk = kt.mr * 8, chunks = ceil_div(p.Lk, chunk);
+    a.pool.parallel_for(p.B * p.Hkv * chunks, 1, [&](int64_t s0, int64_t s1) {
+      thread_local std::vector<float> scratch_s;
+      float* scratch = grow(scratch_s, std::max(p.D, chunk));
+      for (int64_t it = s0; it < s1; ++it) {
+        const int64_t c = it % chunks, bh = it / chunks;
+        pack_head_keys(p, lay, bh / p.Hkv, bh % p.Hkv, c * chunk, std::min(p.Lk, (c + 1) * chunk),
+                       kp + bh * ksz, vp + bh * vsz, scratch);
+      }
+    });
+    a.pool.parallel_for(items * splits, 1, [&](int64_t s0, int64_t s1) {
+      for (int64_t it = s0; it < s1; ++it) {
+        const int64_t sp = it % splits, item = it / splits;
+        const int64_t qb = item % qblocks, bh = item / qblocks;
+        const int64_t b = bh / p.Hkv, hk = bh % p.Hkv;
+        Sink sink;
+        if (splits > 1) sink = {partial + (item * splits + sp) * row_block * pstride, pstride};
+        prefill_item(p, sh, kv_head(p, lay, b, hk, kp + bh * ksz, vp + bh * vsz), b, hk, qb * sh.bq,
+                     sp * kblocks / splits, (sp + 1) * kblocks / splits, sink);
+      }
+    });
+  }
 
   if (splits > 1) {
     a.pool.parallel_for(items * row_block, 16, [&](int64_t s0, int64_t s1) {
@@ -356,7 +433,7 @@ Status attention(const OpArgs& a) {
         const int64_t qb = item % qblocks, bh = item / qblocks;
         const int64_t r = qb * row_block + rr;
         if (r >= p.rows) continue;
-        const float* part = partial.data() + (item * splits * row_block + rr) * pstride;
+        const float* part = partial + (item * splits * row_block + rr) * pstride;
         combine_row(p, part, splits, row_block * pstride, bh / p.Hkv, bh % p.Hkv, r, acc);
       }
     });
