@@ -161,6 +161,26 @@ TEST_P(CpuKernels, MatmulTransposesViewsAndHalfTypesMatchTheReference) {
   }
 }
 
+TEST_P(CpuKernels, MatmulWithFewRowsReadsBInPlaceAndMatchesTheReference) {
+  // M <= 4 with f32 B takes the no-packing path: rows of B (axpy form) or rows of B^T (dots).
+  for (int64_t m : {1, 2, 3, 4, 5}) {
+    for (bool tb : {false, true}) {
+      OpAttrs a;
+      a.transpose_b = tb;
+      const int64_t N = 300, K = 77;
+      expect_matches_reference(make_case(
+          "mm/skinny.m" + std::to_string(m) + (tb ? ".tb" : ""), OpKind::matmul,
+          {dense(DType::f32, {2, m, K}), dense(DType::f32, tb ? Shape{N, K} : Shape{K, N})}, a));
+    }
+  }
+  // A as a transposed view is gathered; B with strided columns is packed instead.
+  expect_matches_reference(
+      make_case("mm/skinny.a_view", OpKind::matmul,
+                {transposed(DType::f32, {2, 40}), dense(DType::f32, {40, 9})}));
+  expect_matches_reference(make_case("mm/skinny.b_view", OpKind::matmul,
+                                     {dense(DType::f32, {1, 40}), strided(DType::f32, {40, 9})}));
+}
+
 TEST_P(CpuKernels, MatmulBatchBroadcastingMatchesTheReference) {
   const DType t = DType::f32;
   // Batched a with a shared b (packed once), b batched with a shared a, both broadcasting.

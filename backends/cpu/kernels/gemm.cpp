@@ -24,6 +24,50 @@ const std::byte* at(const MatrixOperand& x, int64_t elem) {
 // Below this many flops the work runs on the calling thread: waking the pool costs more.
 constexpr double kParallelFlops = 2e6;
 
+// At most this many rows: no packing, B is read in place (see skinny_gemm).
+constexpr int64_t kSkinnyRows = 4;
+
+// A product with few rows (a decode step through a linear layer): packing B would cost more
+// than the product, which is bound by reading B once. Rows of A are made f32 (a small copy when
+// they are not already), then threads take column ranges: B row-major streams its rows through
+// Kernels::skinny; B transposed (rows of B^T contiguous) becomes dot products.
+void skinny_gemm(const Kernels& kt, const GemmArgs& g, ThreadPool& pool, bool parallel) {
+  const int64_t M = g.M, N = g.N, K = g.K;
+  const bool rows_of_b = g.b.cs == 1;
+  const int64_t threads = pool.size();
+  const int64_t want = parallel ? 2 * threads : 1;
+  const int64_t nsplit =
+      g.batches >= want ? 1 : std::min(ceil_div(want, g.batches), std::max<int64_t>(1, N / 64));
+  pool.parallel_for(g.batches * nsplit, 1, [&](int64_t s, int64_t e) {
+    thread_local std::vector<float> a_storage;
+    for (int64_t t = s; t < e; ++t) {
+      const int64_t bi = t / nsplit, ns = t % nsplit;
+      const int64_t n0 = ns * N / nsplit, n1 = (ns + 1) * N / nsplit;
+      if (n0 == n1) continue;
+      const int64_t a_off = g.a.offsets[static_cast<size_t>(bi)];
+      const float* a = nullptr;
+      int64_t lda = 0;
+      if (g.a.type == Elem::f32 && g.a.cs == 1) {
+        a = reinterpret_cast<const float*>(at(g.a, a_off));
+        lda = g.a.rs;
+      } else {
+        float* buf = grow(a_storage, M * K);
+        for (int64_t r = 0; r < M; ++r)
+          kt.load_line(at(g.a, a_off + r * g.a.rs), g.a.type, g.a.cs, K, buf + r * K);
+        a = buf;
+        lda = K;
+      }
+      const float* b =
+          reinterpret_cast<const float*>(at(g.b, g.b.offsets[static_cast<size_t>(bi)]));
+      float* c = g.c + bi * g.c_batch_stride + n0;
+      if (rows_of_b)
+        kt.skinny(a, lda, static_cast<int>(M), b + n0, g.b.rs, K, n1 - n0, c, g.ldc);
+      else
+        kt.dots(a, lda, static_cast<int>(M), b + n0 * g.b.cs, g.b.cs, n1 - n0, K, 1.0f, c, g.ldc);
+    }
+  });
+}
+
 }  // namespace
 
 // Loop structure (BLIS; docs/cpu-backend.md): B is packed once, up front and in parallel, into
@@ -42,6 +86,11 @@ void gemm(const Kernels& kt, const GemmArgs& g, ThreadPool& pool) {
                                                static_cast<double>(K) *
                                                static_cast<double>(g.batches) >=
                                            kParallelFlops;
+
+  if (M <= kSkinnyRows && g.b.type == Elem::f32 && (g.b.cs == 1 || g.b.rs == 1)) {
+    skinny_gemm(kt, g, pool, parallel);
+    return;
+  }
 
   // Broadcast batches read the same B: pack each distinct B once.
   std::vector<int64_t> b_index(static_cast<size_t>(g.batches));

@@ -32,6 +32,11 @@ struct Kernels {
   void (*tile)(int64_t kc, const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
                int64_t ldc, int m, int n, bool accumulate);
 
+  // A product with few rows, B read in place (no packing): c[r * ldc + j] = sum_k
+  // a[r * lda + k] * b[k * ldb + j] for r < rows <= 4, j < n. Streams the rows of B.
+  void (*skinny)(const float* a, int64_t lda, int rows, const float* b, int64_t ldb, int64_t k,
+                 int64_t n, float* c, int64_t ldc);
+
   // dst[i] = src[i * stride] as f32, for i < n (src in elements of `type`).
   void (*load_line)(const void* src, Elem type, int64_t stride, int64_t n, float* dst);
   // Packs a panel for tile(): dst[k * width + l] = scale * src[l * lane_stride + k * k_stride]

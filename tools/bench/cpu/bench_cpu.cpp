@@ -206,6 +206,8 @@ int main(int argc, char** argv) {
         Case{"matmul f32 2048x2048x2048", OpKind::matmul, {}, {F({2048, 2048}), F({2048, 2048})}});
     cases.push_back(
         {"matmul f32 4096x4096x64 (tall)", OpKind::matmul, {}, {F({4096, 64}), F({64, 4096})}});
+    cases.push_back(
+        {"matmul f32 1x4096x4096 (one row)", OpKind::matmul, {}, {F({1, 4096}), F({4096, 4096})}});
     cases.push_back({"attention f32 decode B1 Hq32 Hkv8 Lk4096 D128",
                      OpKind::attention,
                      {},
