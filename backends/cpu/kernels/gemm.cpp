@@ -1,6 +1,8 @@
 #include "kernels/gemm.h"
 
 #include <algorithm>
+#include <atomic>
+#include <thread>
 #include <unordered_map>
 
 namespace duet::cpu::kernels {
@@ -70,11 +72,12 @@ void skinny_gemm(const Kernels& kt, const GemmArgs& g, ThreadPool& pool, bool pa
 
 }  // namespace
 
-// Loop structure (BLIS; docs/cpu-backend.md): B is packed once, up front and in parallel, into
-// kc x nr slivers (every k block of every nr-wide column panel) shared by all threads. The
-// output is then cut into tasks (batch x row block x column range) that threads take
-// dynamically; a task packs its own row block of A, one kc-deep mr x kc sliver per mr rows, and
-// sweeps column blocks of nc (the B block that lives in L2), A slivers (in L1) and B slivers.
+// Loop structure (BLIS; docs/cpu-backend.md): the output is cut into tasks (batch x row block x
+// column range) that threads take dynamically, all in one parallel region. A task packs its own
+// row block of A, one kc-deep mr x kc sliver per mr rows, and sweeps column blocks of nc (the B
+// block that lives in L2), A slivers (in L1) and B slivers. B is packed once into kc x nr
+// slivers shared by all tasks, on demand: the first tasks to reach a column block pack its
+// slivers together (ensure_b).
 void gemm(const Kernels& kt, const GemmArgs& g, ThreadPool& pool) {
   const int64_t M = g.M, N = g.N, K = g.K;
   const int MR = kt.mr, NR = kt.nr;
@@ -107,20 +110,30 @@ void gemm(const Kernels& kt, const GemmArgs& g, ThreadPool& pool) {
   thread_local std::vector<float> packed_b_storage;
   float* const pb = grow(packed_b_storage, static_cast<int64_t>(distinct.size()) * K * np);
   const int64_t b_size = K * np;
+  // One state per B sliver (distinct B x k block x column panel): 0 free, 1 being packed, 2 ready.
+  std::vector<std::atomic<uint8_t>> b_state(distinct.size() * static_cast<size_t>(kblocks * npan));
 
-  const int64_t pack_items = static_cast<int64_t>(distinct.size()) * kblocks * npan;
-  pool.parallel_for(pack_items, parallel ? 4 : pack_items, [&](int64_t s, int64_t e) {
-    thread_local std::vector<float> scratch_storage;
-    float* scratch = grow(scratch_storage, kcs);
-    for (int64_t it = s; it < e; ++it) {
-      const int64_t jp = it % npan, pc = (it / npan) % kblocks, bd = it / (npan * kblocks);
-      const int64_t k0 = pc * kcs, kcp = std::min(kcs, K - k0), n0 = jp * NR;
-      const std::byte* src = at(g.b, distinct[static_cast<size_t>(bd)] + k0 * g.b.rs + n0 * g.b.cs);
-      float* dst = pb + bd * b_size + k0 * np + jp * kcp * NR;
-      kt.pack(src, g.b.type, g.b.cs, g.b.rs, static_cast<int>(std::min<int64_t>(NR, N - n0)), NR,
-              kcp, 1.0f, dst, scratch);
+  // Makes the slivers of column panels [q0, q1) of k block pc of distinct B bd ready: packs every
+  // sliver nobody has claimed, then waits for those other threads are packing. A thread never
+  // waits while holding a claim, so this cannot deadlock, also when the pool runs inline.
+  auto ensure_b = [&](int64_t bd, int64_t pc, int64_t q0, int64_t q1, float* scratch) {
+    std::atomic<uint8_t>* st = b_state.data() + (bd * kblocks + pc) * npan;
+    const int64_t k0 = pc * kcs, kcp = std::min(kcs, K - k0);
+    for (int64_t jp = q0; jp < q1; ++jp) {
+      uint8_t expected = 0;
+      if (st[jp].load(std::memory_order_acquire) != 0 ||
+          !st[jp].compare_exchange_strong(expected, 1, std::memory_order_acq_rel))
+        continue;
+      const int64_t n0 = jp * NR;
+      kt.pack(at(g.b, distinct[static_cast<size_t>(bd)] + k0 * g.b.rs + n0 * g.b.cs), g.b.type,
+              g.b.cs, g.b.rs, static_cast<int>(std::min<int64_t>(NR, N - n0)), NR, kcp, 1.0f,
+              pb + bd * b_size + k0 * np + jp * kcp * NR, scratch);
+      st[jp].store(2, std::memory_order_release);
     }
-  });
+    for (int64_t jp = q0; jp < q1; ++jp)
+      for (int spins = 0; st[jp].load(std::memory_order_acquire) != 2; ++spins)
+        if (spins > 64) std::this_thread::yield();
+  };
 
   // Tasks: row blocks of about mc rows; with too few of them for the threads, smaller row
   // blocks, then column ranges.
@@ -151,9 +164,10 @@ void gemm(const Kernels& kt, const GemmArgs& g, ThreadPool& pool) {
       const int64_t p0 = mb * mpan / nmb, p1 = (mb + 1) * mpan / nmb;
       const int64_t q0 = ns * npan / nns, q1 = (ns + 1) * npan / nns;
       float* abuf = grow(a_storage, (p1 - p0) * MR * kcs);
-      const float* bmat = pb + b_index[static_cast<size_t>(bi)] * b_size;
+      const float* bmat = pb + b_index[static_cast<size_t>(bi)] * b_size;  // filled by ensure_b
       float* cmat = g.c + bi * g.c_batch_stride;
       const int64_t a_off = g.a.offsets[static_cast<size_t>(bi)];
+      const int64_t bd = b_index[static_cast<size_t>(bi)];
       for (int64_t pc = 0; pc < kblocks; ++pc) {
         const int64_t k0 = pc * kcs, kcp = std::min(kcs, K - k0);
         for (int64_t ip = p0; ip < p1; ++ip) {
@@ -165,6 +179,7 @@ void gemm(const Kernels& kt, const GemmArgs& g, ThreadPool& pool) {
         const float* bblock = bmat + k0 * np;
         for (int64_t jc = q0; jc < q1; jc += ncp) {
           const int64_t je = std::min(q1, jc + ncp);
+          ensure_b(bd, pc, jc, je, scratch);
           for (int64_t ip = p0; ip < p1; ++ip) {
             const float* ap = abuf + (ip - p0) * MR * kcp;
             const int64_t r0 = ip * MR;

@@ -54,7 +54,9 @@ Isa detected_isa() {
   return best;
 }
 
-Isa active_isa() {
+namespace {
+
+Isa resolve_isa() {
   const Isa best = detected_isa();
   const char* env = std::getenv("DUET_CPU_ISA");
   if (!env || !*env) return best;
@@ -72,6 +74,18 @@ Isa active_isa() {
     return best;
   }
   return *want;
+}
+
+}  // namespace
+
+Isa active_isa() {
+  const Isa isa = resolve_isa();
+  // Say which kernels run (debug level), once and again whenever the choice changes.
+  static std::atomic<int> last{-1};
+  if (last.exchange(static_cast<int>(isa)) != static_cast<int>(isa))
+    log().debug("cpu kernels: {} (best this CPU runs: {}{})", isa_name(isa),
+                isa_name(detected_isa()), isa == detected_isa() ? "" : ", lowered by DUET_CPU_ISA");
+  return isa;
 }
 
 const Kernels& kernels_for(Isa isa) {
