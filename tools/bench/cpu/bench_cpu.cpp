@@ -227,7 +227,8 @@ int main(int argc, char** argv) {
       dt.push_back(td);
       dg.push_back(flops / td * 1e-9);
 #ifdef DUET_HAVE_OPENBLAS
-      // OpenBLAS threads spin for a while after a call; let them settle before and after.
+      // OpenBLAS threads keep spinning after a call (about 2^28 cycles, ~0.1 s) before they
+      // sleep; pause so that neither side runs against the other's spinning threads.
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
       const double tr = median(time_runs(iters, [&] {
         const auto t0 = Clock::now();
@@ -237,7 +238,7 @@ int main(int argc, char** argv) {
           blas_attention(p, ref_pool, scratch);
         return std::chrono::duration<double>(Clock::now() - t0).count();
       }));
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
       rt.push_back(tr);
       rg.push_back(flops / tr * 1e-9);
       ratio.push_back(tr / td);
