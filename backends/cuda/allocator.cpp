@@ -25,7 +25,8 @@ std::string AllocatorStats::str() const {
 }
 
 uint64_t CachingAllocator::size_class(uint64_t bytes) {
-  if (bytes <= 8 * kGranule) return bytes <= kGranule ? kGranule : (bytes + kGranule - 1) / kGranule * kGranule;
+  if (bytes <= 8 * kGranule)
+    return bytes <= kGranule ? kGranule : (bytes + kGranule - 1) / kGranule * kGranule;
   const int e = 63 - std::countl_zero(bytes);  // 2^e <= bytes < 2^(e+1)
   const uint64_t step = uint64_t{1} << (e - 2);
   return (bytes + step - 1) / step * step;

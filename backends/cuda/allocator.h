@@ -25,9 +25,9 @@ struct AllocatorStats {
   uint64_t cache_hits = 0;     // served from the free list
   uint64_t driver_allocs = 0;  // device_alloc calls that succeeded
   uint64_t driver_frees = 0;
-  uint64_t flushes = 0;          // cache emptied to retry an allocation
-  uint64_t in_use_bytes = 0;     // blocks handed out (class sizes)
-  uint64_t cached_bytes = 0;     // blocks in the free list
+  uint64_t flushes = 0;       // cache emptied to retry an allocation
+  uint64_t in_use_bytes = 0;  // blocks handed out (class sizes)
+  uint64_t cached_bytes = 0;  // blocks in the free list
   uint64_t peak_in_use_bytes = 0;
   uint64_t peak_reserved_bytes = 0;  // in use + cached: what the driver gave us
   std::string str() const;

@@ -8,8 +8,7 @@
 namespace duet::cuda {
 
 BuildArchs this_build() {
-  static const BuildArchs archs =
-      parse_build_archs(DUET_CUDA_BUILD_CUBINS, DUET_CUDA_BUILD_PTX);
+  static const BuildArchs archs = parse_build_archs(DUET_CUDA_BUILD_CUBINS, DUET_CUDA_BUILD_PTX);
   return archs;
 }
 

@@ -128,10 +128,9 @@ std::optional<std::string> turing_without_tensor_cores(const DeviceProps& p) {
   // its tensor cores absent or fused off; RTX parts have them.
   if (contains(p.name, "GTX"))
     return "none: " + p.name + " is a Turing GTX part (TU116/TU117 class), no tensor cores";
-  for (const char* t : {"MX450", "MX550", "T400", "T500", "T550", "T600", "T1000", "T1200",
-                        "T2000"})
-    if (has_token(p.name, t))
-      return "none: " + p.name + " is a TU117 part, no tensor cores";
+  for (const char* t :
+       {"MX450", "MX550", "T400", "T500", "T550", "T600", "T1000", "T1200", "T2000"})
+    if (has_token(p.name, t)) return "none: " + p.name + " is a TU117 part, no tensor cores";
   return std::nullopt;
 }
 
@@ -165,8 +164,9 @@ DeviceCaps caps_from_props(const DeviceProps& p) {
   c.tensor_cores = sm >= 70 && !no_tc;
   if (c.tensor_cores) c.matrix_units = matrix_units(p.major, p.minor);
   c.async_copy = sm >= 80;
-  c.extra[std::string(kTensorCoresKey)] =
-      no_tc ? *no_tc : c.tensor_cores ? tensor_core_summary(sm) : "none: before sm_70";
+  c.extra[std::string(kTensorCoresKey)] = no_tc            ? *no_tc
+                                          : c.tensor_cores ? tensor_core_summary(sm)
+                                                           : "none: before sm_70";
 
   c.subgroup_size = c.subgroup_min = c.subgroup_max = p.warp_size > 0 ? p.warp_size : 32;
   c.shared_mem_per_block = p.shared_per_block;

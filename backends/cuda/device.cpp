@@ -31,15 +31,14 @@ struct Shared {
   Shared(std::shared_ptr<Driver> d, int o, uint64_t cache_limit)
       : driver(std::move(d)),
         ordinal(o),
-        allocator(
-            MemorySource{[this](uint64_t n) -> Result<void*> {
-                           DUET_TRY(driver->use(ordinal));
-                           return driver->device_alloc(n);
-                         },
-                         [this](void* p) {
-                           if (driver->use(ordinal).ok()) driver->device_free(p);
-                         }},
-            cache_limit) {}
+        allocator(MemorySource{[this](uint64_t n) -> Result<void*> {
+                                 DUET_TRY(driver->use(ordinal));
+                                 return driver->device_alloc(n);
+                               },
+                               [this](void* p) {
+                                 if (driver->use(ordinal).ok()) driver->device_free(p);
+                               }},
+                  cache_limit) {}
 };
 
 class CudaBuffer final : public Buffer {
@@ -185,9 +184,9 @@ class Device final : public CudaDevice {
       return unsupported(*this, op, "views are resolved by the executor, not run as kernels");
     if (!image_.ok()) return unsupported(*this, op, image_.text);
     if (!choice.ok)
-      return unsupported(*this, op,
-                         "the plan chose a refused kernel (" + choice.tier + ": " +
-                             choice.reason + ")");
+      return unsupported(
+          *this, op,
+          "the plan chose a refused kernel (" + choice.tier + ": " + choice.reason + ")");
     for (size_t i = 0; i < op.inputs.size() && i < choice.input_dtypes.size(); ++i)
       if (choice.input_dtypes[i] != op.inputs[i].dtype)
         return err(Code::invalid_argument)
@@ -334,9 +333,9 @@ class Device final : public CudaDevice {
           .got(cb ? "a buffer of another CUDA device" : "a buffer of another backend");
     if (ref.desc.dtype != want.dtype || !ref.desc.same_shape(want))
       return e().expected(want.str()).got(ref.desc.str());
-    if (Status s = validate(ref.desc); !s.ok()) return e().expected("a valid view").got(s.message());
-    if (static_cast<uint64_t>(dtype_bytes(ref.desc.dtype, ref.desc.storage_extent())) >
-        cb->size())
+    if (Status s = validate(ref.desc); !s.ok())
+      return e().expected("a valid view").got(s.message());
+    if (static_cast<uint64_t>(dtype_bytes(ref.desc.dtype, ref.desc.storage_extent())) > cb->size())
       return e()
           .expected("a view inside its buffer of " + std::to_string(cb->size()) + " bytes")
           .got(ref.desc.str());
@@ -362,8 +361,8 @@ class Device final : public CudaDevice {
       Result<CachingAllocator::Block> b = shared_->allocator.allocate(bytes);
       if (!b.ok())
         return memory_error(
-            b.status(), Err(b.status().code()).op(op_name(op.kind), op.name).tensor("workspace")
-                            .device(id_),
+            b.status(),
+            Err(b.status().code()).op(op_name(op.kind), op.name).tensor("workspace").device(id_),
             bytes);
       workspace_ = *b;
     }
@@ -410,13 +409,10 @@ uint64_t option_mib(const BackendOptions& o, const char* key, const char* env, u
 
 DeviceOptions DeviceOptions::from(const BackendOptions& o) {
   DeviceOptions d;
-  d.staging_slot_bytes =
-      std::max<uint64_t>(option_mib(o, "cuda.staging_mib", "DUET_CUDA_STAGING_MIB",
-                                    d.staging_slot_bytes),
-                         1ull << 20);
+  d.staging_slot_bytes = std::max<uint64_t>(
+      option_mib(o, "cuda.staging_mib", "DUET_CUDA_STAGING_MIB", d.staging_slot_bytes), 1ull << 20);
   d.staging_slots = std::clamp(o.get_int("cuda.staging_slots", d.staging_slots), 1, 64);
-  d.cache_limit =
-      option_mib(o, "cuda.cache_limit_mib", "DUET_CUDA_CACHE_LIMIT_MIB", d.cache_limit);
+  d.cache_limit = option_mib(o, "cuda.cache_limit_mib", "DUET_CUDA_CACHE_LIMIT_MIB", d.cache_limit);
   return d;
 }
 

@@ -1,23 +1,23 @@
 // Why CUDA is unavailable, and what a CUDA error means for the device. Kept free of CUDA
 // headers so it is unit-tested everywhere; runtime_driver.cpp checks the numbers against
 // cudaError_t at compile time.
+#include "errors.h"
 #include "caps.h"
 #include "driver.h"
-#include "errors.h"
 
 namespace duet::cuda {
 
 Status availability(const DriverStatus& s) {
   if (!s.library_found)
-    return Status(Code::unsupported, std::string("no NVIDIA driver (") + kDriverLibrary +
-                                         " not found)");
+    return Status(Code::unsupported,
+                  std::string("no NVIDIA driver (") + kDriverLibrary + " not found)");
   // Within one major version the runtime runs on an older driver (minor version
   // compatibility); across major versions it does not.
   const int needs = s.runtime_version / 1000 * 1000;
   if (s.driver_version > 0 && needs > 0 && s.driver_version < needs)
     return Status(Code::unsupported, "driver too old for this build: driver supports CUDA " +
-                                         cuda_version_string(s.driver_version) +
-                                         ", build needs " + cuda_version_string(needs));
+                                         cuda_version_string(s.driver_version) + ", build needs " +
+                                         cuda_version_string(needs));
   if (!s.count_error.empty()) return Status(Code::unsupported, s.count_error);
   if (s.device_count <= 0) return Status(Code::unsupported, "no device");
   return {};

@@ -10,8 +10,7 @@ namespace {
 
 // A logical rows x cols matrix whose element (r, c) sits at r*sr + c*sc, as a column-major
 // operand: stored as is (rows x cols, ld = sc) or transposed (cols x rows, ld = sr).
-bool as_column_major(int64_t rows, int64_t cols, int64_t sr, int64_t sc, bool* trans,
-                     int64_t* ld) {
+bool as_column_major(int64_t rows, int64_t cols, int64_t sr, int64_t sc, bool* trans, int64_t* ld) {
   if (rows == 1 || sr == 1) {
     const int64_t l = cols == 1 ? rows : sc;
     if (l >= std::max<int64_t>(rows, 1)) {

@@ -103,8 +103,8 @@ ImageCheck check_image(const BuildArchs& archs, int cc_major, int cc_minor) {
     r.text = "compatible cubin " + sm(best) + " runs on " + sm(dev);
     return r;
   }
-  const bool ptx_fits = archs.ptx && (archs.ptx_arch_specific ? archs.ptx == dev
-                                                              : archs.ptx <= dev);
+  const bool ptx_fits =
+      archs.ptx && (archs.ptx_arch_specific ? archs.ptx == dev : archs.ptx <= dev);
   if (ptx_fits) {
     r.match = ImageMatch::ptx_jit;
     r.arch = archs.ptx;

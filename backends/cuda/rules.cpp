@@ -76,8 +76,8 @@ std::vector<KernelChoice> cublas_choices(const DeviceCaps& caps, const OpDesc& o
       c.reason = "cuBLASLt cannot express this layout: " + gemm.status().message();
     } else {
       c.ok = true;
-      c.reason = "cuBLASLt (" + lib + "), tuned by NVIDIA for " + caps.arch +
-                 ", " + std::string(precision_name(p)) + " with f32 accumulation" +
+      c.reason = "cuBLASLt (" + lib + "), tuned by NVIDIA for " + caps.arch + ", " +
+                 std::string(precision_name(p)) + " with f32 accumulation" +
                  (p == Precision::f32 ? " (no TF32)" : "");
     }
     out.push_back(std::move(c));

@@ -46,8 +46,8 @@ std::string_view image_match_name(ImageMatch m);  // "exact cubin", ...
 
 struct ImageCheck {
   ImageMatch match = ImageMatch::none;
-  int arch = 0;          // the cubin or PTX architecture used (0 with none)
-  std::string text;      // what caps.extra["kernel_image"] holds and refusals quote
+  int arch = 0;      // the cubin or PTX architecture used (0 with none)
+  std::string text;  // what caps.extra["kernel_image"] holds and refusals quote
   bool ok() const { return match != ImageMatch::none; }
 };
 // Exact cubin, else the newest compatible cubin, else PTX, else none (with what to rebuild).
@@ -55,7 +55,7 @@ ImageCheck check_image(const BuildArchs& archs, int cc_major, int cc_minor);
 
 // caps.extra keys this backend writes and its rules read.
 inline constexpr std::string_view kKernelImageKey = "kernel_image";
-inline constexpr std::string_view kCublasKey = "cublas";          // "cuBLASLt 13.0.2 (...)"
+inline constexpr std::string_view kCublasKey = "cublas";             // "cuBLASLt 13.0.2 (...)"
 inline constexpr std::string_view kTensorCoresKey = "tensor_cores";  // why there are (not) any
 
 // Selection rules for a build carrying `archs`: the kernel-image check first (no image: every

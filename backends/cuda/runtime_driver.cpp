@@ -3,8 +3,8 @@
 // its absence only removes the cuBLAS choice). Built only when CUDA is.
 #include "runtime_driver.h"
 
-#include <cuda_runtime_api.h>
 #include <cublasLt.h>
+#include <cuda_runtime_api.h>
 
 #include <cstdio>
 #include <fstream>
@@ -55,8 +55,8 @@ Status cuda_status(cudaError_t e, std::string_view what) {
   if (e == cudaSuccess) return {};
   const Code code = classify_cuda_error(static_cast<int>(e));
   if (code != Code::device_lost) (void)cudaGetLastError();
-  return Status(code, std::string(what) + ": " + cudaGetErrorString(e) + " (" +
-                          cudaGetErrorName(e) + ")");
+  return Status(
+      code, std::string(what) + ": " + cudaGetErrorString(e) + " (" + cudaGetErrorName(e) + ")");
 }
 
 std::string read_first_line(const std::string& path) {
@@ -97,8 +97,7 @@ Lt load_cublaslt() {
   Lt lt;
   const std::string soname = "libcublasLt.so." + std::to_string(CUDART_VERSION / 1000);
   std::string tried;
-  for (const std::string& path :
-       {soname, std::string(DUET_CUDA_LIBDIR) + "/" + soname}) {
+  for (const std::string& path : {soname, std::string(DUET_CUDA_LIBDIR) + "/" + soname}) {
     lt.lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (lt.lib) break;
     tried += (tried.empty() ? "" : ", ") + path;
@@ -127,9 +126,8 @@ Lt load_cublaslt() {
     return lt;
   }
   const size_t v = lt.get_version();
-  lt.description = "cuBLASLt " + std::to_string(v / 10000) + "." +
-                   std::to_string(v / 100 % 100) + "." + std::to_string(v % 100) + " (" +
-                   soname + ")";
+  lt.description = "cuBLASLt " + std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) +
+                   "." + std::to_string(v % 100) + " (" + soname + ")";
   return lt;
 }
 
@@ -239,8 +237,10 @@ class RuntimeDriver final : public Driver {
           "/sys/bus/pci/devices/" + pci_bus_id_string(d.pci_domain, d.pci_bus, d.pci_device);
       const std::string dev = read_first_line(dir + "/device");
       const std::string ven = read_first_line(dir + "/vendor");
-      if (!dev.empty()) d.pci_device_id = static_cast<uint16_t>(std::strtoul(dev.c_str(), nullptr, 16));
-      if (!ven.empty()) d.pci_vendor_id = static_cast<uint16_t>(std::strtoul(ven.c_str(), nullptr, 16));
+      if (!dev.empty())
+        d.pci_device_id = static_cast<uint16_t>(std::strtoul(dev.c_str(), nullptr, 16));
+      if (!ven.empty())
+        d.pci_vendor_id = static_cast<uint16_t>(std::strtoul(ven.c_str(), nullptr, 16));
     }
     std::array<uint8_t, 16> uuid{};
     for (size_t i = 0; i < 16; ++i) uuid[i] = static_cast<uint8_t>(p.uuid.bytes[i]);
@@ -263,9 +263,7 @@ class RuntimeDriver final : public Driver {
     return lt_.description;
   }
 
-  Status use(int ordinal) override {
-    return cuda_status(cudaSetDevice(ordinal), "cudaSetDevice");
-  }
+  Status use(int ordinal) override { return cuda_status(cudaSetDevice(ordinal), "cudaSetDevice"); }
 
   Result<MemoryInfo> memory_info() override {
     MemoryInfo m;
@@ -278,8 +276,8 @@ class RuntimeDriver final : public Driver {
 
   Result<void*> device_alloc(uint64_t bytes) override {
     void* p = nullptr;
-    DUET_TRY(cuda_status(cudaMalloc(&p, bytes), "cudaMalloc of " + std::to_string(bytes) +
-                                                    " bytes"));
+    DUET_TRY(
+        cuda_status(cudaMalloc(&p, bytes), "cudaMalloc of " + std::to_string(bytes) + " bytes"));
     return p;
   }
   void device_free(void* p) override { (void)cudaFree(p); }
@@ -293,8 +291,7 @@ class RuntimeDriver final : public Driver {
 
   Result<Stream> stream_create() override {
     cudaStream_t s = nullptr;
-    DUET_TRY(cuda_status(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking),
-                         "cudaStreamCreate"));
+    DUET_TRY(cuda_status(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate"));
     return static_cast<Stream>(s);
   }
   void stream_destroy(Stream s) override { (void)cudaStreamDestroy(static_cast<cudaStream_t>(s)); }
@@ -310,24 +307,22 @@ class RuntimeDriver final : public Driver {
   }
   void event_destroy(Event e) override { (void)cudaEventDestroy(static_cast<cudaEvent_t>(e)); }
   Status event_record(Event e, Stream s) override {
-    return cuda_status(
-        cudaEventRecord(static_cast<cudaEvent_t>(e), static_cast<cudaStream_t>(s)),
-        "cudaEventRecord");
+    return cuda_status(cudaEventRecord(static_cast<cudaEvent_t>(e), static_cast<cudaStream_t>(s)),
+                       "cudaEventRecord");
   }
   Status event_sync(Event e) override {
-    return cuda_status(cudaEventSynchronize(static_cast<cudaEvent_t>(e)),
-                       "cudaEventSynchronize");
+    return cuda_status(cudaEventSynchronize(static_cast<cudaEvent_t>(e)), "cudaEventSynchronize");
   }
 
   Status copy_to_device(void* dst, const void* src, uint64_t bytes, Stream s) override {
-    return cuda_status(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice,
-                                       static_cast<cudaStream_t>(s)),
-                       "cudaMemcpyAsync to the device");
+    return cuda_status(
+        cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, static_cast<cudaStream_t>(s)),
+        "cudaMemcpyAsync to the device");
   }
   Status copy_to_host(void* dst, const void* src, uint64_t bytes, Stream s) override {
-    return cuda_status(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost,
-                                       static_cast<cudaStream_t>(s)),
-                       "cudaMemcpyAsync to the host");
+    return cuda_status(
+        cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, static_cast<cudaStream_t>(s)),
+        "cudaMemcpyAsync to the host");
   }
 
   Status launch(kernels::Tier tier, const OpDesc& op, std::span<const kernels::View> in,
@@ -384,10 +379,10 @@ class RuntimeDriver final : public Driver {
       plan = &it->second;
     }
     const float alpha = 1.0f, beta = 0.0f;
-    return blas_status(lt_.matmul(h, plan->desc, &alpha, a, plan->a, b, plan->b, &beta, d,
-                                  plan->d, d, plan->d, &plan->algo, workspace, workspace_bytes,
-                                  static_cast<cudaStream_t>(s)),
-                       "cublasLtMatmul");
+    return blas_status(
+        lt_.matmul(h, plan->desc, &alpha, a, plan->a, b, plan->b, &beta, d, plan->d, d, plan->d,
+                   &plan->algo, workspace, workspace_bytes, static_cast<cudaStream_t>(s)),
+        "cublasLtMatmul");
   }
 
  private:
@@ -416,12 +411,12 @@ class RuntimeDriver final : public Driver {
                          "cublasLtMatrixLayoutCreate"));
     if (batch > 1) {
       const auto count = static_cast<int32_t>(batch);
-      DUET_TRY(blas_status(lt_.layout_set(*l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count,
-                                          sizeof count),
-                           "cublasLtMatrixLayoutSetAttribute"));
-      DUET_TRY(blas_status(lt_.layout_set(*l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
-                                          &stride, sizeof stride),
-                           "cublasLtMatrixLayoutSetAttribute"));
+      DUET_TRY(
+          blas_status(lt_.layout_set(*l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof count),
+                      "cublasLtMatrixLayoutSetAttribute"));
+      DUET_TRY(blas_status(
+          lt_.layout_set(*l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof stride),
+          "cublasLtMatrixLayoutSetAttribute"));
     }
     return {};
   }
@@ -447,8 +442,8 @@ class RuntimeDriver final : public Driver {
     auto set = [&](cublasLtMatmulPreferenceAttributes_t attr, const void* v, size_t n) {
       return blas_status(lt_.pref_set(pref, attr, v, n), "cublasLtMatmulPreferenceSetAttribute");
     };
-    Status st = set(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes,
-                    sizeof workspace_bytes);
+    Status st =
+        set(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes, sizeof workspace_bytes);
     if (st.ok()) st = set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &al_a, sizeof al_a);
     if (st.ok()) st = set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &al_b, sizeof al_b);
     if (st.ok()) st = set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_d, sizeof al_d);
