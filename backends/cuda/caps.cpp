@@ -3,10 +3,10 @@
 // (which instructions an architecture has, how many lanes an SM has, tensor-core rates).
 #include "caps.h"
 
-#include "rules.h"
-
 #include <cctype>
 #include <cstdio>
+
+#include "rules.h"
 
 namespace duet::cuda {
 
