@@ -413,6 +413,9 @@ DeviceOptions DeviceOptions::from(const BackendOptions& o) {
       option_mib(o, "cuda.staging_mib", "DUET_CUDA_STAGING_MIB", d.staging_slot_bytes), 1ull << 20);
   d.staging_slots = std::clamp(o.get_int("cuda.staging_slots", d.staging_slots), 1, 64);
   d.cache_limit = option_mib(o, "cuda.cache_limit_mib", "DUET_CUDA_CACHE_LIMIT_MIB", d.cache_limit);
+  bool cublas = true;
+  if (const char* e = std::getenv("DUET_CUDA_CUBLAS")) cublas = !(e[0] == '0' && e[1] == 0);
+  d.cublas = o.get_bool("cuda.cublas", cublas);
   return d;
 }
 
@@ -426,7 +429,8 @@ Result<BackendOpenResult> open_backend(std::shared_ptr<Driver> driver, const Bui
                                        const DeviceOptions& options) {
   const DriverStatus st = driver->status();
   DUET_TRY(availability(st));
-  const std::string blas = driver->blas_library();
+  const std::string blas =
+      options.cublas ? driver->blas_library() : "unavailable: disabled by cuda.cublas=off";
   BackendOpenResult r;
   for (int i = 0; i < st.device_count; ++i) {
     Result<DeviceProps> props = driver->properties(i);

@@ -16,8 +16,10 @@ struct DeviceOptions {
   uint64_t staging_slot_bytes = 4ull << 20;  // pinned host memory per staging slot
   int staging_slots = 4;                     // copies in flight per direction
   uint64_t cache_limit = UINT64_MAX;         // bytes the allocator may keep cached
-  // Reads "cuda.staging_mib", "cuda.staging_slots" and "cuda.cache_limit_mib" (and their
-  // DUET_CUDA_STAGING_MIB, DUET_CUDA_CACHE_LIMIT_MIB environment fallbacks).
+  bool cublas = true;  // load cuBLASLt (about 50 ms and 200 MiB of mapped library pages)
+  // Reads "cuda.staging_mib", "cuda.staging_slots", "cuda.cache_limit_mib" and "cuda.cublas"
+  // (and the DUET_CUDA_STAGING_MIB, DUET_CUDA_CACHE_LIMIT_MIB, DUET_CUDA_CUBLAS environment
+  // fallbacks).
   static DeviceOptions from(const BackendOptions& o);
 };
 

@@ -106,6 +106,25 @@ TEST(CudaOpen, OptionsSetStagingAndCacheLimit) {
   EXPECT_EQ(d.staging_slots, 2);
   EXPECT_EQ(d.cache_limit, 512ull << 20);
   EXPECT_EQ(DeviceOptions::from({}).cache_limit, UINT64_MAX);
+  EXPECT_TRUE(DeviceOptions::from({}).cublas);
+}
+
+TEST(CudaOpen, CublasCanBeSwitchedOff) {
+  auto driver = std::make_shared<FakeDriver>(std::vector<DeviceProps>{a100()});
+  DeviceOptions o;
+  o.cublas = false;
+  auto opened = open_backend(driver, this_build(), o);
+  ASSERT_TRUE(opened.ok());
+  const Device& d = *opened->devices[0];
+  EXPECT_EQ(d.caps().extra.at("cublas"), "unavailable: disabled by cuda.cublas=off");
+  auto op = make_op(
+      OpKind::matmul, {},
+      {TensorDesc::contiguous(DType::f16, {16, 32}), TensorDesc::contiguous(DType::f16, {32, 8})});
+  for (const KernelChoice& c : d.choices(*op))
+    if (c.tier == "cublas") {
+      EXPECT_FALSE(c.ok);
+      EXPECT_NE(c.reason.find("disabled by cuda.cublas=off"), std::string::npos) << c.reason;
+    }
 }
 
 }  // namespace
