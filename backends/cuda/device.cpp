@@ -182,7 +182,7 @@ class Device final : public CudaDevice {
 
     if (is_view(op.kind))
       return unsupported(*this, op, "views are resolved by the executor, not run as kernels");
-    if (!image_.ok()) return unsupported(*this, op, image_.text);
+    if (!image_.ok()) return unsupported(*this, op, image_.refusal());
     if (!choice.ok)
       return unsupported(
           *this, op,

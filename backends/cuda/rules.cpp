@@ -42,7 +42,7 @@ class CudaRules final : public BackendRules {
     for (KernelChoice& c : out) {
       if (!image.ok()) {
         c.ok = false;
-        c.reason = "no kernel for " + caps.arch + " in this build: " + image.text;
+        c.reason = image.refusal();
       }
       enforce_arithmetic(caps, c);
     }

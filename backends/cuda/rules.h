@@ -47,8 +47,10 @@ std::string_view image_match_name(ImageMatch m);  // "exact cubin", ...
 struct ImageCheck {
   ImageMatch match = ImageMatch::none;
   int arch = 0;      // the cubin or PTX architecture used (0 with none)
-  std::string text;  // what caps.extra["kernel_image"] holds and refusals quote
+  std::string text;  // what caps.extra["kernel_image"] holds: "exact cubin sm_75", "none: ..."
   bool ok() const { return match != ImageMatch::none; }
+  // Why nothing runs, for refusals: the text without its "none: " prefix.
+  std::string refusal() const { return text.rfind("none: ", 0) == 0 ? text.substr(6) : text; }
 };
 // Exact cubin, else the newest compatible cubin, else PTX, else none (with what to rebuild).
 ImageCheck check_image(const BuildArchs& archs, int cc_major, int cc_minor);
