@@ -124,6 +124,17 @@ TEST(CudaRules, Bf16OnTuringIsRefusedWithTheReason) {
   EXPECT_TRUE(on_a100->ok) << on_a100->reason;
 }
 
+TEST(CudaRules, TuringWithoutTensorCoresGetsNoTensorCoreKernel) {
+  auto rules = make_rules(parse_build_archs("75;80", "80"));
+  for (const DeviceProps& p : {gtx1660(), mx450()})
+    for (const OpDesc& op : {attention(DType::f16), matmul(DType::f16, {64, 128}, {128, 32})})
+      for (const KernelChoice& c : rules->choices(record(p), op)) {
+        if (c.tier == "tiled" || c.tier == "flash") {
+          EXPECT_FALSE(c.ok) << p.name << " " << describe(op) << ": " << c.tier;
+        }
+      }
+}
+
 TEST(CudaRules, CublasComesFirstForMatmulWhenTheLibraryLoaded) {
   auto rules = make_rules(parse_build_archs("75;80", "80"));
   std::vector<KernelChoice> v =
