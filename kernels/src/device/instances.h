@@ -3,6 +3,8 @@
 // and for the emulator), so each instance is compiled only where its tier is built.
 #pragma once
 
+#include "device/attention_tc.h"
+#include "device/matmul_tc.h"
 #include "duet/status.h"
 
 namespace duet::kernels::dev {

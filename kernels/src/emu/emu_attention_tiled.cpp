@@ -1,7 +1,5 @@
 // The tiled-tier attention kernels (f16), compiled for the emulator.
-#include "device/attention_tc.h"
 #include "device/instances.h"
-#include "device/matmul_tc.h"
 #include "emu/run_kernel.h"
 #include "host/runners.h"
 

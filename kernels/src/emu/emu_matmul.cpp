@@ -1,7 +1,5 @@
 // The tensor-core matmul kernels of both tiers, compiled for the emulator.
-#include "device/attention_tc.h"
 #include "device/instances.h"
-#include "device/matmul_tc.h"
 #include "emu/run_kernel.h"
 #include "host/runners.h"
 
