@@ -117,8 +117,8 @@ Result<PhysicalInfo> probe(VkInstance instance, VkPhysicalDevice pd) {
   vkGetPhysicalDeviceMemoryProperties(pd, &info.memory);
   const uint32_t api = info.props.apiVersion;
   if (api < VK_API_VERSION_1_1)
-    return Status(Code::unsupported, std::string(info.props.deviceName) + ": Vulkan " +
-                                         version_str(api) + " < 1.1");
+    return Status(Code::unsupported,
+                  std::string(info.props.deviceName) + ": Vulkan " + version_str(api) + " < 1.1");
 
   uint32_t n = 0;
   vkEnumerateDeviceExtensionProperties(pd, nullptr, &n, nullptr);
@@ -139,7 +139,8 @@ Result<PhysicalInfo> probe(VkInstance instance, VkPhysicalDevice pd) {
 
   // Features.
   VkPhysicalDeviceFeatures2 f2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
-  VkPhysicalDevice16BitStorageFeatures s16{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES};
+  VkPhysicalDevice16BitStorageFeatures s16{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES};
   VkPhysicalDevice8BitStorageFeatures s8{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_8BIT_STORAGE_FEATURES};
   VkPhysicalDeviceShaderFloat16Int8Features f16i8{
       VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES};
@@ -258,16 +259,15 @@ Result<PhysicalInfo> probe(VkInstance instance, VkPhysicalDevice pd) {
         vkGetInstanceProcAddr(instance, "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR"));
     uint32_t cn = 0;
     if (fn && fn(pd, &cn, nullptr) == VK_SUCCESS) {
-      std::vector<CoopMatProps> props(cn, CoopMatProps{kCoopMatPropsType, nullptr, 0, 0, 0, 0, 0,
-                                                       0, 0, VK_FALSE, 0});
+      std::vector<CoopMatProps> props(
+          cn, CoopMatProps{kCoopMatPropsType, nullptr, 0, 0, 0, 0, 0, 0, 0, VK_FALSE, 0});
       if (fn(pd, &cn, props.data()) == VK_SUCCESS) {
         coop.clear();
         for (const auto& p : props) {
           auto a = component_dtype(p.AType), acc = component_dtype(p.CType);
           if (!a || !acc) continue;
-          c.matrix_units.push_back({"coopmat", static_cast<int>(p.MSize),
-                                    static_cast<int>(p.NSize), static_cast<int>(p.KSize), *a,
-                                    *acc});
+          c.matrix_units.push_back({"coopmat", static_cast<int>(p.MSize), static_cast<int>(p.NSize),
+                                    static_cast<int>(p.KSize), *a, *acc});
           coop += (coop.empty() ? "" : ", ") + std::to_string(p.MSize) + "x" +
                   std::to_string(p.NSize) + "x" + std::to_string(p.KSize) + " " +
                   std::string(dtype_name(*a)) + "+" + std::string(dtype_name(*acc));
@@ -286,9 +286,9 @@ Result<PhysicalInfo> probe(VkInstance instance, VkPhysicalDevice pd) {
   c.extra["max_workgroup_size"] = std::to_string(lim.maxComputeWorkGroupSize[0]) + "x" +
                                   std::to_string(lim.maxComputeWorkGroupSize[1]) + "x" +
                                   std::to_string(lim.maxComputeWorkGroupSize[2]);
-  c.extra["subgroup_size_range"] =
-      std::to_string(c.subgroup_min) + ".." + std::to_string(c.subgroup_max) +
-      (c.subgroup_size_control ? " (size control)" : "");
+  c.extra["subgroup_size_range"] = std::to_string(c.subgroup_min) + ".." +
+                                   std::to_string(c.subgroup_max) +
+                                   (c.subgroup_size_control ? " (size control)" : "");
   c.extra["cooperative_matrix"] = coop.empty() ? "no usable shapes" : coop;
   c.extra["shader_float16"] = info.float16 ? "yes" : "no";
   c.extra["shader_int8"] = info.int8 ? "yes" : "no";

@@ -31,21 +31,30 @@ Status VulkanDevice::init() {
   // Blocks of 256 MiB (less where the driver caps single allocations).
   uint64_t block = 256ull << 20;
   if (caps_.max_allocation) block = std::min(block, caps_.max_allocation);
-  core_->allocator = std::make_unique<Allocator>(core_->device, core_->info, !staging_, block,
-                                                 core_->id);
+  core_->allocator =
+      std::make_unique<Allocator>(core_->device, core_->info, !staging_, block, core_->id);
   pipelines_ = std::make_unique<Pipelines>(core_, cache_dir_);
   DUET_TRY(pipelines_->init());
   recorder_ = std::make_unique<Recorder>(core_, *pipelines_);
   DUET_TRY(recorder_->init());
   caps_.extra["memory_path"] = staging_ ? "device-local memory with staging copies"
                                         : "host-visible device-local memory (no staging)";
-  caps_.extra["pipeline_cache"] = pipelines_->cache_path().empty() ? "off"
-                                                                   : pipelines_->cache_path();
+  caps_.extra["pipeline_cache"] =
+      pipelines_->cache_path().empty() ? "off" : pipelines_->cache_path();
   caps_.extra["validation"] = core_->instance->validation() ? "on" : "off";
   return {};
 }
 
 Result<std::shared_ptr<Buffer>> VulkanDevice::allocate(uint64_t bytes) {
+  // Past the driver's limits vkAllocateMemory is invalid usage, not a clean failure: refuse here.
+  const DeviceCaps& real = core_->info.caps;
+  const uint64_t limit = real.max_allocation ? real.max_allocation : real.memory_bytes;
+  if (limit && bytes > limit)
+    return Err(Code::out_of_memory)
+        .device(id())
+        .expected("an allocation of at most " + std::to_string(limit) +
+                  " bytes (the driver's maxMemoryAllocationSize)")
+        .got(std::to_string(bytes) + " bytes");
   auto a = core_->allocator->allocate(std::max<uint64_t>(bytes, 4));
   if (!a.ok()) return a.status();
   return std::shared_ptr<Buffer>(std::make_shared<VkBuf>(core_, *a, bytes));
@@ -163,8 +172,7 @@ Status VulkanDevice::synchronize() {
   DUET_TRY(check_validation());
   DUET_TRY(s);
   std::vector<std::string> errors = recorder_->take_errors();
-  if (!errors.empty())
-    return Err(Code::invalid_argument).device(id()).note(errors.front());
+  if (!errors.empty()) return Err(Code::invalid_argument).device(id()).note(errors.front());
   return {};
 }
 
@@ -188,7 +196,8 @@ Result<std::unique_ptr<VulkanDevice>> open_device(std::shared_ptr<Instance> inst
   const bool v12 = pi.props.apiVersion >= VK_API_VERSION_1_2;
   std::vector<const char*> ext;
   VkPhysicalDeviceFeatures2 f2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
-  VkPhysicalDevice16BitStorageFeatures s16{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES};
+  VkPhysicalDevice16BitStorageFeatures s16{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES};
   VkPhysicalDevice8BitStorageFeatures s8{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_8BIT_STORAGE_FEATURES};
   VkPhysicalDeviceShaderFloat16Int8Features f16i8{
       VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES};

@@ -199,8 +199,8 @@ Status Recorder::record(const Dispatch& d) {
   }
   vkUpdateDescriptorSets(core_->device, kBindings, writes.data(), 0, nullptr);
   vkCmdBindPipeline(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, pipe);
-  vkCmdBindDescriptorSets(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, pipelines_.layout(), 0, 1, &set,
-                          0, nullptr);
+  vkCmdBindDescriptorSets(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, pipelines_.layout(), 0, 1, &set, 0,
+                          nullptr);
   vkCmdDispatch(cmd_, d.groups[0], d.groups[1], d.groups[2]);
   ++dispatches;
   return {};

@@ -88,8 +88,8 @@ Result<std::shared_ptr<Instance>> Instance::create(bool validation,
   if (debug_utils) ci.pNext = &mci;
   VkResult r = vkCreateInstance(&ci, nullptr, &inst->instance_);
   if (r != VK_SUCCESS)
-    return Status(Code::unsupported, "vkCreateInstance failed: " + vk_result_name(r) +
-                                         " (no usable Vulkan driver)");
+    return Status(Code::unsupported,
+                  "vkCreateInstance failed: " + vk_result_name(r) + " (no usable Vulkan driver)");
   volkLoadInstance(inst->instance_);
   if (debug_utils) {
     r = vkCreateDebugUtilsMessengerEXT(inst->instance_, &mci, nullptr, &inst->messenger_);

@@ -25,8 +25,7 @@ Status load_loader(const std::string& name) {
   auto gipa = reinterpret_cast<PFN_vkGetInstanceProcAddr>(dlsym(lib, "vkGetInstanceProcAddr"));
   if (!gipa) {
     dlclose(lib);
-    return Status(Code::unsupported,
-                  "no Vulkan loader: " + name + " has no vkGetInstanceProcAddr");
+    return Status(Code::unsupported, "no Vulkan loader: " + name + " has no vkGetInstanceProcAddr");
   }
   volkInitializeCustom(gipa);
   // The previous library stays open: function pointers taken from it may still be in use.

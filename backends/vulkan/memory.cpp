@@ -61,8 +61,8 @@ Result<Block*> Allocator::new_block(uint64_t size, bool dedicated) {
                    ? Code::out_of_memory
                    : Code::internal)
         .device(id_)
-        .note(std::string(call) + " for " + std::to_string(size) + " bytes failed: " +
-              vk_result_name(r));
+        .note(std::string(call) + " for " + std::to_string(size) +
+              " bytes failed: " + vk_result_name(r));
   };
   if (type_index_ == UINT32_MAX)
     return Err(Code::unsupported).device(id_).note("no suitable memory type");
@@ -97,16 +97,15 @@ Result<Block*> Allocator::new_block(uint64_t size, bool dedicated) {
     return fail("binding or mapping memory", r);
   }
   b->free[0] = size;
-  log().debug("{}: new {} memory block of {} MiB", id_, mapped_ ? "mapped" : "device",
-              size >> 20);
+  log().debug("{}: new {} memory block of {} MiB", id_, mapped_ ? "mapped" : "device", size >> 20);
   blocks_.push_back(std::move(b));
   return blocks_.back().get();
 }
 
 Result<Allocation> Allocator::allocate(uint64_t bytes) {
   std::lock_guard<std::mutex> lock(mu_);
-  const uint64_t size = std::max<uint64_t>(alignment_, (bytes + alignment_ - 1) / alignment_ *
-                                                           alignment_);
+  const uint64_t size =
+      std::max<uint64_t>(alignment_, (bytes + alignment_ - 1) / alignment_ * alignment_);
   if (size > block_size_ / 2) {
     // Large tensors get their own block, freed with them.
     DUET_ASSIGN_OR_RETURN(Block * b, new_block(size, true));

@@ -77,7 +77,8 @@ Result<std::pair<Window, GpuTensor>> bind(VulkanDevice& dev, const Arg& a, bool 
   const uint64_t e = static_cast<uint64_t>(elem_bytes(a.desc.dtype));
   Window w{a.buf->vk(), start, (hi - start + 3) / 4 * 4, write};
   // Keep the range inside the buffer (rounding up to a word may pass its end only by < 4 bytes).
-  if (w.offset + w.range > a.buf->base() + ((a.buf->size() + 255) / 256 * 256)) w.range = hi - start;
+  if (w.offset + w.range > a.buf->base() + ((a.buf->size() + 255) / 256 * 256))
+    w.range = hi - start;
   return std::make_pair(w, gpu_tensor(a.desc, static_cast<uint32_t>((lo - start) / e)));
 }
 
@@ -223,23 +224,22 @@ Status norm(const Ctx& c, const Arg& out, std::span<const Arg> in) {
   std::vector<Arg> args{out, in[0]};
   for (size_t i = 1; i < in.size(); ++i) args.push_back(in[i]);
   const int64_t n = out.desc.dim(-1);
-  return split_emit(c.dev, args, 2, leading_dims(out.desc.rank, 1),
-                    [&](const std::vector<Arg>& p) -> Status {
-                      Dispatch d;
-                      d.shader = "norm_" + T(out.desc.dtype);
-                      d.spec = {static_cast<uint32_t>(c.block()),
-                                c.op.kind == OpKind::layernorm ? 1u : 0u};
-                      DUET_TRY(c.bind_into(d, 1, 0, p[0], true, "output"));
-                      for (size_t i = 1; i < p.size(); ++i)
-                        DUET_TRY(c.bind_into(d, static_cast<int>(i + 1), static_cast<int>(i), p[i],
-                                             false, c.op.input_name(i - 1)));
-                      d.params.u[0] = static_cast<uint32_t>(n);
-                      d.params.u[1] = p.size() > 2;
-                      d.params.u[2] = p.size() > 3;
-                      d.params.f[0] = c.op.attrs.eps;
-                      d.groups = grid(static_cast<uint64_t>(p[0].desc.numel() / n));
-                      return c.dev.recorder().record(d);
-                    });
+  return split_emit(
+      c.dev, args, 2, leading_dims(out.desc.rank, 1), [&](const std::vector<Arg>& p) -> Status {
+        Dispatch d;
+        d.shader = "norm_" + T(out.desc.dtype);
+        d.spec = {static_cast<uint32_t>(c.block()), c.op.kind == OpKind::layernorm ? 1u : 0u};
+        DUET_TRY(c.bind_into(d, 1, 0, p[0], true, "output"));
+        for (size_t i = 1; i < p.size(); ++i)
+          DUET_TRY(c.bind_into(d, static_cast<int>(i + 1), static_cast<int>(i), p[i], false,
+                               c.op.input_name(i - 1)));
+        d.params.u[0] = static_cast<uint32_t>(n);
+        d.params.u[1] = p.size() > 2;
+        d.params.u[2] = p.size() > 3;
+        d.params.f[0] = c.op.attrs.eps;
+        d.groups = grid(static_cast<uint64_t>(p[0].desc.numel() / n));
+        return c.dev.recorder().record(d);
+      });
 }
 
 // ---- rope -------------------------------------------------------------------------------------
@@ -264,8 +264,7 @@ Status rope(const Ctx& c, const Arg& out, std::span<const Arg> in) {
         for (int64_t l = 0; l < L; ++l) {
           const double pos = static_cast<double>(c.op.attrs.rope_offset + first_row + l);
           for (int i = 0; i < half; ++i) {
-            const double freq =
-                std::pow(static_cast<double>(c.op.attrs.rope_theta), -2.0 * i / rd);
+            const double freq = std::pow(static_cast<double>(c.op.attrs.rope_theta), -2.0 * i / rd);
             f[2 * (l * half + i)] = static_cast<float>(std::cos(pos * freq));
             f[2 * (l * half + i) + 1] = static_cast<float>(std::sin(pos * freq));
           }
@@ -323,8 +322,8 @@ Status embedding(const Ctx& c, const Arg& out, std::span<const Arg> in) {
   Arg ids{*ids_flat, in[1].buf};
   // Table windows of whole rows.
   int64_t rows_per_window = V;
-  while (rows_per_window > 1 && !fits(c.dev, Arg{slice_dim(table.desc, 0, 0, rows_per_window),
-                                                table.buf}))
+  while (rows_per_window > 1 &&
+         !fits(c.dev, Arg{slice_dim(table.desc, 0, 0, rows_per_window), table.buf}))
     rows_per_window = (rows_per_window + 1) / 2;
   DUET_ASSIGN_OR_RETURN(uint32_t slot, c.dev.recorder().error_slot(
                                            std::string(op_name(c.op.kind)) + " '" + c.op.name +
@@ -332,21 +331,20 @@ Status embedding(const Ctx& c, const Arg& out, std::span<const Arg> in) {
   for (int64_t v0 = 0; v0 < V; v0 += rows_per_window) {
     const int64_t v1 = std::min(V, v0 + rows_per_window);
     Arg tw{slice_dim(table.desc, 0, v0, v1), table.buf};
-    Status s = split_emit(
-        c.dev, {out2, ids}, 2, {0}, [&](const std::vector<Arg>& p) -> Status {
-          Dispatch d;
-          d.shader = "embedding_" + T(table.desc.dtype);
-          d.spec = {static_cast<uint32_t>(c.block())};
-          DUET_TRY(c.bind_into(d, 1, 0, p[0], true, "output"));
-          DUET_TRY(c.bind_into(d, 2, 1, tw, false, c.op.input_name(0)));
-          DUET_TRY(c.bind_into(d, 3, 2, p[1], false, c.op.input_name(1)));
-          d.bind[4] = c.dev.recorder().error_window();
-          d.params.u = {static_cast<uint32_t>(D), static_cast<uint32_t>(v0),
-                        static_cast<uint32_t>(v1), static_cast<uint32_t>(V)};
-          d.params.u2 = {slot, v0 == 0 ? 1u : 0u, 0, 0};
-          d.groups = flat_grid(static_cast<uint64_t>(p[0].desc.numel()), c.block());
-          return c.dev.recorder().record(d);
-        });
+    Status s = split_emit(c.dev, {out2, ids}, 2, {0}, [&](const std::vector<Arg>& p) -> Status {
+      Dispatch d;
+      d.shader = "embedding_" + T(table.desc.dtype);
+      d.spec = {static_cast<uint32_t>(c.block())};
+      DUET_TRY(c.bind_into(d, 1, 0, p[0], true, "output"));
+      DUET_TRY(c.bind_into(d, 2, 1, tw, false, c.op.input_name(0)));
+      DUET_TRY(c.bind_into(d, 3, 2, p[1], false, c.op.input_name(1)));
+      d.bind[4] = c.dev.recorder().error_window();
+      d.params.u = {static_cast<uint32_t>(D), static_cast<uint32_t>(v0), static_cast<uint32_t>(v1),
+                    static_cast<uint32_t>(V)};
+      d.params.u2 = {slot, v0 == 0 ? 1u : 0u, 0, 0};
+      d.groups = flat_grid(static_cast<uint64_t>(p[0].desc.numel()), c.block());
+      return c.dev.recorder().record(d);
+    });
     if (!s.ok()) return s;
   }
   return {};
@@ -366,9 +364,12 @@ Status matmul_emit(const Ctx& c, const MatmulJob& j) {
     return Err(Code::internal).device(c.dev.id()).note("matmul launch variant " + l.variant);
   Dispatch d;
   d.shader = "matmul_" + T(j.y.desc.dtype);
-  d.spec = {static_cast<uint32_t>(l.block_threads), static_cast<uint32_t>(l.tile_m),
-            static_cast<uint32_t>(l.tile_n), static_cast<uint32_t>(l.tile_k),
-            static_cast<uint32_t>(tm), static_cast<uint32_t>(tn)};
+  d.spec = {static_cast<uint32_t>(l.block_threads),
+            static_cast<uint32_t>(l.tile_m),
+            static_cast<uint32_t>(l.tile_n),
+            static_cast<uint32_t>(l.tile_k),
+            static_cast<uint32_t>(tm),
+            static_cast<uint32_t>(tn)};
   DUET_TRY(c.bind_into(d, 1, 0, j.y, true, "output"));
   DUET_TRY(c.bind_into(d, 2, 1, j.a, false, c.op.input_name(0)));
   DUET_TRY(c.bind_into(d, 3, 2, j.b, false, c.op.input_name(1)));
@@ -445,7 +446,8 @@ Status matmul(const Ctx& c, const Arg& out, std::span<const Arg> in) {
   if (c.op.attrs.transpose_b) b = *transpose(b, -1, -2);
   const TensorDesc& y = out.desc;
   std::vector<int64_t> ya(4, 1), yb(4, 1), yy(4, 1);
-  for (int i = 0; i < y.rank; ++i) yy[static_cast<size_t>(4 - y.rank + i)] = y.shape[static_cast<size_t>(i)];
+  for (int i = 0; i < y.rank; ++i)
+    yy[static_cast<size_t>(4 - y.rank + i)] = y.shape[static_cast<size_t>(i)];
   ya = {yy[0], yy[1], a.dim(-2), a.dim(-1)};
   yb = {yy[0], yy[1], b.dim(-2), b.dim(-1)};
   DUET_ASSIGN_OR_RETURN(TensorDesc a4, broadcast_to(a, ya));
@@ -499,7 +501,8 @@ Status attention(const Ctx& c, const Arg& out, std::span<const Arg> in) {
     const char* names[] = {"output", "q", "k", "v", "mask"};
     std::shared_ptr<VkBuf> part;
     if (splits > 1) {
-      DUET_ASSIGN_OR_RETURN(part, c.dev.scratch(bh * static_cast<uint64_t>(splits * rows * (D + 2)) * 4));
+      DUET_ASSIGN_OR_RETURN(part,
+                            c.dev.scratch(bh * static_cast<uint64_t>(splits * rows * (D + 2)) * 4));
       d.bind[6] = {part->vk(), part->base(), part->size(), true};
     } else {
       DUET_TRY(c.bind_into(d, 1, 0, p[0], true, names[0]));
@@ -514,8 +517,8 @@ Status attention(const Ctx& c, const Arg& out, std::span<const Arg> in) {
                    static_cast<uint32_t>(splits)};
     d.params.u3 = {static_cast<uint32_t>(chunk), static_cast<uint32_t>(D), 0, 0};
     d.params.f[0] = attention_scale(c.op);
-    d.groups = {static_cast<uint32_t>((rows + l.tile_m - 1) / l.tile_m),
-                static_cast<uint32_t>(bh), static_cast<uint32_t>(splits)};
+    d.groups = {static_cast<uint32_t>((rows + l.tile_m - 1) / l.tile_m), static_cast<uint32_t>(bh),
+                static_cast<uint32_t>(splits)};
     if (d.groups[0] > 65535 || d.groups[1] > 65535)
       return Err(Code::unsupported)
           .op("attention", c.op.name)

@@ -45,7 +45,8 @@ std::string hex(const uint8_t* p, size_t n) {
 }
 
 // File layout: magic, u64 payload size, u64 FNV-1a of the payload, payload (the driver's blob).
-std::vector<std::byte> read_cache_file(const std::string& path, const VkPhysicalDeviceProperties& p) {
+std::vector<std::byte> read_cache_file(const std::string& path,
+                                       const VkPhysicalDeviceProperties& p) {
   std::ifstream f(path, std::ios::binary);
   if (!f) return {};
   std::string raw((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
@@ -190,8 +191,7 @@ Result<VkPipeline> Pipelines::get(const std::string& shader, const std::vector<u
     const shaders::Entry* e = nullptr;
     for (int i = 0; i < shaders::kNumEntries; ++i)
       if (shaders::kEntries[i].name == shader) e = &shaders::kEntries[i];
-    if (!e)
-      return Err(Code::internal).device(core_->id).note("no embedded shader named " + shader);
+    if (!e) return Err(Code::internal).device(core_->id).note("no embedded shader named " + shader);
     VkShaderModuleCreateInfo mi{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
     mi.codeSize = e->words.size() * 4;
     mi.pCode = e->words.data();
@@ -212,7 +212,8 @@ Result<VkPipeline> Pipelines::get(const std::string& shader, const std::vector<u
   ci.layout = layout_;
   VkPipeline p = VK_NULL_HANDLE;
   VkResult r = vkCreateComputePipelines(d, cache_, 1, &ci, nullptr, &p);
-  if (r != VK_SUCCESS) return vk_error(("vkCreateComputePipelines(" + shader + ")").c_str(), r, core_->id);
+  if (r != VK_SUCCESS)
+    return vk_error(("vkCreateComputePipelines(" + shader + ")").c_str(), r, core_->id);
   pipelines_[key] = p;
   return p;
 }

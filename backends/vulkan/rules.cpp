@@ -98,7 +98,8 @@ std::optional<AttnTile> pick_attention_tile(const DeviceCaps& c, int64_t D, int6
   const int mt = max_threads(c);
   const uint64_t smem = c.shared_mem_per_block ? c.shared_mem_per_block : 16384;
   const int sg = std::max(c.subgroup_size, 1);
-  const int br_cap = static_cast<int>(std::min<uint64_t>(16, pow2_ceil(static_cast<uint64_t>(rows))));
+  const int br_cap =
+      static_cast<int>(std::min<uint64_t>(16, pow2_ceil(static_cast<uint64_t>(rows))));
   for (int br = br_cap; br >= 1; br /= 2) {
     for (int bc = 32; bc >= 1; bc /= 2) {
       const uint64_t sh = attn_shared(br, bc, D);
@@ -123,8 +124,8 @@ std::optional<AttnTile> pick_attention_tile(const DeviceCaps& c, int64_t D, int6
 DType input_storage(const OpDesc& op, size_t i, DType t) {
   const DType in = op.inputs[i].dtype;
   if (!is_float(in)) return in;  // ids stay i32
-  const bool is_mask = (op.kind == OpKind::softmax && i == 1) ||
-                       (op.kind == OpKind::attention && i == 3);
+  const bool is_mask =
+      (op.kind == OpKind::softmax && i == 1) || (op.kind == OpKind::attention && i == 3);
   if (is_mask && in == DType::f32) return DType::f32;  // masks may stay f32
   return t;
 }
@@ -212,8 +213,9 @@ class Rules final : public BackendRules {
     }
     // The shader needs GL_KHR_cooperative_matrix, which glslang learned in 13.0; this build's
     // toolchain (Debian 12: glslang 12, spirv-tools 2023.1) can neither compile nor validate it.
-    k.reason = "device has VK_KHR_cooperative_matrix, but this build has no cooperative-matrix "
-               "shader (needs glslang >= 13)";
+    k.reason =
+        "device has VK_KHR_cooperative_matrix, but this build has no cooperative-matrix "
+        "shader (needs glslang >= 13)";
     return k;
   }
 
@@ -264,13 +266,13 @@ class Rules final : public BackendRules {
         }
         l.splits = static_cast<int>(splits);
         l.variant = splits > 1 ? "flash_splitk" : "flash";
-        k.reason = "flash attention, " + compute + ", " + std::to_string(tile->br) +
-                   " query rows x " + std::to_string(tile->bc) + "-key tiles (" +
-                   kib(l.shared_bytes) + " shared), online softmax in f32" +
-                   (Hq != Hkv ? ", KV tiles shared by " + std::to_string(Hq / Hkv) + " query heads"
-                              : "") +
-                   (op.attrs.causal ? ", causal tiles skipped" : "") +
-                   (splits > 1 ? ", keys split " + std::to_string(splits) + " ways" : "");
+        k.reason =
+            "flash attention, " + compute + ", " + std::to_string(tile->br) + " query rows x " +
+            std::to_string(tile->bc) + "-key tiles (" + kib(l.shared_bytes) +
+            " shared), online softmax in f32" +
+            (Hq != Hkv ? ", KV tiles shared by " + std::to_string(Hq / Hkv) + " query heads" : "") +
+            (op.attrs.causal ? ", causal tiles skipped" : "") +
+            (splits > 1 ? ", keys split " + std::to_string(splits) + " ways" : "");
         break;
       }
       case OpKind::softmax:

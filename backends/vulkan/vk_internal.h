@@ -74,8 +74,8 @@ struct Block {
   VkDeviceMemory memory = VK_NULL_HANDLE;
   VkBuffer buffer = VK_NULL_HANDLE;
   uint64_t size = 0;
-  std::byte* mapped = nullptr;            // when host-visible
-  std::map<uint64_t, uint64_t> free;      // offset -> size
+  std::byte* mapped = nullptr;        // when host-visible
+  std::map<uint64_t, uint64_t> free;  // offset -> size
   uint64_t used = 0;
   bool dedicated = false;
 };
