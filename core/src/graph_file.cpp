@@ -1,5 +1,6 @@
 #include "duet/graph_file.h"
 
+#include <charconv>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -26,6 +27,16 @@ ojson float_json(double v) {
   if (std::isnan(v)) return "nan";
   if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
   return v;
+}
+
+// A float as the double of its shortest decimal ("0.1", not "0.10000000149011612"), when that
+// double reads back to the same float; else the float's exact double.
+ojson float_json(float f) {
+  if (!std::isfinite(f)) return float_json(static_cast<double>(f));
+  char buf[64];
+  auto r = std::to_chars(buf, buf + sizeof buf, f);
+  const double d = std::strtod(std::string(buf, r.ptr).c_str(), nullptr);
+  return static_cast<float>(d) == f ? ojson(d) : ojson(static_cast<double>(f));
 }
 
 bool float_from(const json& j, double* out) {
@@ -122,7 +133,7 @@ ojson attrs_to_json(const OpAttrs& attrs) {
   AttrIO io;
   io.out = &j;
   attr_fields(io, a, [&] {
-    if (a.scale) j["scale"] = float_json(*a.scale);
+    if (a.scale) j["scale"] = float_json(static_cast<float>(*a.scale));
     if (a.gelu_approx != GeluApprox::none) j["gelu_approx"] = gelu_approx_name(a.gelu_approx);
     if (a.rope_mode != RopeMode::neox) j["rope_mode"] = rope_mode_name(a.rope_mode);
     if (a.to != DType::f32) j["to"] = dtype_name(a.to);
@@ -292,6 +303,8 @@ ojson values_json(const HostTensor& t) {
   for (double x : t.to_doubles()) {
     if (is_integer(t.dtype()))
       arr.push_back(static_cast<int64_t>(x));
+    else if (t.dtype() == DType::f32)
+      arr.push_back(float_json(static_cast<float>(x)));
     else
       arr.push_back(float_json(x));
   }

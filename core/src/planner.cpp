@@ -28,6 +28,7 @@ constexpr double kTransferLatencyUs = 10.0;
 
 double tier_efficiency(std::string_view tier) {
   if (tier == "flash") return 0.6;
+  if (tier == "cublas") return 0.7;
   if (tier == "coopmat") return 0.5;
   if (tier == "tiled") return 0.4;
   if (tier == "simd") return 0.5;
