@@ -99,6 +99,7 @@ class PlanExecutor final : public Executor {
       const PlanStep& st = plan_.steps[u(v.producer)];
       auto t = HostTensor::with_storage(v.desc, st.bytes);
       if (!t.ok()) return t.status().with_context("output '" + name + "'");
+      t->fill_bytes(0xFF);  // NaN in every float dtype: an output left unwritten shows
       host[u(id)] = std::move(*t);
     }
 

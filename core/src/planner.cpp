@@ -912,7 +912,8 @@ Result<Plan> Planner::run() {
     v.name = g_.value(id).name;
     v.desc = g_.value(id).desc;
     v.graph_value = id;
-    plan_.inputs[v.name] = add_value(std::move(v));
+    const std::string name = v.name;
+    plan_.inputs[name] = add_value(std::move(v));
   }
   for (int id : g_.constants()) {
     PlanValue v;

@@ -124,8 +124,8 @@ std::string size_text(uint64_t bytes) {
 const std::vector<std::string>& policy_tier_names() {
   // Every tier a backend offers (KernelChoice::tier). A backend that adds a tier adds its name
   // here, so that a policy naming it is accepted and a typo is not.
-  static const std::vector<std::string> names = {"flash",    "tiled", "generic", "cublas",
-                                                 "coopmat",  "subgroup", "simd", "reference"};
+  static const std::vector<std::string> names = {"flash",   "tiled",    "generic", "cublas",
+                                                 "coopmat", "subgroup", "simd",    "reference"};
   return names;
 }
 
