@@ -10,12 +10,6 @@
 namespace duet::testing_planner {
 namespace {
 
-std::vector<PlanDevice> real(std::vector<std::string> names) {
-  auto d = profile_devices(names);
-  EXPECT_TRUE(d.ok()) << d.status().message();
-  return d.ok() ? *d : std::vector<PlanDevice>{};
-}
-
 bool uses_tier(const Plan& p, const std::string& tier) {
   for (const PlanStep& s : p.steps)
     if (s.kind == StepKind::kernel && s.op.choice.tier == tier) return true;
@@ -27,7 +21,7 @@ bool uses_tier(const Plan& p, const std::string& tier) {
 
 TEST(Failure1, Bf16AttentionOnRtx2080TiRunsFp16TiledSdpaAndSaysWhy) {
   SKIP_UNTIL_CUDA_RULES_LAND();
-  Plan p = plan_ok(attention_graph(DType::bf16), real({"rtx2080ti"}));
+  Plan p = plan_ok(attention_graph(DType::bf16), real_devices({"rtx2080ti"}));
   const PlanStep* a = p.step("attn");
   ASSERT_NE(a, nullptr);
   EXPECT_EQ(a->op.choice.precision, Precision::f16) << explain(p);
@@ -43,7 +37,7 @@ TEST(Failure1, Bf16AttentionOnRtx2080TiRunsFp16TiledSdpaAndSaysWhy) {
 
 TEST(Failure1, Bf16AttentionOnA100RunsBf16Flash) {
   SKIP_UNTIL_CUDA_RULES_LAND();
-  Plan p = plan_ok(attention_graph(DType::bf16), real({"a100"}));
+  Plan p = plan_ok(attention_graph(DType::bf16), real_devices({"a100"}));
   const PlanStep* a = p.step("attn");
   ASSERT_NE(a, nullptr);
   EXPECT_EQ(a->op.choice.precision, Precision::bf16) << explain(p);
@@ -70,7 +64,8 @@ Graph two_branches(DType t) {
 
 TEST(Failure2, TuringAndAmpereEachGetTheirOwnKernels) {
   SKIP_UNTIL_CUDA_RULES_LAND();
-  Plan p = plan_ok(two_branches(DType::f16), real({"rtx2080ti", "rtx3090"}), policy("budget=5MiB"));
+  Plan p = plan_ok(two_branches(DType::f16), real_devices({"rtx2080ti", "rtx3090"}),
+                   policy("budget=5MiB"));
   ASSERT_EQ(p.devices_used().size(), 2u) << explain(p);
   for (const PlanStep& s : p.steps) {
     if (s.kind != StepKind::kernel || s.op.op.kind != OpKind::attention) continue;
@@ -81,7 +76,7 @@ TEST(Failure2, TuringAndAmpereEachGetTheirOwnKernels) {
 #ifdef DUET_TEST_HAVE_CUDA_MAKE_RULES
 std::vector<PlanDevice> with_build(std::vector<std::string> names, const cuda::BuildArchs& archs,
                                    const BackendRules& rules) {
-  std::vector<PlanDevice> d = real(std::move(names));
+  std::vector<PlanDevice> d = real_devices(std::move(names));
   for (PlanDevice& x : d)
     if (x.caps.backend == BackendKind::cuda) {
       x.rules = &rules;
@@ -129,7 +124,7 @@ Graph too_big_for_a_t4() {
 
 TEST(Failure3, AGraphTooLargeForOneT4SplitsAcrossTwo) {
   SKIP_UNTIL_CUDA_RULES_LAND();
-  Plan p = plan_ok(too_big_for_a_t4(), real({"t4", "t4"}));
+  Plan p = plan_ok(too_big_for_a_t4(), real_devices({"t4", "t4"}));
   ASSERT_EQ(p.devices_used().size(), 2u) << explain(p);
   for (const DeviceMemoryPlan& m : p.memory) EXPECT_LE(m.peak_bytes, m.budget_bytes);
   EXPECT_EQ(p.copies().size(), 1u) << "the residual stream crosses once";
@@ -138,7 +133,7 @@ TEST(Failure3, AGraphTooLargeForOneT4SplitsAcrossTwo) {
 
 TEST(Failure3, WithSplittingForbiddenItIsAClearError) {
   SKIP_UNTIL_CUDA_RULES_LAND();
-  auto p = make_plan(too_big_for_a_t4(), real({"t4", "t4"}), policy("split=off"));
+  auto p = make_plan(too_big_for_a_t4(), real_devices({"t4", "t4"}), policy("split=off"));
   ASSERT_FALSE(p.ok());
   EXPECT_EQ(p.status().code(), Code::out_of_memory);
   EXPECT_HAS(p.status().message(), "cuda:0 (t4)");
@@ -147,7 +142,7 @@ TEST(Failure3, WithSplittingForbiddenItIsAClearError) {
 }
 
 TEST(Failure3, OneT4AloneSaysItDoesNotFit) {
-  auto p = make_plan(too_big_for_a_t4(), real({"t4"}));
+  auto p = make_plan(too_big_for_a_t4(), real_devices({"t4"}));
   ASSERT_FALSE(p.ok());
   if (cuda_rules_pending()) {
     EXPECT_HAS(p.status().message(), "cannot be placed");  // no kernels yet: that is the reason
@@ -162,7 +157,7 @@ TEST(Failure3, OneT4AloneSaysItDoesNotFit) {
 
 TEST(Failure4, AGtx1060WithACpuPlansEverything) {
   Graph g = attention_graph(DType::f16);
-  Plan p = plan_ok(g, real({"gtx1060", "ryzen7-5800x"}));
+  Plan p = plan_ok(g, real_devices({"gtx1060", "ryzen7-5800x"}));
   const std::string text = explain(p);
   for (const PlanStep& s : p.steps) {
     if (s.kind != StepKind::kernel || s.node < 0) continue;
@@ -179,7 +174,7 @@ TEST(Failure4, AGtx1060WithACpuPlansEverything) {
 }
 
 TEST(Failure4, AGtx1060AloneEitherPlansOrSaysWhichOpAndWhy) {
-  auto p = make_plan(attention_graph(DType::f16), real({"gtx1060"}));
+  auto p = make_plan(attention_graph(DType::f16), real_devices({"gtx1060"}));
   if (p.ok()) {
     EXPECT_FALSE(uses_tier(*p, "flash"));
     EXPECT_FALSE(uses_tier(*p, "tiled"));
@@ -209,7 +204,7 @@ TEST(Failure4, ACuda12BuildWithSm61RunsTheGenericTierOnThe1060) {
 
 TEST(Failure5, DenyFlashOnA100IsHonouredAndExplainSaysThePolicyDecided) {
   SKIP_UNTIL_CUDA_RULES_LAND();
-  Plan p = plan_ok(attention_graph(DType::bf16), real({"a100"}), policy("deny=cuda.flash"));
+  Plan p = plan_ok(attention_graph(DType::bf16), real_devices({"a100"}), policy("deny=cuda.flash"));
   EXPECT_FALSE(uses_tier(p, "flash")) << explain(p);
   const PlanStep* a = p.step("attn");
   ASSERT_NE(a, nullptr);
@@ -218,13 +213,13 @@ TEST(Failure5, DenyFlashOnA100IsHonouredAndExplainSaysThePolicyDecided) {
   EXPECT_HAS(text, "policy: deny=cuda.flash");
   EXPECT_HAS(text, "flash skipped: denied by policy (deny=cuda.flash)");
   // The same from the environment variable's syntax, as a user would set it.
-  Plan q = plan_ok(attention_graph(DType::bf16), real({"a100"}), policy("deny=flash"));
+  Plan q = plan_ok(attention_graph(DType::bf16), real_devices({"a100"}), policy("deny=flash"));
   EXPECT_FALSE(uses_tier(q, "flash"));
 }
 
 TEST(Failure5, ForbiddingEveryAttentionKernelIsAnErrorNotAFallback) {
   SKIP_UNTIL_CUDA_RULES_LAND();
-  auto p = make_plan(attention_graph(DType::bf16), real({"a100"}),
+  auto p = make_plan(attention_graph(DType::bf16), real_devices({"a100"}),
                      policy("deny=cuda.flash,cuda.tiled,cuda.generic"));
   ASSERT_FALSE(p.ok());
   EXPECT_HAS(p.status().message(), "attention 'attn'");

@@ -105,6 +105,13 @@ inline std::vector<PlanDevice> test_devices(std::vector<std::string> names) {
   return d;
 }
 
+// Profiles as planner devices on the built-in rules.
+inline std::vector<PlanDevice> real_devices(std::vector<std::string> names) {
+  auto d = profile_devices(names);
+  EXPECT_TRUE(d.ok()) << d.status().message();
+  return d.ok() ? *d : std::vector<PlanDevice>{};
+}
+
 // q, k, v [1, H, L, 64] in `t`, attention, then an output projection.
 inline Graph attention_graph(DType t, int64_t heads = 8, int64_t len = 128) {
   GraphBuilder b("attn");

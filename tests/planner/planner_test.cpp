@@ -175,3 +175,46 @@ TEST(Planner, ExplainNamesEveryDeviceAndTheEstimate) {
 
 }  // namespace
 }  // namespace duet::testing_planner
+
+namespace duet::testing_planner {
+namespace {
+
+TEST(Planner, Bf16WeightsOnTuringAreCastOnceAtLoadKeepingOnlyTheF16Copy) {
+  Plan p = plan_ok(mlp_stack(DType::bf16, 2, 256), test_devices({"rtx2080ti"}));
+  int once_casts = 0, run_casts = 0;
+  for (const PlanStep& s : p.steps) {
+    if (s.kind != StepKind::kernel || s.node >= 0) continue;
+    (s.once ? once_casts : run_casts) += 1;
+  }
+  EXPECT_EQ(once_casts, 2) << explain(p);
+  EXPECT_EQ(run_casts, 2) << "the input, and the output back to bf16";
+  EXPECT_EQ(p.memory[0].constant_bytes, 2u * 256 * 256 * 2) << "f16 weights only, not bf16 too";
+  for (const PlanValue& v : p.values)
+    if (v.constant && v.device == 0 && v.desc.dtype == DType::bf16) {
+      EXPECT_FALSE(v.resident) << v.name;
+    }
+}
+
+TEST(Planner, ACastADeviceCannotDoRunsWhereTheValueCanBeCast) {
+  const OpDesc probe = *make_op(OpKind::cast, {}, {TensorDesc::contiguous(DType::bf16, {4})});
+  bool vulkan_pending = true;
+  for (const KernelChoice& c :
+       builtin_rules(BackendKind::vulkan).choices(profile("lavapipe"), probe))
+    vulkan_pending =
+        vulkan_pending && c.reason.find("no kernels in this build yet") != std::string::npos;
+  if (vulkan_pending) GTEST_SKIP() << "waits on the Vulkan rules (branch vulkan) landing on main";
+  // lavapipe has no bf16 storage: it computes a bf16 graph in f16, and the CPU casts for it.
+  Plan p = plan_ok(attention_graph(DType::bf16), real_devices({"lavapipe", "ryzen7-5800x"}));
+  const PlanStep* a = p.step("attn");
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(a->device, 0) << explain(p);
+  EXPECT_EQ(a->op.choice.precision, Precision::f16);
+  int cpu_casts = 0;
+  for (const PlanStep& s : p.steps)
+    cpu_casts += s.kind == StepKind::kernel && s.node < 0 && s.device == 1 ? 1 : 0;
+  EXPECT_GE(cpu_casts, 3) << explain(p);
+  EXPECT_GE(p.copies().size(), 3u);
+}
+
+}  // namespace
+}  // namespace duet::testing_planner
