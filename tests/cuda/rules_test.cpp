@@ -87,6 +87,17 @@ TEST(CudaRules, WhatIfThisBuildLackedSm86) {
   }
 }
 
+TEST(CudaRules, KernelTiersFollowTheRulesArchitectureList) {
+  // An A100 runs a build of sm_75 cubins + compute_75 PTX through the PTX, but that build has no
+  // flash kernel (flash is built for sm_80 and newer only): the rules' list decides, not this
+  // build's.
+  auto rules = make_rules(parse_build_archs("75", "75"));
+  for (const KernelChoice& c : rules->choices(record(a100()), attention(DType::f16)))
+    if (c.tier == "flash") {
+      EXPECT_FALSE(c.ok) << c.reason;
+    }
+}
+
 TEST(CudaRules, KernelChoicesComeFromTheKernelsSelectionInOrder) {
   auto rules = make_rules(parse_build_archs("75;80", "80"));
   for (const DeviceProps& p : {t4(), a100(), gtx1660()}) {
