@@ -263,6 +263,7 @@ DeviceEval Planner::evaluate(const GraphNode& n, int d, Precision asked,
     Alternative a;
     a.device = pd.id;
     a.by_policy = true;
+    a.term = term;
     a.reason = e.why_not;
     e.alternatives.push_back(a);
     return e;
@@ -320,11 +321,13 @@ DeviceEval Planner::evaluate(const GraphNode& n, int d, Precision asked,
       a.reason = c.reason;
     } else if (!deny.empty()) {
       a.by_policy = true;
+      a.term = deny;
       a.reason = "tier " + c.tier + " denied by policy (" + deny + ")";
       e.policy.push_back(deny);
     } else if (r < 0) {
       if (forced) {
         a.by_policy = true;
+        a.term = forced_term;
         a.reason = "policy forces " + pname(*forced) + " (" + forced_term + ")";
         e.policy.push_back(forced_term);
       } else if (c.precision == Precision::f64) {
@@ -397,17 +400,19 @@ void Planner::cost(const GraphNode& n, int node_index, DeviceEval& e) const {
   uint64_t bytes =
       static_cast<uint64_t>(dtype_bytes(n.op.output.dtype, n.op.output.numel()));  // the output
   uint64_t largest = bytes;
+  std::set<std::pair<int, DType>> seen;  // an input read twice (attention(x, x, x)) comes once
+  std::set<int> moved_storage;
   for (size_t i = 0; i < n.inputs.size(); ++i) {
     const int gv = n.inputs[i];
     const DType want =
         i < e.pick.input_dtypes.size() ? e.pick.input_dtypes[i] : n.op.inputs[i].dtype;
-    if (find_rep(gv, d, want)) continue;
+    if (find_rep(gv, d, want) || !seen.insert({gv, want}).second) continue;
     const uint64_t cast_bytes = static_cast<uint64_t>(dtype_bytes(want, n.op.inputs[i].numel()));
     bool here = false;
     for (int r : reps_[u(gv)]) here = here || plan_.values[u(r)].device == d;
     const int sv = storage_value(gv);
     for (int r : reps_[u(sv)]) here = here || plan_.values[u(r)].device == d;
-    if (!here) {
+    if (!here && moved_storage.insert(sv).second) {
       // The cheapest source of the storage.
       double best = std::numeric_limits<double>::infinity();
       uint64_t moved = 0;
@@ -736,7 +741,7 @@ Status Planner::place(int node_index) {
   // Why this precision.
   if (forced) {
     st.precision_reason = pname(*forced) + " forced by policy (" + forced_term + ")";
-    st.policy.push_back(forced_term + ": precision " + pname(*forced));
+    st.policy.push_back(forced_term + " set the precision to " + pname(*forced));
   } else if (e.pick.precision == asked) {
     st.precision_reason = pname(asked) + " as the graph asks";
   } else if (data_movement(n.kind())) {
@@ -755,14 +760,23 @@ Status Planner::place(int node_index) {
       st.precision_reason += " (fallback=" + pname(policy_.bf16_fallback) + ")";
   }
   st.tier_reason = e.pick.tier + ": " + e.pick.reason;
+  // What each policy term removed, one line per term.
+  std::vector<std::pair<std::string, std::string>> removed;  // term -> "cuda:0 flash bf16, ..."
+  auto note_removed = [&](const std::string& term, const std::string& what) {
+    for (auto& [t, list] : removed)
+      if (t == term) {
+        list += ", " + what;
+        return;
+      }
+    removed.emplace_back(term, what);
+  };
   for (const DeviceEval& x : evals) {
     for (const Alternative& a : x.alternatives) {
       st.rejected.push_back(a);
-      if (a.by_policy && x.device == d)
-        st.policy.push_back(a.reason + (a.tier.empty() ? "" : " [" + a.tier + "]"));
+      if (a.by_policy && !a.term.empty())
+        note_removed(a.term, a.tier.empty() ? a.device + " (the device)"
+                                            : a.device + " " + a.tier + " " + pname(a.precision));
     }
-    if (x.device != d && x.denied && !x.policy.empty())
-      st.policy.push_back(dev(x.device).id + " not used: " + x.why_not);
     if (x.device != d && x.ok) {
       Alternative a;
       a.device = dev(x.device).id;
@@ -780,13 +794,12 @@ Status Planner::place(int node_index) {
       Alternative a;
       a.device = dev(x.device).id;
       a.by_policy = true;
+      a.term = "split=off";
       a.reason = x.why_not;
       st.rejected.push_back(a);
     }
   }
-  // A policy that removed the device's preferred tier decided: say so.
-  for (const std::string& s : e.skipped)
-    if (s.find("by policy") != std::string::npos) st.policy.push_back(s);
+  for (const auto& [term, list] : removed) st.policy.push_back(term + " removed " + list);
 
   // Inputs, cast and copied as the kernel needs them.
   std::vector<int> ins;

@@ -53,6 +53,7 @@ struct DUET_API Alternative {
   Precision precision = Precision::f32;
   bool usable = false;  // the backend could have run it
   bool by_policy = false;
+  std::string term;  // the policy term that removed it ("deny=cuda.flash")
   std::string reason;
 };
 
