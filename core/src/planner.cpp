@@ -178,9 +178,12 @@ class Planner {
   void cost(const GraphNode& n, int node_index, DeviceEval& e) const;
   uint64_t live_bytes(int d, int node_index) const;
 
+  bool is_view_value(int gv) const;
+  int pick_source(int gv, int d, DType preferred) const;
+  DType available_dtype(int gv, int d, DType preferred) const;
   Result<int> on_device(int gv, int d, DType preferred, const std::string& why);
   Result<int> need(int gv, int d, DType t, const std::string& why);
-  Result<int> cast_to(int value, DType t, int d, const std::string& why);
+  Result<int> cast_to(int gv, DType t, int d, const std::string& why);
   std::optional<KernelChoice> cast_choice(int d, const OpDesc& op) const;
   Result<int> add_view(int gv, const GraphNode& n, int base);
   int add_transfer(int src, int d, int gv);
@@ -511,33 +514,56 @@ Result<int> Planner::add_view(int gv, const GraphNode& n, int base) {
   return out;
 }
 
+bool Planner::is_view_value(int gv) const {
+  const GraphValue& v = g_.value(gv);
+  return v.kind == ValueKind::intermediate && is_view(g_.nodes()[u(v.producer)].kind());
+}
+
+// The root value a copy of `gv` to device d would read: one in `preferred` dtype if any, the
+// cheapest to move among those (-1 when gv has no root value anywhere).
+int Planner::pick_source(int gv, int d, DType preferred) const {
+  int src = -1;
+  bool src_matches = false;
+  double best = std::numeric_limits<double>::infinity();
+  for (int r : reps_[u(gv)]) {
+    const PlanValue& pv = plan_.values[u(r)];
+    if (pv.root != r || pv.device == d) continue;
+    const bool matches = pv.desc.dtype == preferred;
+    const double t = estimate_transfer_us(pv.storage_bytes(), caps_of(pv.device), caps_of(d));
+    if (src < 0 || (matches && !src_matches) || (matches == src_matches && t < best)) {
+      src = r;
+      src_matches = matches;
+      best = t;
+    }
+  }
+  return src;
+}
+
+// The dtype in which on_device(gv, d, preferred) delivers the value.
+DType Planner::available_dtype(int gv, int d, DType preferred) const {
+  if (find_rep(gv, d, preferred)) return preferred;
+  for (int r : reps_[u(gv)])
+    if (plan_.values[u(r)].device == d) return plan_.values[u(r)].desc.dtype;
+  if (is_view_value(gv))
+    return available_dtype(g_.nodes()[u(g_.value(gv).producer)].inputs[0], d, preferred);
+  const int src = pick_source(gv, d, preferred);
+  return src >= 0 ? plan_.values[u(src)].desc.dtype : g_.value(gv).desc.dtype;
+}
+
 // A value of graph value `gv` on device d, in `preferred` dtype when one exists, else any.
 Result<int> Planner::on_device(int gv, int d, DType preferred, const std::string& why) {
   if (auto r = find_rep(gv, d, preferred)) return *r;
   for (int r : reps_[u(gv)])
     if (plan_.values[u(r)].device == d) return r;
-  const GraphValue& v = g_.value(gv);
-  if (v.kind == ValueKind::intermediate && is_view(g_.nodes()[u(v.producer)].kind())) {
-    const GraphNode& n = g_.nodes()[u(v.producer)];
+  if (is_view_value(gv)) {
+    const GraphNode& n = g_.nodes()[u(g_.value(gv).producer)];
     DUET_ASSIGN_OR_RETURN(int base, on_device(n.inputs[0], d, preferred, why));
     return add_view(gv, n, base);
   }
-  // Copy the cheapest root holding it.
-  int src = -1;
-  double best = std::numeric_limits<double>::infinity();
-  for (int r : reps_[u(gv)]) {
-    const PlanValue& pv = plan_.values[u(r)];
-    if (pv.root != r) continue;
-    double t = estimate_transfer_us(pv.storage_bytes(), caps_of(pv.device), caps_of(d));
-    if (pv.desc.dtype != preferred) t *= 1.5;  // a matching dtype saves a cast
-    if (t < best) {
-      best = t;
-      src = r;
-    }
-  }
+  const int src = pick_source(gv, d, preferred);
   if (src < 0)
-    return Status(Code::internal,
-                  "planner: value '" + v.name + "' needed by " + why + " exists nowhere");
+    return Status(Code::internal, "planner: value '" + g_.value(gv).name + "' needed by " + why +
+                                      " exists nowhere");
   return add_transfer(src, d, gv);
 }
 
@@ -557,37 +583,40 @@ std::optional<KernelChoice> Planner::cast_choice(int d, const OpDesc& op) const 
   return std::nullopt;
 }
 
-Result<int> Planner::cast_to(int value, DType t, int d, const std::string& why) {
-  const PlanValue src = plan_.values[u(value)];
-  const int gv = src.graph_value;
+// `gv` as dtype t on device d through a cast: on d when it can cast, else on a device that can
+// (one holding the value first), then copied to d.
+Result<int> Planner::cast_to(int gv, DType t, int d, const std::string& why) {
   OpAttrs at;
   at.to = t;
-  // Cast where the consumer runs if it can; else where the value is, then copy.
   std::vector<int> where = {d};
-  for (int r : reps_[u(gv)])
-    if (plan_.values[u(r)].device != kHost &&
-        std::find(where.begin(), where.end(), plan_.values[u(r)].device) == where.end())
-      where.push_back(plan_.values[u(r)].device);
-  for (size_t i = 0; i < plan_.devices.size(); ++i)
-    if (std::find(where.begin(), where.end(), static_cast<int>(i)) == where.end())
-      where.push_back(static_cast<int>(i));
+  auto add = [&](int e) {
+    if (e != kHost && std::find(where.begin(), where.end(), e) == where.end()) where.push_back(e);
+  };
+  for (int r : reps_[u(gv)]) add(plan_.values[u(r)].device);
+  for (int r : reps_[u(storage_value(gv))]) add(plan_.values[u(r)].device);
+  for (size_t i = 0; i < plan_.devices.size(); ++i) add(static_cast<int>(i));
+  const TensorDesc& gdesc = g_.value(gv).desc;
   std::string refusals;
+  DType from = gdesc.dtype;
   for (int e : where) {
     if (single_ >= 0 && e != single_) continue;
-    auto probe = make_op(OpKind::cast, at, {src.desc}, {src.name}, rep_name(gv, e, t));
+    from = available_dtype(gv, e, t);
+    const TensorDesc probe_in = TensorDesc::contiguous(from, gdesc.dims());
+    auto probe = make_op(OpKind::cast, at, {probe_in}, {g_.value(gv).name}, rep_name(gv, e, t));
     if (!probe.ok()) return probe.status();
-    auto choice = cast_choice(e, *probe);
-    if (!choice) {
-      refusals += (refusals.empty() ? "" : "; ") + dev(e).id + " has no usable cast kernel";
+    if (!cast_choice(e, *probe)) {
+      refusals += (refusals.empty() ? "" : "; ") + dev(e).id + " has no usable cast kernel from " +
+                  std::string(dtype_name(from));
       continue;
     }
-    int in = value;
-    if (e != src.device) {
-      DUET_ASSIGN_OR_RETURN(in, on_device(gv, e, src.desc.dtype, why));
-    }
+    DUET_ASSIGN_OR_RETURN(int in, on_device(gv, e, t, why));
     const PlanValue& iv = plan_.values[u(in)];
     auto op = make_op(OpKind::cast, at, {iv.desc}, {iv.name}, rep_name(gv, e, t));
     if (!op.ok()) return op.status();
+    auto choice = cast_choice(e, *op);
+    if (!choice)
+      return Status(Code::internal, "planner: " + dev(e).id + " refused the cast of '" + iv.name +
+                                        "' it offered for " + probe_in.str());
     PlanValue out;
     out.name = op->name;
     out.desc = op->output;
@@ -604,27 +633,27 @@ Result<int> Planner::cast_to(int value, DType t, int d, const std::string& why) 
     st.output = oid;
     st.once = constant;
     st.requested = choice->precision;
-    st.device_reason = "inserted: " + why + " reads " + std::string(dtype_name(t));
+    st.device_reason = "inserted: " + why + " reads " + std::string(dtype_name(t)) +
+                       (e == d ? std::string() : " on " + dev(d).id + ", which cannot cast it");
     st.tier_reason = choice->tier + ": " + choice->reason;
     st.est_us = estimate_kernel_us(*op, *choice, dev(e).caps);
     st.op = PlannedOp{std::move(*op), std::move(*choice)};
     add_step(std::move(st));
-    if (e == d) return oid;
-    return on_device(gv, d, t, why);
+    return e == d ? oid : add_transfer(oid, d, gv);
   }
   return Err(Code::unsupported)
       .op("cast", rep_name(gv, d, t))
-      .tensor(src.name)
+      .tensor(g_.value(gv).name)
       .note("needed as " + std::string(dtype_name(t)) + " by " + why + ", but no device can cast " +
-            std::string(dtype_name(src.desc.dtype)) + " to " + std::string(dtype_name(t)) + " (" +
-            refusals + ")");
+            std::string(dtype_name(from)) + " to " + std::string(dtype_name(t)) + " (" + refusals +
+            ")");
 }
 
 Result<int> Planner::need(int gv, int d, DType t, const std::string& why) {
   if (auto r = find_rep(gv, d, t)) return *r;
-  DUET_ASSIGN_OR_RETURN(int r, on_device(gv, d, t, why));
-  if (plan_.values[u(r)].desc.dtype == t) return r;
-  return cast_to(r, t, d, why);
+  // Already in that dtype somewhere (or its storage, for a view): bring it.
+  if (available_dtype(gv, d, t) == t) return on_device(gv, d, t, why);
+  return cast_to(gv, t, d, why);
 }
 
 Status Planner::choose_single_device() {
