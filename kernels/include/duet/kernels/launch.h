@@ -34,14 +34,29 @@ struct Launch {
   int sm = 0;                 // the device's compute capability, major*10 + minor
 };
 
-// Scratch an op needs at this launch configuration (e.g. split-KV partial results).
+// Scratch an op needs at this launch configuration (e.g. split-KV partial results). Pass a
+// workspace of at least this size (device memory on the GPU) in Launch::workspace.
 uint64_t workspace_bytes(Tier tier, const OpDesc& op, const LaunchConfig& config);
 
+// Data errors found by a kernel (embedding: an id outside [0, V)). The first error_bytes(op)
+// bytes of the workspace carry them; the launch initialises them. After the launch completes,
+// the backend copies those bytes to the host and launch_result() turns them into the op's
+// Status. 0 for ops that cannot fail on their data. emu::launch does this itself.
+uint64_t error_bytes(const OpDesc& op);
+Status launch_result(const OpDesc& op, const void* error_bytes_on_host, std::string_view device);
+
+// Launches the kernels computing `op` at tier `tier` with the choice's launch configuration.
+// Inputs are views in the op's input order (strided as op.inputs say), the output is dense.
+// Errors name the op and what was wrong (wrong dtype for the tier, unaligned rows, a missing
+// kernel image for the device, ...). The GPU version is asynchronous on `launch.stream`.
 namespace gpu {
 Status launch(Tier tier, const OpDesc& op, std::span<const View> inputs, const View& output,
               const Launch& launch);
 }  // namespace gpu
 
+// The same kernels run by the host emulator (kernels/src/emu/emu.h): the views point to host
+// memory, the call returns when the kernels have run. `launch.sm` selects the architecture the
+// tier is checked against (flash needs 80, tiled 75); 0 skips the check.
 namespace emu {
 Status launch(Tier tier, const OpDesc& op, std::span<const View> inputs, const View& output,
               const Launch& launch);

@@ -4,14 +4,34 @@
 // dims, shared memory at its tile sizes); a variant that does not fit is refused with the reason.
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "duet/device.h"
 
 namespace duet::kernels {
 
-// Every kernel choice for `op`, best first (flash, tiled, generic), ok or refused with a reason.
-// Launch configurations are derived from caps (shared memory per block, subgroup size, SMs).
+// The architectures a build carries kernel images for: real (cubin) architectures, as
+// major*10 + minor, and the architecture whose PTX is embedded for JIT on newer GPUs (0: none).
+// The flash tier is compiled only for the architectures >= 80 of the list.
+struct BuildArchs {
+  std::vector<int> cubins;
+  int ptx = 0;
+  std::string str() const;  // "sm_75, sm_80 + PTX compute_80"
+};
+// This build's list (DUET_CUDA_ARCHS / DUET_CUDA_PTX_ARCH); empty when CUDA was not built.
+const BuildArchs& built_archs();
+
+// Every kernel choice for `op`, best first (flash, tiled, generic; within a tier the precision
+// of the op's dtype first), ok or refused with a reason. Launch configurations are derived from
+// caps (shared memory per block, subgroup size, SMs). A tier whose image is missing from the
+// build for the device's architecture is refused with that reason.
 std::vector<KernelChoice> choices(const DeviceCaps& caps, const OpDesc& op);
+// The same against an explicit build (tests; planning for another build).
+std::vector<KernelChoice> choices(const DeviceCaps& caps, const OpDesc& op,
+                                  const BuildArchs& build);
+
+// Head dims the tensor-core attention kernels are instantiated for.
+inline constexpr int kAttentionHeadDims[] = {64, 80, 96, 128, 256};
 
 }  // namespace duet::kernels

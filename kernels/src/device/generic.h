@@ -1,0 +1,293 @@
+// The generic tier: SIMT kernels for every op of v1, compiled for every architecture. They read
+// any storage dtype (f32/f16/bf16, and integers where the op takes them) through strided views,
+// compute in fp32 and round once to the output dtype, so every op runs on every CUDA device, and
+// the fast tiers have a reference on the GPU itself. Also the split-KV combine and small helpers.
+#pragma once
+
+#include "device/params.h"
+#include "device/prim.h"
+
+namespace duet::kernels::dev {
+
+inline constexpr float kGenInf = __builtin_huge_valf();
+
+// Reductions over the whole block; `red` is nwarps() floats of shared memory. Every thread gets
+// the result.
+DUET_DEV float block_sum(float v, float* red) {
+  v = warp_sum(v);
+  if (lane() == 0) red[warp()] = v;
+  sync();
+  float t = 0.f;
+  for (int i = 0; i < nwarps(); ++i) t += red[i];
+  sync();
+  return t;
+}
+DUET_DEV float block_max(float v, float* red) {
+  v = warp_max(v);
+  if (lane() == 0) red[warp()] = v;
+  sync();
+  float t = -kGenInf;
+  for (int i = 0; i < nwarps(); ++i) t = fmaxf(t, red[i]);
+  sync();
+  return t;
+}
+
+DUET_DEV int64_t grid_tid() {
+  return int64_t(bid_x()) * nthreads() + tid();
+}
+DUET_DEV int64_t grid_threads() {
+  return int64_t(nbid_x()) * nthreads();
+}
+
+DUET_DEV float eltwise_apply(EwOp op, float x, float y, float alpha) {
+  switch (op) {
+    case EwOp::add:
+      return x + y;
+    case EwOp::sub:
+      return x - y;
+    case EwOp::mul:
+      return x * y;
+    case EwOp::div:
+      return x / y;
+    case EwOp::scale:
+      return x * alpha;
+    case EwOp::silu:
+      return x / (1.f + expf(-x));
+    case EwOp::gelu:
+      return 0.5f * x * (1.f + erff(x * 0.70710678118654752f));
+    case EwOp::gelu_tanh:
+      return 0.5f * x * (1.f + tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x)));
+    case EwOp::relu:
+      return x > 0.f ? x : 0.f;
+    case EwOp::exp:
+      return expf(x);
+  }
+  return x;
+}
+
+DUET_KERNEL eltwise_kernel(const EltwiseParams p) {
+  const bool binary = p.op <= EwOp::div;
+  for (int64_t i = grid_tid(); i < p.n; i += grid_threads()) {
+    const float x = load_f32(p.a.data, p.a.dtype, offset_of(p.a, p.shape, i));
+    const float y = binary ? load_f32(p.b.data, p.b.dtype, offset_of(p.b, p.shape, i)) : 0.f;
+    store_f32(p.out, p.out_dtype, i, eltwise_apply(p.op, x, y, p.alpha));
+  }
+}
+
+DUET_KERNEL copy_kernel(const CopyParams p) {
+  const int bytes = elt_bytes(p.x.dtype);
+  for (int64_t i = grid_tid(); i < p.n; i += grid_threads()) {
+    const int64_t si = offset_of(p.x, p.shape, i), di = offset_of(p.out, p.shape, i);
+    if (p.raw)
+      copy_elem(p.out.data, di, p.x.data, si, bytes);
+    else
+      store_f64(p.out.data, p.out.dtype, di, load_f64(p.x.data, p.x.dtype, si));
+  }
+}
+
+// Softmax, rmsnorm, layernorm: one block per row (grid-stride over rows).
+DUET_KERNEL rows_kernel(const RowParams p) {
+  float* red = reinterpret_cast<float*>(smem());
+  const int64_t n = p.n;
+  for (int64_t r = bid_x(); r < p.rows; r += nbid_x()) {
+    const int64_t xb = offset_of(p.x, p.x.shape, r * n), xs = p.x.stride[3];
+    auto x_at = [&](int64_t j) { return load_f32(p.x.data, p.x.dtype, xb + j * xs); };
+    if (p.op == RowOp::softmax) {
+      const int64_t mb = p.mask.data ? offset_of(p.mask, p.x.shape, r * n) : 0;
+      auto v_at = [&](int64_t j) {
+        float v = x_at(j) * p.scale;
+        if (p.mask.data) v += load_f32(p.mask.data, p.mask.dtype, mb + j * p.mask.stride[3]);
+        return v;
+      };
+      float mx = -kGenInf;
+      for (int64_t j = tid(); j < n; j += nthreads()) mx = fmaxf(mx, v_at(j));
+      mx = block_max(mx, red);
+      float sum = 0.f;
+      if (mx != -kGenInf)
+        for (int64_t j = tid(); j < n; j += nthreads()) sum += expf(v_at(j) - mx);
+      sum = block_sum(sum, red);
+      for (int64_t j = tid(); j < n; j += nthreads())
+        store_f32(p.out, p.out_dtype, r * n + j, mx == -kGenInf ? 0.f : expf(v_at(j) - mx) / sum);
+    } else {
+      float mean = 0.f;
+      if (p.op == RowOp::layernorm) {
+        float s = 0.f;
+        for (int64_t j = tid(); j < n; j += nthreads()) s += x_at(j);
+        mean = block_sum(s, red) / static_cast<float>(n);
+      }
+      float s2 = 0.f;
+      for (int64_t j = tid(); j < n; j += nthreads()) {
+        const float d = x_at(j) - mean;
+        s2 += d * d;
+      }
+      const float inv = 1.f / sqrtf(block_sum(s2, red) / static_cast<float>(n) + p.eps);
+      for (int64_t j = tid(); j < n; j += nthreads()) {
+        float y = (x_at(j) - mean) * inv;
+        if (p.w.data) y *= load_f32(p.w.data, p.w.dtype, j * p.w.stride[3]);
+        if (p.b.data) y += load_f32(p.b.data, p.b.dtype, j * p.b.stride[3]);
+        store_f32(p.out, p.out_dtype, r * n + j, y);
+      }
+    }
+  }
+}
+
+// Rotary embedding, one thread per output element. Angles in double: positions reach the
+// thousands, where an fp32 angle would already be off by 1e-4 radians.
+DUET_KERNEL rope_kernel(const RopeParams p) {
+  const int64_t total = p.rows * p.D;
+  const int half = p.rope_dims / 2;
+  for (int64_t e = grid_tid(); e < total; e += grid_threads()) {
+    const int64_t row = e / p.D;
+    const int d = static_cast<int>(e % p.D);
+    const int64_t xb = offset_of(p.x, p.x.shape, row * p.D), xs = p.x.stride[3];
+    float y;
+    if (d >= p.rope_dims) {
+      y = load_f32(p.x.data, p.x.dtype, xb + d * xs);
+    } else {
+      const int i = p.neox ? (d < half ? d : d - half) : d / 2;
+      const int i0 = p.neox ? i : 2 * i, i1 = p.neox ? i + half : 2 * i + 1;
+      const double pos = static_cast<double>(p.offset + row % p.L);
+      const double freq = pow(static_cast<double>(p.theta), -2.0 * i / p.rope_dims);
+      const double c = cos(pos * freq), s = sin(pos * freq);
+      const double x0 = load_f32(p.x.data, p.x.dtype, xb + i0 * xs);
+      const double x1 = load_f32(p.x.data, p.x.dtype, xb + i1 * xs);
+      y = static_cast<float>(d == i0 ? x0 * c - x1 * s : x0 * s + x1 * c);
+    }
+    store_f32(p.out, p.out_dtype, e, y);
+  }
+}
+
+// Attention, one block per (query, head, batch): scores for a chunk of keys (one per thread),
+// online softmax over chunks, O accumulated in shared memory (thread t owns dims t, t + nt, ...).
+// Shared memory: q[D], acc[D], p[nthreads], red[nwarps].
+DUET_KERNEL gen_attention_kernel(const GenAttnParams p) {
+  const int i = bid_x(), h = bid_y(), b = bid_z(), nt = nthreads(), t0 = tid();
+  const int hk = h / (p.Hq / p.Hkv);
+  float* qv = reinterpret_cast<float*>(smem());
+  float* acc = qv + p.D;
+  float* pj = acc + p.D;
+  float* red = pj + nt;
+  const int64_t qb = b * p.q.stride[0] + h * p.q.stride[1] + i * p.q.stride[2];
+  const int64_t kb = b * p.k.stride[0] + hk * p.k.stride[1];
+  const int64_t vb = b * p.v.stride[0] + hk * p.v.stride[1];
+  const int64_t mb = b * p.mask.stride[0] + h * p.mask.stride[1] + i * p.mask.stride[2];
+  for (int d = t0; d < p.D; d += nt) {
+    qv[d] = load_f32(p.q.data, p.q.dtype, qb + d * p.q.stride[3]);
+    acc[d] = 0.f;
+  }
+  sync();
+  int kv_end = p.Lk;
+  if (p.causal && i + (p.Lk - p.Lq) + 1 < kv_end) kv_end = i + (p.Lk - p.Lq) + 1;
+  float m = -kGenInf, l = 0.f;
+  for (int j0 = 0; j0 < kv_end; j0 += nt) {
+    const int j = j0 + t0;
+    float s = -kGenInf;
+    if (j < kv_end) {
+      float dot = 0.f;
+      const int64_t kr = kb + j * p.k.stride[2];
+      for (int d = 0; d < p.D; ++d)
+        dot += qv[d] * load_f32(p.k.data, p.k.dtype, kr + d * p.k.stride[3]);
+      s = dot * p.scale;
+      if (p.mask.data) s += load_f32(p.mask.data, p.mask.dtype, mb + j * p.mask.stride[3]);
+    }
+    const float m_new = fmaxf(m, block_max(s, red));
+    const float m_use = m_new == -kGenInf ? 0.f : m_new;
+    const float alpha = expf(m - m_use);
+    const float pe = expf(s - m_use);
+    pj[t0] = pe;
+    l = l * alpha + block_sum(pe, red);  // its barrier also publishes pj
+    m = m_new;
+    const int n = kv_end - j0 < nt ? kv_end - j0 : nt;
+    for (int d = t0; d < p.D; d += nt) {
+      float a = acc[d] * alpha;
+      for (int jj = 0; jj < n; ++jj)
+        a += pj[jj] *
+             load_f32(p.v.data, p.v.dtype, vb + (j0 + jj) * p.v.stride[2] + d * p.v.stride[3]);
+      acc[d] = a;
+    }
+    sync();
+  }
+  const int64_t ob = ((int64_t(b) * p.Hq + h) * p.Lq + i) * p.D;
+  for (int d = t0; d < p.D; d += nt)
+    store_f32(p.out, p.out_dtype, ob + d, l > 0.f ? acc[d] / l : 0.f);
+}
+
+// SIMT matmul: 64x64 tiles, 256 threads of 4x4 outputs, 16-deep k steps through shared memory.
+DUET_KERNEL gen_matmul_kernel(const MatmulParams p) {
+  constexpr int T = 64, BK = 16;
+  float* as = reinterpret_cast<float*>(smem());  // [BK][T]
+  float* bs = as + BK * T;                       // [BK][T]
+  const int t0 = tid(), tx = t0 % 16, ty = t0 / 16;
+  const int m0 = bid_y() * T, n0 = bid_x() * T;
+  const int bz = bid_z(), bo = bz / p.batch_inner, bi = bz % p.batch_inner;
+  const int64_t ab = bo * p.a_batch[0] + bi * p.a_batch[1];
+  const int64_t bb = bo * p.b_batch[0] + bi * p.b_batch[1];
+  float acc[4][4] = {};
+  for (int k0 = 0; k0 < p.K; k0 += BK) {
+    for (int e = t0; e < T * BK; e += 256) {
+      const int mm = e / BK, kk = e % BK, gm = m0 + mm, gk = k0 + kk;
+      as[kk * T + mm] =
+          gm < p.M && gk < p.K ? load_f32(p.a, p.dtype, ab + gm * p.a_m + gk * p.a_k) : 0.f;
+      const int kk2 = e / T, nn = e % T, gk2 = k0 + kk2, gn = n0 + nn;
+      bs[kk2 * T + nn] =
+          gn < p.N && gk2 < p.K ? load_f32(p.b, p.dtype, bb + gk2 * p.b_k + gn * p.b_n) : 0.f;
+    }
+    sync();
+    for (int kk = 0; kk < BK; ++kk) {
+      float av[4], bv[4];
+      for (int r = 0; r < 4; ++r) av[r] = as[kk * T + ty + 16 * r];
+      for (int c = 0; c < 4; ++c) bv[c] = bs[kk * T + tx + 16 * c];
+      for (int r = 0; r < 4; ++r)
+        for (int c = 0; c < 4; ++c) acc[r][c] += av[r] * bv[c];
+    }
+    sync();
+  }
+  const int64_t cb = int64_t(bz) * p.M * p.N;
+  for (int r = 0; r < 4; ++r)
+    for (int c = 0; c < 4; ++c) {
+      const int gm = m0 + ty + 16 * r, gn = n0 + tx + 16 * c;
+      if (gm < p.M && gn < p.N) store_f32(p.c, p.dtype, cb + int64_t(gm) * p.N + gn, acc[r][c]);
+    }
+}
+
+// Embedding rows, one thread per output element. Bad ids write zeros and record the smallest
+// position holding one (with the id) in *error, which the host reports.
+DUET_KERNEL embedding_kernel(const EmbedParams p) {
+  const int bytes = elt_bytes(p.table.dtype);
+  for (int64_t e = grid_tid(); e < p.n_ids * p.D; e += grid_threads()) {
+    const int64_t r = e / p.D, d = e % p.D;
+    const int32_t id = static_cast<const int32_t*>(p.ids.data)[offset_of(p.ids, p.ids.shape, r)];
+    if (id < 0 || id >= p.V) {
+      if (d == 0)
+        atomic_min_u64(p.error, (static_cast<unsigned long long>(r) << 32) | uint32_t(id));
+      store_f32(p.out, p.out_dtype, e, 0.f);
+      continue;
+    }
+    copy_elem(p.out, e, p.table.data, id * p.table.stride[2] + d * p.table.stride[3], bytes);
+  }
+}
+
+DUET_KERNEL fill_u64_kernel(const FillParams p) {
+  if (tid() == 0 && bid_x() == 0) *p.p = p.v;
+}
+
+// Merges split-KV partials of the tensor-core attention: out = sum_s w_s O_s / sum_s w_s with
+// w_s = 2^(lse_s - max lse); rows no split saw a key for are 0. One warp per output row.
+DUET_KERNEL attention_combine(const CombineParams p) {
+  const int64_t row = int64_t(bid_x()) * nwarps() + warp();
+  if (row >= p.rows) return;
+  float mx = -kGenInf;
+  for (int s = 0; s < p.splits; ++s) mx = fmaxf(mx, p.part_lse[s * p.rows + row]);
+  for (int d = lane(); d < p.D; d += kWarp) {
+    float acc = 0.f, wsum = 0.f;
+    if (mx != -kGenInf)
+      for (int s = 0; s < p.splits; ++s) {
+        const float wgt = exp2_fast(p.part_lse[s * p.rows + row] - mx);
+        acc += wgt * p.part_o[(s * p.rows + row) * p.D + d];
+        wsum += wgt;
+      }
+    store_f32(p.out, p.out_dtype, row * p.D + d, wsum > 0.f ? acc / wsum : 0.f);
+  }
+}
+
+}  // namespace duet::kernels::dev

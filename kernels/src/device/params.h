@@ -1,0 +1,145 @@
+// Kernel arguments: plain structs passed by value, filled on the host by host/plan.cpp and read
+// by the kernels in both builds. Strides and offsets are in elements.
+#pragma once
+
+#include <cstdint>
+
+#include "device/elem.h"
+
+namespace duet::kernels::dev {
+
+// A strided view with its rank padded to 4 (leading dims of size 1, stride 0). Broadcast dims
+// have stride 0.
+struct Strided {
+  void* data = nullptr;
+  Elt dtype = Elt::f32;
+  int64_t shape[4] = {1, 1, 1, 1};
+  int64_t stride[4] = {0, 0, 0, 0};
+};
+
+// The storage offset of row-major linear index `i` of `shape` in a view with those dims.
+DUET_HD int64_t offset_of(const Strided& v, const int64_t* shape, int64_t i) {
+  int64_t off = 0;
+  for (int d = 3; d >= 0; --d) {
+    const int64_t n = shape[d];
+    const int64_t idx = n == 1 ? 0 : i % n;
+    i = n == 1 ? i : i / n;
+    off += idx * v.stride[d];
+  }
+  return off;
+}
+
+// ---- tensor-core attention (flash and tiled tiers)
+struct AttnParams {
+  const void* q = nullptr;
+  const void* k = nullptr;
+  const void* v = nullptr;
+  const void* mask = nullptr;  // additive, broadcast to [B, Hq, Lq, Lk] by `ms`; may be null
+  void* out = nullptr;         // dense [B, Hq, Lq, D]
+  float* part_o = nullptr;     // split-KV partials: [splits][B*Hq*Lq][D], normalised
+  float* part_lse = nullptr;   // [splits][B*Hq*Lq], log2 domain; -inf where no key was seen
+  int64_t qs[3] = {}, ks[3] = {}, vs[3] = {};  // batch, head, seq strides; the last dim is dense
+  int64_t ms[4] = {};
+  Elt mask_dtype = Elt::f32;
+  int B = 0, Hq = 0, Hkv = 0, group = 1, Lq = 0, Lk = 0;
+  float scale_log2 = 0;  // softmax scale * log2(e)
+  int causal = 0;
+  int splits = 1, tiles_per_split = 0;
+  int stages = 1;  // 1, or 2 (double buffering of K/V tiles)
+};
+
+struct CombineParams {
+  const float* part_o = nullptr;
+  const float* part_lse = nullptr;
+  void* out = nullptr;
+  Elt out_dtype = Elt::f16;
+  int64_t rows = 0;
+  int D = 0, splits = 0;
+};
+
+// ---- matmul: C[b][m][n] = sum_k A[b][m][k] * B[b][k][n], C dense
+struct MatmulParams {
+  const void* a = nullptr;
+  const void* b = nullptr;
+  void* c = nullptr;
+  Elt dtype = Elt::f32;  // of a, b and c
+  int M = 0, N = 0, K = 0;
+  int64_t a_m = 0, a_k = 0, b_k = 0, b_n = 0;  // strides of the logical A[m][k], B[k][n]
+  int64_t a_batch[2] = {}, b_batch[2] = {};    // batch strides, outer then inner (0: broadcast)
+  int batch_inner = 1;                         // blockIdx.z = outer * batch_inner + inner
+  int warps_m = 2;                             // warp grid warps_m x (warps / warps_m)
+  int stages = 1;
+  int a_vec = 0, b_vec = 0;  // rows may be loaded as aligned 16-byte vectors
+};
+
+// ---- generic (SIMT, fp32 compute) kernels
+enum class EwOp : uint8_t { add, sub, mul, div, scale, silu, gelu, gelu_tanh, relu, exp };
+
+struct EltwiseParams {
+  Strided a, b;  // broadcast to the output's shape; b unused by unary ops
+  void* out = nullptr;
+  Elt out_dtype = Elt::f32;
+  int64_t shape[4] = {1, 1, 1, 1};
+  int64_t n = 0;
+  EwOp op = EwOp::add;
+  float alpha = 1;
+};
+
+// Casts and copies, also each input of a concat (out is then a strided window of the output).
+struct CopyParams {
+  Strided x;  // viewed with the output's shape
+  Strided out;
+  int64_t shape[4] = {1, 1, 1, 1};
+  int64_t n = 0;
+  int raw = 0;  // same dtype: copy the bits
+};
+
+enum class RowOp : uint8_t { softmax, rmsnorm, layernorm };
+
+struct RowParams {
+  Strided x;
+  Strided mask;  // softmax: broadcast to x's shape (data null if absent)
+  Strided w, b;  // norms: [n] weight and bias (data null if absent)
+  void* out = nullptr;
+  Elt out_dtype = Elt::f32;
+  int64_t rows = 0, n = 0;
+  float scale = 1, eps = 1e-5f;
+  RowOp op = RowOp::softmax;
+};
+
+struct RopeParams {
+  Strided x;  // [B, H, L, D]
+  void* out = nullptr;
+  Elt out_dtype = Elt::f32;
+  int64_t rows = 0;  // B * H * L
+  int L = 0, D = 0, rope_dims = 0;
+  int neox = 1;
+  int64_t offset = 0;
+  float theta = 10000;
+};
+
+struct GenAttnParams {
+  Strided q, k, v;  // [B, H, L, D] views
+  Strided mask;     // broadcast to [B, Hq, Lq, Lk]; data null if absent
+  void* out = nullptr;
+  Elt out_dtype = Elt::f32;
+  int B = 0, Hq = 0, Hkv = 0, Lq = 0, Lk = 0, D = 0;
+  float scale = 1;
+  int causal = 0;
+};
+
+struct EmbedParams {
+  Strided table;  // [V, D] padded to rank 4: rows are dim 2, columns dim 3
+  Strided ids;    // i32, any shape (rank <= 3), padded to 4
+  void* out = nullptr;
+  Elt out_dtype = Elt::f32;
+  int64_t n_ids = 0, D = 0, V = 0;
+  unsigned long long* error = nullptr;  // min over bad ids of (position << 32 | id as u32)
+};
+
+struct FillParams {
+  unsigned long long* p = nullptr;
+  unsigned long long v = 0;
+};
+
+}  // namespace duet::kernels::dev

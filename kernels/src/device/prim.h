@@ -1,0 +1,79 @@
+// The one door between kernel code and the hardware. Every kernel in kernels/src/device/ is
+// written against these functions only (never threadIdx, __syncthreads, __shared__ or inline PTX
+// directly), so the same source compiles twice:
+//   - by nvcc for the GPU, where each function is a line of inline PTX (prim_device.h);
+//   - by the host C++ compiler for the emulator, where each function is an exact emulation that
+//     runs every CUDA thread of a block as a fiber (prim_host.h, kernels/src/emu/).
+// Shared memory is the block's dynamic shared memory (smem()); a `__shared__` array would be
+// per-thread in the host build.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#if defined(__CUDACC__)
+#define DUET_DEV __device__ __forceinline__
+#define DUET_HD __host__ __device__ __forceinline__
+#define DUET_KERNEL __global__ void
+#else
+#define DUET_DEV inline
+#define DUET_HD inline
+#define DUET_KERNEL void
+#endif
+
+namespace duet::kernels::dev {
+
+// The 16-bit storage types of the tensor-core kernels, as tags.
+struct F16 {
+  static constexpr bool bf16 = false;
+};
+struct Bf16 {
+  static constexpr bool bf16 = true;
+};
+
+// 16 bytes moved as one vector (ld.global.v4 / st.shared.v4 / cp.async 16).
+struct alignas(16) Vec16 {
+  uint32_t w[4];
+};
+
+inline constexpr int kWarp = 32;
+
+}  // namespace duet::kernels::dev
+
+#if defined(__CUDACC__)
+#include "prim_device.h"
+#else
+#include "prim_host.h"
+#endif
+
+namespace duet::kernels::dev {
+
+// Derived helpers, identical in both builds.
+DUET_DEV int lane() {
+  return tid() & (kWarp - 1);
+}
+DUET_DEV int warp() {
+  return tid() / kWarp;
+}
+DUET_DEV int nwarps() {
+  return nthreads() / kWarp;
+}
+
+DUET_DEV float warp_max4(float v) {  // over the 4 lanes of an mma quad (same groupID)
+  v = fmaxf(v, shfl_xor(v, 1));
+  return fmaxf(v, shfl_xor(v, 2));
+}
+DUET_DEV float warp_sum4(float v) {
+  v += shfl_xor(v, 1);
+  return v + shfl_xor(v, 2);
+}
+DUET_DEV float warp_sum(float v) {
+  for (int m = 16; m > 0; m >>= 1) v += shfl_xor(v, m);
+  return v;
+}
+DUET_DEV float warp_max(float v) {
+  for (int m = 16; m > 0; m >>= 1) v = fmaxf(v, shfl_xor(v, m));
+  return v;
+}
+
+}  // namespace duet::kernels::dev

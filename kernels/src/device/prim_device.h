@@ -1,0 +1,222 @@
+// The GPU side of prim.h: inline PTX. Included only by nvcc (through prim.h).
+//
+// bf16 instructions exist from sm_80; they are emitted only under __CUDA_ARCH__ >= 800, so no
+// sm_75 image ever contains one (the PTX check in tests/kernels verifies it). The flash tier is
+// additionally compiled only for sm_80+ images.
+#pragma once
+
+namespace duet::kernels::dev {
+
+// ---- indices
+DUET_DEV int tid() {
+  return static_cast<int>(threadIdx.x);
+}
+DUET_DEV int nthreads() {
+  return static_cast<int>(blockDim.x);
+}
+DUET_DEV int bid_x() {
+  return static_cast<int>(blockIdx.x);
+}
+DUET_DEV int bid_y() {
+  return static_cast<int>(blockIdx.y);
+}
+DUET_DEV int bid_z() {
+  return static_cast<int>(blockIdx.z);
+}
+DUET_DEV int nbid_x() {
+  return static_cast<int>(gridDim.x);
+}
+DUET_DEV int nbid_y() {
+  return static_cast<int>(gridDim.y);
+}
+
+// ---- shared memory and barriers
+DUET_DEV unsigned char* smem() {
+  extern __shared__ __align__(16) unsigned char duet_dynamic_smem[];
+  return duet_dynamic_smem;
+}
+DUET_DEV uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+DUET_DEV void sync() {
+  __syncthreads();
+}
+
+// ---- warp shuffles and votes (full warp)
+DUET_DEV float shfl_xor(float v, int mask) {
+  return __shfl_xor_sync(0xffffffffu, v, mask);
+}
+DUET_DEV float shfl_idx(float v, int src) {
+  return __shfl_sync(0xffffffffu, v, src);
+}
+DUET_DEV uint32_t shfl_xor_u32(uint32_t v, int mask) {
+  return __shfl_xor_sync(0xffffffffu, v, mask);
+}
+DUET_DEV uint32_t shfl_idx_u32(uint32_t v, int src) {
+  return __shfl_sync(0xffffffffu, v, src);
+}
+DUET_DEV uint32_t shfl_down_u32(uint32_t v, int delta) {
+  return __shfl_down_sync(0xffffffffu, v, delta);
+}
+DUET_DEV uint32_t ballot(bool p) {
+  return __ballot_sync(0xffffffffu, p);
+}
+DUET_DEV bool vote_any(bool p) {
+  return __any_sync(0xffffffffu, p);
+}
+DUET_DEV bool vote_all(bool p) {
+  return __all_sync(0xffffffffu, p);
+}
+
+// ---- tensor cores: D = A * B + D, fp32 accumulation
+DUET_DEV void mma_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1, F16) {
+#if __CUDA_ARCH__ >= 800
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#else
+  __trap();  // m16n8k16 needs sm_80; the sm_75 kernels use mma_1688
+#endif
+}
+DUET_DEV void mma_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1, Bf16) {
+#if __CUDA_ARCH__ >= 800
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#else
+  __trap();  // bf16 needs sm_80: never emitted into an sm_75 image
+#endif
+}
+// m16n8k8 with f16 inputs: the Turing (sm_75) tensor-core instruction.
+DUET_DEV void mma_1688(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t b0) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a0), "r"(a1), "r"(b0));
+}
+
+// ---- ldmatrix: 8x8 b16 matrices from shared memory; lane l gives the address of row l%8 of
+// matrix l/8 (x1: lanes 0-7, x2: 0-15, x4: all); on sm_75 every lane must hold a valid address.
+DUET_DEV void ldmatrix_x4(uint32_t (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p)));
+}
+DUET_DEV void ldmatrix_x4_trans(uint32_t (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p)));
+}
+DUET_DEV void ldmatrix_x2(uint32_t (&r)[2], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n"
+               : "=r"(r[0]), "=r"(r[1])
+               : "r"(smem_addr(p)));
+}
+DUET_DEV void ldmatrix_x2_trans(uint32_t (&r)[2], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];\n"
+               : "=r"(r[0]), "=r"(r[1])
+               : "r"(smem_addr(p)));
+}
+DUET_DEV void ldmatrix_x1(uint32_t& r, const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x1.shared.b16 {%0}, [%1];\n"
+               : "=r"(r)
+               : "r"(smem_addr(p)));
+}
+
+// ---- cp.async (sm_80+): 16 bytes global -> shared; bytes past src_bytes are zero-filled.
+DUET_DEV void cp_async16(void* dst, const void* src, int src_bytes) {
+#if __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
+               "r"(src_bytes)
+               : "memory");
+#else
+  __trap();
+#endif
+}
+DUET_DEV void cp_async_commit() {
+#if __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+#endif
+}
+template <int N>
+DUET_DEV void cp_async_wait() {
+#if __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+#endif
+}
+
+// ---- vector memory
+DUET_DEV Vec16 load16(const void* p) {
+  return *static_cast<const Vec16*>(p);
+}
+DUET_DEV void store16(void* p, const Vec16& v) {
+  *static_cast<Vec16*>(p) = v;
+}
+DUET_DEV void store_u32(void* p, uint32_t v) {  // p 4-byte aligned
+  *static_cast<uint32_t*>(p) = v;
+}
+
+// ---- conversions between fp32 and the 16-bit types
+DUET_DEV uint32_t pack2(float lo, float hi, F16) {
+  uint32_t r;
+#if __CUDA_ARCH__ >= 800
+  asm("cvt.rn.f16x2.f32 %0, %2, %1;\n" : "=r"(r) : "f"(lo), "f"(hi));  // a -> upper half
+#else
+  unsigned short l, h;
+  asm("cvt.rn.f16.f32 %0, %1;\n" : "=h"(l) : "f"(lo));
+  asm("cvt.rn.f16.f32 %0, %1;\n" : "=h"(h) : "f"(hi));
+  asm("mov.b32 %0, {%1, %2};\n" : "=r"(r) : "h"(l), "h"(h));
+#endif
+  return r;
+}
+DUET_DEV uint32_t pack2(float lo, float hi, Bf16) {
+#if __CUDA_ARCH__ >= 800
+  uint32_t r;
+  asm("cvt.rn.bf16x2.f32 %0, %2, %1;\n" : "=r"(r) : "f"(lo), "f"(hi));
+  return r;
+#else
+  __trap();
+  return 0;
+#endif
+}
+
+// One value rounded to a 16-bit type (for epilogue stores).
+DUET_DEV uint16_t round16(float v, F16) {
+  unsigned short r;
+  asm("cvt.rn.f16.f32 %0, %1;\n" : "=h"(r) : "f"(v));
+  return r;
+}
+DUET_DEV uint16_t round16(float v, Bf16) {
+#if __CUDA_ARCH__ >= 800
+  unsigned short r;
+  asm("cvt.rn.bf16.f32 %0, %1;\n" : "=h"(r) : "f"(v));
+  return r;
+#else
+  __trap();
+  return 0;
+#endif
+}
+
+// ---- fast math (approximate on the GPU; the emulator uses the exact functions)
+DUET_DEV float exp2_fast(float x) {
+  float r;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(r) : "f"(x));
+  return r;
+}
+DUET_DEV float log2_fast(float x) {
+  float r;
+  asm("lg2.approx.ftz.f32 %0, %1;\n" : "=f"(r) : "f"(x));
+  return r;
+}
+
+// ---- atomics
+DUET_DEV void atomic_min_u64(unsigned long long* p, unsigned long long v) {
+  atomicMin(p, v);
+}
+
+}  // namespace duet::kernels::dev

@@ -1,0 +1,29 @@
+// emu::launch: the same launches as gpu::launch, run by the host emulator.
+#include "host/plan.h"
+#include "host/runners.h"
+
+namespace duet::kernels::emu {
+
+Status launch(Tier tier, const OpDesc& op, std::span<const View> inputs, const View& output,
+              const Launch& launch) {
+  DUET_ASSIGN_OR_RETURN(std::vector<detail::Call> calls,
+                        detail::plan(tier, op, inputs, output, launch, "emulator"));
+  for (const detail::Call& c : calls) {
+    switch (c.kernel) {
+      case detail::Kernel::attention_tc:
+        DUET_TRY(c.tier == Tier::flash ? emu_impl::attention_flash(c)
+                                       : emu_impl::attention_tiled(c));
+        break;
+      case detail::Kernel::matmul_tc:
+        DUET_TRY(emu_impl::matmul_tc(c));
+        break;
+      default:
+        DUET_TRY(emu_impl::generic(c));
+        break;
+    }
+  }
+  if (error_bytes(op)) return launch_result(op, launch.workspace, "emulator");
+  return {};
+}
+
+}  // namespace duet::kernels::emu

@@ -1,0 +1,26 @@
+// Runs one planned call of a kernel under the emulator.
+#pragma once
+
+#include "emu/emu.h"
+#include "host/plan.h"
+
+namespace duet::kernels::emu_impl {
+
+template <class P>
+Status run_kernel(const detail::Call& c, void (*kernel)(P)) {
+  struct Thunk {
+    void (*kernel)(P);
+    const P* params;
+  };
+  const Thunk t{kernel, &std::get<P>(c.params)};
+  const emu::Grid grid{{c.grid.x, c.grid.y, c.grid.z}, c.threads, c.smem};
+  return emu::run(
+      c.name(), grid,
+      [](const void* x) {
+        const auto* th = static_cast<const Thunk*>(x);
+        th->kernel(*th->params);
+      },
+      &t);
+}
+
+}  // namespace duet::kernels::emu_impl

@@ -1,0 +1,625 @@
+#include "host/plan.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "duet/kernels/select.h"
+#include "host/shapes.h"
+
+namespace duet::kernels {
+
+namespace detail {
+
+namespace {
+
+static_assert(static_cast<int>(dev::Elt::f32) == static_cast<int>(DType::f32) &&
+              static_cast<int>(dev::Elt::f16) == static_cast<int>(DType::f16) &&
+              static_cast<int>(dev::Elt::bf16) == static_cast<int>(DType::bf16) &&
+              static_cast<int>(dev::Elt::i8) == static_cast<int>(DType::i8) &&
+              static_cast<int>(dev::Elt::i32) == static_cast<int>(DType::i32));
+
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr uint64_t kAlign = 256;  // workspace sub-buffers start on this boundary
+
+dev::Elt elt(DType t) {
+  return static_cast<dev::Elt>(t);
+}
+
+uint64_t round_up(uint64_t v) {
+  return (v + kAlign - 1) / kAlign * kAlign;
+}
+
+// A view right-aligned against a rank-4 `target` shape; dims of size 1 that the target
+// stretches get stride 0 (numpy broadcasting).
+dev::Strided strided(const View& v, const int64_t (&target)[4]) {
+  dev::Strided s;
+  s.data = v.data;
+  s.dtype = elt(v.dtype);
+  const int lead = 4 - v.rank;
+  for (int d = 0; d < 4; ++d) {
+    s.shape[d] = target[d];
+    const int vd = d - lead;
+    if (vd < 0) continue;
+    s.stride[d] = v.shape[vd] == 1 && target[d] != 1 ? 0 : v.strides[vd];
+  }
+  return s;
+}
+
+// A view padded to rank 4 over its own shape.
+dev::Strided strided(const View& v) {
+  int64_t shape[4] = {1, 1, 1, 1};
+  for (int d = 0; d < v.rank; ++d) shape[4 - v.rank + d] = v.shape[d];
+  return strided(v, shape);
+}
+
+void padded_shape(const TensorDesc& t, int64_t (&shape)[4]) {
+  for (int d = 0; d < 4; ++d) shape[d] = 1;
+  for (int d = 0; d < t.rank; ++d) shape[4 - t.rank + d] = t.shape[static_cast<size_t>(d)];
+}
+
+class Planner {
+ public:
+  Planner(Tier tier, const OpDesc& op, std::span<const View> in, const View& out,
+          const Launch& launch, std::string_view device)
+      : tier_(tier), op_(op), in_(in), out_(out), launch_(launch), device_(device) {}
+
+  Result<std::vector<Call>> run() {
+    DUET_TRY(check_views());
+    if (op_.kind == OpKind::attention) {
+      if (tier_ == Tier::generic) return gen_attention();
+      return attention_tc();
+    }
+    if (op_.kind == OpKind::matmul) {
+      if (tier_ == Tier::generic) return gen_matmul();
+      return matmul_tc();
+    }
+    if (tier_ != Tier::generic)
+      return fail(Code::unsupported, std::string(tier_name(tier_)) + " tier has no " +
+                                         std::string(op_name(op_.kind)) + " kernel (generic only)");
+    switch (op_.kind) {
+      case OpKind::softmax:
+      case OpKind::rmsnorm:
+      case OpKind::layernorm:
+        return rows();
+      case OpKind::rope:
+        return rope();
+      case OpKind::cast:
+      case OpKind::copy:
+        return copy();
+      case OpKind::concat:
+        return concat();
+      case OpKind::embedding:
+        return embedding();
+      default:
+        if (is_unary_elementwise(op_.kind) || is_binary_elementwise(op_.kind)) return eltwise();
+        return fail(Code::unsupported, "views are resolved by the executor, not run as kernels");
+    }
+  }
+
+ private:
+  Err err(Code code) const {
+    Err e(code);
+    e.op(op_name(op_.kind), op_.name).device(device_);
+    return e;
+  }
+  Status fail(Code code, const std::string& why) const { return err(code).note(why); }
+
+  Status check_views() const {
+    if (in_.size() != op_.inputs.size())
+      return err(Code::invalid_argument)
+          .expected(std::to_string(op_.inputs.size()) + " inputs")
+          .got(std::to_string(in_.size()));
+    for (size_t i = 0; i < in_.size(); ++i) {
+      const View& v = in_[i];
+      const TensorDesc& d = op_.inputs[i];
+      bool same = v.rank == d.rank && v.dtype == d.dtype && v.data;
+      for (int k = 0; same && k < d.rank; ++k) same = v.shape[k] == d.shape[static_cast<size_t>(k)];
+      if (!same)
+        return err(Code::invalid_argument)
+            .tensor(op_.input_name(i))
+            .expected(d.str())
+            .got(v.data
+                     ? std::string(dtype_name(v.dtype)) + " view of rank " + std::to_string(v.rank)
+                     : "no data");
+    }
+    bool dense = out_.data && out_.rank == op_.output.rank && out_.dtype == op_.output.dtype;
+    int64_t stride = 1;
+    for (int k = out_.rank - 1; dense && k >= 0; --k) {
+      dense = out_.shape[k] == op_.output.shape[static_cast<size_t>(k)] &&
+              (out_.strides[k] == stride || out_.shape[k] == 1);
+      stride *= out_.shape[k];
+    }
+    if (!dense)
+      return err(Code::invalid_argument)
+          .tensor("output")
+          .expected("a dense " + op_.output.str())
+          .got(out_.data ? "another layout" : "no data");
+    return {};
+  }
+
+  Call call(Kernel k, Dim3 grid, int threads, uint64_t smem, Params p) const {
+    Call c;
+    c.kernel = k;
+    c.tier = tier_;
+    c.grid = grid;
+    c.threads = threads;
+    c.smem = smem;
+    c.params = std::move(p);
+    return c;
+  }
+
+  // Blocks for a grid-stride loop over n elements.
+  static unsigned blocks_for(int64_t n, int threads) {
+    return static_cast<unsigned>(std::clamp<int64_t>((n + threads - 1) / threads, 1, 4096));
+  }
+
+  Status need_sm(int min_sm) const {
+    if (launch_.sm != 0 && launch_.sm < min_sm)
+      return fail(Code::unsupported, std::string(tier_name(tier_)) + " kernels need " +
+                                         shapes::sm_name(min_sm) + ", the device is " +
+                                         shapes::sm_name(launch_.sm));
+    return {};
+  }
+
+  // The 16-bit type a tensor-core kernel runs in, from the inputs it was given.
+  Result<bool> tc_bf16(DType t) const {
+    if (t == DType::f16) return false;
+    if (t == DType::bf16 && tier_ == Tier::flash) return true;
+    return err(Code::invalid_argument)
+        .tensor(op_.input_name(0))
+        .expected(tier_ == Tier::flash ? "f16 or bf16 for the flash tier"
+                                       : "f16 for the tiled tier (sm_75 has no bf16)")
+        .got(std::string(dtype_name(t)));
+  }
+
+  // ---- attention
+
+  Result<std::vector<Call>> attention_tc() {
+    DUET_TRY(need_sm(tier_ == Tier::flash ? 80 : 75));
+    const View &q = in_[0], &k = in_[1], &v = in_[2];
+    DUET_ASSIGN_OR_RETURN(const bool bf16, tc_bf16(q.dtype));
+    const int D = static_cast<int>(q.shape[3]);
+    if (std::find(std::begin(kAttentionHeadDims), std::end(kAttentionHeadDims), D) ==
+        std::end(kAttentionHeadDims))
+      return fail(Code::unsupported, "head dim " + std::to_string(D) +
+                                         " has no tensor-core kernel (64, 80, 96, 128, 256)");
+    for (size_t i = 0; i < 3; ++i) {
+      const View& t = in_[i];
+      bool ok = t.strides[3] == 1 && reinterpret_cast<uintptr_t>(t.data) % 16 == 0;
+      for (int d = 0; d < 3; ++d) ok = ok && (t.strides[d] % 8 == 0 || t.shape[d] == 1);
+      if (!ok)
+        return err(Code::invalid_argument)
+            .tensor(op_.input_name(i))
+            .expected("a dense last dim and 16-byte aligned rows")
+            .got(op_.inputs[i].str());
+    }
+    const LaunchConfig& cfg = launch_.config;
+    const int warps = cfg.block_threads / 32;
+    if (cfg.block_threads % 32 || warps < 1 || warps > shapes::attn_max_warps(D) ||
+        cfg.stages < 1 || cfg.stages > (tier_ == Tier::flash ? 2 : 1))
+      return fail(Code::invalid_argument,
+                  "launch configuration '" + cfg.str() + "' is not one this kernel supports");
+
+    dev::AttnParams p;
+    p.q = q.data;
+    p.k = k.data;
+    p.v = v.data;
+    p.out = out_.data;
+    for (int d = 0; d < 3; ++d) {
+      p.qs[d] = q.shape[d] == 1 ? 0 : q.strides[d];
+      p.ks[d] = k.shape[d] == 1 ? 0 : k.strides[d];
+      p.vs[d] = v.shape[d] == 1 ? 0 : v.strides[d];
+    }
+    p.B = static_cast<int>(q.shape[0]);
+    p.Hq = static_cast<int>(q.shape[1]);
+    p.Hkv = static_cast<int>(k.shape[1]);
+    p.group = p.Hq / p.Hkv;
+    p.Lq = static_cast<int>(q.shape[2]);
+    p.Lk = static_cast<int>(k.shape[2]);
+    p.scale_log2 = attention_scale(op_) * kLog2e;
+    p.causal = op_.attrs.causal ? 1 : 0;
+    p.stages = cfg.stages;
+    if (op_.has_input(3)) {
+      const int64_t full[4] = {q.shape[0], q.shape[1], q.shape[2], k.shape[2]};
+      const dev::Strided m = strided(in_[3], full);
+      p.mask = m.data;
+      p.mask_dtype = m.dtype;
+      for (int d = 0; d < 4; ++d) p.ms[d] = m.stride[d];
+    }
+    const int bc = shapes::attn_key_tile(D);
+    const int tiles = (p.Lk + bc - 1) / bc;
+    const int splits = std::clamp(cfg.splits, 1, std::max(tiles, 1));
+    p.tiles_per_split = std::max(1, (tiles + splits - 1) / splits);
+    p.splits = std::max(1, (tiles + p.tiles_per_split - 1) / p.tiles_per_split);
+    const int64_t rows = int64_t(p.group) * p.Lq;
+    const int br = warps * 16;
+
+    std::vector<Call> calls;
+    if (p.splits > 1) {
+      const uint64_t need = workspace_bytes(tier_, op_, cfg);
+      if (!launch_.workspace)
+        return fail(Code::invalid_argument,
+                    "split-KV needs a workspace of " + std::to_string(need) + " bytes");
+      const int64_t out_rows = int64_t(p.B) * p.Hq * p.Lq;
+      p.part_o = static_cast<float*>(launch_.workspace);
+      p.part_lse =
+          reinterpret_cast<float*>(static_cast<unsigned char*>(launch_.workspace) +
+                                   round_up(static_cast<uint64_t>(p.splits) * out_rows * D * 4));
+    }
+    const uint64_t smem = shapes::attn_smem_bytes(D, warps, p.stages);
+    Call c = call(Kernel::attention_tc,
+                  {static_cast<unsigned>((rows + br - 1) / br),
+                   static_cast<unsigned>(p.Hkv * p.splits), static_cast<unsigned>(p.B)},
+                  cfg.block_threads, smem, p);
+    c.bf16 = bf16;
+    c.head_dim = D;
+    calls.push_back(c);
+    if (p.splits > 1) {
+      dev::CombineParams cp;
+      cp.part_o = p.part_o;
+      cp.part_lse = p.part_lse;
+      cp.out = out_.data;
+      cp.out_dtype = elt(out_.dtype);
+      cp.rows = int64_t(p.B) * p.Hq * p.Lq;
+      cp.D = D;
+      cp.splits = p.splits;
+      calls.push_back(call(Kernel::attention_combine,
+                           {static_cast<unsigned>((cp.rows + 3) / 4), 1, 1}, 128, 0, cp));
+    }
+    return calls;
+  }
+
+  Result<std::vector<Call>> gen_attention() {
+    const View &q = in_[0], &k = in_[1], &v = in_[2];
+    dev::GenAttnParams p;
+    p.q = strided(q);
+    p.k = strided(k);
+    p.v = strided(v);
+    p.B = static_cast<int>(q.shape[0]);
+    p.Hq = static_cast<int>(q.shape[1]);
+    p.Hkv = static_cast<int>(k.shape[1]);
+    p.Lq = static_cast<int>(q.shape[2]);
+    p.Lk = static_cast<int>(k.shape[2]);
+    p.D = static_cast<int>(q.shape[3]);
+    p.scale = attention_scale(op_);
+    p.causal = op_.attrs.causal ? 1 : 0;
+    if (op_.has_input(3)) {
+      const int64_t full[4] = {q.shape[0], q.shape[1], q.shape[2], k.shape[2]};
+      p.mask = strided(in_[3], full);
+    }
+    p.out = out_.data;
+    p.out_dtype = elt(out_.dtype);
+    if (p.Hq > 65535 || p.B > 65535)
+      return fail(Code::unsupported, "grid too large (Hq and B at most 65535)");
+    return std::vector<Call>{
+        call(Kernel::gen_attention,
+             {static_cast<unsigned>(p.Lq), static_cast<unsigned>(p.Hq), static_cast<unsigned>(p.B)},
+             shapes::kGenAttnThreads, shapes::gen_attn_smem_bytes(p.D), p)};
+  }
+
+  // ---- matmul
+
+  // Logical strides and batch strides of both operands.
+  dev::MatmulParams matmul_params() const {
+    const View &a = in_[0], &b = in_[1];
+    const bool ta = op_.attrs.transpose_a, tb = op_.attrs.transpose_b;
+    dev::MatmulParams p;
+    p.a = a.data;
+    p.b = b.data;
+    p.c = out_.data;
+    p.dtype = elt(a.dtype);
+    p.M = static_cast<int>(op_.output.dim(-2));
+    p.N = static_cast<int>(op_.output.dim(-1));
+    p.K = static_cast<int>(ta ? a.shape[a.rank - 2] : a.shape[a.rank - 1]);
+    p.a_m = ta ? a.strides[a.rank - 1] : a.strides[a.rank - 2];
+    p.a_k = ta ? a.strides[a.rank - 2] : a.strides[a.rank - 1];
+    p.b_k = tb ? b.strides[b.rank - 1] : b.strides[b.rank - 2];
+    p.b_n = tb ? b.strides[b.rank - 2] : b.strides[b.rank - 1];
+    // Output batch dims, padded to two (outer, inner).
+    const int ob = op_.output.rank - 2;
+    int64_t oshape[2] = {1, 1};
+    for (int i = 0; i < ob; ++i) oshape[2 - ob + i] = op_.output.shape[static_cast<size_t>(i)];
+    p.batch_inner = static_cast<int>(oshape[1]);
+    auto batch = [&](const View& t, int64_t(&out)[2]) {
+      const int tb_rank = t.rank - 2;
+      for (int i = 0; i < 2; ++i) {
+        const int ti = i - (2 - tb_rank);
+        out[i] = ti >= 0 && t.shape[ti] != 1 ? t.strides[ti] : 0;
+      }
+    };
+    batch(a, p.a_batch);
+    batch(b, p.b_batch);
+    return p;
+  }
+
+  int64_t batch_count() const {
+    int64_t n = 1;
+    for (int i = 0; i < op_.output.rank - 2; ++i) n *= op_.output.shape[static_cast<size_t>(i)];
+    return n;
+  }
+
+  Result<std::vector<Call>> matmul_tc() {
+    DUET_TRY(need_sm(tier_ == Tier::flash ? 80 : 75));
+    DUET_ASSIGN_OR_RETURN(const bool bf16, tc_bf16(in_[0].dtype));
+    dev::MatmulParams p = matmul_params();
+    const LaunchConfig& cfg = launch_.config;
+    const int warps = cfg.block_threads / 32;
+    p.warps_m = cfg.tile_m / shapes::kMmWM;
+    const int warps_n = cfg.tile_n / shapes::kMmWN;
+    if (cfg.block_threads % 32 || p.warps_m < 1 || warps_n < 1 || p.warps_m * warps_n != warps ||
+        warps > 8 || cfg.tile_k != shapes::kMmBK || cfg.stages < 1 ||
+        cfg.stages > (tier_ == Tier::flash ? 4 : 1))
+      return fail(Code::invalid_argument,
+                  "launch configuration '" + cfg.str() + "' is not one this kernel supports");
+    p.stages = cfg.stages;
+    // B goes n-major into shared memory when its k stride is 1.
+    const bool b_nmajor = p.b_k == 1 && p.K > 1;
+    auto aligned = [](const void* ptr, std::initializer_list<int64_t> strides) {
+      bool ok = reinterpret_cast<uintptr_t>(ptr) % 16 == 0;
+      for (int64_t s : strides) ok = ok && s % 8 == 0;
+      return ok;
+    };
+    p.a_vec = p.a_k == 1 && aligned(p.a, {p.M > 1 ? p.a_m : 0, p.a_batch[0], p.a_batch[1]});
+    p.b_vec = b_nmajor
+                  ? aligned(p.b, {p.N > 1 ? p.b_n : 0, p.b_batch[0], p.b_batch[1]})
+                  : p.b_n == 1 && aligned(p.b, {p.K > 1 ? p.b_k : 0, p.b_batch[0], p.b_batch[1]});
+    const int bm = p.warps_m * shapes::kMmWM, bn = warps_n * shapes::kMmWN;
+    const int64_t batch = batch_count();
+    if (batch > 65535 || (p.M + bm - 1) / bm > 65535)
+      return fail(Code::unsupported, "grid too large (batch at most 65535)");
+    Call c = call(Kernel::matmul_tc,
+                  {static_cast<unsigned>((p.N + bn - 1) / bn),
+                   static_cast<unsigned>((p.M + bm - 1) / bm), static_cast<unsigned>(batch)},
+                  cfg.block_threads,
+                  p.stages * shapes::matmul_tc_stage_bytes(p.warps_m, warps_n, b_nmajor), p);
+    c.bf16 = bf16;
+    c.b_nmajor = b_nmajor;
+    return std::vector<Call>{c};
+  }
+
+  Result<std::vector<Call>> gen_matmul() {
+    dev::MatmulParams p = matmul_params();
+    const int64_t batch = batch_count();
+    if (batch > 65535 || (p.M + 63) / 64 > 65535)
+      return fail(Code::unsupported, "grid too large (batch at most 65535)");
+    return std::vector<Call>{
+        call(Kernel::gen_matmul,
+             {static_cast<unsigned>((p.N + 63) / 64), static_cast<unsigned>((p.M + 63) / 64),
+              static_cast<unsigned>(batch)},
+             shapes::kGenMatmulThreads, shapes::kGenMatmulSmem, p)};
+  }
+
+  // ---- the other generic kernels
+
+  Result<std::vector<Call>> eltwise() {
+    dev::EltwiseParams p;
+    padded_shape(op_.output, p.shape);
+    p.a = strided(in_[0], p.shape);
+    if (in_.size() > 1) p.b = strided(in_[1], p.shape);
+    p.out = out_.data;
+    p.out_dtype = elt(out_.dtype);
+    p.n = op_.output.numel();
+    p.alpha = op_.attrs.alpha;
+    switch (op_.kind) {
+      case OpKind::add:
+        p.op = dev::EwOp::add;
+        break;
+      case OpKind::sub:
+        p.op = dev::EwOp::sub;
+        break;
+      case OpKind::mul:
+        p.op = dev::EwOp::mul;
+        break;
+      case OpKind::div:
+        p.op = dev::EwOp::div;
+        break;
+      case OpKind::scale:
+        p.op = dev::EwOp::scale;
+        break;
+      case OpKind::silu:
+        p.op = dev::EwOp::silu;
+        break;
+      case OpKind::gelu:
+        p.op = op_.attrs.gelu_approx == GeluApprox::tanh ? dev::EwOp::gelu_tanh : dev::EwOp::gelu;
+        break;
+      case OpKind::relu:
+        p.op = dev::EwOp::relu;
+        break;
+      default:
+        p.op = dev::EwOp::exp;
+        break;
+    }
+    return std::vector<Call>{call(Kernel::eltwise, {blocks_for(p.n, 256), 1, 1}, 256, 0, p)};
+  }
+
+  Call copy_call(const View& x, void* out_base, const int64_t (&out_strides)[4]) const {
+    dev::CopyParams p;
+    int64_t shape[4];
+    for (int d = 0; d < 4; ++d) shape[d] = d < 4 - x.rank ? 1 : x.shape[d - (4 - x.rank)];
+    std::copy(std::begin(shape), std::end(shape), p.shape);
+    p.x = strided(x, shape);
+    p.out.data = out_base;
+    p.out.dtype = elt(out_.dtype);
+    std::copy(std::begin(shape), std::end(shape), p.out.shape);
+    std::copy(std::begin(out_strides), std::end(out_strides), p.out.stride);
+    p.n = shape[0] * shape[1] * shape[2] * shape[3];
+    p.raw = x.dtype == out_.dtype ? 1 : 0;
+    return call(Kernel::copy, {blocks_for(p.n, 256), 1, 1}, 256, 0, p);
+  }
+
+  void dense_strides(int64_t (&s)[4]) const {
+    int64_t shape[4];
+    padded_shape(op_.output, shape);
+    s[3] = 1;
+    for (int d = 2; d >= 0; --d) s[d] = s[d + 1] * shape[d + 1];
+  }
+
+  Result<std::vector<Call>> copy() {
+    int64_t s[4];
+    dense_strides(s);
+    return std::vector<Call>{copy_call(in_[0], out_.data, s)};
+  }
+
+  Result<std::vector<Call>> concat() {
+    int64_t s[4];
+    dense_strides(s);
+    const int axis = (op_.attrs.axis < 0 ? op_.attrs.axis + op_.output.rank : op_.attrs.axis) +
+                     (4 - op_.output.rank);
+    std::vector<Call> calls;
+    int64_t at = 0;
+    for (const View& x : in_) {
+      auto* base = static_cast<unsigned char*>(out_.data) +
+                   at * s[axis] * static_cast<int64_t>(dtype_size(out_.dtype));
+      calls.push_back(copy_call(x, base, s));
+      at += x.shape[axis - (4 - x.rank)];
+    }
+    return calls;
+  }
+
+  Result<std::vector<Call>> rows() {
+    dev::RowParams p;
+    p.x = strided(in_[0]);
+    p.n = op_.output.dim(-1);
+    p.rows = op_.output.numel() / p.n;
+    p.out = out_.data;
+    p.out_dtype = elt(out_.dtype);
+    p.eps = op_.attrs.eps;
+    if (op_.kind == OpKind::softmax) {
+      p.op = dev::RowOp::softmax;
+      p.scale = softmax_scale(op_);
+      if (in_.size() > 1) p.mask = strided(in_[1], p.x.shape);
+    } else {
+      p.op = op_.kind == OpKind::rmsnorm ? dev::RowOp::rmsnorm : dev::RowOp::layernorm;
+      if (in_.size() > 1) p.w = strided(in_[1]);
+      if (in_.size() > 2) p.b = strided(in_[2]);
+    }
+    const int threads = shapes::rows_threads(p.n);
+    return std::vector<Call>{call(Kernel::rows,
+                                  {static_cast<unsigned>(std::min<int64_t>(p.rows, 65535)), 1, 1},
+                                  threads, static_cast<uint64_t>(threads / 32) * 4, p)};
+  }
+
+  Result<std::vector<Call>> rope() {
+    dev::RopeParams p;
+    p.x = strided(in_[0]);
+    p.out = out_.data;
+    p.out_dtype = elt(out_.dtype);
+    p.D = static_cast<int>(op_.output.dim(3));
+    p.L = static_cast<int>(op_.output.dim(2));
+    p.rows = op_.output.numel() / p.D;
+    p.rope_dims = rope_dims(op_);
+    p.neox = op_.attrs.rope_mode == RopeMode::neox ? 1 : 0;
+    p.offset = op_.attrs.rope_offset;
+    p.theta = op_.attrs.rope_theta;
+    return std::vector<Call>{call(Kernel::rope, {blocks_for(p.rows * p.D, 256), 1, 1}, 256, 0, p)};
+  }
+
+  Result<std::vector<Call>> embedding() {
+    if (!launch_.workspace)
+      return fail(Code::invalid_argument, "embedding needs a workspace of " +
+                                              std::to_string(error_bytes(op_)) +
+                                              " bytes for its id check");
+    dev::EmbedParams p;
+    p.table = strided(in_[0]);
+    p.ids = strided(in_[1]);
+    p.out = out_.data;
+    p.out_dtype = elt(out_.dtype);
+    p.V = in_[0].shape[0];
+    p.D = in_[0].shape[1];
+    p.n_ids = op_.inputs[1].numel();
+    p.error = static_cast<unsigned long long*>(launch_.workspace);
+    std::vector<Call> calls;
+    calls.push_back(call(Kernel::fill_u64, {1, 1, 1}, 32, 0,
+                         dev::FillParams{p.error, std::numeric_limits<unsigned long long>::max()}));
+    calls.push_back(call(Kernel::embedding, {blocks_for(p.n_ids * p.D, 256), 1, 1}, 256, 0, p));
+    return calls;
+  }
+
+  Tier tier_;
+  const OpDesc& op_;
+  std::span<const View> in_;
+  const View& out_;
+  const Launch& launch_;
+  std::string_view device_;
+};
+
+}  // namespace
+
+std::string Call::name() const {
+  std::string t = std::string(tier_name(tier));
+  switch (kernel) {
+    case Kernel::attention_tc:
+      return t + " attention_tc<" + (bf16 ? "bf16" : "f16") + ", hd " + std::to_string(head_dim) +
+             ">";
+    case Kernel::matmul_tc:
+      return t + " matmul_tc<" + (bf16 ? "bf16" : "f16") + ", B " + (b_nmajor ? "n" : "k") +
+             "-major>";
+    case Kernel::attention_combine:
+      return "attention_combine";
+    case Kernel::eltwise:
+      return "generic eltwise";
+    case Kernel::copy:
+      return "generic copy";
+    case Kernel::rows:
+      return "generic rows";
+    case Kernel::rope:
+      return "generic rope";
+    case Kernel::gen_attention:
+      return "generic attention";
+    case Kernel::gen_matmul:
+      return "generic matmul";
+    case Kernel::embedding:
+      return "generic embedding";
+    case Kernel::fill_u64:
+      return "fill";
+  }
+  return "?";
+}
+
+Result<std::vector<Call>> plan(Tier tier, const OpDesc& op, std::span<const View> inputs,
+                               const View& output, const Launch& launch, std::string_view device) {
+  return Planner(tier, op, inputs, output, launch, device).run();
+}
+
+Status data_error(const OpDesc& op, const void* error_bytes, std::string_view device) {
+  if (op.kind != OpKind::embedding || !error_bytes) return {};
+  unsigned long long v;
+  std::memcpy(&v, error_bytes, sizeof v);
+  if (v == std::numeric_limits<unsigned long long>::max()) return {};
+  const int64_t pos = static_cast<int64_t>(v >> 32);
+  const int32_t id = static_cast<int32_t>(static_cast<uint32_t>(v & 0xffffffffu));
+  return Err(Code::invalid_argument)
+      .op("embedding", op.name)
+      .tensor(op.input_name(1))
+      .device(device)
+      .expected("ids in [0, " + std::to_string(op.inputs[0].dim(0)) + ")")
+      .got("id " + std::to_string(id) + " at position " + std::to_string(pos));
+}
+
+}  // namespace detail
+
+uint64_t workspace_bytes(Tier tier, const OpDesc& op, const LaunchConfig& config) {
+  if (op.kind == OpKind::embedding) return error_bytes(op);
+  if (op.kind != OpKind::attention || tier == Tier::generic || op.inputs.size() < 3) return 0;
+  const TensorDesc &q = op.inputs[0], &k = op.inputs[1];
+  const int D = static_cast<int>(q.dim(3));
+  const int64_t bc = shapes::attn_key_tile(D);
+  const int64_t tiles = (k.dim(2) + bc - 1) / bc;
+  const int64_t splits = std::clamp<int64_t>(config.splits, 1, std::max<int64_t>(tiles, 1));
+  if (splits <= 1) return 0;
+  const uint64_t rows = static_cast<uint64_t>(q.dim(0) * q.dim(1) * q.dim(2));
+  const uint64_t s = static_cast<uint64_t>(splits);
+  return detail::round_up(s * rows * static_cast<uint64_t>(D) * 4) + s * rows * 4;
+}
+
+uint64_t error_bytes(const OpDesc& op) {
+  return op.kind == OpKind::embedding ? 8 : 0;
+}
+
+Status launch_result(const OpDesc& op, const void* error_bytes_on_host, std::string_view device) {
+  return detail::data_error(op, error_bytes_on_host, device);
+}
+
+}  // namespace duet::kernels

@@ -1,0 +1,57 @@
+// From (tier, op, views, launch) to the kernel launches that compute it: checked arguments, grid
+// shapes and the kernel instance to use. Shared by gpu::launch and emu::launch, so that the GPU
+// and the emulator run exactly the same launches.
+#pragma once
+
+#include <span>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "device/params.h"
+#include "duet/kernels/launch.h"
+
+namespace duet::kernels::detail {
+
+enum class Kernel : uint8_t {
+  attention_tc,       // flash / tiled
+  attention_combine,  // split-KV merge (generic)
+  matmul_tc,          // flash / tiled
+  eltwise,
+  copy,
+  rows,
+  rope,
+  gen_attention,
+  gen_matmul,
+  embedding,
+  fill_u64,
+};
+
+struct Dim3 {
+  unsigned x = 1, y = 1, z = 1;
+};
+
+using Params = std::variant<dev::AttnParams, dev::CombineParams, dev::MatmulParams,
+                            dev::EltwiseParams, dev::CopyParams, dev::RowParams, dev::RopeParams,
+                            dev::GenAttnParams, dev::EmbedParams, dev::FillParams>;
+
+struct Call {
+  Kernel kernel = Kernel::eltwise;
+  Tier tier = Tier::generic;
+  bool bf16 = false;      // tensor-core kernels: bf16 (else f16)
+  int head_dim = 0;       // attention_tc instance
+  bool b_nmajor = false;  // matmul_tc instance
+  Dim3 grid;
+  int threads = 0;
+  uint64_t smem = 0;
+  Params params;
+  std::string name() const;  // "flash attention_tc<bf16, hd 128>"
+};
+
+Result<std::vector<Call>> plan(Tier tier, const OpDesc& op, std::span<const View> inputs,
+                               const View& output, const Launch& launch, std::string_view device);
+
+// Error from a kernel-found data error (embedding ids), given the error bytes.
+Status data_error(const OpDesc& op, const void* error_bytes, std::string_view device);
+
+}  // namespace duet::kernels::detail

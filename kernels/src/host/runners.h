@@ -1,0 +1,25 @@
+// The launchers of each tier, defined once for the GPU (kernels/src/gpu/*.cu, built only when
+// CUDA is) and once for the emulator (kernels/src/emu/*.cpp).
+#pragma once
+
+#include "host/plan.h"
+
+namespace duet::kernels {
+
+namespace gpu_impl {
+Status flash_attention_f16(const detail::Call& c, void* stream);
+Status flash_attention_bf16(const detail::Call& c, void* stream);
+Status tiled_attention(const detail::Call& c, void* stream);
+Status flash_matmul(const detail::Call& c, void* stream);
+Status tiled_matmul(const detail::Call& c, void* stream);
+Status generic(const detail::Call& c, void* stream);
+}  // namespace gpu_impl
+
+namespace emu_impl {
+Status attention_flash(const detail::Call& c);
+Status attention_tiled(const detail::Call& c);
+Status matmul_tc(const detail::Call& c);
+Status generic(const detail::Call& c);
+}  // namespace emu_impl
+
+}  // namespace duet::kernels

@@ -1,0 +1,399 @@
+// Kernel selection: for each op, every tier's choice with the checks it must pass, as data
+// (a list of named refusals), so that `duet plan --explain` can say exactly why a tier was not
+// used. Launch shapes come from the device's limits.
+#include "duet/kernels/select.h"
+
+#include <algorithm>
+#include <sstream>
+
+#include "host/shapes.h"
+
+namespace duet::kernels {
+
+namespace {
+
+using shapes::sm_name;
+
+std::string kib(uint64_t bytes) {
+  std::ostringstream s;
+  if (bytes % 1024 == 0)
+    s << bytes / 1024 << " KiB";
+  else
+    s << static_cast<double>(bytes) / 1024.0 << " KiB";
+  return s.str();
+}
+
+int device_sm(const DeviceCaps& caps) {
+  return caps.cc_major * 10 + caps.cc_minor;
+}
+
+// The largest dynamic shared memory a block may use (opt-in included).
+uint64_t smem_limit(const DeviceCaps& caps) {
+  return std::max(caps.shared_mem_per_block_optin, caps.shared_mem_per_block);
+}
+
+// A choice under construction: refusals accumulate, the first reason becomes the message and
+// all of them are listed.
+struct Draft {
+  KernelChoice c;
+  std::vector<std::string> why_not;
+  std::vector<std::string> why;
+
+  Draft(std::string_view tier, Precision p) {
+    c.tier = std::string(tier);
+    c.precision = p;
+  }
+  void need(bool ok, std::string reason) {
+    if (!ok) why_not.push_back(std::move(reason));
+  }
+  KernelChoice done(std::string_view what) {
+    c.ok = why_not.empty();
+    std::string s = std::string(what) + ": ";
+    const auto& parts = c.ok ? why : why_not;
+    for (size_t i = 0; i < parts.size(); ++i) s += (i ? "; " : "") + parts[i];
+    c.reason = s;
+    return c;
+  }
+};
+
+// Whether the build holds an image of a tier for architecture `sm`: a cubin of the same major
+// version no newer than the device, or PTX no newer than the device (JIT).
+bool has_image(const BuildArchs& build, int sm, int min_arch) {
+  for (int a : build.cubins)
+    if (a >= min_arch && a / 10 == sm / 10 && a <= sm) return true;
+  return build.ptx >= min_arch && build.ptx <= sm;
+}
+
+void need_image(Draft& d, const BuildArchs& build, int sm, int min_arch) {
+  if (build.cubins.empty() && build.ptx == 0) {
+    d.need(false, "this build has no CUDA kernels (no CUDA toolkit at configure time)");
+    return;
+  }
+  d.need(has_image(build, sm, min_arch),
+         "no kernel image for " + sm_name(sm) + " in this build (" + build.str() + ")");
+}
+
+// Storage layout the tensor-core attention reads: last dim dense, rows 16-byte aligned.
+std::string attn_layout_problem(const OpDesc& op) {
+  for (size_t i = 0; i < 3; ++i) {
+    const TensorDesc& t = op.inputs[i];
+    bool ok = t.stride(3) == 1 || t.dim(3) == 1;
+    for (int d = 0; d < 3; ++d) ok = ok && (t.stride(d) % 8 == 0 || t.dim(d) == 1);
+    ok = ok && t.offset % 8 == 0;
+    if (!ok)
+      return "'" + op.input_name(i) + "' " + t.str() +
+             " needs a dense last dim and rows starting on 16 bytes (strides and offset " +
+             "multiples of 8 elements); copy it first";
+  }
+  return {};
+}
+
+std::vector<DType> op_dtypes(const OpDesc& op) {
+  std::vector<DType> v;
+  for (const TensorDesc& t : op.inputs) v.push_back(t.dtype);
+  return v;
+}
+
+// The 16-bit precisions to offer for a tensor-core tier, the op's own first.
+std::vector<Precision> half_precisions(DType t) {
+  if (t == DType::f16) return {Precision::f16, Precision::bf16};
+  return {Precision::bf16, Precision::f16};
+}
+
+// ---- attention
+
+struct AttnDims {
+  int64_t B, Hq, Hkv, Lq, Lk, D;
+};
+
+AttnDims attn_dims(const OpDesc& op) {
+  const TensorDesc &q = op.inputs[0], &k = op.inputs[1];
+  return {q.dim(0), q.dim(1), k.dim(1), q.dim(2), k.dim(2), q.dim(3)};
+}
+
+// Launch shape of the tensor-core attention: warps from the rows a block can fill, stages from
+// shared memory, splits of the keys when the grid would leave SMs idle.
+LaunchConfig attn_tc_config(const DeviceCaps& caps, const AttnDims& a, int max_warps,
+                            int max_stages) {
+  LaunchConfig cfg;
+  const int D = static_cast<int>(a.D);
+  const int64_t rows = (a.Hq / a.Hkv) * a.Lq;
+  const int warps = static_cast<int>(std::clamp<int64_t>((rows + 15) / 16, 1, max_warps));
+  int stages = max_stages;
+  while (stages > 1 && shapes::attn_smem_bytes(D, warps, stages) > smem_limit(caps)) --stages;
+  const int bc = shapes::attn_key_tile(D);
+  const int64_t blocks = (rows + warps * 16 - 1) / (warps * 16) * a.Hkv * a.B;
+  const int64_t kv_tiles = (a.Lk + bc - 1) / bc;
+  int64_t splits = 1;
+  if (caps.compute_units > 0 && blocks < caps.compute_units && kv_tiles >= 2) {
+    splits =
+        std::clamp<int64_t>(2 * caps.compute_units / blocks, 1, std::min<int64_t>(kv_tiles, 64));
+    const int64_t per = (kv_tiles + splits - 1) / splits;
+    splits = (kv_tiles + per - 1) / per;
+  }
+  cfg.block_threads = warps * 32;
+  cfg.tile_m = warps * 16;
+  cfg.tile_n = bc;
+  cfg.tile_k = D;
+  cfg.stages = stages;
+  cfg.splits = static_cast<int>(splits);
+  cfg.subgroup = 32;
+  cfg.shared_bytes = shapes::attn_smem_bytes(D, warps, stages);
+  return cfg;
+}
+
+void attention_choices(const DeviceCaps& caps, const OpDesc& op, const BuildArchs& build,
+                       std::vector<KernelChoice>& out) {
+  const int sm = device_sm(caps);
+  const AttnDims a = attn_dims(op);
+  const int D = static_cast<int>(a.D);
+  const bool hd_ok = std::find(std::begin(kAttentionHeadDims), std::end(kAttentionHeadDims), D) !=
+                     std::end(kAttentionHeadDims);
+  const std::string hd_msg =
+      "head dim " + std::to_string(D) + " is not one of 64, 80, 96, 128, 256";
+  const std::string layout = attn_layout_problem(op);
+  auto inputs_at = [&](DType t) {
+    std::vector<DType> v = {t, t, t};
+    if (op.has_input(3)) v.push_back(op.inputs[3].dtype);  // the mask is read as it is
+    return v;
+  };
+
+  for (Precision p : half_precisions(op.inputs[0].dtype)) {
+    Draft d("flash", p);
+    d.need(sm >= 80, "requires sm_80, device is " + sm_name(sm));
+    d.need(caps.tensor_cores, "requires tensor cores, the device has none");
+    if (p == Precision::bf16) d.need(caps.bf16_arith || sm >= 80, "bf16 needs sm_80 tensor cores");
+    d.need(hd_ok, hd_msg);
+    d.need(layout.empty(), layout);
+    LaunchConfig cfg = attn_tc_config(caps, a, shapes::attn_max_warps(D), 2);
+    d.need(cfg.shared_bytes <= smem_limit(caps),
+           "needs " + kib(cfg.shared_bytes) + " of shared memory per block, the device allows " +
+               kib(smem_limit(caps)));
+    if (sm >= 80) need_image(d, build, sm, 80);
+    cfg.variant = "flash_attention_" + std::string(precision_name(p)) + "_hd" + std::to_string(D);
+    d.c.launch = cfg;
+    d.c.input_dtypes = inputs_at(precision_storage(p));
+    d.c.output_dtype = precision_storage(p);
+    d.why.push_back(sm_name(sm) + " >= sm_80, mma.sync m16n8k16 " + std::string(precision_name(p)) +
+                    ", cp.async " + std::to_string(cfg.stages) + " stage(s)" +
+                    (cfg.splits > 1 ? ", " + std::to_string(cfg.splits) + " KV splits" : ""));
+    out.push_back(d.done("flash attention"));
+  }
+
+  {
+    Draft d("tiled", Precision::f16);
+    d.need(sm >= 75, "requires sm_75 (mma.sync m16n8k8 f16), device is " + sm_name(sm));
+    d.need(caps.tensor_cores, "requires tensor cores, the device has none");
+    d.need(hd_ok, hd_msg);
+    d.need(layout.empty(), layout);
+    LaunchConfig cfg = attn_tc_config(caps, a, 4, 1);
+    d.need(cfg.shared_bytes <= smem_limit(caps),
+           "needs " + kib(cfg.shared_bytes) + " of shared memory per block, the device allows " +
+               kib(smem_limit(caps)));
+    if (sm >= 75) need_image(d, build, sm, 75);
+    cfg.variant = "tiled_attention_f16_hd" + std::to_string(D);
+    d.c.launch = cfg;
+    d.c.input_dtypes = inputs_at(DType::f16);
+    d.c.output_dtype = DType::f16;
+    d.why.push_back(sm_name(sm) + " >= sm_75, mma.sync m16n8k8 f16, tiles for " +
+                    kib(cfg.shared_bytes) + " of shared memory" +
+                    (cfg.splits > 1 ? ", " + std::to_string(cfg.splits) + " KV splits" : ""));
+    out.push_back(d.done("tiled attention"));
+  }
+
+  {
+    Draft d("generic", Precision::f32);
+    LaunchConfig cfg;
+    cfg.block_threads = shapes::kGenAttnThreads;
+    cfg.subgroup = 32;
+    cfg.shared_bytes = shapes::gen_attn_smem_bytes(D);
+    cfg.variant = "generic_attention";
+    d.need(cfg.shared_bytes <= caps.shared_mem_per_block,
+           "head dim " + std::to_string(D) + " needs " + kib(cfg.shared_bytes) +
+               " of shared memory, the device allows " + kib(caps.shared_mem_per_block));
+    d.need(a.Lq <= 0x7fffffff && a.Hq <= 65535 && a.B <= 65535,
+           "grid too large (Hq and B at most 65535)");
+    need_image(d, build, sm, 0);
+    d.c.launch = cfg;
+    d.c.input_dtypes = op_dtypes(op);
+    d.c.output_dtype = op.output.dtype;
+    d.why.push_back("SIMT, fp32 compute, any architecture");
+    out.push_back(d.done("generic attention"));
+  }
+}
+
+// ---- matmul
+
+int64_t matmul_batch(const OpDesc& op) {
+  int64_t n = 1;
+  for (int i = 0; i < op.output.rank - 2; ++i) n *= op.output.shape[static_cast<size_t>(i)];
+  return n;
+}
+
+void matmul_choices(const DeviceCaps& caps, const OpDesc& op, const BuildArchs& build,
+                    std::vector<KernelChoice>& out) {
+  const int sm = device_sm(caps);
+  const int64_t M = op.output.dim(-2), batch = matmul_batch(op);
+  const bool b_nmajor = shapes::matmul_b_nmajor(op);
+  const int warps_m = M >= 128 ? 4 : 2, warps_n = 2;
+  auto tc_config = [&](int max_stages) {
+    LaunchConfig cfg;
+    int stages = max_stages;
+    const uint64_t stage = shapes::matmul_tc_stage_bytes(warps_m, warps_n, b_nmajor);
+    while (stages > 1 && stages * stage > smem_limit(caps)) --stages;
+    cfg.block_threads = warps_m * warps_n * 32;
+    cfg.tile_m = warps_m * shapes::kMmWM;
+    cfg.tile_n = warps_n * shapes::kMmWN;
+    cfg.tile_k = shapes::kMmBK;
+    cfg.stages = stages;
+    cfg.subgroup = 32;
+    cfg.shared_bytes = stages * stage;
+    return cfg;
+  };
+  const bool grid_ok = batch <= 65535 && (M + 127) / 64 <= 65535;
+  const std::string grid_msg = "grid too large (batch at most 65535, M at most 4M)";
+
+  for (Precision p : half_precisions(op.inputs[0].dtype)) {
+    Draft d("flash", p);
+    d.need(sm >= 80, "requires sm_80, device is " + sm_name(sm));
+    d.need(caps.tensor_cores, "requires tensor cores, the device has none");
+    d.need(grid_ok, grid_msg);
+    LaunchConfig cfg = tc_config(3);
+    d.need(cfg.shared_bytes <= smem_limit(caps),
+           "needs " + kib(cfg.shared_bytes) + " of shared memory per block, the device allows " +
+               kib(smem_limit(caps)));
+    if (sm >= 80) need_image(d, build, sm, 80);
+    cfg.variant = "flash_matmul_" + std::string(precision_name(p)) + (b_nmajor ? "_bn" : "_bk");
+    d.c.launch = cfg;
+    d.c.input_dtypes = {precision_storage(p), precision_storage(p)};
+    d.c.output_dtype = precision_storage(p);
+    d.why.push_back(sm_name(sm) + " >= sm_80, mma.sync m16n8k16 " + std::string(precision_name(p)) +
+                    ", cp.async " + std::to_string(cfg.stages) + "-stage pipeline");
+    out.push_back(d.done("flash-tier matmul"));
+  }
+  {
+    Draft d("tiled", Precision::f16);
+    d.need(sm >= 75, "requires sm_75 (mma.sync m16n8k8 f16), device is " + sm_name(sm));
+    d.need(caps.tensor_cores, "requires tensor cores, the device has none");
+    d.need(grid_ok, grid_msg);
+    LaunchConfig cfg = tc_config(1);
+    d.need(cfg.shared_bytes <= smem_limit(caps),
+           "needs " + kib(cfg.shared_bytes) + " of shared memory per block, the device allows " +
+               kib(smem_limit(caps)));
+    if (sm >= 75) need_image(d, build, sm, 75);
+    cfg.variant = std::string("tiled_matmul_f16") + (b_nmajor ? "_bn" : "_bk");
+    d.c.launch = cfg;
+    d.c.input_dtypes = {DType::f16, DType::f16};
+    d.c.output_dtype = DType::f16;
+    d.why.push_back(sm_name(sm) + " >= sm_75, mma.sync m16n8k8 f16");
+    out.push_back(d.done("tiled-tier matmul"));
+  }
+  {
+    Draft d("generic", Precision::f32);
+    d.need(grid_ok, grid_msg);
+    need_image(d, build, sm, 0);
+    LaunchConfig cfg;
+    cfg.block_threads = shapes::kGenMatmulThreads;
+    cfg.tile_m = cfg.tile_n = 64;
+    cfg.tile_k = 16;
+    cfg.subgroup = 32;
+    cfg.shared_bytes = shapes::kGenMatmulSmem;
+    cfg.variant = "generic_matmul";
+    d.c.launch = cfg;
+    d.c.input_dtypes = op_dtypes(op);
+    d.c.output_dtype = op.output.dtype;
+    d.why.push_back("SIMT, fp32 compute, any architecture");
+    out.push_back(d.done("generic matmul"));
+  }
+}
+
+// ---- every other op: the generic tier only
+
+void generic_choice(const DeviceCaps& caps, const OpDesc& op, const BuildArchs& build,
+                    std::vector<KernelChoice>& out) {
+  const int sm = device_sm(caps);
+  Draft d("generic", Precision::f32);
+  need_image(d, build, sm, 0);
+  LaunchConfig cfg;
+  cfg.subgroup = 32;
+  switch (op.kind) {
+    case OpKind::softmax:
+    case OpKind::rmsnorm:
+    case OpKind::layernorm:
+      cfg.block_threads = shapes::rows_threads(op.inputs[0].dim(-1));
+      cfg.shared_bytes = static_cast<uint64_t>(cfg.block_threads / 32) * 4;
+      cfg.variant = "generic_rows";
+      break;
+    default:
+      cfg.block_threads = 256;
+      cfg.variant = "generic_" + std::string(op_name(op.kind));
+      break;
+  }
+  d.c.launch = cfg;
+  d.c.input_dtypes = op_dtypes(op);
+  d.c.output_dtype = op.output.dtype;
+  d.why.push_back("SIMT, fp32 compute, any architecture");
+  out.push_back(d.done("generic " + std::string(op_name(op.kind))));
+}
+
+}  // namespace
+
+std::string BuildArchs::str() const {
+  std::string s;
+  for (int a : cubins) s += (s.empty() ? "" : ", ") + sm_name(a);
+  if (ptx) s += (s.empty() ? "" : " + ") + std::string("PTX compute_") + std::to_string(ptx);
+  return s.empty() ? "no CUDA architectures" : s;
+}
+
+std::vector<KernelChoice> choices(const DeviceCaps& caps, const OpDesc& op,
+                                  const BuildArchs& build) {
+  std::vector<KernelChoice> out;
+  if (is_view(op.kind)) {
+    KernelChoice c;
+    c.tier = "generic";
+    c.reason = "views are resolved by the executor, not run as kernels";
+    return {c};
+  }
+  if (caps.cc_major <= 0) {
+    KernelChoice c;
+    c.tier = "generic";
+    c.reason = "the device has no CUDA compute capability (" + caps.arch + ")";
+    return {c};
+  }
+  switch (op.kind) {
+    case OpKind::attention:
+      attention_choices(caps, op, build, out);
+      break;
+    case OpKind::matmul:
+      matmul_choices(caps, op, build, out);
+      break;
+    default:
+      generic_choice(caps, op, build, out);
+      break;
+  }
+  return out;
+}
+
+std::vector<KernelChoice> choices(const DeviceCaps& caps, const OpDesc& op) {
+  return choices(caps, op, built_archs());
+}
+
+const BuildArchs& built_archs() {
+  static const BuildArchs b = [] {
+    BuildArchs r;
+#ifdef DUET_KERNELS_CUDA_ARCHS
+    std::istringstream s(DUET_KERNELS_CUDA_ARCHS);
+    std::string a;
+    while (std::getline(s, a, ','))
+      if (!a.empty()) r.cubins.push_back(std::stoi(a));
+    std::sort(r.cubins.begin(), r.cubins.end());
+#endif
+#ifdef DUET_KERNELS_CUDA_PTX_ARCH
+    r.ptx = DUET_KERNELS_CUDA_PTX_ARCH;
+#endif
+    return r;
+  }();
+  return b;
+}
+
+}  // namespace duet::kernels

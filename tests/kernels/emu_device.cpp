@@ -1,0 +1,149 @@
+#include "emu_device.h"
+
+#include <algorithm>
+#include <cstring>
+#include <new>
+#include <vector>
+
+#include "duet/kernels/launch.h"
+
+namespace duet::kernels::testing {
+
+namespace {
+
+DeviceCaps nvidia(std::string name, int major, int minor, int sms, uint64_t optin_kib) {
+  DeviceCaps c;
+  c.backend = BackendKind::cuda;
+  c.name = std::move(name);
+  c.vendor = "nvidia";
+  c.type = DeviceType::discrete_gpu;
+  c.cc_major = major;
+  c.cc_minor = minor;
+  c.arch = "sm_" + std::to_string(major * 10 + minor);
+  c.compute_units = sms;
+  c.fp16_arith = c.fp16_storage = true;
+  c.bf16_arith = c.bf16_storage = major >= 8;
+  c.tensor_cores = major * 10 + minor >= 70;
+  c.async_copy = major >= 8;
+  c.subgroup_size = c.subgroup_min = c.subgroup_max = 32;
+  c.shared_mem_per_block = 48 * 1024;
+  c.shared_mem_per_block_optin = optin_kib * 1024;
+  c.registers_per_block = 65536;
+  c.max_threads_per_block = 1024;
+  c.max_block_dims = {1024, 1024, 64};
+  c.max_grid_dims = {0x7fffffffu, 65535, 65535};
+  c.memory_bytes = 16ull << 30;
+  c.source = "test profile";
+  return c;
+}
+
+class Rules final : public BackendRules {
+ public:
+  explicit Rules(BuildArchs b) : build_(std::move(b)) {}
+  BackendKind backend() const override { return BackendKind::cuda; }
+  std::vector<KernelChoice> choices(const DeviceCaps& caps, const OpDesc& op) const override {
+    return kernels::choices(caps, op, build_);
+  }
+
+ private:
+  BuildArchs build_;
+};
+
+class HostBuffer final : public Buffer {
+ public:
+  explicit HostBuffer(uint64_t n) : n_(n), blocks_((std::max<uint64_t>(n, 1) + 255) / 256) {}
+  uint64_t size() const override { return n_; }
+  void* host_ptr() override { return blocks_.data(); }
+
+ private:
+  // 256-byte aligned like device allocations: the 16-byte row alignment checks are real.
+  struct alignas(256) Block {
+    unsigned char b[256];
+  };
+  uint64_t n_;
+  std::vector<Block> blocks_;
+};
+
+class EmuDevice final : public Device {
+ public:
+  EmuDevice(std::string id, DeviceCaps caps, BuildArchs build)
+      : id_(std::move(id)), caps_(std::move(caps)), rules_(std::move(build)) {}
+  const std::string& id() const override { return id_; }
+  const DeviceCaps& caps() const override { return caps_; }
+  const BackendRules& rules() const override { return rules_; }
+
+  Result<std::shared_ptr<Buffer>> allocate(uint64_t bytes) override {
+    return std::shared_ptr<Buffer>(std::make_shared<HostBuffer>(bytes));
+  }
+  Status write(Buffer& dst, uint64_t offset, const void* src, uint64_t bytes) override {
+    if (offset + bytes > dst.size()) return Status(Code::invalid_argument, "write out of range");
+    std::memcpy(static_cast<unsigned char*>(dst.host_ptr()) + offset, src, bytes);
+    return {};
+  }
+  Status read(Buffer& src, uint64_t offset, void* dst, uint64_t bytes) override {
+    if (offset + bytes > src.size()) return Status(Code::invalid_argument, "read out of range");
+    std::memcpy(dst, static_cast<unsigned char*>(src.host_ptr()) + offset, bytes);
+    return {};
+  }
+  Status execute(const PlannedOp& p, std::span<const TensorRef> inputs,
+                 const TensorRef& output) override {
+    Tier tier;
+    if (!parse_tier(p.choice.tier, &tier))
+      return Status(Code::invalid_argument, "unknown tier " + p.choice.tier);
+    std::vector<View> in;
+    for (const TensorRef& r : inputs) in.push_back(make_view(r.desc, r.buffer->host_ptr()));
+    const View out = make_view(output.desc, output.buffer->host_ptr());
+    HostBuffer ws(workspace_bytes(tier, p.op, p.choice.launch));
+    Launch l;
+    l.config = p.choice.launch;
+    l.workspace = ws.host_ptr();
+    l.sm = caps_.cc_major * 10 + caps_.cc_minor;
+    return kernels::emu::launch(tier, p.op, in, out, l);
+  }
+  Status synchronize() override { return {}; }
+
+ private:
+  std::string id_;
+  DeviceCaps caps_;
+  Rules rules_;
+};
+
+}  // namespace
+
+DeviceCaps a100_caps() {
+  return nvidia("NVIDIA A100-SXM4-40GB", 8, 0, 108, 163);
+}
+DeviceCaps rtx4090_caps() {
+  return nvidia("NVIDIA GeForce RTX 4090", 8, 9, 128, 99);
+}
+DeviceCaps h100_caps() {
+  return nvidia("NVIDIA H100 80GB HBM3", 9, 0, 132, 227);
+}
+DeviceCaps orin_nano_caps() {
+  DeviceCaps c = nvidia("NVIDIA Jetson Orin Nano", 8, 7, 8, 163);
+  c.type = DeviceType::integrated_gpu;
+  return c;
+}
+DeviceCaps t4_caps() {
+  return nvidia("Tesla T4", 7, 5, 40, 64);
+}
+DeviceCaps gtx1660_caps() {
+  DeviceCaps c = nvidia("NVIDIA GeForce GTX 1660 SUPER", 7, 5, 22, 64);
+  c.tensor_cores = false;  // Turing without tensor cores
+  return c;
+}
+DeviceCaps gtx1060_caps() {
+  DeviceCaps c = nvidia("NVIDIA GeForce GTX 1060 6GB", 6, 1, 10, 48);
+  c.fp16_arith = false;
+  return c;
+}
+
+BuildArchs full_build() {
+  return BuildArchs{{75, 80, 86, 87, 88, 89, 90, 120}, 120};
+}
+
+std::unique_ptr<Device> make_emu_device(std::string id, DeviceCaps caps, BuildArchs build) {
+  return std::make_unique<EmuDevice>(std::move(id), std::move(caps), std::move(build));
+}
+
+}  // namespace duet::kernels::testing

@@ -1,0 +1,315 @@
+// Every tier's CUDA kernels, run by the host emulator on the capability records of real GPUs,
+// against the float64 reference with the tolerance of the precision used (tools/check). The case
+// set is the conformance set plus shapes that stress the tensor-core kernels: several tiles with
+// ragged ends, causal skipping, GQA packing, split-KV decode, every head dim, strided views.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <limits>
+#include <map>
+#include <set>
+
+#include "check/check.h"
+#include "duet/half.h"
+#include "duet/kernels/launch.h"
+#include "emu_device.h"
+#include "reference/reference.h"
+
+namespace duet::kernels {
+namespace {
+
+using testing::make_emu_device;
+
+struct Target {
+  std::unique_ptr<Device> device;
+  std::set<std::string> tiers;  // the tiers exercised on it
+  bool kernel_cases_only;       // only the "kernels/" cases, not the conformance set
+};
+
+// sm_80 runs every tier; sm_75 shows the tiled tier at Turing's 64 KiB of shared memory. With
+// 108 and 40 SMs both split small problems into one key tile per split, so an 8-SM device runs
+// the multi-tile cases unsplit: the double-buffered (flash) and single-buffered (tiled) K/V
+// pipelines over several tiles.
+std::vector<Target>& targets() {
+  static std::vector<Target> t = [] {
+    std::vector<Target> v;
+    v.push_back(
+        {make_emu_device("emu-a100", testing::a100_caps()), {"flash", "tiled", "generic"}, false});
+    v.push_back({make_emu_device("emu-t4", testing::t4_caps()), {"tiled"}, false});
+    v.push_back({make_emu_device("emu-orin", testing::orin_nano_caps()), {"flash", "tiled"}, true});
+    return v;
+  }();
+  return t;
+}
+
+Device* find_device(const std::string& id) {
+  for (Target& t : targets())
+    if (t.device->id() == id) return t.device.get();
+  return nullptr;
+}
+
+check::Case make_case(std::string name, OpKind k, OpAttrs a, std::vector<TensorDesc> in,
+                      std::vector<check::Fill> fills) {
+  check::Case c;
+  c.name = std::move(name);
+  c.kind = k;
+  c.attrs = std::move(a);
+  c.inputs = std::move(in);
+  c.fills = std::move(fills);
+  return c;
+}
+
+TensorDesc dense(DType t, std::initializer_list<int64_t> s) {
+  return TensorDesc::contiguous(t, s);
+}
+
+// Shapes for the tensor-core kernels beyond the conformance set.
+void kernel_cases(std::vector<check::Case>& out) {
+  using check::Fill;
+  const std::vector<Fill> qkv = {Fill::unit, Fill::unit, Fill::unit};
+  const std::vector<Fill> qkvm = {Fill::unit, Fill::unit, Fill::unit, Fill::mask};
+  for (DType t : {DType::f16, DType::bf16}) {
+    const std::string ts = std::string(dtype_name(t));
+    OpAttrs causal;
+    causal.causal = true;
+    // Several row blocks and key tiles, ragged at both ends, GQA 2:1, causal skipping.
+    out.push_back(make_case(
+        "kernels/attention/" + ts + "/multitile.causal.gqa", OpKind::attention, causal,
+        {dense(t, {1, 4, 200, 64}), dense(t, {1, 2, 200, 64}), dense(t, {1, 2, 200, 64})}, qkv));
+    // Head dim 256 (key tile 32), non-causal and causal with Lq < Lk.
+    out.push_back(make_case(
+        "kernels/attention/" + ts + "/hd256", OpKind::attention, {},
+        {dense(t, {1, 2, 33, 256}), dense(t, {1, 2, 70, 256}), dense(t, {1, 2, 70, 256})}, qkv));
+    out.push_back(make_case("kernels/attention/" + ts + "/hd256.causal.mask", OpKind::attention,
+                            causal,
+                            {dense(t, {1, 2, 20, 256}), dense(t, {1, 2, 70, 256}),
+                             dense(t, {1, 2, 70, 256}), dense(DType::f32, {20, 70})},
+                            qkvm));
+    // Decode against a long cache: GQA packing and split-KV with the combine kernel.
+    out.push_back(make_case(
+        "kernels/attention/" + ts + "/hd128.decode.splits", OpKind::attention, {},
+        {dense(t, {2, 8, 1, 128}), dense(t, {2, 2, 700, 128}), dense(t, {2, 2, 700, 128})}, qkv));
+    // Chunked decode: a few queries at the end of a causal cache, with a mask.
+    out.push_back(make_case("kernels/attention/" + ts + "/hd80.chunk.causal.mask",
+                            OpKind::attention, causal,
+                            {dense(t, {1, 2, 5, 80}), dense(t, {1, 1, 300, 80}),
+                             dense(t, {1, 1, 300, 80}), dense(t, {1, 1, 5, 300})},
+                            qkvm));
+    // More queries than keys: the first 50 see no key and must be 0.
+    out.push_back(make_case(
+        "kernels/attention/" + ts + "/hd96.causal.lq>lk", OpKind::attention, causal,
+        {dense(t, {1, 2, 70, 96}), dense(t, {1, 2, 20, 96}), dense(t, {1, 2, 20, 96})}, qkv));
+    // q, k, v as views of a [B, L, H, D] layout (seq stride H * D).
+    const int order[4] = {0, 2, 1, 3};
+    out.push_back(make_case(
+        "kernels/attention/" + ts + "/blhd.views", OpKind::attention, {},
+        {*permute(dense(t, {2, 40, 4, 64}), order), *permute(dense(t, {2, 50, 4, 64}), order),
+         *permute(dense(t, {2, 50, 4, 64}), order)},
+        qkv));
+
+    // Matmuls: several block tiles with ragged edges, aligned (vector) and element-wise loads.
+    out.push_back(make_case("kernels/matmul/" + ts + "/130x72x200", OpKind::matmul, {},
+                            {dense(t, {130, 72}), dense(t, {72, 200})}, {Fill::unit, Fill::unit}));
+    OpAttrs tb;
+    tb.transpose_b = true;
+    out.push_back(make_case("kernels/matmul/" + ts + "/3x70x64.tb.batch", OpKind::matmul, tb,
+                            {dense(t, {3, 70, 64}), dense(t, {96, 64})}, {Fill::unit, Fill::unit}));
+    out.push_back(make_case("kernels/matmul/" + ts + "/17x520x24.longk", OpKind::matmul, {},
+                            {dense(t, {17, 520}), dense(t, {520, 24})}, {Fill::unit, Fill::unit}));
+    OpAttrs ta;
+    ta.transpose_a = true;
+    out.push_back(make_case("kernels/matmul/" + ts + "/ta.tb.40x64x33", OpKind::matmul,
+                            [] {
+                              OpAttrs a;
+                              a.transpose_a = a.transpose_b = true;
+                              return a;
+                            }(),
+                            {dense(t, {64, 40}), dense(t, {33, 64})}, {Fill::unit, Fill::unit}));
+  }
+}
+
+const std::vector<check::Case>& all_cases() {
+  static const std::vector<check::Case> c = [] {
+    std::vector<check::Case> v = check::cases(false);
+    kernel_cases(v);
+    return v;
+  }();
+  return c;
+}
+
+struct Param {
+  std::string device;
+  size_t case_index;
+  std::string tier;
+  Precision precision;
+};
+
+// A choice runs on a case when the kernel reads the case's dtypes (otherwise the planner would
+// insert casts first, which is not the kernel's business).
+bool reads_case_dtypes(const KernelChoice& k, const check::Case& c) {
+  for (size_t i = 0; i < c.inputs.size() && i < k.input_dtypes.size(); ++i)
+    if (k.input_dtypes[i] != c.inputs[i].dtype) return false;
+  return true;
+}
+
+std::vector<Param> params() {
+  std::vector<Param> out;
+  for (Target& t : targets())
+    for (size_t i = 0; i < all_cases().size(); ++i) {
+      if (t.kernel_cases_only && all_cases()[i].name.rfind("kernels/", 0) != 0) continue;
+      auto op = check::case_op(all_cases()[i]);
+      if (!op.ok()) continue;
+      for (const KernelChoice& k : t.device->choices(*op))
+        if (t.tiers.count(k.tier) && k.ok && reads_case_dtypes(k, all_cases()[i]))
+          out.push_back({t.device->id(), i, k.tier, k.precision});
+    }
+  return out;
+}
+
+std::string param_name(const ::testing::TestParamInfo<Param>& info) {
+  const Param& p = info.param;
+  std::string s = p.device + "_" + p.tier + "_" + std::string(precision_name(p.precision)) + "_" +
+                  all_cases()[p.case_index].name;
+  for (char& c : s)
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  return s + "_" + std::to_string(info.index);
+}
+
+class EmulatedKernel : public ::testing::TestWithParam<Param> {};
+
+TEST_P(EmulatedKernel, MatchesTheFloat64Reference) {
+  const Param& p = GetParam();
+  const check::Case& c = all_cases()[p.case_index];
+  Device* d = find_device(p.device);
+  ASSERT_NE(d, nullptr);
+  auto op = check::case_op(c);
+  ASSERT_TRUE(op.ok()) << op.status().message();
+  KernelChoice choice;
+  for (const KernelChoice& k : d->choices(*op))
+    if (k.tier == p.tier && k.precision == p.precision) choice = k;
+  ASSERT_TRUE(choice.ok) << choice.reason;
+  const std::vector<HostTensor> inputs = check::case_inputs(c);
+  auto ref = reference::evaluate(*op, inputs);
+  ASSERT_TRUE(ref.ok()) << ref.status().message();
+  const check::Outcome o = check::run_case(*d, choice, *op, inputs, *ref);
+  ASSERT_FALSE(o.skipped) << o.message;
+  EXPECT_TRUE(o.passed) << c.name << " on " << p.device << "/" << p.tier << " ("
+                        << choice.launch.str() << "): " << o.message << " (nmse " << o.metrics.nmse
+                        << ", tolerance " << o.tol.str() << ")";
+}
+
+INSTANTIATE_TEST_SUITE_P(AllTiers, EmulatedKernel, ::testing::ValuesIn(params()), param_name);
+
+// The instantiated kernel variants (tier, precision, head dim / B layout) the cases reach: every
+// one the planner can choose must run here at least once.
+TEST(EmulatedKernel, EveryTensorCoreVariantIsExercised) {
+  std::set<std::string> seen;
+  for (const Param& p : params()) {
+    Device* d = find_device(p.device);
+    auto op = check::case_op(all_cases()[p.case_index]);
+    for (const KernelChoice& k : d->choices(*op))
+      if (k.tier == p.tier && k.precision == p.precision) seen.insert(k.launch.variant);
+  }
+  std::vector<std::string> want;
+  for (int hd : kAttentionHeadDims) {
+    want.push_back("flash_attention_f16_hd" + std::to_string(hd));
+    want.push_back("flash_attention_bf16_hd" + std::to_string(hd));
+    want.push_back("tiled_attention_f16_hd" + std::to_string(hd));
+  }
+  for (const char* b : {"_bn", "_bk"}) {
+    want.push_back(std::string("flash_matmul_f16") + b);
+    want.push_back(std::string("flash_matmul_bf16") + b);
+    want.push_back(std::string("tiled_matmul_f16") + b);
+  }
+  for (const std::string& w : want) EXPECT_TRUE(seen.count(w)) << w << " is never run";
+}
+
+// ---- hand-made inputs
+
+HostTensor fill(DType t, std::initializer_list<int64_t> shape, uint64_t seed) {
+  HostTensor h = HostTensor::empty(t, std::vector<int64_t>(shape));
+  std::vector<double> v(static_cast<size_t>(h.numel()));
+  uint64_t s = seed * 6364136223846793005ull + 1442695040888963407ull;
+  for (double& x : v) {
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    x = (static_cast<double>(s >> 11) / 9007199254740992.0 - 0.5) * 2.0;
+    if (std::abs(x) < 0.05) x = 0.05;
+  }
+  h.from_doubles(v);
+  return h;
+}
+
+// A mask whose row 3 is entirely -inf: that query sees nothing and its output is 0.
+TEST(EmulatedAttention, AFullyMaskedRowGivesZerosOnEveryTier) {
+  Device* d = find_device("emu-a100");
+  const int64_t Lq = 9, Lk = 70;
+  for (DType t : {DType::f16, DType::bf16}) {
+    std::vector<HostTensor> in = {fill(t, {1, 2, Lq, 64}, 1), fill(t, {1, 2, Lk, 64}, 2),
+                                  fill(t, {1, 2, Lk, 64}, 3), fill(DType::f32, {Lq, Lk}, 4)};
+    std::vector<double> m = in[3].to_doubles();
+    for (int64_t j = 0; j < Lk; ++j) {
+      m[static_cast<size_t>(3 * Lk + j)] = -std::numeric_limits<double>::infinity();
+      if (j % 5 == 0) m[static_cast<size_t>(5 * Lk + j)] = -std::numeric_limits<double>::infinity();
+    }
+    in[3].from_doubles(m);
+    std::vector<TensorDesc> descs;
+    for (const HostTensor& h : in) descs.push_back(h.desc());
+    auto op = make_op(OpKind::attention, {}, descs);
+    ASSERT_TRUE(op.ok()) << op.status().message();
+    auto ref = reference::evaluate(*op, in);
+    ASSERT_TRUE(ref.ok());
+    int ran = 0;
+    for (const KernelChoice& k : d->choices(*op)) {
+      if (!k.ok || k.input_dtypes[0] != t) continue;
+      const check::Outcome o = check::run_case(*d, k, *op, in, *ref);
+      EXPECT_TRUE(o.passed) << k.tier << " " << dtype_name(t) << ": " << o.message;
+      ++ran;
+    }
+    EXPECT_GE(ran, 2) << "flash and generic (and tiled for f16) should all run";
+  }
+}
+
+TEST(EmulatedAttention, FlashOnTuringIsRefusedAtLaunchWithTheReason) {
+  auto op = make_op(OpKind::attention, {},
+                    {dense(DType::f16, {1, 1, 16, 64}), dense(DType::f16, {1, 1, 16, 64}),
+                     dense(DType::f16, {1, 1, 16, 64})});
+  ASSERT_TRUE(op.ok());
+  std::vector<HostTensor> in = {fill(DType::f16, {1, 1, 16, 64}, 1),
+                                fill(DType::f16, {1, 1, 16, 64}, 2),
+                                fill(DType::f16, {1, 1, 16, 64}, 3)};
+  HostTensor out = HostTensor::empty(op->output);
+  std::vector<View> views;
+  for (HostTensor& h : in) views.push_back(make_view(h.desc(), h.storage()));
+  Launch l;
+  l.config.block_threads = 32;
+  l.config.stages = 1;
+  l.sm = 75;
+  Status s = emu::launch(Tier::flash, *op, views, make_view(out.desc(), out.storage()), l);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("flash kernels need sm_80, the device is sm_75"), std::string::npos)
+      << s.message();
+}
+
+TEST(EmulatedEmbedding, AnIdOutOfRangeIsReportedWithItsPosition) {
+  Device* d = find_device("emu-a100");
+  HostTensor table = fill(DType::f32, {10, 8}, 1);
+  HostTensor ids = HostTensor::empty(DType::i32, std::vector<int64_t>{5});
+  ids.from_doubles(std::vector<double>{1, 2, 12, 3, -1});
+  auto op = make_op(OpKind::embedding, {}, {table.desc(), ids.desc()}, {"table", "tokens"});
+  ASSERT_TRUE(op.ok());
+  const KernelChoice k = d->choices(*op).front();
+  ASSERT_TRUE(k.ok) << k.reason;
+  auto tb = d->allocate(table.storage_bytes());
+  auto ib = d->allocate(ids.storage_bytes());
+  auto ob = d->allocate(static_cast<uint64_t>(op->output.nbytes()));
+  ASSERT_TRUE(d->write(**tb, 0, table.storage(), table.storage_bytes()).ok());
+  ASSERT_TRUE(d->write(**ib, 0, ids.storage(), ids.storage_bytes()).ok());
+  std::vector<TensorRef> refs = {{table.desc(), tb->get()}, {ids.desc(), ib->get()}};
+  Status s = d->execute(PlannedOp{*op, k}, refs, TensorRef{op->output, ob->get()});
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("tensor 'tokens'"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("got id 12 at position 2"), std::string::npos) << s.message();
+}
+
+}  // namespace
+}  // namespace duet::kernels
