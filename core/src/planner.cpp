@@ -122,7 +122,7 @@ std::vector<PlanDevice> plan_devices(std::span<Device* const> devices) {
   std::vector<PlanDevice> out;
   for (Device* d : devices) {
     if (!d) continue;
-    out.push_back(PlanDevice{d->id(), d->caps(), &d->rules(), d->caps().name});
+    out.push_back(PlanDevice{d->id(), d->caps(), &d->rules(), {}});
   }
   return out;
 }
