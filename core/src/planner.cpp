@@ -848,12 +848,24 @@ Status Planner::place(int node_index) {
         .with_context("planner: " + what + " with the kernel's input dtypes on " + dev(d).id);
   // The launch shape for the op as executed (its dtypes and strides), when the backend agrees.
   KernelChoice choice = e.pick;
-  if (dev(d).rules)
-    for (KernelChoice& c : dev(d).rules->choices(dev(d).caps, *op))
-      if (c.ok && c.tier == e.pick.tier && c.precision == e.pick.precision) {
-        choice = std::move(c);
-        break;
-      }
+  bool agreed = false;
+  std::string refusal;
+  for (KernelChoice& c : dev(d).rules->choices(dev(d).caps, *op)) {
+    if (c.tier != e.pick.tier || c.precision != e.pick.precision) continue;
+    if (c.ok) {
+      choice = std::move(c);
+      agreed = true;
+      break;
+    }
+    refusal = c.reason;
+  }
+  if (!agreed)
+    plan_.notes.push_back(what + " on " + dev(d).id + ": the backend " +
+                          (refusal.empty() ? std::string("does not list ") + e.pick.tier + " " +
+                                                 pname(e.pick.precision)
+                                           : "refuses " + e.pick.tier + " (" + refusal + ")") +
+                          " for the op as executed (" + describe(*op) +
+                          "); the launch shape is the one chosen for the graph's op");
   bool constant = true;
   for (int r : ins) constant = constant && plan_.values[u(r)].constant;
   home_[u(n.output)] = d;
@@ -882,6 +894,13 @@ Status Planner::finish_outputs() {
         d = plan_.values[u(r)].device;
     for (int r : reps_[u(sv)])
       if (d == kHost && plan_.values[u(r)].device != kHost) d = plan_.values[u(r)].device;
+    if (d == kHost) {
+      // A view of an input or constant: made on the first device the policy allows.
+      for (size_t i = 0; i < plan_.devices.size() && d == kHost; ++i)
+        if (policy_.device_denied(plan_.devices[i].caps.backend, plan_.devices[i].id).empty() &&
+            (single_ < 0 || single_ == static_cast<int>(i)))
+          d = static_cast<int>(i);
+    }
     if (d == kHost)
       return Status(Code::internal, "planner: output '" + v.name + "' was not computed");
     DUET_ASSIGN_OR_RETURN(int r, need(gv, d, v.desc.dtype, "graph output '" + v.name + "'"));

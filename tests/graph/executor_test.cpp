@@ -378,3 +378,23 @@ TEST(Executor, Bf16OnCpuAndVulkanMatches) {
 
 }  // namespace
 }  // namespace duet::testing_graph
+
+namespace duet::testing_graph {
+namespace {
+
+TEST(Executor, AnOutputThatIsAViewOfAnInputComesBackDense) {
+  GraphBuilder b("view_out");
+  ValueId x = b.input("x", DType::f32, {3, 5});
+  b.output(b.transpose(x, 0, 1, "xt"));
+  b.output(b.relu(x, "r"));
+  Graph g = *b.build();
+  auto e = Engine::create(g, {&host_cpu()});
+  ASSERT_TRUE(e.ok()) << e.status().message();
+  auto in = inputs_for(g, 5);
+  auto out = (*e)->run(in);
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  expect_matches(g, in, *out, DType::f32);
+}
+
+}  // namespace
+}  // namespace duet::testing_graph
