@@ -113,15 +113,17 @@ AttnDims attn_dims(const OpDesc& op) {
 
 // Launch shape of the tensor-core attention: warps from the rows a block can fill, stages from
 // shared memory, splits of the keys when the grid would leave SMs idle.
-LaunchConfig attn_tc_config(const DeviceCaps& caps, const AttnDims& a, int max_warps,
-                            int max_stages) {
+LaunchConfig attn_tc_config(const DeviceCaps& caps, const AttnDims& a, bool flash) {
+  const int max_warps = flash ? shapes::attn_max_warps(static_cast<int>(a.D)) : 4;
+  const int max_stages = flash ? 2 : 1;
   LaunchConfig cfg;
   const int D = static_cast<int>(a.D);
   const int64_t rows = (a.Hq / a.Hkv) * a.Lq;
   const int warps = static_cast<int>(std::clamp<int64_t>((rows + 15) / 16, 1, max_warps));
   int stages = max_stages;
-  while (stages > 1 && shapes::attn_smem_bytes(D, warps, stages) > smem_limit(caps)) --stages;
-  const int bc = shapes::attn_key_tile(D);
+  while (stages > 1 && shapes::attn_smem_bytes(D, warps, stages, flash) > smem_limit(caps))
+    --stages;
+  const int bc = shapes::attn_key_tile(D, flash);
   const int64_t blocks = (rows + warps * 16 - 1) / (warps * 16) * a.Hkv * a.B;
   const int64_t kv_tiles = (a.Lk + bc - 1) / bc;
   int64_t splits = 1;
@@ -138,7 +140,7 @@ LaunchConfig attn_tc_config(const DeviceCaps& caps, const AttnDims& a, int max_w
   cfg.stages = stages;
   cfg.splits = static_cast<int>(splits);
   cfg.subgroup = 32;
-  cfg.shared_bytes = shapes::attn_smem_bytes(D, warps, stages);
+  cfg.shared_bytes = shapes::attn_smem_bytes(D, warps, stages, flash);
   return cfg;
 }
 
@@ -165,7 +167,7 @@ void attention_choices(const DeviceCaps& caps, const OpDesc& op, const BuildArch
     if (p == Precision::bf16) d.need(caps.bf16_arith || sm >= 80, "bf16 needs sm_80 tensor cores");
     d.need(hd_ok, hd_msg);
     d.need(layout.empty(), layout);
-    LaunchConfig cfg = attn_tc_config(caps, a, shapes::attn_max_warps(D), 2);
+    LaunchConfig cfg = attn_tc_config(caps, a, true);
     d.need(cfg.shared_bytes <= smem_limit(caps),
            "needs " + kib(cfg.shared_bytes) + " of shared memory per block, the device allows " +
                kib(smem_limit(caps)));
@@ -186,7 +188,7 @@ void attention_choices(const DeviceCaps& caps, const OpDesc& op, const BuildArch
     d.need(caps.tensor_cores, "requires tensor cores, the device has none");
     d.need(hd_ok, hd_msg);
     d.need(layout.empty(), layout);
-    LaunchConfig cfg = attn_tc_config(caps, a, 4, 1);
+    LaunchConfig cfg = attn_tc_config(caps, a, false);
     d.need(cfg.shared_bytes <= smem_limit(caps),
            "needs " + kib(cfg.shared_bytes) + " of shared memory per block, the device allows " +
                kib(smem_limit(caps)));
