@@ -193,8 +193,8 @@ int main(int argc, char** argv) {
   int n = 0;
   const cudaError_t e = cudaGetDeviceCount(&n);
   if (e != cudaSuccess || n == 0) {
-    std::printf("duet_kernels_bench: skipped: %s\n",
-                e != cudaSuccess ? cudaGetErrorString(e) : "no CUDA device");
+    std::printf("duet_kernels_bench: skipped: no usable CUDA device (cudaGetDeviceCount: %s)\n",
+                e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
     return 0;
   }
   std::printf("kernels built for %s\n", kernels::built_archs().str().c_str());
