@@ -15,9 +15,10 @@ OpDesc attention(DType t, int64_t Hq, int64_t Hkv, int64_t Lq, int64_t Lk, int64
                  bool causal = false) {
   OpAttrs a;
   a.causal = causal;
-  return *make_op(OpKind::attention, a,
-                  {TensorDesc::contiguous(t, {1, Hq, Lq, D}), TensorDesc::contiguous(t, {1, Hkv, Lk, D}),
-                   TensorDesc::contiguous(t, {1, Hkv, Lk, D})});
+  return *make_op(
+      OpKind::attention, a,
+      {TensorDesc::contiguous(t, {1, Hq, Lq, D}), TensorDesc::contiguous(t, {1, Hkv, Lk, D}),
+       TensorDesc::contiguous(t, {1, Hkv, Lk, D})});
 }
 
 OpDesc matmul(DType t, int64_t M, int64_t N, int64_t K) {
@@ -25,13 +26,11 @@ OpDesc matmul(DType t, int64_t M, int64_t N, int64_t K) {
                   {TensorDesc::contiguous(t, {M, K}), TensorDesc::contiguous(t, {K, N})});
 }
 
-const KernelChoice& find(const std::vector<KernelChoice>& cs, const std::string& tier,
-                         Precision p) {
+KernelChoice find(const std::vector<KernelChoice>& cs, const std::string& tier, Precision p) {
   for (const KernelChoice& k : cs)
     if (k.tier == tier && k.precision == p) return k;
-  static const KernelChoice none;
   ADD_FAILURE() << "no " << tier << " " << precision_name(p) << " choice";
-  return none;
+  return {};
 }
 
 bool contains(const std::string& s, const std::string& part) {
@@ -39,8 +38,8 @@ bool contains(const std::string& s, const std::string& part) {
 }
 
 TEST(Selection, ChoicesComeBestFirst) {
-  const auto cs = choices(testing::a100_caps(), attention(DType::bf16, 8, 8, 128, 128, 128),
-                          full_build());
+  const auto cs =
+      choices(testing::a100_caps(), attention(DType::bf16, 8, 8, 128, 128, 128), full_build());
   ASSERT_EQ(cs.size(), 4u);
   EXPECT_EQ(cs[0].tier, "flash");
   EXPECT_EQ(cs[0].precision, Precision::bf16);  // the op's own precision first
@@ -52,8 +51,9 @@ TEST(Selection, ChoicesComeBestFirst) {
 }
 
 TEST(Selection, FlashAttentionIsRefusedOnTuringWithTheReason) {
-  const auto cs = choices(testing::t4_caps(), attention(DType::f16, 8, 8, 64, 64, 64), full_build());
-  const KernelChoice& flash = find(cs, "flash", Precision::f16);
+  const auto cs =
+      choices(testing::t4_caps(), attention(DType::f16, 8, 8, 64, 64, 64), full_build());
+  const KernelChoice flash = find(cs, "flash", Precision::f16);
   EXPECT_FALSE(flash.ok);
   EXPECT_TRUE(contains(flash.reason, "flash attention: requires sm_80, device is sm_75"))
       << flash.reason;
@@ -61,9 +61,10 @@ TEST(Selection, FlashAttentionIsRefusedOnTuringWithTheReason) {
 }
 
 TEST(Selection, Bf16OnTuringFallsBackToTiledFp16) {
-  const auto cs = choices(testing::t4_caps(), attention(DType::bf16, 8, 8, 64, 64, 64), full_build());
+  const auto cs =
+      choices(testing::t4_caps(), attention(DType::bf16, 8, 8, 64, 64, 64), full_build());
   EXPECT_FALSE(find(cs, "flash", Precision::bf16).ok);
-  const KernelChoice& tiled = find(cs, "tiled", Precision::f16);
+  const KernelChoice tiled = find(cs, "tiled", Precision::f16);
   ASSERT_TRUE(tiled.ok) << tiled.reason;
   EXPECT_EQ(tiled.input_dtypes, (std::vector<DType>{DType::f16, DType::f16, DType::f16}))
       << "the planner casts the bf16 inputs to f16";
@@ -71,7 +72,8 @@ TEST(Selection, Bf16OnTuringFallsBackToTiledFp16) {
 }
 
 TEST(Selection, TuringWithoutTensorCoresGetsTheGenericTier) {
-  for (const OpDesc& op : {attention(DType::f16, 8, 8, 64, 64, 64), matmul(DType::f16, 64, 64, 64)}) {
+  for (const OpDesc& op :
+       {attention(DType::f16, 8, 8, 64, 64, 64), matmul(DType::f16, 64, 64, 64)}) {
     const auto cs = choices(testing::gtx1660_caps(), op, full_build());
     for (const KernelChoice& k : cs) {
       if (k.tier == "generic") {
@@ -85,7 +87,8 @@ TEST(Selection, TuringWithoutTensorCoresGetsTheGenericTier) {
 }
 
 TEST(Selection, AHeadDimWithoutAKernelIsRefusedByTheTensorCoreTiers) {
-  const auto cs = choices(testing::a100_caps(), attention(DType::f16, 4, 4, 64, 64, 72), full_build());
+  const auto cs =
+      choices(testing::a100_caps(), attention(DType::f16, 4, 4, 64, 64, 72), full_build());
   for (const KernelChoice& k : cs) {
     if (k.tier == "generic") continue;
     EXPECT_FALSE(k.ok);
@@ -98,7 +101,7 @@ TEST(Selection, TilesAreSizedFromTheDevicesSharedMemory) {
   const OpDesc op = attention(DType::f16, 16, 16, 512, 512, 256);
   // 227 KiB (H100) and 99 KiB (RTX 4090) fit two K/V stages at head dim 256...
   for (const DeviceCaps& caps : {testing::h100_caps(), testing::rtx4090_caps()}) {
-    const KernelChoice& k = find(choices(caps, op, full_build()), "flash", Precision::f16);
+    const KernelChoice k = find(choices(caps, op, full_build()), "flash", Precision::f16);
     ASSERT_TRUE(k.ok) << k.reason;
     EXPECT_EQ(k.launch.stages, 2);
     EXPECT_LE(k.launch.shared_bytes, caps.shared_mem_per_block_optin);
@@ -106,17 +109,17 @@ TEST(Selection, TilesAreSizedFromTheDevicesSharedMemory) {
   // ...a device with 48 KiB gets one stage, and one with 32 KiB none at all.
   DeviceCaps small = testing::a100_caps();
   small.shared_mem_per_block_optin = 48 * 1024;
-  const KernelChoice& one = find(choices(small, op, full_build()), "flash", Precision::f16);
+  const KernelChoice one = find(choices(small, op, full_build()), "flash", Precision::f16);
   ASSERT_TRUE(one.ok) << one.reason;
   EXPECT_EQ(one.launch.stages, 1);
   small.shared_mem_per_block = small.shared_mem_per_block_optin = 32 * 1024;
-  const KernelChoice& none = find(choices(small, op, full_build()), "flash", Precision::f16);
+  const KernelChoice none = find(choices(small, op, full_build()), "flash", Precision::f16);
   EXPECT_FALSE(none.ok);
   EXPECT_TRUE(contains(none.reason, "of shared memory per block, the device allows 32 KiB"))
       << none.reason;
   // Turing's 64 KiB: the tiled tier fits every head dim.
   for (int hd : kAttentionHeadDims) {
-    const KernelChoice& t =
+    const KernelChoice t =
         find(choices(testing::t4_caps(), attention(DType::f16, 8, 8, 512, 512, hd), full_build()),
              "tiled", Precision::f16);
     EXPECT_TRUE(t.ok) << t.reason;
@@ -126,9 +129,9 @@ TEST(Selection, TilesAreSizedFromTheDevicesSharedMemory) {
 
 TEST(Selection, BlocksFollowTheRowsAndTheRegisterFile) {
   // Decode with GQA 4:1 packs the 4 query heads of a kv head into one warp's rows.
-  const KernelChoice& d = find(choices(testing::a100_caps(), attention(DType::f16, 32, 8, 1, 4096, 128),
-                                       full_build()),
-                               "flash", Precision::f16);
+  const KernelChoice d =
+      find(choices(testing::a100_caps(), attention(DType::f16, 32, 8, 1, 4096, 128), full_build()),
+           "flash", Precision::f16);
   EXPECT_EQ(d.launch.block_threads, 32);
   // Prefill fills 8 warps, unless the register file holds fewer 255-register warps.
   const OpDesc prefill = attention(DType::f16, 8, 8, 1024, 1024, 128);
@@ -137,22 +140,23 @@ TEST(Selection, BlocksFollowTheRowsAndTheRegisterFile) {
             256);
   DeviceCaps half = testing::a100_caps();
   half.registers_per_block = 32768;
-  EXPECT_EQ(find(choices(half, prefill, full_build()), "flash", Precision::f16).launch.block_threads,
-            128);
+  EXPECT_EQ(
+      find(choices(half, prefill, full_build()), "flash", Precision::f16).launch.block_threads,
+      128);
 }
 
 TEST(Selection, DecodeSplitsTheKeysAcrossIdleSms) {
   const OpDesc decode = attention(DType::bf16, 32, 8, 1, 8192, 128);  // 8 blocks, 128 key tiles
-  const KernelChoice& k = find(choices(testing::a100_caps(), decode, full_build()), "flash",
-                               Precision::bf16);
+  const KernelChoice k =
+      find(choices(testing::a100_caps(), decode, full_build()), "flash", Precision::bf16);
   ASSERT_TRUE(k.ok) << k.reason;
   EXPECT_GT(k.launch.splits, 1);
   EXPECT_LE(k.launch.splits * 8, 2 * 108 + 8) << "about two blocks per SM";
   EXPECT_GT(workspace_bytes(Tier::flash, decode, k.launch), 0u) << "partials need a workspace";
   // A grid that already fills the SMs is not split.
-  const KernelChoice& big =
-      find(choices(testing::a100_caps(), attention(DType::bf16, 32, 32, 4096, 4096, 128), full_build()),
-           "flash", Precision::bf16);
+  const KernelChoice big = find(
+      choices(testing::a100_caps(), attention(DType::bf16, 32, 32, 4096, 4096, 128), full_build()),
+      "flash", Precision::bf16);
   EXPECT_EQ(big.launch.splits, 1);
 }
 
@@ -161,7 +165,7 @@ TEST(Selection, AQueryWithoutADenseLastDimNeedsACopyForTheTensorCoreTiers) {
   const TensorDesc kv = TensorDesc::contiguous(DType::f16, {1, 4, 40, 64});
   const OpDesc op = *make_op(OpKind::attention, {}, {q, kv, kv}, {"q", "k", "v"});
   const auto cs = choices(testing::a100_caps(), op, full_build());
-  const KernelChoice& flash = find(cs, "flash", Precision::f16);
+  const KernelChoice flash = find(cs, "flash", Precision::f16);
   EXPECT_FALSE(flash.ok);
   EXPECT_TRUE(contains(flash.reason, "'q'")) << flash.reason;
   EXPECT_TRUE(contains(flash.reason, "copy it first")) << flash.reason;
@@ -218,11 +222,12 @@ TEST(Selection, EveryOpOfV1HasAGenericKernelWithItsLaunchShape) {
     auto op = make_op(kind, a, in);
     ASSERT_TRUE(op.ok()) << op_name(kind) << ": " << op.status().message();
     const auto cs = choices(testing::t4_caps(), *op, full_build());
-    const KernelChoice& g = cs.back();
+    const KernelChoice g = cs.back();
     EXPECT_EQ(g.tier, "generic") << op_name(kind);
     EXPECT_TRUE(g.ok) << op_name(kind) << ": " << g.reason;
     EXPECT_EQ(g.precision, Precision::f32);
-    EXPECT_EQ(g.input_dtypes[0], DType::bf16) << "the generic tier reads bf16 directly, even on sm_75";
+    EXPECT_EQ(g.input_dtypes[0], DType::bf16)
+        << "the generic tier reads bf16 directly, even on sm_75";
     EXPECT_GT(g.launch.block_threads, 0) << op_name(kind);
   }
 }
