@@ -11,7 +11,9 @@ namespace duet::kernels::dev {
 
 template <class T, class Arch, class Go>
 Status attention_instance(int head_dim, Go&& go) {
-  switch (head_dim) {  // key tile: 64, or 32 for hd 256 (registers); see host/shapes.h
+  // Key tile: 64; at hd 256 32 (flash) or 16 (tiled, Q in shared memory); see host/shapes.h.
+  constexpr int kBc256 = Arch::kAsync ? 32 : 16;
+  switch (head_dim) {
     case 64:
       return go(&attention_tc<T, 64, 64, Arch>);
     case 80:
@@ -21,7 +23,7 @@ Status attention_instance(int head_dim, Go&& go) {
     case 128:
       return go(&attention_tc<T, 128, 64, Arch>);
     case 256:
-      return go(&attention_tc<T, 256, 32, Arch>);
+      return go(&attention_tc<T, 256, kBc256, Arch>);
   }
   return Status(Code::unsupported, "no attention kernel for head dim " + std::to_string(head_dim));
 }

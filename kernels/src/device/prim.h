@@ -15,10 +15,18 @@
 #define DUET_DEV __device__ __forceinline__
 #define DUET_HD __host__ __device__ __forceinline__
 #define DUET_KERNEL __global__ void
+#define DUET_KERNEL_BOUNDED(threads) __global__ void __launch_bounds__(threads)
+// Loops over register arrays must unroll, or the array goes to local memory.
+#define DUET_UNROLL _Pragma("unroll")
+// Copy loops must not unroll where registers are scarce: the loads would be hoisted into them.
+#define DUET_NO_UNROLL _Pragma("unroll 1")
 #else
 #define DUET_DEV inline
 #define DUET_HD inline
 #define DUET_KERNEL void
+#define DUET_KERNEL_BOUNDED(threads) void
+#define DUET_UNROLL
+#define DUET_NO_UNROLL
 #endif
 
 namespace duet::kernels::dev {
