@@ -15,10 +15,13 @@
 // its log-sum-exp, and attention_combine (generic.h) merges them.
 #pragma once
 
+#include "device/abi.h"
+
 #include "device/params.h"
 #include "device/tc_common.h"
 
 namespace duet::kernels::dev {
+inline namespace DUET_DEV_ABI {
 
 template <class T, int D, int BC, class Arch>
 DUET_KERNEL_BOUNDED(D > 128 ? 128 : 256)
@@ -273,4 +276,5 @@ attention_tc(const AttnParams p) {
   }
 }
 
+}  // namespace DUET_DEV_ABI
 }  // namespace duet::kernels::dev

@@ -8,10 +8,13 @@
 // element otherwise (any strides, transposed views, odd sizes); ragged edges are zero-filled.
 #pragma once
 
+#include "device/abi.h"
+
 #include "device/params.h"
 #include "device/tc_common.h"
 
 namespace duet::kernels::dev {
+inline namespace DUET_DEV_ABI {
 
 template <class T, bool BNMAJOR, class Arch>
 DUET_KERNEL_BOUNDED(256)
@@ -165,4 +168,5 @@ matmul_tc(const MatmulParams p) {
   }
 }
 
+}  // namespace DUET_DEV_ABI
 }  // namespace duet::kernels::dev

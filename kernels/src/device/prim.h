@@ -8,6 +8,8 @@
 // per-thread in the host build.
 #pragma once
 
+#include "device/abi.h"
+
 #include <cstdint>
 #include <cstring>
 
@@ -30,6 +32,7 @@
 #endif
 
 namespace duet::kernels::dev {
+inline namespace DUET_DEV_ABI {
 
 // The 16-bit storage types of the tensor-core kernels, as tags.
 struct F16 {
@@ -46,6 +49,7 @@ struct alignas(16) Vec16 {
 
 inline constexpr int kWarp = 32;
 
+}  // namespace DUET_DEV_ABI
 }  // namespace duet::kernels::dev
 
 #if defined(__CUDACC__)
@@ -55,6 +59,7 @@ inline constexpr int kWarp = 32;
 #endif
 
 namespace duet::kernels::dev {
+inline namespace DUET_DEV_ABI {
 
 // Derived helpers, identical in both builds.
 DUET_DEV int lane() {
@@ -84,4 +89,5 @@ DUET_DEV float warp_max(float v) {
   return v;
 }
 
+}  // namespace DUET_DEV_ABI
 }  // namespace duet::kernels::dev
