@@ -1,6 +1,8 @@
 #include <cstdio>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "duet/plan.h"
 
 namespace duet {
@@ -167,6 +169,75 @@ std::string explain(const Plan& plan) {
     for (const std::string& n : plan.notes) o << "  " << n << "\n";
   }
   return o.str();
+}
+
+std::string plan_json(const Plan& plan) {
+  using J = nlohmann::ordered_json;
+  J j;
+  j["graph"] = plan.graph;
+  j["policy"] = plan.policy.str();
+  j["estimated_us"] = plan.est_us;
+  J devices = J::array();
+  for (const PlanDevice& d : plan.devices)
+    devices.push_back({{"id", d.id},
+                       {"label", d.label},
+                       {"name", d.caps.name},
+                       {"backend", backend_name(d.caps.backend)},
+                       {"arch", d.caps.arch}});
+  j["devices"] = devices;
+  auto dev = [&](int d) { return d < 0 ? std::string("host") : plan.devices[u(d)].id; };
+  J steps = J::array();
+  for (const PlanStep& s : plan.steps) {
+    J x = {{"kind", step_kind_name(s.kind)}, {"name", s.name}, {"once", s.once}};
+    if (s.kind == StepKind::transfer) {
+      x["from"] = dev(s.src_device);
+      x["to"] = dev(s.device);
+      x["bytes"] = s.bytes;
+    } else {
+      x["device"] = dev(s.device);
+      x["op"] = op_name(s.op.op.kind);
+      x["inserted"] = s.node < 0;
+    }
+    if (s.kind == StepKind::kernel) {
+      const KernelChoice& c = s.op.choice;
+      x["tier"] = c.tier;
+      x["precision"] = precision_name(c.precision);
+      x["requested"] = precision_name(s.requested);
+      x["launch"] = c.launch.str();
+      x["device_reason"] = s.device_reason;
+      x["precision_reason"] = s.precision_reason;
+      x["tier_reason"] = s.tier_reason;
+      x["skipped"] = s.skipped;
+      x["policy"] = s.policy;
+      J rejected = J::array();
+      for (const Alternative& a : s.rejected)
+        rejected.push_back({{"device", a.device},
+                            {"tier", a.tier},
+                            {"precision", precision_name(a.precision)},
+                            {"usable", a.usable},
+                            {"by_policy", a.by_policy},
+                            {"reason", a.reason}});
+      x["rejected"] = rejected;
+      x["estimated_us"] = s.est_us;
+    }
+    steps.push_back(std::move(x));
+  }
+  j["steps"] = steps;
+  J memory = J::array();
+  for (size_t d = 0; d < plan.memory.size(); ++d) {
+    const DeviceMemoryPlan& m = plan.memory[d];
+    memory.push_back({{"device", plan.devices[d].id},
+                      {"peak_bytes", m.peak_bytes},
+                      {"constant_bytes", m.constant_bytes},
+                      {"max_live_bytes", m.max_live_bytes},
+                      {"budget_bytes", m.budget_bytes},
+                      {"budget_source", m.budget_source},
+                      {"buffers", m.slots}});
+  }
+  j["memory"] = memory;
+  j["copy_bytes"] = plan.copy_bytes();
+  j["notes"] = plan.notes;
+  return j.dump(1) + "\n";
 }
 
 }  // namespace duet

@@ -122,7 +122,7 @@ std::vector<PlanDevice> plan_devices(std::span<Device* const> devices) {
   std::vector<PlanDevice> out;
   for (Device* d : devices) {
     if (!d) continue;
-    out.push_back(PlanDevice{d->id(), d->caps(), &d->rules(), d->caps().name});
+    out.push_back(PlanDevice{d->id(), d->caps(), &d->rules(), {}});
   }
   return out;
 }
@@ -178,9 +178,12 @@ class Planner {
   void cost(const GraphNode& n, int node_index, DeviceEval& e) const;
   uint64_t live_bytes(int d, int node_index) const;
 
+  bool is_view_value(int gv) const;
+  int pick_source(int gv, int d, DType preferred) const;
+  DType available_dtype(int gv, int d, DType preferred) const;
   Result<int> on_device(int gv, int d, DType preferred, const std::string& why);
   Result<int> need(int gv, int d, DType t, const std::string& why);
-  Result<int> cast_to(int value, DType t, int d, const std::string& why);
+  Result<int> cast_to(int gv, DType t, int d, const std::string& why);
   std::optional<KernelChoice> cast_choice(int d, const OpDesc& op) const;
   Result<int> add_view(int gv, const GraphNode& n, int base);
   int add_transfer(int src, int d, int gv);
@@ -263,6 +266,7 @@ DeviceEval Planner::evaluate(const GraphNode& n, int d, Precision asked,
     Alternative a;
     a.device = pd.id;
     a.by_policy = true;
+    a.term = term;
     a.reason = e.why_not;
     e.alternatives.push_back(a);
     return e;
@@ -320,11 +324,13 @@ DeviceEval Planner::evaluate(const GraphNode& n, int d, Precision asked,
       a.reason = c.reason;
     } else if (!deny.empty()) {
       a.by_policy = true;
+      a.term = deny;
       a.reason = "tier " + c.tier + " denied by policy (" + deny + ")";
       e.policy.push_back(deny);
     } else if (r < 0) {
       if (forced) {
         a.by_policy = true;
+        a.term = forced_term;
         a.reason = "policy forces " + pname(*forced) + " (" + forced_term + ")";
         e.policy.push_back(forced_term);
       } else if (c.precision == Precision::f64) {
@@ -397,17 +403,19 @@ void Planner::cost(const GraphNode& n, int node_index, DeviceEval& e) const {
   uint64_t bytes =
       static_cast<uint64_t>(dtype_bytes(n.op.output.dtype, n.op.output.numel()));  // the output
   uint64_t largest = bytes;
+  std::set<std::pair<int, DType>> seen;  // an input read twice (attention(x, x, x)) comes once
+  std::set<int> moved_storage;
   for (size_t i = 0; i < n.inputs.size(); ++i) {
     const int gv = n.inputs[i];
     const DType want =
         i < e.pick.input_dtypes.size() ? e.pick.input_dtypes[i] : n.op.inputs[i].dtype;
-    if (find_rep(gv, d, want)) continue;
+    if (find_rep(gv, d, want) || !seen.insert({gv, want}).second) continue;
     const uint64_t cast_bytes = static_cast<uint64_t>(dtype_bytes(want, n.op.inputs[i].numel()));
     bool here = false;
     for (int r : reps_[u(gv)]) here = here || plan_.values[u(r)].device == d;
     const int sv = storage_value(gv);
     for (int r : reps_[u(sv)]) here = here || plan_.values[u(r)].device == d;
-    if (!here) {
+    if (!here && moved_storage.insert(sv).second) {
       // The cheapest source of the storage.
       double best = std::numeric_limits<double>::infinity();
       uint64_t moved = 0;
@@ -506,33 +514,56 @@ Result<int> Planner::add_view(int gv, const GraphNode& n, int base) {
   return out;
 }
 
+bool Planner::is_view_value(int gv) const {
+  const GraphValue& v = g_.value(gv);
+  return v.kind == ValueKind::intermediate && is_view(g_.nodes()[u(v.producer)].kind());
+}
+
+// The root value a copy of `gv` to device d would read: one in `preferred` dtype if any, the
+// cheapest to move among those (-1 when gv has no root value anywhere).
+int Planner::pick_source(int gv, int d, DType preferred) const {
+  int src = -1;
+  bool src_matches = false;
+  double best = std::numeric_limits<double>::infinity();
+  for (int r : reps_[u(gv)]) {
+    const PlanValue& pv = plan_.values[u(r)];
+    if (pv.root != r || pv.device == d) continue;
+    const bool matches = pv.desc.dtype == preferred;
+    const double t = estimate_transfer_us(pv.storage_bytes(), caps_of(pv.device), caps_of(d));
+    if (src < 0 || (matches && !src_matches) || (matches == src_matches && t < best)) {
+      src = r;
+      src_matches = matches;
+      best = t;
+    }
+  }
+  return src;
+}
+
+// The dtype in which on_device(gv, d, preferred) delivers the value.
+DType Planner::available_dtype(int gv, int d, DType preferred) const {
+  if (find_rep(gv, d, preferred)) return preferred;
+  for (int r : reps_[u(gv)])
+    if (plan_.values[u(r)].device == d) return plan_.values[u(r)].desc.dtype;
+  if (is_view_value(gv))
+    return available_dtype(g_.nodes()[u(g_.value(gv).producer)].inputs[0], d, preferred);
+  const int src = pick_source(gv, d, preferred);
+  return src >= 0 ? plan_.values[u(src)].desc.dtype : g_.value(gv).desc.dtype;
+}
+
 // A value of graph value `gv` on device d, in `preferred` dtype when one exists, else any.
 Result<int> Planner::on_device(int gv, int d, DType preferred, const std::string& why) {
   if (auto r = find_rep(gv, d, preferred)) return *r;
   for (int r : reps_[u(gv)])
     if (plan_.values[u(r)].device == d) return r;
-  const GraphValue& v = g_.value(gv);
-  if (v.kind == ValueKind::intermediate && is_view(g_.nodes()[u(v.producer)].kind())) {
-    const GraphNode& n = g_.nodes()[u(v.producer)];
+  if (is_view_value(gv)) {
+    const GraphNode& n = g_.nodes()[u(g_.value(gv).producer)];
     DUET_ASSIGN_OR_RETURN(int base, on_device(n.inputs[0], d, preferred, why));
     return add_view(gv, n, base);
   }
-  // Copy the cheapest root holding it.
-  int src = -1;
-  double best = std::numeric_limits<double>::infinity();
-  for (int r : reps_[u(gv)]) {
-    const PlanValue& pv = plan_.values[u(r)];
-    if (pv.root != r) continue;
-    double t = estimate_transfer_us(pv.storage_bytes(), caps_of(pv.device), caps_of(d));
-    if (pv.desc.dtype != preferred) t *= 1.5;  // a matching dtype saves a cast
-    if (t < best) {
-      best = t;
-      src = r;
-    }
-  }
+  const int src = pick_source(gv, d, preferred);
   if (src < 0)
-    return Status(Code::internal,
-                  "planner: value '" + v.name + "' needed by " + why + " exists nowhere");
+    return Status(Code::internal, "planner: value '" + g_.value(gv).name + "' needed by " + why +
+                                      " exists nowhere");
   return add_transfer(src, d, gv);
 }
 
@@ -552,37 +583,40 @@ std::optional<KernelChoice> Planner::cast_choice(int d, const OpDesc& op) const 
   return std::nullopt;
 }
 
-Result<int> Planner::cast_to(int value, DType t, int d, const std::string& why) {
-  const PlanValue src = plan_.values[u(value)];
-  const int gv = src.graph_value;
+// `gv` as dtype t on device d through a cast: on d when it can cast, else on a device that can
+// (one holding the value first), then copied to d.
+Result<int> Planner::cast_to(int gv, DType t, int d, const std::string& why) {
   OpAttrs at;
   at.to = t;
-  // Cast where the consumer runs if it can; else where the value is, then copy.
   std::vector<int> where = {d};
-  for (int r : reps_[u(gv)])
-    if (plan_.values[u(r)].device != kHost &&
-        std::find(where.begin(), where.end(), plan_.values[u(r)].device) == where.end())
-      where.push_back(plan_.values[u(r)].device);
-  for (size_t i = 0; i < plan_.devices.size(); ++i)
-    if (std::find(where.begin(), where.end(), static_cast<int>(i)) == where.end())
-      where.push_back(static_cast<int>(i));
+  auto add = [&](int e) {
+    if (e != kHost && std::find(where.begin(), where.end(), e) == where.end()) where.push_back(e);
+  };
+  for (int r : reps_[u(gv)]) add(plan_.values[u(r)].device);
+  for (int r : reps_[u(storage_value(gv))]) add(plan_.values[u(r)].device);
+  for (size_t i = 0; i < plan_.devices.size(); ++i) add(static_cast<int>(i));
+  const TensorDesc& gdesc = g_.value(gv).desc;
   std::string refusals;
+  DType from = gdesc.dtype;
   for (int e : where) {
     if (single_ >= 0 && e != single_) continue;
-    auto probe = make_op(OpKind::cast, at, {src.desc}, {src.name}, rep_name(gv, e, t));
+    from = available_dtype(gv, e, t);
+    const TensorDesc probe_in = TensorDesc::contiguous(from, gdesc.dims());
+    auto probe = make_op(OpKind::cast, at, {probe_in}, {g_.value(gv).name}, rep_name(gv, e, t));
     if (!probe.ok()) return probe.status();
-    auto choice = cast_choice(e, *probe);
-    if (!choice) {
-      refusals += (refusals.empty() ? "" : "; ") + dev(e).id + " has no usable cast kernel";
+    if (!cast_choice(e, *probe)) {
+      refusals += (refusals.empty() ? "" : "; ") + dev(e).id + " has no usable cast kernel from " +
+                  std::string(dtype_name(from));
       continue;
     }
-    int in = value;
-    if (e != src.device) {
-      DUET_ASSIGN_OR_RETURN(in, on_device(gv, e, src.desc.dtype, why));
-    }
+    DUET_ASSIGN_OR_RETURN(int in, on_device(gv, e, t, why));
     const PlanValue& iv = plan_.values[u(in)];
     auto op = make_op(OpKind::cast, at, {iv.desc}, {iv.name}, rep_name(gv, e, t));
     if (!op.ok()) return op.status();
+    auto choice = cast_choice(e, *op);
+    if (!choice)
+      return Status(Code::internal, "planner: " + dev(e).id + " refused the cast of '" + iv.name +
+                                        "' it offered for " + probe_in.str());
     PlanValue out;
     out.name = op->name;
     out.desc = op->output;
@@ -599,27 +633,27 @@ Result<int> Planner::cast_to(int value, DType t, int d, const std::string& why) 
     st.output = oid;
     st.once = constant;
     st.requested = choice->precision;
-    st.device_reason = "inserted: " + why + " reads " + std::string(dtype_name(t));
+    st.device_reason = "inserted: " + why + " reads " + std::string(dtype_name(t)) +
+                       (e == d ? std::string() : " on " + dev(d).id + ", which cannot cast it");
     st.tier_reason = choice->tier + ": " + choice->reason;
     st.est_us = estimate_kernel_us(*op, *choice, dev(e).caps);
     st.op = PlannedOp{std::move(*op), std::move(*choice)};
     add_step(std::move(st));
-    if (e == d) return oid;
-    return on_device(gv, d, t, why);
+    return e == d ? oid : add_transfer(oid, d, gv);
   }
   return Err(Code::unsupported)
       .op("cast", rep_name(gv, d, t))
-      .tensor(src.name)
+      .tensor(g_.value(gv).name)
       .note("needed as " + std::string(dtype_name(t)) + " by " + why + ", but no device can cast " +
-            std::string(dtype_name(src.desc.dtype)) + " to " + std::string(dtype_name(t)) + " (" +
-            refusals + ")");
+            std::string(dtype_name(from)) + " to " + std::string(dtype_name(t)) + " (" + refusals +
+            ")");
 }
 
 Result<int> Planner::need(int gv, int d, DType t, const std::string& why) {
   if (auto r = find_rep(gv, d, t)) return *r;
-  DUET_ASSIGN_OR_RETURN(int r, on_device(gv, d, t, why));
-  if (plan_.values[u(r)].desc.dtype == t) return r;
-  return cast_to(r, t, d, why);
+  // Already in that dtype somewhere (or its storage, for a view): bring it.
+  if (available_dtype(gv, d, t) == t) return on_device(gv, d, t, why);
+  return cast_to(gv, t, d, why);
 }
 
 Status Planner::choose_single_device() {
@@ -736,7 +770,7 @@ Status Planner::place(int node_index) {
   // Why this precision.
   if (forced) {
     st.precision_reason = pname(*forced) + " forced by policy (" + forced_term + ")";
-    st.policy.push_back(forced_term + ": precision " + pname(*forced));
+    st.policy.push_back(forced_term + " set the precision to " + pname(*forced));
   } else if (e.pick.precision == asked) {
     st.precision_reason = pname(asked) + " as the graph asks";
   } else if (data_movement(n.kind())) {
@@ -755,14 +789,23 @@ Status Planner::place(int node_index) {
       st.precision_reason += " (fallback=" + pname(policy_.bf16_fallback) + ")";
   }
   st.tier_reason = e.pick.tier + ": " + e.pick.reason;
+  // What each policy term removed, one line per term.
+  std::vector<std::pair<std::string, std::string>> removed;  // term -> "cuda:0 flash bf16, ..."
+  auto note_removed = [&](const std::string& term, const std::string& what) {
+    for (auto& [t, list] : removed)
+      if (t == term) {
+        list += ", " + what;
+        return;
+      }
+    removed.emplace_back(term, what);
+  };
   for (const DeviceEval& x : evals) {
     for (const Alternative& a : x.alternatives) {
       st.rejected.push_back(a);
-      if (a.by_policy && x.device == d)
-        st.policy.push_back(a.reason + (a.tier.empty() ? "" : " [" + a.tier + "]"));
+      if (a.by_policy && !a.term.empty())
+        note_removed(a.term, a.tier.empty() ? a.device + " (the device)"
+                                            : a.device + " " + a.tier + " " + pname(a.precision));
     }
-    if (x.device != d && x.denied && !x.policy.empty())
-      st.policy.push_back(dev(x.device).id + " not used: " + x.why_not);
     if (x.device != d && x.ok) {
       Alternative a;
       a.device = dev(x.device).id;
@@ -780,13 +823,12 @@ Status Planner::place(int node_index) {
       Alternative a;
       a.device = dev(x.device).id;
       a.by_policy = true;
+      a.term = "split=off";
       a.reason = x.why_not;
       st.rejected.push_back(a);
     }
   }
-  // A policy that removed the device's preferred tier decided: say so.
-  for (const std::string& s : e.skipped)
-    if (s.find("by policy") != std::string::npos) st.policy.push_back(s);
+  for (const auto& [term, list] : removed) st.policy.push_back(term + " removed " + list);
 
   // Inputs, cast and copied as the kernel needs them.
   std::vector<int> ins;
@@ -806,12 +848,24 @@ Status Planner::place(int node_index) {
         .with_context("planner: " + what + " with the kernel's input dtypes on " + dev(d).id);
   // The launch shape for the op as executed (its dtypes and strides), when the backend agrees.
   KernelChoice choice = e.pick;
-  if (dev(d).rules)
-    for (KernelChoice& c : dev(d).rules->choices(dev(d).caps, *op))
-      if (c.ok && c.tier == e.pick.tier && c.precision == e.pick.precision) {
-        choice = std::move(c);
-        break;
-      }
+  bool agreed = false;
+  std::string refusal;
+  for (KernelChoice& c : dev(d).rules->choices(dev(d).caps, *op)) {
+    if (c.tier != e.pick.tier || c.precision != e.pick.precision) continue;
+    if (c.ok) {
+      choice = std::move(c);
+      agreed = true;
+      break;
+    }
+    refusal = c.reason;
+  }
+  if (!agreed)
+    plan_.notes.push_back(what + " on " + dev(d).id + ": the backend " +
+                          (refusal.empty() ? std::string("does not list ") + e.pick.tier + " " +
+                                                 pname(e.pick.precision)
+                                           : "refuses " + e.pick.tier + " (" + refusal + ")") +
+                          " for the op as executed (" + describe(*op) +
+                          "); the launch shape is the one chosen for the graph's op");
   bool constant = true;
   for (int r : ins) constant = constant && plan_.values[u(r)].constant;
   home_[u(n.output)] = d;
@@ -840,6 +894,13 @@ Status Planner::finish_outputs() {
         d = plan_.values[u(r)].device;
     for (int r : reps_[u(sv)])
       if (d == kHost && plan_.values[u(r)].device != kHost) d = plan_.values[u(r)].device;
+    if (d == kHost) {
+      // A view of an input or constant: made on the first device the policy allows.
+      for (size_t i = 0; i < plan_.devices.size() && d == kHost; ++i)
+        if (policy_.device_denied(plan_.devices[i].caps.backend, plan_.devices[i].id).empty() &&
+            (single_ < 0 || single_ == static_cast<int>(i)))
+          d = static_cast<int>(i);
+    }
     if (d == kHost)
       return Status(Code::internal, "planner: output '" + v.name + "' was not computed");
     DUET_ASSIGN_OR_RETURN(int r, need(gv, d, v.desc.dtype, "graph output '" + v.name + "'"));

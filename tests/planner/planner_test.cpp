@@ -1,6 +1,8 @@
 // The planner's decisions on capability profiles, with test rules that have a GPU backend's tier
 // structure: precision fallback and casts, tiers, copies, memory plans, policy overrides and
 // explain. (The same scenarios on the real backends' rules are in failures_test.cpp.)
+#include <nlohmann/json.hpp>
+
 #include "fixtures.h"
 
 namespace duet::testing_planner {
@@ -214,6 +216,29 @@ TEST(Planner, ACastADeviceCannotDoRunsWhereTheValueCanBeCast) {
     cpu_casts += s.kind == StepKind::kernel && s.node < 0 && s.device == 1 ? 1 : 0;
   EXPECT_GE(cpu_casts, 3) << explain(p);
   EXPECT_GE(p.copies().size(), 3u);
+}
+
+}  // namespace
+}  // namespace duet::testing_planner
+
+namespace duet::testing_planner {
+namespace {
+
+TEST(Planner, PlanJsonCarriesTheDecisions) {
+  Plan p = plan_ok(attention_graph(DType::bf16), test_devices({"rtx2080ti"}));
+  const nlohmann::json j = nlohmann::json::parse(plan_json(p));
+  EXPECT_EQ(j["graph"], "attn");
+  bool found = false;
+  for (const auto& s : j["steps"])
+    if (s["name"] == "attn") {
+      found = true;
+      EXPECT_EQ(s["tier"], "tiled");
+      EXPECT_EQ(s["precision"], "f16");
+      EXPECT_EQ(s["requested"], "bf16");
+      EXPECT_FALSE(s["rejected"].empty());
+    }
+  EXPECT_TRUE(found);
+  EXPECT_EQ(j["memory"][0]["device"], "cuda:0");
 }
 
 }  // namespace

@@ -134,6 +134,7 @@ TEST(PolicyInPlans, DeniedFlashIsNotUsedAndExplainSaysThePolicyDecided) {
   EXPECT_HAS(text, "policy: deny=cuda.flash");
   EXPECT_HAS(text, "flash skipped: denied by policy (deny=cuda.flash)");
   EXPECT_HAS(text, "[policy]");
+  EXPECT_HAS(text, "policy     deny=cuda.flash removed cuda:0 flash bf16, cuda:0 flash f16");
 }
 
 TEST(PolicyInPlans, ForcedPrecisionWinsAndShows) {
@@ -177,7 +178,7 @@ TEST(PolicyInPlans, DeviceChoiceWins) {
     if (s.kind == StepKind::kernel) {
       EXPECT_EQ(s.device, 1) << s.name;
     }
-  EXPECT_HAS(explain(p), "cuda:0 not used: device not used by policy (allow=cuda:1)");
+  EXPECT_HAS(explain(p), "policy     allow=cuda:1 removed cuda:0 (the device)");
 }
 
 TEST(PolicyInPlans, APolicyTermMatchingNothingIsReported) {

@@ -15,12 +15,13 @@
 
 namespace duet {
 
-// A device the planner may use: a real one (plan_devices) or a capability profile.
+// A device the planner may use: a real one (plan_devices) or a capability profile. The rules
+// must outlive the planning (the plan keeps the pointer but the executor does not use it).
 struct DUET_API PlanDevice {
   std::string id;  // "cuda:0"; unique in a plan
   DeviceCaps caps;
   const BackendRules* rules = nullptr;
-  std::string label;  // shown beside the id: a profile name, or the device name
+  std::string label;  // shown beside the id (a profile's name); empty for real devices
 };
 
 // Where host values live (graph inputs before upload, constants before upload, outputs after
@@ -53,6 +54,7 @@ struct DUET_API Alternative {
   Precision precision = Precision::f32;
   bool usable = false;  // the backend could have run it
   bool by_policy = false;
+  std::string term;  // the policy term that removed it ("deny=cuda.flash")
   std::string reason;
 };
 
@@ -113,5 +115,8 @@ struct DUET_API Plan {
 // The plan in words: per op the device, precision, tier, launch shape, why, and why each
 // alternative was rejected; then copies, memory and estimated time.
 DUET_API std::string explain(const Plan& plan);
+// The plan as JSON (for `duet plan --json` and tools): devices, steps with their decisions and
+// reasons, copies, memory and notes.
+DUET_API std::string plan_json(const Plan& plan);
 
 }  // namespace duet
