@@ -48,7 +48,7 @@ int run_plan(const CLI::App& cmd, const Options& o) {
   if (!plan.ok()) return fail(cmd, plan.status().message(), 1);
 
   if (o.json) {
-    nlohmann::json j = plan_to_json(*plan);
+    nlohmann::ordered_json j = nlohmann::ordered_json::parse(plan_json(*plan));
     j["policy_source"] = policy->source;
     std::cout << j.dump(2) << "\n";
   } else if (o.explain) {

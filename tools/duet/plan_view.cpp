@@ -12,43 +12,6 @@ size_t u(int i) {
   return static_cast<size_t>(i);
 }
 
-nlohmann::json step_json(const Plan& plan, const PlanStep& s) {
-  nlohmann::json j = {{"kind", step_kind_name(s.kind)},
-                      {"name", s.name},
-                      {"once", s.once},
-                      {"device", device_id(plan, s.device)}};
-  if (s.kind == StepKind::transfer) {
-    j["value"] = plan.values[u(s.inputs[0])].name;
-    j["from"] = device_id(plan, s.src_device);
-    j["bytes"] = s.bytes;
-    return j;
-  }
-  j["op"] = op_name(s.op.op.kind);
-  j["output"] = plan.values[u(s.output)].desc.str();
-  if (s.kind == StepKind::view) return j;
-  const KernelChoice& c = s.op.choice;
-  j["node"] = s.node >= 0 ? nlohmann::json(s.name) : nlohmann::json(nullptr);
-  j["requested"] = precision_name(s.requested);
-  j["precision"] = precision_name(c.precision);
-  j["tier"] = c.tier;
-  j["launch"] = c.launch.str();
-  j["device_reason"] = s.device_reason;
-  j["precision_reason"] = s.precision_reason;
-  j["tier_reason"] = s.tier_reason;
-  j["skipped"] = s.skipped;
-  j["policy"] = s.policy;
-  j["rejected"] = nlohmann::json::array();
-  for (const Alternative& a : s.rejected)
-    j["rejected"].push_back({{"device", a.device},
-                             {"tier", a.tier},
-                             {"precision", precision_name(a.precision)},
-                             {"usable", a.usable},
-                             {"by_policy", a.by_policy},
-                             {"reason", a.reason}});
-  j["estimate_us"] = s.est_us;
-  return j;
-}
-
 }  // namespace
 
 std::string device_id(const Plan& plan, int device) {
@@ -59,8 +22,10 @@ std::string device_id(const Plan& plan, int device) {
 
 std::string devices_line(const Plan& plan) {
   std::string s = "devices:";
-  for (size_t d = 0; d < plan.devices.size(); ++d)
-    s += (d ? ", " : " ") + plan.device_name(static_cast<int>(d));
+  for (size_t d = 0; d < plan.devices.size(); ++d) {
+    const PlanDevice& pd = plan.devices[d];
+    s += (d ? ", " : " ") + pd.id + " (" + (pd.label.empty() ? pd.caps.name : pd.label) + ")";
+  }
   return s;
 }
 
@@ -77,35 +42,6 @@ std::string format_us(double us) {
   else
     std::snprintf(b, sizeof b, "%.1f us", us);
   return b;
-}
-
-nlohmann::json plan_to_json(const Plan& plan) {
-  nlohmann::json j;
-  j["graph"] = plan.graph;
-  j["policy"] = plan.policy.str();
-  j["estimate_us"] = plan.est_us;
-  j["devices"] = nlohmann::json::array();
-  for (size_t d = 0; d < plan.devices.size(); ++d) {
-    const PlanDevice& pd = plan.devices[d];
-    const DeviceMemoryPlan& m = plan.memory[d];
-    j["devices"].push_back({{"id", pd.id},
-                            {"label", pd.label},
-                            {"name", pd.caps.name},
-                            {"backend", backend_name(pd.caps.backend)},
-                            {"source", pd.caps.source},
-                            {"memory",
-                             {{"peak_bytes", m.peak_bytes},
-                              {"constant_bytes", m.constant_bytes},
-                              {"max_live_bytes", m.max_live_bytes},
-                              {"budget_bytes", m.budget_bytes},
-                              {"budget_source", m.budget_source},
-                              {"buffers", m.slots.size()}}}});
-  }
-  j["steps"] = nlohmann::json::array();
-  for (const PlanStep& s : plan.steps) j["steps"].push_back(step_json(plan, s));
-  j["copy_bytes"] = plan.copy_bytes();
-  j["notes"] = plan.notes;
-  return j;
 }
 
 std::string plan_summary(const Plan& plan, const ChosenPolicy& policy) {

@@ -1,18 +1,14 @@
-// Plans as the `duet` command shows them: a short table, JSON, and explain() with the policy's
-// source.
+// Plans as the `duet` command shows them: a short table, and explain() with the policy's source.
+// (--json is the core's plan_json.)
 #pragma once
 
 #include <string>
-
-#include <nlohmann/json.hpp>
 
 #include "duet/common.h"
 #include "duet/plan.h"
 
 namespace duet::cli {
 
-// Every step with its device, precision, tier, reasons and estimate; devices; memory; notes.
-nlohmann::json plan_to_json(const Plan& plan);
 // One line per step (kernels: device, precision, tier, estimate; transfers), copies, memory.
 std::string plan_summary(const Plan& plan, const ChosenPolicy& policy);
 // explain() with its policy line saying where the policy came from.
