@@ -12,6 +12,7 @@
 #include "duet/backends.h"
 #include "duet/builtin_engine.h"
 #include "duet/duet.h"
+#include "duet/engine.h"
 #include "duet/graph_file.h"
 #include "duet/planner.h"
 #include "duet/safetensors.h"
@@ -25,6 +26,7 @@ struct duet_graph {
 };
 
 struct duet_plan {
+  std::shared_ptr<duet::Registry> registry;  // the devices planned for, when real
   duet::Plan plan;
   struct Op {
     std::string name, op, device, precision, tier;
@@ -132,6 +134,21 @@ std::vector<std::string> split_commas(const char* text) {
   return out;
 }
 
+// This machine's devices, opened when the first engine or plan needs them and closed when the
+// last handle using them is destroyed. Not a process-lifetime object: destroying Vulkan devices
+// during exit, after drivers loaded with dlopen may have been finalized, is not safe.
+std::shared_ptr<duet::Registry> machine() {
+  static std::mutex m;
+  static std::weak_ptr<duet::Registry> current;
+  std::lock_guard<std::mutex> g(m);
+  std::shared_ptr<duet::Registry> r = current.lock();
+  if (!r) {
+    r = std::make_shared<duet::Registry>(duet::open_registry());
+    current = r;
+  }
+  return r;
+}
+
 const char* name_at(const duet::Graph& g, const std::vector<int>& ids, size_t i) {
   return i < ids.size() ? g.value(ids[i]).name.c_str() : nullptr;
 }
@@ -164,6 +181,8 @@ const char* duet_status_name(duet_status status) {
       return "device_lost";
     case DUET_ERROR_INTERNAL:
       return "internal";
+    case DUET_STATUS_MAX_ENUM:
+      break;
   }
   return "unknown";
 }
@@ -365,8 +384,7 @@ duet_status duet_devices_json(char** out) {
   return guard("duet_devices_json", [&]() -> Status {
     DUET_REQUIRE("duet_devices_json", out);
     *out = nullptr;
-    std::shared_ptr<duet::Registry> reg = duet::shared_registry();
-    *out = copy_string(duet::devices_json(*reg).dump(2));
+    *out = copy_string(duet::devices_json(*machine()).dump(2));
     return {};
   });
 }
@@ -380,14 +398,15 @@ duet_status duet_plan_create(const duet_graph* g, const char* profiles, const ch
     *out = nullptr;
     DUET_REQUIRE("duet_plan_create", g);
     DUET_ASSIGN_OR_RETURN(duet::Policy p, policy_from(policy));
+    auto h = std::make_unique<duet_plan>();
     std::vector<duet::PlanDevice> devices;
     const std::vector<std::string> names = split_commas(profiles);
     if (names.empty()) {
-      devices = duet::plan_devices(duet::shared_registry()->devices());
+      h->registry = machine();
+      devices = duet::plan_devices(h->registry->devices());
     } else {
       DUET_ASSIGN_OR_RETURN(devices, duet::profile_devices(names));
     }
-    auto h = std::make_unique<duet_plan>();
     DUET_ASSIGN_OR_RETURN(h->plan, duet::make_plan(g->g, std::move(devices), p));
     for (const duet::PlanStep& s : h->plan.steps) {
       if (s.kind != duet::StepKind::kernel) continue;
@@ -443,7 +462,9 @@ duet_status duet_engine_create(const duet_graph* g, const char* policy, duet_eng
     DUET_REQUIRE("duet_engine_create", g);
     DUET_ASSIGN_OR_RETURN(duet::Policy p, policy_from(policy));
     auto h = std::make_unique<duet_engine>();
-    DUET_ASSIGN_OR_RETURN(h->engine, duet::open_engine(g->g, std::move(p)));
+    std::shared_ptr<duet::Registry> reg = machine();
+    // The engine keeps the registry (its devices) alive as long as it lives.
+    DUET_ASSIGN_OR_RETURN(h->engine, duet::Engine::create(g->g, reg->devices(), std::move(p), reg));
     for (int id : g->g.outputs()) h->outputs.push_back(g->g.value(id).name);
     *out = h.release();
     return {};

@@ -26,9 +26,9 @@ struct Options {
 };
 
 Result<std::vector<PlanDevice>> planner_devices(const std::vector<std::string>& profiles,
-                                                std::shared_ptr<Registry>& keep) {
+                                                std::optional<Registry>& keep) {
   if (profiles.empty()) {
-    keep = shared_registry();
+    keep = open_registry();
     return plan_devices(keep->devices());
   }
   return profile_devices(profiles);
@@ -41,7 +41,7 @@ int run_plan(const CLI::App& cmd, const Options& o) {
   // Planning needs shapes, not weights: constants' files are not read.
   auto graph = load_graph_file(o.graph, false);
   if (!graph.ok()) return fail(cmd, graph.status().message(), 2);
-  std::shared_ptr<Registry> registry;
+  std::optional<Registry> registry;
   auto devices = planner_devices(profiles, registry);
   if (!devices.ok()) return fail(cmd, devices.status().message(), 2);
   auto plan = make_plan(*graph, *devices, policy->policy);

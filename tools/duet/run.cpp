@@ -9,9 +9,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "duet/builtin_engine.h"
+#include "duet/backends.h"
 #include "duet/commands.h"
 #include "duet/common.h"
+#include "duet/engine.h"
 #include "duet/plan_view.h"
 #include "duet/safetensors.h"
 
@@ -120,7 +121,10 @@ int run_graph(const CLI::App& cmd, const Options& o) {
   auto inputs = gather_inputs(*graph, o, inputs_note);
   if (!inputs.ok()) return fail(cmd, inputs.status().message(), 2);
 
-  auto engine = open_engine(*graph, policy->policy);
+  // A registry of this command's own, closed before the process exits (not the process-wide
+  // shared_registry(), whose devices would be torn down during exit).
+  Registry reg = open_registry();
+  auto engine = Engine::create(*graph, reg.devices(), policy->policy);
   if (!engine.ok()) return fail(cmd, engine.status().message(), 1);
   Engine& e = **engine;
 

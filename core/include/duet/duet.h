@@ -49,11 +49,12 @@ typedef enum duet_status {
   DUET_ERROR_INVALID_ARGUMENT = 1, /* malformed input: shapes, dtypes, names, NULL pointers */
   DUET_ERROR_UNSUPPORTED = 2,      /* well-formed, but no device here can do it */
   DUET_ERROR_OUT_OF_MEMORY = 3,
-  DUET_ERROR_NOT_FOUND = 4,   /* unknown device, profile, tensor name, missing file */
-  DUET_ERROR_IO = 5,          /* reading or writing a file failed */
-  DUET_ERROR_PARSE = 6,       /* a file's content is malformed (graph, safetensors, policy) */
-  DUET_ERROR_DEVICE_LOST = 7, /* a device failed; later work on it fails too */
-  DUET_ERROR_INTERNAL = 8     /* a bug in duet */
+  DUET_ERROR_NOT_FOUND = 4,         /* unknown device, profile, tensor name, missing file */
+  DUET_ERROR_IO = 5,                /* reading or writing a file failed */
+  DUET_ERROR_PARSE = 6,             /* a file's content is malformed (graph, safetensors, policy) */
+  DUET_ERROR_DEVICE_LOST = 7,       /* a device failed; later work on it fails too */
+  DUET_ERROR_INTERNAL = 8,          /* a bug in duet */
+  DUET_STATUS_MAX_ENUM = 0x7FFFFFFF /* not a status: keeps the enum int-sized in C and C++ */
 } duet_status;
 
 /* The message of this thread's last failed call ("" when none has failed). */
@@ -77,7 +78,8 @@ typedef enum duet_dtype {
   DUET_F16 = 1,  /* IEEE half, stored as uint16_t */
   DUET_BF16 = 2, /* bfloat16, stored as uint16_t */
   DUET_I8 = 3,
-  DUET_I32 = 4
+  DUET_I32 = 4,
+  DUET_DTYPE_MAX_ENUM = 0x7FFFFFFF /* not a dtype: keeps the enum int-sized in C and C++ */
 } duet_dtype;
 
 #define DUET_MAX_RANK 4
