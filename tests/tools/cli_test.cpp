@@ -210,6 +210,15 @@ TEST_F(Cli, BenchReportsGflopsForTheCpu) {
   EXPECT_NE(r.out.find("add f32 2048x4096"), std::string::npos) << r.out;
 }
 
+TEST_F(Cli, BenchPlotToAnUnwritablePathFailsNamingIt) {
+  const std::string png = path("no-such-dir/b.png");
+  CliRun r = duet("bench --device cpu:0 --op add --repeats 1 --min-seconds 0 --plot " + png);
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(lines(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("cannot write " + png), std::string::npos) << r.err;
+  EXPECT_TRUE(files().empty());
+}
+
 // ---- plan --------------------------------------------------------------------------------
 
 TEST_F(Cli, PlanForATuringProfileExplainsTheFallbackToFp16TiledAttention) {
