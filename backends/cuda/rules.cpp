@@ -1,24 +1,127 @@
-// Placeholder until the CUDA backend lands: refuses every op with the reason.
+// The CUDA backend's rules: kernel image first, then the kernels' own choices, with cuBLASLt
+// in front for matmul. Pure functions of the capability record and the build's architectures.
+#include <algorithm>
+#include <utility>
+
 #include "cuda_backend.h"
+#include "duet/kernels/select.h"
+#include "gemm.h"
+#include "rules.h"
+
+namespace duet::kernels {
+struct BuildArchs;  // the kernels' own build description, where select.h defines it
+}  // namespace duet::kernels
 
 namespace duet::cuda {
 
 namespace {
-class Rules final : public BackendRules {
- public:
-  BackendKind backend() const override { return BackendKind::cuda; }
-  std::vector<KernelChoice> choices(const DeviceCaps&, const OpDesc&) const override {
-    KernelChoice c;
-    c.tier = "generic";
-    c.reason = "the CUDA backend has no kernels in this build yet";
-    return {c};
-  }
+
+template <class, class U>
+struct Dependent {
+  using type = U;
 };
+
+// The kernels' choices for a build carrying `archs`, so that per-tier image checks follow the
+// rules' architecture list (what-if planning, and builds without CUDA, plan like the list
+// says). Uses kernels::choices(caps, op, build) where the kernels' selection offers it, else
+// the kernels' view of this build.
+template <class Caps>
+std::vector<KernelChoice> kernel_choices(const Caps& caps, const OpDesc& op,
+                                         const BuildArchs& archs) {
+  using KernelBuild = typename Dependent<Caps, kernels::BuildArchs>::type;
+  if constexpr (requires(const KernelBuild& b) { kernels::choices(caps, op, b); }) {
+    KernelBuild b;
+    b.cubins = archs.cubins;
+    b.cubins.insert(b.cubins.end(), archs.arch_specific.begin(), archs.arch_specific.end());
+    std::sort(b.cubins.begin(), b.cubins.end());
+    b.ptx = archs.ptx;
+    return kernels::choices(caps, op, b);
+  } else {
+    return kernels::choices(caps, op);
+  }
+}
+
+std::string extra(const DeviceCaps& caps, std::string_view key) {
+  auto it = caps.extra.find(std::string(key));
+  return it == caps.extra.end() ? std::string() : it->second;
+}
+
+// Keeps what the kernels' selection promises, whatever it returns: no bf16 kernel on a device
+// without bf16 arithmetic, no f16 kernel without f16 arithmetic.
+void enforce_arithmetic(const DeviceCaps& caps, KernelChoice& c) {
+  if (!c.ok) return;
+  if (c.precision == Precision::bf16 && !caps.bf16_arith) {
+    c.ok = false;
+    c.reason = "bf16 arithmetic needs sm_80 or newer; " + caps.name + " is " + caps.arch;
+  } else if (c.precision == Precision::f16 && !caps.fp16_arith) {
+    c.ok = false;
+    c.reason = "f16 arithmetic needs sm_53 or newer; " + caps.name + " is " + caps.arch;
+  }
+}
+
+class CudaRules final : public BackendRules {
+ public:
+  explicit CudaRules(BuildArchs archs) : archs_(std::move(archs)) {}
+  BackendKind backend() const override { return BackendKind::cuda; }
+
+  std::vector<KernelChoice> choices(const DeviceCaps& caps, const OpDesc& op) const override {
+    std::vector<KernelChoice> out;
+    if (op.kind == OpKind::matmul) out = cublas_choices(caps, op);
+    for (KernelChoice& c : kernel_choices(caps, op, archs_)) out.push_back(std::move(c));
+    const ImageCheck image = check_image(archs_, caps.cc_major, caps.cc_minor);
+    for (KernelChoice& c : out) {
+      if (!image.ok()) {
+        c.ok = false;
+        c.reason = image.refusal();
+      }
+      enforce_arithmetic(caps, c);
+    }
+    return out;
+  }
+
+ private:
+  BuildArchs archs_;
+};
+
 }  // namespace
 
+std::vector<KernelChoice> cublas_choices(const DeviceCaps& caps, const OpDesc& op) {
+  std::vector<KernelChoice> out;
+  if (op.kind != OpKind::matmul) return out;
+  const std::string lib = extra(caps, kCublasKey);
+  const bool loaded = !lib.empty() && lib.rfind("unavailable", 0) != 0;
+  Result<GemmCall> gemm = plan_gemm(op);
+  for (Precision p : {Precision::f32, Precision::f16, Precision::bf16}) {
+    const DType t = precision_storage(p);
+    KernelChoice c;
+    c.tier = "cublas";
+    c.precision = p;
+    c.input_dtypes = {t, t};
+    c.output_dtype = t;
+    c.launch.variant = "cublasLt";
+    if (!loaded) {
+      c.reason = lib.empty() ? "cuBLASLt: the device record does not say the library loaded"
+                             : "cuBLASLt " + lib;
+    } else if (!gemm.ok()) {
+      c.reason = "cuBLASLt cannot express this layout: " + gemm.status().message();
+    } else {
+      c.ok = true;
+      c.reason = "cuBLASLt (" + lib + "), tuned by NVIDIA for " + caps.arch + ", " +
+                 std::string(precision_name(p)) + " with f32 accumulation" +
+                 (p == Precision::f32 ? " (no TF32)" : "");
+    }
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+std::unique_ptr<BackendRules> make_rules(BuildArchs archs) {
+  return std::make_unique<CudaRules>(std::move(archs));
+}
+
 const BackendRules& rules() {
-  static const Rules r;
-  return r;
+  static const std::unique_ptr<BackendRules> r = make_rules(this_build());
+  return *r;
 }
 
 }  // namespace duet::cuda

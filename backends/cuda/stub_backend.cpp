@@ -1,4 +1,5 @@
-// Built when the CUDA backend is not: the factory says why.
+// Built when the CUDA backend is not: the factory says why (DUET_CUDA_REASON from CMake). The
+// rules still answer (rules.cpp), so planning for CUDA profiles works in this build too.
 #include "cuda_backend.h"
 
 namespace duet::cuda {

@@ -11,6 +11,7 @@
 #include "check/check.h"
 #include "duet/backends.h"
 #include "duet/commands.h"
+#include "duet/common.h"
 #include "reference/reference.h"
 
 namespace duet::cli {
@@ -52,25 +53,16 @@ nlohmann::json row_json(const Row& r) {
 }
 
 int run_check(const CLI::App& cmd, const Options& o) {
+  if (Status s = validate_ops(o.ops); !s.ok()) return fail(cmd, s.message(), 2);
+  if (Status s = validate_dtypes(o.dtypes); !s.ok()) return fail(cmd, s.message(), 2);
   Registry reg = open_registry();
-  std::vector<Device*> devices;
-  for (const std::string& id : o.devices) {
-    Device* d = reg.find(id);
-    if (!d) return fail(cmd, "unknown device '" + id + "' (see `duet devices`)", 2);
-    devices.push_back(d);
-  }
-  if (devices.empty()) devices = reg.devices();
-  for (const std::string& op : o.ops)
-    if (!parse_op(op)) return fail(cmd, "unknown op '" + op + "'", 2);
-  for (const std::string& t : o.dtypes)
-    if (!parse_dtype(t)) return fail(cmd, "unknown dtype '" + t + "'", 2);
+  auto picked = select_devices(reg, o.devices);
+  if (!picked.ok()) return fail(cmd, picked.status().message(), 2);
+  const std::vector<Device*>& devices = *picked;
 
   std::vector<check::Case> cases;
   for (check::Case& c : check::cases(o.full)) {
-    if (!o.ops.empty() && std::find(o.ops.begin(), o.ops.end(), op_name(c.kind)) == o.ops.end())
-      continue;
-    if (!o.dtypes.empty() && std::find(o.dtypes.begin(), o.dtypes.end(),
-                                       dtype_name(c.inputs[0].dtype)) == o.dtypes.end())
+    if (!selected(o.ops, op_name(c.kind)) || !selected(o.dtypes, dtype_name(c.inputs[0].dtype)))
       continue;
     cases.push_back(std::move(c));
   }
@@ -168,15 +160,8 @@ int run_check(const CLI::App& cmd, const Options& o) {
     j["failed"] = failed;
     j["cases"] = nlohmann::json::array();
     for (const Row& r : rows) j["cases"].push_back(row_json(r));
-    // Written to a temporary name and renamed, so a failed write never leaves a partial file.
-    const std::string tmp = o.json_path + ".partial";
-    {
-      std::ofstream f(tmp);
-      f << j.dump(2) << "\n";
-      if (!f) return fail(cmd, "cannot write " + o.json_path, 1);
-    }
-    if (std::rename(tmp.c_str(), o.json_path.c_str()) != 0)
-      return fail(cmd, "cannot write " + o.json_path, 1);
+    if (Status st = write_file_atomically(o.json_path, j.dump(2) + "\n"); !st.ok())
+      return fail(cmd, st.message());
   }
   return failed == 0 ? 0 : 1;
 }

@@ -16,6 +16,7 @@ struct Command {
 
 Command add_devices(CLI::App& app);
 Command add_check(CLI::App& app);
+Command add_bench(CLI::App& app);
 
 // Prints "duet <command>: <message>" on stderr and returns `status`.
 int fail(const CLI::App& command, const std::string& message, int status = 1);

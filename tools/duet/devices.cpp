@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
 
@@ -34,6 +35,30 @@ std::string features(const DeviceCaps& c) {
   return s.empty() ? "none" : s;
 }
 
+// Devices that are one physical GPU seen through several APIs (same UUID), e.g. cuda:0 and
+// vulkan:1. Only groups of two or more are returned.
+std::vector<std::vector<Device*>> shared_gpus(const Registry& reg) {
+  std::vector<std::vector<Device*>> groups;
+  for (Device* d : reg.devices()) {
+    if (!d->caps().uuid || d->caps().type == DeviceType::cpu) continue;
+    auto g = std::find_if(groups.begin(), groups.end(), [&](const auto& grp) {
+      return grp.front()->caps().uuid == d->caps().uuid;
+    });
+    if (g == groups.end())
+      groups.push_back({d});
+    else
+      g->push_back(d);
+  }
+  std::erase_if(groups, [](const auto& g) { return g.size() < 2; });
+  return groups;
+}
+
+std::string routes(const std::vector<Device*>& g) {
+  std::string s;
+  for (Device* d : g) s += (s.empty() ? "" : " and ") + d->id();
+  return s;
+}
+
 void print_text(const Registry& reg) {
   std::printf("Backends\n");
   for (const BackendReport& r : reg.backends()) {
@@ -62,6 +87,9 @@ void print_text(const Registry& reg) {
       std::printf("  driver %s %s\n", c.driver_name.c_str(), c.driver_version.c_str());
     for (const auto& [k, v] : c.extra) std::printf("  %s: %s\n", k.c_str(), v.c_str());
   }
+  for (const auto& g : shared_gpus(reg))
+    std::printf("\none GPU, %zu routes: %s (%s, matched by UUID)\n", g.size(), routes(g).c_str(),
+                g.front()->caps().name.c_str());
 }
 
 }  // namespace
@@ -87,6 +115,12 @@ Command add_devices(CLI::App& app) {
         nlohmann::json dj = caps_to_json(d->caps());
         dj["id"] = d->id();
         j["devices"].push_back(dj);
+      }
+      j["gpus"] = nlohmann::json::array();
+      for (const auto& g : shared_gpus(reg)) {
+        nlohmann::json ids = nlohmann::json::array();
+        for (Device* d : g) ids.push_back(d->id());
+        j["gpus"].push_back({{"uuid", caps_to_json(g.front()->caps())["uuid"]}, {"routes", ids}});
       }
       std::cout << j.dump(2) << "\n";
     } else {

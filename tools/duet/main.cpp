@@ -15,8 +15,8 @@ int fail(const CLI::App& command, const std::string& message, int status) {
 int main(int argc, char** argv) {
   CLI::App app{"duet: one compute graph on CUDA, Vulkan and the CPU; checks that they agree"};
   app.require_subcommand(1);
-  const std::vector<duet::cli::Command> commands = {duet::cli::add_devices(app),
-                                                    duet::cli::add_check(app)};
+  const std::vector<duet::cli::Command> commands = {
+      duet::cli::add_devices(app), duet::cli::add_check(app), duet::cli::add_bench(app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,58 +1,64 @@
-#include <vector>
-
+#include "kernels/gemm.h"
+#include "kernels/isa.h"
 #include "ops/ops.h"
-#include "ops/rows.h"
 
 namespace duet::cpu {
 
 namespace {
+
 size_t u(int64_t i) {
   return static_cast<size_t>(i);
 }
 
-// Offset of batch `bi` (over the output's batch dims) in a dense operand of rank `r`.
-int64_t batch_offset(const TensorDesc& out, const TensorDesc& dense, int64_t bi) {
-  int64_t off = 0, rem = bi;
-  const int lead = out.rank - dense.rank;
+// Element offset (from the storage start) of matrix `bi` of an operand, where bi counts over
+// the output's batch dims and the operand broadcasts to them (numpy: right-aligned, size 1
+// repeats).
+int64_t batch_offset(const TensorDesc& out, const TensorDesc& x, int64_t bi) {
+  int64_t off = x.offset, rem = bi;
+  const int lead = out.rank - x.rank;
   for (int d = out.rank - 3; d >= 0; --d) {
     const int64_t i = rem % out.shape[u(d)];
     rem /= out.shape[u(d)];
-    const int dd = d - lead;
-    if (dd >= 0 && dense.shape[u(dd)] != 1) off += i * dense.strides[u(dd)];
+    const int xd = d - lead;
+    if (xd >= 0 && x.shape[u(xd)] != 1) off += i * x.strides[u(xd)];
   }
   return off;
 }
+
+// The logical matrix of `arg` (rows x cols after an optional transpose) for every output batch.
+kernels::MatrixOperand operand(const HostArg& arg, bool transposed, const TensorDesc& out,
+                               int64_t batches) {
+  const TensorDesc& d = arg.desc;
+  kernels::MatrixOperand m;
+  m.base = arg.base;
+  m.type = to_elem(d.dtype);
+  m.rs = transposed ? d.stride(-1) : d.stride(-2);
+  m.cs = transposed ? d.stride(-2) : d.stride(-1);
+  m.offsets.resize(u(batches));
+  for (int64_t i = 0; i < batches; ++i) m.offsets[u(i)] = batch_offset(out, d, i);
+  return m;
+}
+
 }  // namespace
 
-// Baseline: row-major i-k-j loops over dense f32 operands, parallel over rows.
+// A blocked GEMM (kernels/gemm.cpp) that reads both operands through their strides, converting
+// f16/bf16 while packing: transposes, views and batch broadcasting cost no copy.
 Status matmul(const OpArgs& a) {
   const TensorDesc& out = a.op.output;
-  F32In A(a.in[0], a.pool), B(a.in[1], a.pool);
-  F32Out C(a.out);
   const bool ta = a.op.attrs.transpose_a, tb = a.op.attrs.transpose_b;
-  const int64_t M = out.dim(-2), N = out.dim(-1);
-  const int64_t K = ta ? A.desc().dim(-2) : A.desc().dim(-1);
-  const int64_t batches = out.numel() / (M * N);
-  a.pool.parallel_for(batches * M, 4, [&](int64_t b, int64_t e) {
-    std::vector<float> bt;
-    for (int64_t row = b; row < e; ++row) {
-      const int64_t bi = row / M, i = row % M;
-      const float* pa = A.data() + batch_offset(out, A.desc(), bi);
-      const float* pb = B.data() + batch_offset(out, B.desc(), bi);
-      float* pc = C.data() + row * N;
-      for (int64_t j = 0; j < N; ++j) pc[j] = 0.0f;
-      for (int64_t k = 0; k < K; ++k) {
-        const float av = ta ? pa[k * M + i] : pa[i * K + k];
-        if (tb) {
-          for (int64_t j = 0; j < N; ++j) pc[j] += av * pb[j * K + k];
-        } else {
-          const float* brow = pb + k * N;
-          for (int64_t j = 0; j < N; ++j) pc[j] += av * brow[j];
-        }
-      }
-    }
-  });
-  C.finish(a.pool);
+  kernels::GemmArgs g;
+  g.M = out.dim(-2);
+  g.N = out.dim(-1);
+  g.K = ta ? a.in[0].desc.dim(-2) : a.in[0].desc.dim(-1);
+  g.batches = out.numel() / (g.M * g.N);
+  g.a = operand(a.in[0], ta, out, g.batches);
+  g.b = operand(a.in[1], tb, out, g.batches);
+  F32Out c(a.out);
+  g.c = c.data();
+  g.ldc = g.N;
+  g.c_batch_stride = g.M * g.N;
+  kernels::gemm(kernels::active_kernels(), g, a.pool);
+  c.finish(a.pool);
   return {};
 }
 

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "duet/device.h"
+#include "kernels/kernels.h"
 #include "thread_pool.h"
 
 namespace duet::cpu {
@@ -45,6 +46,17 @@ class F32Out {
   std::vector<float> buf_;
   float* ptr_ = nullptr;
 };
+
+// The kernels' element type of a float dtype (f32, f16, bf16).
+inline kernels::Elem to_elem(DType t) {
+  return t == DType::f16    ? kernels::Elem::f16
+         : t == DType::bf16 ? kernels::Elem::bf16
+                            : kernels::Elem::f32;
+}
+
+// Converts n contiguous elements on the calling thread: the SIMD kernels of the active ISA for
+// f32 <-> f16/bf16 (exact, as duet/half.h), duet::convert for the rest.
+void convert_fast(const void* src, DType src_type, void* dst, DType dst_type, int64_t n);
 
 // Converts n contiguous elements, in parallel chunks.
 void convert_parallel(const void* src, DType src_type, void* dst, DType dst_type, int64_t n,

@@ -1,0 +1,199 @@
+#include "kernels/gemm.h"
+
+#include <algorithm>
+#include <atomic>
+#include <thread>
+#include <unordered_map>
+
+namespace duet::cpu::kernels {
+
+namespace {
+
+int64_t ceil_div(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
+
+// Grows a per-thread buffer; its contents are scratch (not preserved, not cleared).
+float* grow(std::vector<float>& v, int64_t n) {
+  if (v.size() < static_cast<size_t>(n)) v.resize(static_cast<size_t>(n));
+  return v.data();
+}
+
+const std::byte* at(const MatrixOperand& x, int64_t elem) {
+  return x.base + elem * elem_size(x.type);
+}
+
+// Below this many flops the work runs on the calling thread: waking the pool costs more.
+constexpr double kParallelFlops = 2e6;
+
+// At most this many rows: no packing, B is read in place (see skinny_gemm).
+constexpr int64_t kSkinnyRows = 4;
+
+// A product with few rows (a decode step through a linear layer): packing B would cost more
+// than the product, which is bound by reading B once. Rows of A are made f32 (a small copy when
+// they are not already), then threads take column ranges: B row-major streams its rows through
+// Kernels::skinny; B transposed (rows of B^T contiguous) becomes dot products.
+void skinny_gemm(const Kernels& kt, const GemmArgs& g, ThreadPool& pool, bool parallel) {
+  const int64_t M = g.M, N = g.N, K = g.K;
+  const bool rows_of_b = g.b.cs == 1;
+  const int64_t threads = pool.size();
+  const int64_t want = parallel ? 2 * threads : 1;
+  const int64_t nsplit =
+      g.batches >= want ? 1 : std::min(ceil_div(want, g.batches), std::max<int64_t>(1, N / 64));
+  pool.parallel_for(g.batches * nsplit, 1, [&](int64_t s, int64_t e) {
+    thread_local std::vector<float> a_storage;
+    for (int64_t t = s; t < e; ++t) {
+      const int64_t bi = t / nsplit, ns = t % nsplit;
+      const int64_t n0 = ns * N / nsplit, n1 = (ns + 1) * N / nsplit;
+      if (n0 == n1) continue;
+      const int64_t a_off = g.a.offsets[static_cast<size_t>(bi)];
+      const float* a = nullptr;
+      int64_t lda = 0;
+      if (g.a.type == Elem::f32 && g.a.cs == 1) {
+        a = reinterpret_cast<const float*>(at(g.a, a_off));
+        lda = g.a.rs;
+      } else {
+        float* buf = grow(a_storage, M * K);
+        for (int64_t r = 0; r < M; ++r)
+          kt.load_line(at(g.a, a_off + r * g.a.rs), g.a.type, g.a.cs, K, buf + r * K);
+        a = buf;
+        lda = K;
+      }
+      const float* b =
+          reinterpret_cast<const float*>(at(g.b, g.b.offsets[static_cast<size_t>(bi)]));
+      float* c = g.c + bi * g.c_batch_stride + n0;
+      if (rows_of_b)
+        kt.skinny(a, lda, static_cast<int>(M), b + n0, g.b.rs, K, n1 - n0, c, g.ldc);
+      else
+        kt.dots(a, lda, static_cast<int>(M), b + n0 * g.b.cs, g.b.cs, n1 - n0, K, 1.0f, c, g.ldc);
+    }
+  });
+}
+
+}  // namespace
+
+// Loop structure (BLIS; docs/cpu-backend.md): the output is cut into tasks (batch x row block x
+// column range) that threads take dynamically, all in one parallel region. A task packs its own
+// row block of A, one kc-deep mr x kc sliver per mr rows, and sweeps column blocks of nc (the B
+// block that lives in L2), A slivers (in L1) and B slivers. B is packed once into kc x nr
+// slivers shared by all tasks, on demand: the first tasks to reach a column block pack its
+// slivers together (ensure_b).
+void gemm(const Kernels& kt, const GemmArgs& g, ThreadPool& pool) {
+  const int64_t M = g.M, N = g.N, K = g.K;
+  const int MR = kt.mr, NR = kt.nr;
+  const int64_t threads = pool.size();
+  const int64_t kblocks = ceil_div(K, kt.kc), kcs = ceil_div(K, kblocks);
+  const int64_t npan = ceil_div(N, NR), np = npan * NR;
+  const int64_t mpan = ceil_div(M, MR);
+  const bool parallel = threads > 1 && 2.0 * static_cast<double>(M) * static_cast<double>(N) *
+                                               static_cast<double>(K) *
+                                               static_cast<double>(g.batches) >=
+                                           kParallelFlops;
+
+  if (M <= kSkinnyRows && g.b.type == Elem::f32 && (g.b.cs == 1 || g.b.rs == 1)) {
+    skinny_gemm(kt, g, pool, parallel);
+    return;
+  }
+
+  // Broadcast batches read the same B: pack each distinct B once.
+  std::vector<int64_t> b_index(static_cast<size_t>(g.batches));
+  std::vector<int64_t> distinct;
+  {
+    std::unordered_map<int64_t, int64_t> seen;
+    for (int64_t i = 0; i < g.batches; ++i) {
+      const int64_t off = g.b.offsets[static_cast<size_t>(i)];
+      auto [it, fresh] = seen.try_emplace(off, static_cast<int64_t>(distinct.size()));
+      if (fresh) distinct.push_back(off);
+      b_index[static_cast<size_t>(i)] = it->second;
+    }
+  }
+  thread_local std::vector<float> packed_b_storage;
+  float* const pb = grow(packed_b_storage, static_cast<int64_t>(distinct.size()) * K * np);
+  const int64_t b_size = K * np;
+  // One state per B sliver (distinct B x k block x column panel): 0 free, 1 being packed, 2 ready.
+  std::vector<std::atomic<uint8_t>> b_state(distinct.size() * static_cast<size_t>(kblocks * npan));
+
+  // Makes the slivers of column panels [q0, q1) of k block pc of distinct B bd ready: packs every
+  // sliver nobody has claimed, then waits for those other threads are packing. A thread never
+  // waits while holding a claim, so this cannot deadlock, also when the pool runs inline.
+  auto ensure_b = [&](int64_t bd, int64_t pc, int64_t q0, int64_t q1, float* scratch) {
+    std::atomic<uint8_t>* st = b_state.data() + (bd * kblocks + pc) * npan;
+    const int64_t k0 = pc * kcs, kcp = std::min(kcs, K - k0);
+    for (int64_t jp = q0; jp < q1; ++jp) {
+      uint8_t expected = 0;
+      if (st[jp].load(std::memory_order_acquire) != 0 ||
+          !st[jp].compare_exchange_strong(expected, 1, std::memory_order_acq_rel))
+        continue;
+      const int64_t n0 = jp * NR;
+      kt.pack(at(g.b, distinct[static_cast<size_t>(bd)] + k0 * g.b.rs + n0 * g.b.cs), g.b.type,
+              g.b.cs, g.b.rs, static_cast<int>(std::min<int64_t>(NR, N - n0)), NR, kcp, 1.0f,
+              pb + bd * b_size + k0 * np + jp * kcp * NR, scratch);
+      st[jp].store(2, std::memory_order_release);
+    }
+    for (int64_t jp = q0; jp < q1; ++jp)
+      for (int spins = 0; st[jp].load(std::memory_order_acquire) != 2; ++spins)
+        if (spins > 64) std::this_thread::yield();
+  };
+
+  // Tasks: row blocks of about mc rows; with too few of them for the threads, smaller row
+  // blocks, then column ranges.
+  int64_t nmb = std::min(mpan, std::max<int64_t>(1, ceil_div(mpan * MR, kt.mc)));
+  int64_t nns = 1;
+  if (parallel) {
+    const int64_t want = 2 * threads;
+    if (g.batches * nmb < want) nmb = std::min(mpan, ceil_div(want, g.batches));
+    if (g.batches * nmb < want)
+      nns = std::min(ceil_div(want, g.batches * nmb), std::max<int64_t>(1, npan / 4));
+    // A few equal tasks per thread: a count that the threads divide evenly (15 row blocks on
+    // 2 threads would leave one thread a block behind).
+    if (g.batches * nmb * nns < 8 * threads)
+      for (int64_t extra = 0; extra < threads && nmb + extra <= mpan; ++extra)
+        if ((g.batches * (nmb + extra) * nns) % threads == 0) {
+          nmb += extra;
+          break;
+        }
+  }
+  const int64_t tasks = g.batches * nmb * nns;
+  const int64_t ncp = std::max(1, kt.nc / NR);
+
+  pool.parallel_for(tasks, parallel ? 1 : tasks, [&](int64_t s, int64_t e) {
+    thread_local std::vector<float> a_storage, scratch_storage;
+    float* scratch = grow(scratch_storage, kcs);
+    for (int64_t t = s; t < e; ++t) {
+      const int64_t ns = t % nns, mb = (t / nns) % nmb, bi = t / (nns * nmb);
+      const int64_t p0 = mb * mpan / nmb, p1 = (mb + 1) * mpan / nmb;
+      const int64_t q0 = ns * npan / nns, q1 = (ns + 1) * npan / nns;
+      float* abuf = grow(a_storage, (p1 - p0) * MR * kcs);
+      const float* bmat = pb + b_index[static_cast<size_t>(bi)] * b_size;  // filled by ensure_b
+      float* cmat = g.c + bi * g.c_batch_stride;
+      const int64_t a_off = g.a.offsets[static_cast<size_t>(bi)];
+      const int64_t bd = b_index[static_cast<size_t>(bi)];
+      for (int64_t pc = 0; pc < kblocks; ++pc) {
+        const int64_t k0 = pc * kcs, kcp = std::min(kcs, K - k0);
+        for (int64_t ip = p0; ip < p1; ++ip) {
+          const int64_t r0 = ip * MR;
+          kt.pack(at(g.a, a_off + r0 * g.a.rs + k0 * g.a.cs), g.a.type, g.a.rs, g.a.cs,
+                  static_cast<int>(std::min<int64_t>(MR, M - r0)), MR, kcp, 1.0f,
+                  abuf + (ip - p0) * MR * kcp, scratch);
+        }
+        const float* bblock = bmat + k0 * np;
+        for (int64_t jc = q0; jc < q1; jc += ncp) {
+          const int64_t je = std::min(q1, jc + ncp);
+          ensure_b(bd, pc, jc, je, scratch);
+          for (int64_t ip = p0; ip < p1; ++ip) {
+            const float* ap = abuf + (ip - p0) * MR * kcp;
+            const int64_t r0 = ip * MR;
+            const int m = static_cast<int>(std::min<int64_t>(MR, M - r0));
+            for (int64_t jp = jc; jp < je; ++jp) {
+              const int64_t n0 = jp * NR;
+              kt.tile(kcp, ap, MR, bblock + jp * kcp * NR, NR, cmat + r0 * g.ldc + n0, g.ldc, m,
+                      static_cast<int>(std::min<int64_t>(NR, N - n0)), pc > 0);
+            }
+          }
+        }
+      }
+    }
+  });
+}
+
+}  // namespace duet::cpu::kernels

@@ -1,0 +1,101 @@
+#include "kernels/isa.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <string>
+
+#include "duet/internal/log.h"
+
+namespace duet::cpu::kernels {
+
+std::string_view isa_name(Isa isa) {
+  switch (isa) {
+    case Isa::avx512:
+      return "avx512";
+    case Isa::avx2:
+      return "avx2";
+    case Isa::generic:
+      break;
+  }
+  return "generic";
+}
+
+std::optional<Isa> parse_isa(std::string_view name) {
+  for (Isa i : {Isa::generic, Isa::avx2, Isa::avx512})
+    if (name == isa_name(i)) return i;
+  return std::nullopt;
+}
+
+bool isa_supported(Isa isa) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_cpu_init();
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                    __builtin_cpu_supports("f16c");
+  switch (isa) {
+    case Isa::avx512:
+      return avx2 && __builtin_cpu_supports("avx512f");
+    case Isa::avx2:
+      return avx2;
+    case Isa::generic:
+      return true;
+  }
+  return false;
+#else
+  return isa == Isa::generic;
+#endif
+}
+
+Isa detected_isa() {
+  static const Isa best = [] {
+    for (Isa i : {Isa::avx512, Isa::avx2})
+      if (isa_supported(i)) return i;
+    return Isa::generic;
+  }();
+  return best;
+}
+
+namespace {
+
+Isa resolve_isa() {
+  const Isa best = detected_isa();
+  const char* env = std::getenv("DUET_CPU_ISA");
+  if (!env || !*env) return best;
+  const std::optional<Isa> want = parse_isa(env);
+  static std::atomic<bool> warned{false};
+  if (!want) {
+    if (!warned.exchange(true))
+      log().warn("DUET_CPU_ISA='{}' is not one of avx512, avx2, generic; using {}", env,
+                 isa_name(best));
+    return best;
+  }
+  if (static_cast<int>(*want) > static_cast<int>(best)) {
+    if (!warned.exchange(true))
+      log().warn("DUET_CPU_ISA={} is not supported by this CPU; using {}", env, isa_name(best));
+    return best;
+  }
+  return *want;
+}
+
+}  // namespace
+
+Isa active_isa() {
+  const Isa isa = resolve_isa();
+  // Say which kernels run (debug level), once and again whenever the choice changes.
+  static std::atomic<int> last{-1};
+  if (last.exchange(static_cast<int>(isa)) != static_cast<int>(isa))
+    log().debug("cpu kernels: {} (best this CPU runs: {}{})", isa_name(isa),
+                isa_name(detected_isa()), isa == detected_isa() ? "" : ", lowered by DUET_CPU_ISA");
+  return isa;
+}
+
+const Kernels& kernels_for(Isa isa) {
+#if defined(__x86_64__) || defined(__i386__)
+  if (isa == Isa::avx512) return avx512_kernels();
+  if (isa == Isa::avx2) return avx2_kernels();
+#else
+  (void)isa;
+#endif
+  return generic_kernels();
+}
+
+}  // namespace duet::cpu::kernels

@@ -1,0 +1,457 @@
+#include "device.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+
+#include "duet/internal/log.h"
+
+namespace duet::cuda {
+
+namespace {
+
+std::string human_bytes(uint64_t bytes) {
+  char b[48];
+  if (bytes >= (1ull << 30))
+    std::snprintf(b, sizeof b, "%.2f GiB", static_cast<double>(bytes) / (1ull << 30));
+  else if (bytes >= (1ull << 20))
+    std::snprintf(b, sizeof b, "%.1f MiB", static_cast<double>(bytes) / (1ull << 20));
+  else
+    std::snprintf(b, sizeof b, "%llu bytes", static_cast<unsigned long long>(bytes));
+  return b;
+}
+
+// What buffers share with their device: the allocator outlives the device while buffers live.
+struct Shared {
+  std::shared_ptr<Driver> driver;
+  int ordinal = 0;
+  CachingAllocator allocator;
+
+  Shared(std::shared_ptr<Driver> d, int o, uint64_t cache_limit)
+      : driver(std::move(d)),
+        ordinal(o),
+        allocator(MemorySource{[this](uint64_t n) -> Result<void*> {
+                                 DUET_TRY(driver->use(ordinal));
+                                 return driver->device_alloc(n);
+                               },
+                               [this](void* p) {
+                                 if (driver->use(ordinal).ok()) driver->device_free(p);
+                               }},
+                  cache_limit) {}
+};
+
+class CudaBuffer final : public Buffer {
+ public:
+  CudaBuffer(std::shared_ptr<Shared> shared, CachingAllocator::Block block, uint64_t size)
+      : shared_(std::move(shared)), block_(block), size_(size) {}
+  ~CudaBuffer() override { shared_->allocator.release(block_); }
+  uint64_t size() const override { return size_; }
+  std::byte* ptr() const { return static_cast<std::byte*>(block_.ptr); }
+  const Shared* owner() const { return shared_.get(); }
+
+ private:
+  std::shared_ptr<Shared> shared_;
+  CachingAllocator::Block block_;
+  uint64_t size_;
+};
+
+struct Slot {
+  void* host = nullptr;
+  Event event = nullptr;
+  bool pinned = false;
+  bool pending = false;  // a copy from/to `host` may still be in flight
+};
+
+class Device final : public CudaDevice {
+ public:
+  Device(std::shared_ptr<Driver> driver, const DeviceProps& props, DeviceCaps caps,
+         const BuildArchs& archs, const DeviceOptions& options)
+      : id_("cuda:" + std::to_string(props.ordinal)),
+        props_(props),
+        caps_(std::move(caps)),
+        rules_(make_rules(archs)),
+        image_(check_image(archs, props.major, props.minor)),
+        options_(options),
+        shared_(std::make_shared<Shared>(std::move(driver), props.ordinal, options.cache_limit)) {
+    options_.staging_slots = std::max(options_.staging_slots, 1);
+    options_.staging_slot_bytes = std::max<uint64_t>(options_.staging_slot_bytes, 4096);
+  }
+
+  ~Device() override {
+    // A lost device's calls fail; releasing is still attempted (host memory at least returns).
+    Driver& d = drv();
+    shared_->allocator.release(workspace_);
+    if (!started_) return;
+    if (d.use(ordinal()).ok() && lost_.empty()) (void)d.stream_sync(stream_);
+    for (Slot& s : slots_) {
+      if (s.event) d.event_destroy(s.event);
+      if (s.pinned)
+        d.pinned_free(s.host);
+      else
+        std::free(s.host);
+    }
+    if (stream_) d.stream_destroy(stream_);
+  }
+
+  const std::string& id() const override { return id_; }
+  const DeviceCaps& caps() const override { return caps_; }
+  const BackendRules& rules() const override { return *rules_; }
+  AllocatorStats memory_stats() const override { return shared_->allocator.stats(); }
+  void empty_cache() override { shared_->allocator.empty_cache(); }
+  const std::string& lost_reason() const override { return lost_; }
+
+  Result<std::shared_ptr<Buffer>> allocate(uint64_t bytes) override {
+    DUET_TRY(alive());
+    Result<CachingAllocator::Block> b = shared_->allocator.allocate(bytes);
+    if (!b.ok()) return memory_error(b.status(), Err(b.status().code()).device(id_), bytes);
+    return std::shared_ptr<Buffer>(std::make_shared<CudaBuffer>(shared_, *b, bytes));
+  }
+
+  Status write(Buffer& dst, uint64_t offset, const void* src, uint64_t bytes) override {
+    DUET_TRY(alive());
+    DUET_ASSIGN_OR_RETURN(CudaBuffer * b, own_range(dst, offset, bytes, "write"));
+    DUET_TRY(start());
+    const auto* s = static_cast<const std::byte*>(src);
+    std::byte* d = b->ptr() + offset;
+    while (bytes > 0) {
+      const uint64_t n = std::min(bytes, options_.staging_slot_bytes);
+      Slot& slot = next_slot();
+      DUET_TRY(settle(slot));
+      std::memcpy(slot.host, s, static_cast<size_t>(n));
+      DUET_TRY(check(drv().copy_to_device(d, slot.host, n, stream_)));
+      DUET_TRY(check(drv().event_record(slot.event, stream_)));
+      slot.pending = true;
+      s += n;
+      d += n;
+      bytes -= n;
+    }
+    return {};
+  }
+
+  Status read(Buffer& src, uint64_t offset, void* dst, uint64_t bytes) override {
+    DUET_TRY(alive());
+    DUET_ASSIGN_OR_RETURN(CudaBuffer * b, own_range(src, offset, bytes, "read"));
+    DUET_TRY(start());
+    struct Chunk {
+      Slot* slot;
+      std::byte* dst;
+      uint64_t n;
+    };
+    std::deque<Chunk> in_flight;  // chunks queued on the stream, oldest first
+    const std::byte* s = b->ptr() + offset;
+    auto* d = static_cast<std::byte*>(dst);
+    while (bytes > 0 || !in_flight.empty()) {
+      while (bytes > 0 && in_flight.size() < slots_.size()) {
+        const uint64_t n = std::min(bytes, options_.staging_slot_bytes);
+        Slot& slot = next_slot();
+        DUET_TRY(settle(slot));
+        DUET_TRY(check(drv().copy_to_host(slot.host, s, n, stream_)));
+        DUET_TRY(check(drv().event_record(slot.event, stream_)));
+        slot.pending = true;
+        in_flight.push_back({&slot, d, n});
+        s += n;
+        d += n;
+        bytes -= n;
+      }
+      Chunk c = in_flight.front();
+      in_flight.pop_front();
+      DUET_TRY(settle(*c.slot));
+      std::memcpy(c.dst, c.slot->host, static_cast<size_t>(c.n));
+    }
+    return {};
+  }
+
+  Status execute(const PlannedOp& p, std::span<const TensorRef> inputs,
+                 const TensorRef& output) override {
+    const OpDesc& op = p.op;
+    const KernelChoice& choice = p.choice;
+    auto err = [&](Code c) { return Err(c).op(op_name(op.kind), op.name).device(id_); };
+    if (!lost_.empty()) return err(Code::device_lost).note(lost_note());
+    if (inputs.size() != op.inputs.size())
+      return err(Code::invalid_argument)
+          .expected(std::to_string(op.inputs.size()) + " inputs")
+          .got(std::to_string(inputs.size()));
+    std::vector<kernels::View> in;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      DUET_ASSIGN_OR_RETURN(std::byte * base,
+                            check_arg(op, inputs[i], op.inputs[i], op.input_name(i)));
+      in.push_back(kernels::make_view(inputs[i].desc, base));
+    }
+    DUET_ASSIGN_OR_RETURN(std::byte * out_base, check_arg(op, output, op.output, "output"));
+    const kernels::View out = kernels::make_view(output.desc, out_base);
+
+    if (is_view(op.kind))
+      return unsupported(*this, op, "views are resolved by the executor, not run as kernels");
+    if (!image_.ok()) return unsupported(*this, op, image_.refusal());
+    if (!choice.ok)
+      return unsupported(
+          *this, op,
+          "the plan chose a refused kernel (" + choice.tier + ": " + choice.reason + ")");
+    for (size_t i = 0; i < op.inputs.size() && i < choice.input_dtypes.size(); ++i)
+      if (choice.input_dtypes[i] != op.inputs[i].dtype)
+        return err(Code::invalid_argument)
+            .tensor(op.input_name(i))
+            .expected(std::string(dtype_name(choice.input_dtypes[i])) + " (what the " +
+                      choice.tier + " kernel reads)")
+            .got(op.inputs[i].str());
+    if (choice.output_dtype != op.output.dtype)
+      return err(Code::invalid_argument)
+          .tensor("output")
+          .expected(std::string(dtype_name(choice.output_dtype)) + " (what the " + choice.tier +
+                    " kernel writes)")
+          .got(op.output.str());
+
+    DUET_TRY(start());
+    if (choice.tier == "cublas") return run_gemm(op, in, out);
+    kernels::Tier tier{};
+    if (!kernels::parse_tier(choice.tier, &tier))
+      return err(Code::invalid_argument).expected("a CUDA kernel tier").got(choice.tier);
+    const uint64_t ws = kernels::workspace_bytes(tier, op, choice.launch);
+    DUET_ASSIGN_OR_RETURN(void* workspace, ensure_workspace(op, ws));
+    kernels::Launch l{choice.launch, stream_, workspace, props_.major * 10 + props_.minor};
+    Status s = check(drv().launch(tier, op, in, out, l));
+    if (!s.ok()) return err(s.code()).note(choice.tier + " kernel: " + s.message());
+    return {};
+  }
+
+  Status synchronize() override {
+    DUET_TRY(alive());
+    if (!started_) return {};
+    DUET_TRY(check(drv().use(ordinal())));
+    DUET_TRY(check(drv().stream_sync(stream_)));
+    for (Slot& s : slots_) s.pending = false;
+    return {};
+  }
+
+ private:
+  Driver& drv() const { return *shared_->driver; }
+  int ordinal() const { return props_.ordinal; }
+
+  std::string lost_note() const {
+    return "device lost (" + lost_ +
+           "); its memory and queued work are gone and CUDA cannot recover it in this process";
+  }
+
+  Status alive() const {
+    if (lost_.empty()) return {};
+    return Err(Code::device_lost).device(id_).note(lost_note());
+  }
+
+  // Marks the device lost on a sticky error; passes every status through.
+  Status check(Status s) {
+    if (s.code() == Code::device_lost && lost_.empty()) {
+      lost_ = s.message();
+      log().error("{} lost: {}", id_, lost_);
+    }
+    return s;
+  }
+
+  // Creates the stream and staging slots on first use (this makes the CUDA context).
+  Status start() {
+    DUET_TRY(check(drv().use(ordinal())));
+    if (started_) return {};
+    DUET_ASSIGN_OR_RETURN(stream_, drv().stream_create());
+    for (int i = 0; i < options_.staging_slots; ++i) {
+      Slot s;
+      Result<void*> h = drv().pinned_alloc(options_.staging_slot_bytes);
+      if (h.ok()) {
+        s.host = *h;
+        s.pinned = true;
+      } else {
+        log().warn("{}: pinned staging unavailable ({}); copies use pageable memory", id_,
+                   h.status().message());
+        s.host = std::malloc(static_cast<size_t>(options_.staging_slot_bytes));
+        if (!s.host)
+          return Err(Code::out_of_memory)
+              .device(id_)
+              .note("no host memory for a staging buffer of " +
+                    human_bytes(options_.staging_slot_bytes));
+      }
+      Result<Event> e = drv().event_create();
+      if (!e.ok()) {
+        if (s.pinned)
+          drv().pinned_free(s.host);
+        else
+          std::free(s.host);
+        return check(e.status());
+      }
+      s.event = *e;
+      slots_.push_back(s);
+    }
+    started_ = true;
+    return {};
+  }
+
+  Slot& next_slot() {
+    Slot& s = slots_[next_];
+    next_ = (next_ + 1) % slots_.size();
+    return s;
+  }
+
+  // Waits until no copy uses the slot's host memory.
+  Status settle(Slot& s) {
+    if (!s.pending) return {};
+    DUET_TRY(check(drv().event_sync(s.event)));
+    s.pending = false;
+    return {};
+  }
+
+  Result<CudaBuffer*> own(Buffer& b) const {
+    auto* cb = dynamic_cast<CudaBuffer*>(&b);
+    if (!cb || cb->owner() != shared_.get())
+      return Err(Code::invalid_argument)
+          .device(id_)
+          .expected("a buffer allocated on " + id_)
+          .got(cb ? "a buffer of another CUDA device" : "a buffer of another backend");
+    return cb;
+  }
+
+  Result<CudaBuffer*> own_range(Buffer& b, uint64_t offset, uint64_t bytes,
+                                std::string_view what) const {
+    DUET_ASSIGN_OR_RETURN(CudaBuffer * cb, own(b));
+    if (offset > cb->size() || bytes > cb->size() - offset)
+      return Err(Code::invalid_argument)
+          .device(id_)
+          .expected(std::string(what) + " inside a buffer of " + std::to_string(cb->size()) +
+                    " bytes")
+          .got("offset " + std::to_string(offset) + " + " + std::to_string(bytes) + " bytes");
+    return cb;
+  }
+
+  // The same checks as the CPU backend: this device's buffer, the planned dtype and shape, and
+  // a view that stays inside its buffer. Returns the buffer's device address.
+  Result<std::byte*> check_arg(const OpDesc& op, const TensorRef& ref, const TensorDesc& want,
+                               const std::string& name) const {
+    auto e = [&] {
+      return Err(Code::invalid_argument).op(op_name(op.kind), op.name).tensor(name).device(id_);
+    };
+    if (!ref.buffer) return e().expected("a buffer of this device").got("none");
+    auto* cb = dynamic_cast<CudaBuffer*>(ref.buffer);
+    if (!cb || cb->owner() != shared_.get())
+      return e()
+          .expected("a buffer allocated on " + id_)
+          .got(cb ? "a buffer of another CUDA device" : "a buffer of another backend");
+    if (ref.desc.dtype != want.dtype || !ref.desc.same_shape(want))
+      return e().expected(want.str()).got(ref.desc.str());
+    if (Status s = validate(ref.desc); !s.ok())
+      return e().expected("a valid view").got(s.message());
+    if (static_cast<uint64_t>(dtype_bytes(ref.desc.dtype, ref.desc.storage_extent())) > cb->size())
+      return e()
+          .expected("a view inside its buffer of " + std::to_string(cb->size()) + " bytes")
+          .got(ref.desc.str());
+    return cb->ptr();
+  }
+
+  Status memory_error(const Status& s, Err e, uint64_t bytes) {
+    if (s.code() != Code::out_of_memory) return check(s);
+    std::string note = "out of memory allocating " + human_bytes(bytes);
+    if (Result<MemoryInfo> m = drv().memory_info(); m.ok())
+      note += " (device has " + human_bytes(m->free) + " free of " + human_bytes(m->total) + ")";
+    note += "; duet: " + shared_->allocator.stats().str();
+    return e.note(note);
+  }
+
+  // Scratch for the kernel, grown as needed. Work runs in order on one stream, so the previous
+  // workspace may go back to the cache while earlier kernels still use it.
+  Result<void*> ensure_workspace(const OpDesc& op, uint64_t bytes) {
+    if (bytes == 0) return static_cast<void*>(nullptr);
+    if (workspace_.size < bytes) {
+      shared_->allocator.release(workspace_);
+      workspace_ = {};
+      Result<CachingAllocator::Block> b = shared_->allocator.allocate(bytes);
+      if (!b.ok())
+        return memory_error(
+            b.status(),
+            Err(b.status().code()).op(op_name(op.kind), op.name).tensor("workspace").device(id_),
+            bytes);
+      workspace_ = *b;
+    }
+    return workspace_.ptr;
+  }
+
+  Status run_gemm(const OpDesc& op, std::span<const kernels::View> in, const kernels::View& out) {
+    auto err = [&](Code c) { return Err(c).op(op_name(op.kind), op.name).device(id_); };
+    Result<GemmCall> g = plan_gemm(op);
+    if (!g.ok()) return g.status();
+    const uint64_t ws_bytes = drv().gemm_workspace_bytes(props_);
+    DUET_ASSIGN_OR_RETURN(void* ws, ensure_workspace(op, ws_bytes));
+    Status s = check(drv().gemm(*g, in[static_cast<size_t>(g->a_input)].data,
+                                in[static_cast<size_t>(g->b_input)].data, out.data, stream_, ws,
+                                ws_bytes));
+    if (!s.ok()) return err(s.code()).note("cuBLASLt: " + s.message());
+    return {};
+  }
+
+  std::string id_;
+  DeviceProps props_;
+  DeviceCaps caps_;
+  std::unique_ptr<BackendRules> rules_;
+  ImageCheck image_;
+  DeviceOptions options_;
+  std::shared_ptr<Shared> shared_;
+
+  bool started_ = false;
+  Stream stream_ = nullptr;
+  std::vector<Slot> slots_;
+  size_t next_ = 0;
+  CachingAllocator::Block workspace_;
+  std::string lost_;
+};
+
+uint64_t option_mib(const BackendOptions& o, const char* key, const char* env, uint64_t fallback) {
+  int v = -1;
+  if (const char* e = std::getenv(env)) v = std::atoi(e);
+  v = o.get_int(key, v);
+  return v >= 0 ? static_cast<uint64_t>(v) << 20 : fallback;
+}
+
+}  // namespace
+
+DeviceOptions DeviceOptions::from(const BackendOptions& o) {
+  DeviceOptions d;
+  d.staging_slot_bytes = std::max<uint64_t>(
+      option_mib(o, "cuda.staging_mib", "DUET_CUDA_STAGING_MIB", d.staging_slot_bytes), 1ull << 20);
+  d.staging_slots = std::clamp(o.get_int("cuda.staging_slots", d.staging_slots), 1, 64);
+  d.cache_limit = option_mib(o, "cuda.cache_limit_mib", "DUET_CUDA_CACHE_LIMIT_MIB", d.cache_limit);
+  bool cublas = true;
+  if (const char* e = std::getenv("DUET_CUDA_CUBLAS")) cublas = !(e[0] == '0' && e[1] == 0);
+  d.cublas = o.get_bool("cuda.cublas", cublas);
+  return d;
+}
+
+std::unique_ptr<CudaDevice> make_device(std::shared_ptr<Driver> driver, const DeviceProps& props,
+                                        DeviceCaps caps, const BuildArchs& archs,
+                                        const DeviceOptions& options) {
+  return std::make_unique<Device>(std::move(driver), props, std::move(caps), archs, options);
+}
+
+Result<BackendOpenResult> open_backend(std::shared_ptr<Driver> driver, const BuildArchs& archs,
+                                       const DeviceOptions& options) {
+  const DriverStatus st = driver->status();
+  DUET_TRY(availability(st));
+  const std::string blas =
+      options.cublas ? driver->blas_library() : "unavailable: disabled by cuda.cublas=off";
+  BackendOpenResult r;
+  for (int i = 0; i < st.device_count; ++i) {
+    Result<DeviceProps> props = driver->properties(i);
+    if (!props.ok()) {
+      r.notes.push_back("cuda:" + std::to_string(i) + " skipped: " + props.status().message());
+      continue;
+    }
+    props->ordinal = i;
+    if (!props->driver_version) props->driver_version = st.driver_version;
+    if (!props->runtime_version) props->runtime_version = st.runtime_version;
+    DeviceCaps caps = caps_from_props(*props);
+    const ImageCheck image = check_image(archs, props->major, props->minor);
+    caps.extra[std::string(kKernelImageKey)] = image.text;
+    caps.extra[std::string(kCublasKey)] = blas;
+    if (!image.ok())
+      r.notes.push_back("cuda:" + std::to_string(i) + " (" + props->name + ", " + caps.arch +
+                        "): " + image.text + "; every op on it is refused");
+    r.devices.push_back(make_device(driver, *props, std::move(caps), archs, options));
+  }
+  return r;
+}
+
+}  // namespace duet::cuda

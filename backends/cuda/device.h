@@ -1,0 +1,46 @@
+// A CUDA device over the Driver interface: caching allocator, pinned staging for copies, one
+// stream for execution, argument validation, and lost-device handling. Built in every
+// configuration, so tests run it on a fake driver where there is no GPU.
+#pragma once
+
+#include <memory>
+
+#include "allocator.h"
+#include "driver.h"
+#include "duet/registry.h"
+#include "rules.h"
+
+namespace duet::cuda {
+
+struct DeviceOptions {
+  uint64_t staging_slot_bytes = 4ull << 20;  // pinned host memory per staging slot
+  int staging_slots = 4;                     // copies in flight per direction
+  uint64_t cache_limit = UINT64_MAX;         // bytes the allocator may keep cached
+  bool cublas = true;  // load cuBLASLt (about 50 ms and 200 MiB of mapped library pages)
+  // Reads "cuda.staging_mib", "cuda.staging_slots", "cuda.cache_limit_mib" and "cuda.cublas"
+  // (and the DUET_CUDA_STAGING_MIB, DUET_CUDA_CACHE_LIMIT_MIB, DUET_CUDA_CUBLAS environment
+  // fallbacks).
+  static DeviceOptions from(const BackendOptions& o);
+};
+
+// What a CUDA device offers beyond the Device interface (for tests, benchmarks and tools).
+class CudaDevice : public Device {
+ public:
+  virtual AllocatorStats memory_stats() const = 0;
+  // Returns every cached block to the driver.
+  virtual void empty_cache() = 0;
+  // Why the device was marked lost; empty while it works.
+  virtual const std::string& lost_reason() const = 0;
+};
+
+std::unique_ptr<CudaDevice> make_device(std::shared_ptr<Driver> driver, const DeviceProps& props,
+                                        DeviceCaps caps, const BuildArchs& archs,
+                                        const DeviceOptions& options);
+
+// Opens every device the driver reports, with the kernel-image status and cuBLASLt availability
+// in each record; a device without a kernel image is opened (its rules refuse every op with the
+// reason, so the planner routes around it) and named in a note.
+Result<BackendOpenResult> open_backend(std::shared_ptr<Driver> driver, const BuildArchs& archs,
+                                       const DeviceOptions& options);
+
+}  // namespace duet::cuda

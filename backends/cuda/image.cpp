@@ -1,0 +1,121 @@
+// Kernel-image matching: which of a build's cubins or PTX a device of a given compute capability
+// can load. The rules mirror the CUDA runtime's: a cubin runs on its own major version at an
+// equal or higher minor; sm_XYa cubins (arch-specific features) run on exactly X.Y; PTX is
+// JIT-compiled by the driver for any equal or newer architecture.
+#include <algorithm>
+#include <charconv>
+
+#include "rules.h"
+
+namespace duet::cuda {
+
+namespace {
+
+std::string sm(int arch, bool specific = false) {
+  return "sm_" + std::to_string(arch) + (specific ? "a" : "");
+}
+
+std::string join_archs(const std::vector<int>& v, std::string_view prefix, const char* suffix) {
+  std::string s;
+  for (int a : v) s += (s.empty() ? "" : ", ") + std::string(prefix) + std::to_string(a) + suffix;
+  return s;
+}
+
+// "86" -> 86, "90a" -> 90 with *specific, "90-real" -> 90; anything else -> 0.
+int parse_arch(std::string_view s, bool* specific) {
+  *specific = false;
+  if (const auto dash = s.find('-'); dash != std::string_view::npos) s = s.substr(0, dash);
+  if (!s.empty() && (s.back() == 'a' || s.back() == 'f')) {
+    *specific = s.back() == 'a';  // family ('f') cubins follow the ordinary minor-version rule
+    s.remove_suffix(1);
+  }
+  int v = 0;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || p != s.data() + s.size() || v < 10) return 0;
+  return v;
+}
+
+}  // namespace
+
+BuildArchs parse_build_archs(std::string_view cubins, std::string_view ptx) {
+  BuildArchs b;
+  while (!cubins.empty()) {
+    const auto semi = cubins.find_first_of(";, ");
+    std::string_view item = cubins.substr(0, semi);
+    cubins = semi == std::string_view::npos ? std::string_view{} : cubins.substr(semi + 1);
+    bool specific = false;
+    if (int a = parse_arch(item, &specific)) (specific ? b.arch_specific : b.cubins).push_back(a);
+  }
+  for (auto* v : {&b.cubins, &b.arch_specific}) {
+    std::sort(v->begin(), v->end());
+    v->erase(std::unique(v->begin(), v->end()), v->end());
+  }
+  b.ptx = parse_arch(ptx, &b.ptx_arch_specific);
+  return b;
+}
+
+std::string describe(const BuildArchs& a) {
+  std::string s = "cubins ";
+  std::string c = join_archs(a.cubins, "sm_", "");
+  const std::string spec = join_archs(a.arch_specific, "sm_", "a");
+  if (!spec.empty()) c += (c.empty() ? "" : ", ") + spec;
+  s += c.empty() ? "none" : c;
+  s += "; PTX ";
+  s += a.ptx ? "compute_" + std::to_string(a.ptx) + (a.ptx_arch_specific ? "a" : "") : "none";
+  return s;
+}
+
+std::string_view image_match_name(ImageMatch m) {
+  switch (m) {
+    case ImageMatch::exact_cubin:
+      return "exact cubin";
+    case ImageMatch::compatible_cubin:
+      return "compatible cubin";
+    case ImageMatch::ptx_jit:
+      return "PTX JIT";
+    case ImageMatch::none:
+      return "none";
+  }
+  return "?";
+}
+
+ImageCheck check_image(const BuildArchs& archs, int cc_major, int cc_minor) {
+  const int dev = cc_major * 10 + cc_minor;
+  ImageCheck r;
+  if (cc_major <= 0) {
+    r.text = "none: the device record has no compute capability";
+    return r;
+  }
+  const bool exact = std::count(archs.cubins.begin(), archs.cubins.end(), dev) > 0 ||
+                     std::count(archs.arch_specific.begin(), archs.arch_specific.end(), dev) > 0;
+  if (exact) {
+    r.match = ImageMatch::exact_cubin;
+    r.arch = dev;
+    r.text = "exact cubin " + sm(dev);
+    return r;
+  }
+  int best = 0;  // newest cubin of the same major version at a lower minor
+  for (int a : archs.cubins)
+    if (a / 10 == cc_major && a < dev) best = std::max(best, a);
+  if (best) {
+    r.match = ImageMatch::compatible_cubin;
+    r.arch = best;
+    r.text = "compatible cubin " + sm(best) + " runs on " + sm(dev);
+    return r;
+  }
+  const bool ptx_fits =
+      archs.ptx && (archs.ptx_arch_specific ? archs.ptx == dev : archs.ptx <= dev);
+  if (ptx_fits) {
+    r.match = ImageMatch::ptx_jit;
+    r.arch = archs.ptx;
+    r.text = "PTX compute_" + std::to_string(archs.ptx) + " JIT-compiled for " + sm(dev) +
+             " by the driver (slow first launch; a cubin for " + sm(dev) + " avoids it)";
+    return r;
+  }
+  r.text = "none: no kernel image for " + sm(dev) + " in this build (" + describe(archs) +
+           "); rebuild with " + std::to_string(dev) + " in DUET_CUDA_ARCHS";
+  if (dev < 75) r.text += " (CUDA 13 toolkits build sm_75 and newer only: use a CUDA 12 toolkit)";
+  return r;
+}
+
+}  // namespace duet::cuda

@@ -1,0 +1,307 @@
+// Probing a physical device: every property and feature the engine uses, into DeviceCaps (what
+// the planner sees) and PhysicalInfo (what the backend needs to create the device).
+#include <cstdio>
+#include <cstring>
+
+#include "vk_internal.h"
+
+namespace duet::vulkan {
+
+namespace {
+
+// VK_KHR_cooperative_matrix postdates the Vulkan headers of Debian 12 (1.3.239); the few
+// definitions needed to query it are spelled out here from the registry.
+constexpr const char* kCoopMatExt = "VK_KHR_cooperative_matrix";
+constexpr VkStructureType kCoopMatPropsType = static_cast<VkStructureType>(1000506001);
+constexpr VkStructureType kCoopMatFeaturesType = static_cast<VkStructureType>(1000506000);
+struct CoopMatProps {
+  VkStructureType sType;
+  void* pNext;
+  uint32_t MSize, NSize, KSize;
+  int32_t AType, BType, CType, ResultType;
+  VkBool32 saturatingAccumulation;
+  int32_t scope;
+};
+struct CoopMatFeatures {
+  VkStructureType sType;
+  void* pNext;
+  VkBool32 cooperativeMatrix;
+  VkBool32 cooperativeMatrixRobustBufferAccess;
+};
+using PFN_CoopMatProps = VkResult(VKAPI_PTR*)(VkPhysicalDevice, uint32_t*, CoopMatProps*);
+
+std::optional<DType> component_dtype(int32_t t) {
+  switch (t) {
+    case 0:  // VK_COMPONENT_TYPE_FLOAT16_KHR
+      return DType::f16;
+    case 1:  // FLOAT32
+      return DType::f32;
+    case 3:  // SINT8
+      return DType::i8;
+    case 5:  // SINT32
+      return DType::i32;
+    case 1000141000:  // VK_COMPONENT_TYPE_BFLOAT16_KHR
+      return DType::bf16;
+    default:
+      return std::nullopt;
+  }
+}
+
+std::string vendor_name(uint32_t id) {
+  switch (id) {
+    case 0x10DE:
+      return "nvidia";
+    case 0x1002:
+      return "amd";
+    case 0x8086:
+      return "intel";
+    case 0x106B:
+      return "apple";
+    case 0x13B5:
+      return "arm";
+    case 0x5143:
+      return "qualcomm";
+    case 0x10005:
+      return "mesa";
+    default:
+      return "unknown";
+  }
+}
+
+DeviceType device_type(VkPhysicalDeviceType t) {
+  switch (t) {
+    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU:
+      return DeviceType::discrete_gpu;
+    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU:
+      return DeviceType::integrated_gpu;
+    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU:
+      return DeviceType::virtual_gpu;
+    case VK_PHYSICAL_DEVICE_TYPE_CPU:
+      return DeviceType::cpu;
+    default:
+      return DeviceType::other;
+  }
+}
+
+std::string version_str(uint32_t v) {
+  return std::to_string(VK_API_VERSION_MAJOR(v)) + "." + std::to_string(VK_API_VERSION_MINOR(v)) +
+         "." + std::to_string(VK_API_VERSION_PATCH(v));
+}
+
+std::string mib(uint64_t b) {
+  return std::to_string(b >> 20) + " MiB";
+}
+
+std::string hex(const uint8_t* p, size_t n) {
+  std::string s;
+  char b[3];
+  for (size_t i = 0; i < n; ++i) {
+    std::snprintf(b, sizeof b, "%02x", p[i]);
+    s += b;
+  }
+  return s;
+}
+
+}  // namespace
+
+bool PhysicalInfo::has_extension(const char* name) const {
+  for (const auto& e : extensions)
+    if (e == name) return true;
+  return false;
+}
+
+Result<PhysicalInfo> probe(VkInstance instance, VkPhysicalDevice pd) {
+  PhysicalInfo info;
+  info.handle = pd;
+  vkGetPhysicalDeviceProperties(pd, &info.props);
+  vkGetPhysicalDeviceMemoryProperties(pd, &info.memory);
+  const uint32_t api = info.props.apiVersion;
+  if (api < VK_API_VERSION_1_1)
+    return Status(Code::unsupported,
+                  std::string(info.props.deviceName) + ": Vulkan " + version_str(api) + " < 1.1");
+
+  uint32_t n = 0;
+  vkEnumerateDeviceExtensionProperties(pd, nullptr, &n, nullptr);
+  std::vector<VkExtensionProperties> ext(n);
+  vkEnumerateDeviceExtensionProperties(pd, nullptr, &n, ext.data());
+  for (const auto& e : ext) info.extensions.emplace_back(e.extensionName);
+
+  vkGetPhysicalDeviceQueueFamilyProperties(pd, &n, nullptr);
+  std::vector<VkQueueFamilyProperties> fams(n);
+  vkGetPhysicalDeviceQueueFamilyProperties(pd, &n, fams.data());
+  for (uint32_t i = 0; i < n && info.queue_family == UINT32_MAX; ++i)
+    if (fams[i].queueFlags & VK_QUEUE_COMPUTE_BIT) info.queue_family = i;
+  if (info.queue_family == UINT32_MAX)
+    return Status(Code::unsupported, std::string(info.props.deviceName) + ": no compute queue");
+
+  const bool v12 = api >= VK_API_VERSION_1_2, v13 = api >= VK_API_VERSION_1_3;
+  const bool has_coopmat = info.has_extension(kCoopMatExt);
+
+  // Features.
+  VkPhysicalDeviceFeatures2 f2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+  VkPhysicalDevice16BitStorageFeatures s16{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES};
+  VkPhysicalDevice8BitStorageFeatures s8{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_8BIT_STORAGE_FEATURES};
+  VkPhysicalDeviceShaderFloat16Int8Features f16i8{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES};
+  VkPhysicalDeviceSubgroupSizeControlFeatures ssc{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES};
+  VkPhysicalDeviceShaderIntegerDotProductFeatures idp{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES};
+  CoopMatFeatures cmf{kCoopMatFeaturesType, nullptr, VK_FALSE, VK_FALSE};
+  void** next = &f2.pNext;
+  auto chain = [&next](auto* s) {
+    *next = s;
+    next = &s->pNext;
+  };
+  chain(&s16);
+  if (v12 || info.has_extension(VK_KHR_8BIT_STORAGE_EXTENSION_NAME)) chain(&s8);
+  if (v12 || info.has_extension(VK_KHR_SHADER_FLOAT16_INT8_EXTENSION_NAME)) chain(&f16i8);
+  if (v13 || info.has_extension(VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME)) chain(&ssc);
+  if (v13 || info.has_extension(VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME)) chain(&idp);
+  if (has_coopmat) chain(&cmf);
+  vkGetPhysicalDeviceFeatures2(pd, &f2);
+  info.storage16 = s16.storageBuffer16BitAccess;
+  info.storage8 = s8.storageBuffer8BitAccess;
+  info.float16 = f16i8.shaderFloat16;
+  info.int8 = f16i8.shaderInt8;
+  info.int16 = f2.features.shaderInt16;
+  info.subgroup_size_control = ssc.subgroupSizeControl && ssc.computeFullSubgroups;
+  info.int_dot = idp.shaderIntegerDotProduct;
+
+  // Properties.
+  VkPhysicalDeviceProperties2 p2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
+  VkPhysicalDeviceSubgroupProperties sg{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
+  VkPhysicalDeviceIDProperties idp2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_ID_PROPERTIES};
+  VkPhysicalDeviceMaintenance3Properties m3{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES};
+  VkPhysicalDeviceDriverProperties drv{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
+  VkPhysicalDeviceSubgroupSizeControlProperties sscp{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_PROPERTIES};
+  next = &p2.pNext;
+  chain(&sg);
+  chain(&idp2);
+  chain(&m3);
+  const bool has_driver_props = v12 || info.has_extension(VK_KHR_DRIVER_PROPERTIES_EXTENSION_NAME);
+  if (has_driver_props) chain(&drv);
+  if (v13 || info.has_extension(VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME)) chain(&sscp);
+  vkGetPhysicalDeviceProperties2(pd, &p2);
+
+  const VkPhysicalDeviceLimits& lim = info.props.limits;
+  DeviceCaps& c = info.caps;
+  c.backend = BackendKind::vulkan;
+  c.name = info.props.deviceName;
+  c.vendor_id = info.props.vendorID;
+  c.device_id = info.props.deviceID;
+  c.vendor = vendor_name(c.vendor_id);
+  c.type = device_type(info.props.deviceType);
+  c.api_version = version_str(api);
+  if (has_driver_props) {
+    c.driver_name = drv.driverName;
+    c.driver_version = drv.driverInfo;
+  }
+  if (c.driver_version.empty()) c.driver_version = std::to_string(info.props.driverVersion);
+  if (idp2.deviceUUID[0] || idp2.deviceUUID[15]) {
+    std::array<uint8_t, 16> u{};
+    std::memcpy(u.data(), idp2.deviceUUID, 16);
+    c.uuid = u;
+  }
+  c.arch = c.driver_name.empty() ? c.vendor : c.driver_name;
+
+  c.fp16_storage = info.storage16;
+  c.bf16_storage = info.storage16;  // bf16 is stored as 16-bit words and widened in the shader
+  c.int8_storage = info.storage8;
+  c.fp16_arith = info.float16;
+  c.int8_arith = info.int8;
+  c.int_dot = info.int_dot;
+  c.bf16_arith = info.has_extension("VK_KHR_shader_bfloat16");
+
+  c.subgroup_size = static_cast<int>(sg.subgroupSize);
+  c.subgroup_min = c.subgroup_max = c.subgroup_size;
+  if (sscp.minSubgroupSize) {
+    c.subgroup_min = static_cast<int>(sscp.minSubgroupSize);
+    c.subgroup_max = static_cast<int>(sscp.maxSubgroupSize);
+  }
+  c.subgroup_size_control = info.subgroup_size_control;
+  c.shared_mem_per_block = lim.maxComputeSharedMemorySize;
+  c.shared_mem_per_block_optin = lim.maxComputeSharedMemorySize;
+  c.max_threads_per_block = lim.maxComputeWorkGroupInvocations;
+  for (int i = 0; i < 3; ++i) {
+    c.max_block_dims[static_cast<size_t>(i)] = lim.maxComputeWorkGroupSize[i];
+    c.max_grid_dims[static_cast<size_t>(i)] = lim.maxComputeWorkGroupCount[i];
+  }
+  c.max_buffer_range = lim.maxStorageBufferRange;
+  c.max_allocation = m3.maxMemoryAllocationSize;
+
+  std::string heaps;
+  uint64_t largest_local = 0;
+  for (uint32_t h = 0; h < info.memory.memoryHeapCount; ++h) {
+    const VkMemoryHeap& heap = info.memory.memoryHeaps[h];
+    const bool local = heap.flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT;
+    if (local) largest_local = std::max<uint64_t>(largest_local, heap.size);
+    heaps += (heaps.empty() ? "" : ", ") + mib(heap.size) + (local ? " device-local" : " host");
+  }
+  c.memory_bytes = largest_local;
+  for (uint32_t t = 0; t < info.memory.memoryTypeCount; ++t) {
+    const VkMemoryType& mt = info.memory.memoryTypes[t];
+    const VkMemoryPropertyFlags both =
+        VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT | VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT;
+    // A small host-visible window of VRAM (no resizable BAR) does not count.
+    if ((mt.propertyFlags & both) == both &&
+        info.memory.memoryHeaps[mt.heapIndex].size >= largest_local)
+      c.host_visible_device_memory = true;
+  }
+
+  // Cooperative matrix shapes, where the driver exposes VK_KHR_cooperative_matrix.
+  std::string coop = "absent (no VK_KHR_cooperative_matrix)";
+  if (has_coopmat && cmf.cooperativeMatrix) {
+    auto fn = reinterpret_cast<PFN_CoopMatProps>(
+        vkGetInstanceProcAddr(instance, "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR"));
+    uint32_t cn = 0;
+    if (fn && fn(pd, &cn, nullptr) == VK_SUCCESS) {
+      std::vector<CoopMatProps> props(
+          cn, CoopMatProps{kCoopMatPropsType, nullptr, 0, 0, 0, 0, 0, 0, 0, VK_FALSE, 0});
+      if (fn(pd, &cn, props.data()) == VK_SUCCESS) {
+        coop.clear();
+        for (const auto& p : props) {
+          auto a = component_dtype(p.AType), acc = component_dtype(p.CType);
+          if (!a || !acc) continue;
+          c.matrix_units.push_back({"coopmat", static_cast<int>(p.MSize), static_cast<int>(p.NSize),
+                                    static_cast<int>(p.KSize), *a, *acc});
+          coop += (coop.empty() ? "" : ", ") + std::to_string(p.MSize) + "x" +
+                  std::to_string(p.NSize) + "x" + std::to_string(p.KSize) + " " +
+                  std::string(dtype_name(*a)) + "+" + std::string(dtype_name(*acc));
+          if (*a == DType::bf16) c.bf16_arith = true;
+        }
+      }
+    }
+    c.tensor_cores = !c.matrix_units.empty();
+  }
+
+  c.extra["memory_heaps"] = heaps;
+  c.extra["max_storage_buffer_range"] = mib(lim.maxStorageBufferRange);
+  c.extra["max_workgroup_count"] = std::to_string(lim.maxComputeWorkGroupCount[0]) + "x" +
+                                   std::to_string(lim.maxComputeWorkGroupCount[1]) + "x" +
+                                   std::to_string(lim.maxComputeWorkGroupCount[2]);
+  c.extra["max_workgroup_size"] = std::to_string(lim.maxComputeWorkGroupSize[0]) + "x" +
+                                  std::to_string(lim.maxComputeWorkGroupSize[1]) + "x" +
+                                  std::to_string(lim.maxComputeWorkGroupSize[2]);
+  c.extra["subgroup_size_range"] = std::to_string(c.subgroup_min) + ".." +
+                                   std::to_string(c.subgroup_max) +
+                                   (c.subgroup_size_control ? " (size control)" : "");
+  c.extra["cooperative_matrix"] = coop.empty() ? "no usable shapes" : coop;
+  c.extra["shader_float16"] = info.float16 ? "yes" : "no";
+  c.extra["shader_int8"] = info.int8 ? "yes" : "no";
+  c.extra["storage_16bit"] = info.storage16 ? "yes" : "no";
+  c.extra["storage_8bit"] = info.storage8 ? "yes" : "no";
+  c.extra["integer_dot_product"] = info.int_dot ? "yes" : "no";
+  c.extra["device_uuid"] = hex(idp2.deviceUUID, 16);
+  c.extra["pipeline_cache_uuid"] = hex(info.props.pipelineCacheUUID, VK_UUID_SIZE);
+  c.extra["max_storage_buffers_per_stage"] =
+      std::to_string(lim.maxPerStageDescriptorStorageBuffers);
+  c.extra["min_storage_buffer_offset_alignment"] =
+      std::to_string(lim.minStorageBufferOffsetAlignment);
+  return info;
+}
+
+}  // namespace duet::vulkan

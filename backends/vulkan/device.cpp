@@ -1,0 +1,297 @@
+// The Vulkan device (buffers, copies, execution) and the backend's factory.
+#include <cstdlib>
+#include <cstring>
+
+#include "duet/internal/log.h"
+#include "vk_internal.h"
+#include "vulkan_backend.h"
+
+namespace duet::vulkan {
+
+VulkanDevice::VulkanDevice(std::shared_ptr<Core> core, std::string cache_dir, bool force_staging)
+    : core_(std::move(core)), caps_(core_->info.caps), cache_dir_(std::move(cache_dir)) {
+  staging_ = force_staging || !caps_.host_visible_device_memory;
+}
+
+VulkanDevice::~VulkanDevice() {
+  if (recorder_) (void)recorder_->flush();
+  scratch_.clear();
+  recorder_.reset();
+  pipelines_.reset();
+}
+
+const BackendRules& VulkanDevice::rules() const {
+  return vulkan::rules();
+}
+
+Status VulkanDevice::init() {
+  const auto& lim = core_->info.props.limits;
+  window_align_ = std::max<uint64_t>(lim.minStorageBufferOffsetAlignment, 16);
+  max_window_ = lim.maxStorageBufferRange;
+  // Blocks of 256 MiB (less where the driver caps single allocations).
+  uint64_t block = 256ull << 20;
+  if (caps_.max_allocation) block = std::min(block, caps_.max_allocation);
+  core_->allocator =
+      std::make_unique<Allocator>(core_->device, core_->info, !staging_, block, core_->id);
+  pipelines_ = std::make_unique<Pipelines>(core_, cache_dir_);
+  DUET_TRY(pipelines_->init());
+  recorder_ = std::make_unique<Recorder>(core_, *pipelines_);
+  DUET_TRY(recorder_->init());
+  caps_.extra["memory_path"] = staging_ ? "device-local memory with staging copies"
+                                        : "host-visible device-local memory (no staging)";
+  caps_.extra["pipeline_cache"] =
+      pipelines_->cache_path().empty() ? "off" : pipelines_->cache_path();
+  caps_.extra["validation"] = core_->instance->validation() ? "on" : "off";
+  return {};
+}
+
+Result<std::shared_ptr<Buffer>> VulkanDevice::allocate(uint64_t bytes) {
+  // Past the driver's limits vkAllocateMemory is invalid usage, not a clean failure: refuse here.
+  const DeviceCaps& real = core_->info.caps;
+  const uint64_t limit = real.max_allocation ? real.max_allocation : real.memory_bytes;
+  if (limit && bytes > limit)
+    return Err(Code::out_of_memory)
+        .device(id())
+        .expected("an allocation of at most " + std::to_string(limit) +
+                  " bytes (the driver's maxMemoryAllocationSize)")
+        .got(std::to_string(bytes) + " bytes");
+  auto a = core_->allocator->allocate(std::max<uint64_t>(bytes, 4));
+  if (!a.ok()) return a.status();
+  return std::shared_ptr<Buffer>(std::make_shared<VkBuf>(core_, *a, bytes));
+}
+
+Result<std::shared_ptr<VkBuf>> VulkanDevice::scratch(uint64_t bytes) {
+  DUET_ASSIGN_OR_RETURN(Allocation a, core_->allocator->allocate(std::max<uint64_t>(bytes, 4)));
+  auto b = std::make_shared<VkBuf>(core_, a, bytes);
+  scratch_.push_back(b);
+  return b;
+}
+
+Status VulkanDevice::copy_staged(VkBuf& buf, uint64_t offset, void* host, uint64_t bytes,
+                                 bool to_device) {
+  // A host-visible staging buffer, a one-off command buffer, and a wait. Chunks of 64 MiB.
+  VkDevice d = core_->device;
+  const uint64_t chunk = std::min<uint64_t>(bytes, 64ull << 20);
+  Allocator host_alloc(d, core_->info, true, std::max<uint64_t>(chunk, 1 << 20) * 2, core_->id);
+  DUET_ASSIGN_OR_RETURN(Allocation st, host_alloc.allocate(chunk));
+  VkCommandPool pool = VK_NULL_HANDLE;
+  VkCommandPoolCreateInfo pi{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
+  pi.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
+  pi.queueFamilyIndex = core_->info.queue_family;
+  VkResult r = vkCreateCommandPool(d, &pi, nullptr, &pool);
+  if (r != VK_SUCCESS) return vk_error("vkCreateCommandPool", r, core_->id);
+  VkCommandBuffer cmd = VK_NULL_HANDLE;
+  VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+  ai.commandPool = pool;
+  ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+  ai.commandBufferCount = 1;
+  vkAllocateCommandBuffers(d, &ai, &cmd);
+  Status status;
+  for (uint64_t done = 0; done < bytes && status.ok(); done += chunk) {
+    const uint64_t n = std::min(chunk, bytes - done);
+    auto* h = static_cast<std::byte*>(host) + done;
+    if (to_device) std::memcpy(st.block->mapped + st.offset, h, n);
+    VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+    bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
+    vkBeginCommandBuffer(cmd, &bi);
+    VkBufferCopy region{};
+    region.size = n;
+    if (to_device) {
+      region.srcOffset = st.offset;
+      region.dstOffset = buf.base() + offset + done;
+      vkCmdCopyBuffer(cmd, st.block->buffer, buf.vk(), 1, &region);
+    } else {
+      region.srcOffset = buf.base() + offset + done;
+      region.dstOffset = st.offset;
+      vkCmdCopyBuffer(cmd, buf.vk(), st.block->buffer, 1, &region);
+    }
+    vkEndCommandBuffer(cmd);
+    VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
+    si.commandBufferCount = 1;
+    si.pCommandBuffers = &cmd;
+    r = vkQueueSubmit(core_->queue, 1, &si, VK_NULL_HANDLE);
+    if (r == VK_SUCCESS) r = vkQueueWaitIdle(core_->queue);
+    if (r != VK_SUCCESS) {
+      status = vk_error("staging copy", r, core_->id);
+      break;
+    }
+    if (!to_device) std::memcpy(h, st.block->mapped + st.offset, n);
+    vkResetCommandBuffer(cmd, 0);
+  }
+  vkDestroyCommandPool(d, pool, nullptr);
+  host_alloc.release(st);
+  return status;
+}
+
+Status VulkanDevice::write(Buffer& dst, uint64_t offset, const void* src, uint64_t bytes) {
+  DUET_ASSIGN_OR_RETURN(VkBuf * b, as_vk(&dst, id(), "write destination"));
+  if (offset > b->size() || bytes > b->size() - offset)
+    return Err(Code::invalid_argument)
+        .device(id())
+        .expected("a write inside the buffer of " + std::to_string(b->size()) + " bytes")
+        .got("offset " + std::to_string(offset) + " + " + std::to_string(bytes) + " bytes");
+  // Work recorded before this write that touches the range runs first.
+  if (recorder_->touches(b->vk(), b->base() + offset, bytes)) DUET_TRY(synchronize());
+  if (staging_) return copy_staged(*b, offset, const_cast<void*>(src), bytes, true);
+  std::memcpy(b->mapped() + offset, src, bytes);
+  return {};
+}
+
+Status VulkanDevice::read(Buffer& src, uint64_t offset, void* dst, uint64_t bytes) {
+  DUET_ASSIGN_OR_RETURN(VkBuf * b, as_vk(&src, id(), "read source"));
+  if (offset > b->size() || bytes > b->size() - offset)
+    return Err(Code::invalid_argument)
+        .device(id())
+        .expected("a read inside the buffer of " + std::to_string(b->size()) + " bytes")
+        .got("offset " + std::to_string(offset) + " + " + std::to_string(bytes) + " bytes");
+  if (recorder_->touches(b->vk(), b->base() + offset, bytes)) DUET_TRY(synchronize());
+  if (staging_) return copy_staged(*b, offset, dst, bytes, false);
+  std::memcpy(dst, b->mapped() + offset, bytes);
+  return {};
+}
+
+Status VulkanDevice::check_validation() {
+  std::vector<std::string> m = core_->instance->take_messages();
+  if (m.empty()) return {};
+  std::string text = m.front();
+  if (m.size() > 1) text += " (and " + std::to_string(m.size() - 1) + " more)";
+  return Err(Code::internal).device(id()).note("Vulkan validation: " + text);
+}
+
+Status VulkanDevice::execute(const PlannedOp& op, std::span<const TensorRef> inputs,
+                             const TensorRef& output) {
+  DUET_TRY(check_validation());
+  Status s = record_op(*this, op, inputs, output);
+  if (!s.ok()) return s;
+  return check_validation();
+}
+
+Status VulkanDevice::synchronize() {
+  Status s = recorder_->flush();
+  scratch_.clear();
+  DUET_TRY(check_validation());
+  DUET_TRY(s);
+  std::vector<std::string> errors = recorder_->take_errors();
+  if (!errors.empty()) return Err(Code::invalid_argument).device(id()).note(errors.front());
+  return {};
+}
+
+namespace {
+
+Result<std::unique_ptr<VulkanDevice>> open_device(std::shared_ptr<Instance> instance,
+                                                  PhysicalInfo info, int index,
+                                                  const BackendOptions& o) {
+  auto core = std::make_shared<Core>();
+  core->instance = std::move(instance);
+  core->info = std::move(info);
+  core->id = "vulkan:" + std::to_string(index);
+  const PhysicalInfo& pi = core->info;
+
+  float prio = 1.0f;
+  VkDeviceQueueCreateInfo qi{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};
+  qi.queueFamilyIndex = pi.queue_family;
+  qi.queueCount = 1;
+  qi.pQueuePriorities = &prio;
+
+  const bool v12 = pi.props.apiVersion >= VK_API_VERSION_1_2;
+  std::vector<const char*> ext;
+  VkPhysicalDeviceFeatures2 f2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+  VkPhysicalDevice16BitStorageFeatures s16{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES};
+  VkPhysicalDevice8BitStorageFeatures s8{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_8BIT_STORAGE_FEATURES};
+  VkPhysicalDeviceShaderFloat16Int8Features f16i8{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES};
+  void** next = &f2.pNext;
+  auto chain = [&next](auto* s) {
+    *next = s;
+    next = &s->pNext;
+  };
+  s16.storageBuffer16BitAccess = pi.storage16;
+  chain(&s16);
+  if (pi.storage8) {
+    if (!v12) ext.push_back(VK_KHR_8BIT_STORAGE_EXTENSION_NAME);
+    s8.storageBuffer8BitAccess = VK_TRUE;
+    chain(&s8);
+  }
+  if (pi.float16 || pi.int8) {
+    if (!v12) ext.push_back(VK_KHR_SHADER_FLOAT16_INT8_EXTENSION_NAME);
+    f16i8.shaderFloat16 = pi.float16;
+    f16i8.shaderInt8 = pi.int8;
+    chain(&f16i8);
+  }
+  f2.features.shaderInt16 = pi.int16;
+  if (!v12 && pi.has_extension("VK_KHR_portability_subset"))
+    ext.push_back("VK_KHR_portability_subset");
+
+  VkDeviceCreateInfo ci{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
+  ci.pNext = &f2;
+  ci.queueCreateInfoCount = 1;
+  ci.pQueueCreateInfos = &qi;
+  ci.enabledExtensionCount = static_cast<uint32_t>(ext.size());
+  ci.ppEnabledExtensionNames = ext.data();
+  VkResult r = vkCreateDevice(pi.handle, &ci, nullptr, &core->device);
+  if (r != VK_SUCCESS) return vk_error("vkCreateDevice", r, core->id);
+  vkGetDeviceQueue(core->device, pi.queue_family, 0, &core->queue);
+
+  auto dev = std::make_unique<VulkanDevice>(core, default_cache_dir(o),
+                                            o.get_bool("vulkan.force_staging", false));
+  DUET_TRY(dev->init());
+  return dev;
+}
+
+bool env_flag(const char* name) {
+  const char* v = std::getenv(name);
+  return v && *v && std::strcmp(v, "0") != 0 && std::strcmp(v, "false") != 0 &&
+         std::strcmp(v, "off") != 0;
+}
+
+}  // namespace
+
+BackendFactory factory() {
+  return {"vulkan", [](const BackendOptions& o) -> Result<BackendOpenResult> {
+            std::string loader = o.get("vulkan.loader");
+            if (loader.empty())
+              if (const char* e = std::getenv("DUET_VULKAN_LOADER"); e && *e) loader = e;
+            if (loader.empty()) loader = "libvulkan.so.1";
+            DUET_TRY(load_loader(loader));
+            const bool validation =
+                o.get_bool("vulkan.validation", env_flag("DUET_VULKAN_VALIDATION"));
+            BackendOpenResult out;
+            DUET_ASSIGN_OR_RETURN(std::shared_ptr<Instance> inst,
+                                  Instance::create(validation, &out.notes));
+            uint32_t n = 0;
+            VkResult r = vkEnumeratePhysicalDevices(inst->handle(), &n, nullptr);
+            if (r != VK_SUCCESS) return vk_error("vkEnumeratePhysicalDevices", r);
+            if (n == 0)
+              return Status(Code::unsupported, "the Vulkan loader found no physical device");
+            std::vector<VkPhysicalDevice> pds(n);
+            vkEnumeratePhysicalDevices(inst->handle(), &n, pds.data());
+            // "vulkan.devices": comma-separated indices to open (default: all).
+            const std::string only = o.get("vulkan.devices");
+            int index = 0;
+            for (uint32_t i = 0; i < n; ++i) {
+              if (!only.empty() &&
+                  ("," + only + ",").find("," + std::to_string(i) + ",") == std::string::npos)
+                continue;
+              auto info = probe(inst->handle(), pds[i]);
+              if (!info.ok()) {
+                out.notes.push_back("physical device " + std::to_string(i) +
+                                    " skipped: " + info.status().message());
+                continue;
+              }
+              auto dev = open_device(inst, std::move(*info), index, o);
+              if (!dev.ok()) {
+                out.notes.push_back("physical device " + std::to_string(i) +
+                                    " skipped: " + dev.status().message());
+                continue;
+              }
+              ++index;
+              out.devices.push_back(std::move(*dev));
+            }
+            if (auto m = inst->take_messages(); !m.empty())
+              return Status(Code::internal, "Vulkan validation while opening: " + m.front());
+            return out;
+          }};
+}
+
+}  // namespace duet::vulkan

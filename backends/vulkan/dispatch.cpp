@@ -1,0 +1,233 @@
+// Recording: every planned op becomes one or more dispatches in one command buffer; nothing is
+// submitted until synchronize() (or until the parameter ring or the descriptor pool fills). A
+// barrier is recorded only before a dispatch that reads or writes a range that an earlier
+// dispatch since the last barrier wrote, or writes a range one of them read.
+#include <cstring>
+
+#include "duet/internal/log.h"
+#include "vk_internal.h"
+
+namespace duet::vulkan {
+
+namespace {
+constexpr uint64_t kRingBytes = 4ull << 20;
+constexpr uint32_t kSetsPerPool = 1024;
+constexpr uint32_t kErrorSlots = 256;
+}  // namespace
+
+Recorder::Recorder(std::shared_ptr<Core> core, Pipelines& pipelines)
+    : core_(std::move(core)), pipelines_(pipelines) {}
+
+Recorder::~Recorder() {
+  VkDevice d = core_->device;
+  if (recording_) {
+    vkEndCommandBuffer(cmd_);
+    recording_ = false;
+  }
+  if (host_alloc_) {
+    host_alloc_->release(ring_);
+    host_alloc_->release(errors_);
+  }
+  host_alloc_.reset();
+  if (dpool_) vkDestroyDescriptorPool(d, dpool_, nullptr);
+  if (fence_) vkDestroyFence(d, fence_, nullptr);
+  if (pool_) vkDestroyCommandPool(d, pool_, nullptr);
+}
+
+Status Recorder::init() {
+  VkDevice d = core_->device;
+  VkCommandPoolCreateInfo pi{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
+  pi.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
+  pi.queueFamilyIndex = core_->info.queue_family;
+  VkResult r = vkCreateCommandPool(d, &pi, nullptr, &pool_);
+  if (r != VK_SUCCESS) return vk_error("vkCreateCommandPool", r, core_->id);
+  VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+  ai.commandPool = pool_;
+  ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+  ai.commandBufferCount = 1;
+  r = vkAllocateCommandBuffers(d, &ai, &cmd_);
+  if (r != VK_SUCCESS) return vk_error("vkAllocateCommandBuffers", r, core_->id);
+  VkFenceCreateInfo fi{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+  r = vkCreateFence(d, &fi, nullptr, &fence_);
+  if (r != VK_SUCCESS) return vk_error("vkCreateFence", r, core_->id);
+  VkDescriptorPoolSize ps{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, kSetsPerPool * kBindings};
+  VkDescriptorPoolCreateInfo dp{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
+  dp.maxSets = kSetsPerPool;
+  dp.poolSizeCount = 1;
+  dp.pPoolSizes = &ps;
+  r = vkCreateDescriptorPool(d, &dp, nullptr, &dpool_);
+  if (r != VK_SUCCESS) return vk_error("vkCreateDescriptorPool", r, core_->id);
+  sets_left_ = kSetsPerPool;
+
+  host_alloc_ = std::make_unique<Allocator>(d, core_->info, true, 8ull << 20, core_->id);
+  DUET_ASSIGN_OR_RETURN(ring_, host_alloc_->allocate(kRingBytes));
+  DUET_ASSIGN_OR_RETURN(errors_, host_alloc_->allocate(kErrorSlots * 8));
+  std::memset(errors_.block->mapped + errors_.offset, 0, kErrorSlots * 8);
+  ring_align_ = std::max<uint64_t>(256, core_->info.props.limits.minStorageBufferOffsetAlignment);
+  return {};
+}
+
+bool Recorder::overlaps(const std::vector<Range>& set, const Range& r) {
+  for (const Range& x : set)
+    if (x.buffer == r.buffer && x.lo < r.hi && r.lo < x.hi) return true;
+  return false;
+}
+
+bool Recorder::touches(VkBuffer buffer, uint64_t offset, uint64_t bytes) const {
+  return recording_ && overlaps(batch_, Range{buffer, offset, offset + bytes});
+}
+
+Status Recorder::begin() {
+  if (recording_) return {};
+  VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+  bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
+  VkResult r = vkBeginCommandBuffer(cmd_, &bi);
+  if (r != VK_SUCCESS) return vk_error("vkBeginCommandBuffer", r, core_->id);
+  recording_ = true;
+  return {};
+}
+
+Status Recorder::reserve(uint64_t bytes, uint64_t* offset) {
+  const uint64_t need = (bytes + ring_align_ - 1) / ring_align_ * ring_align_;
+  if (need > kRingBytes)
+    return Err(Code::internal).device(core_->id).note("parameter block larger than the ring");
+  if (ring_used_ + need > kRingBytes) DUET_TRY(flush());
+  *offset = ring_used_;
+  ring_used_ += need;
+  return {};
+}
+
+Result<uint32_t> Recorder::error_slot(std::string what) {
+  if (error_what_.size() >= kErrorSlots) {
+    DUET_TRY(flush());
+    for (std::string& e : take_errors()) deferred_errors_.push_back(std::move(e));
+  }
+  error_what_.push_back(std::move(what));
+  return static_cast<uint32_t>(error_what_.size() - 1);
+}
+
+Window Recorder::error_window() const {
+  return {errors_.block->buffer, errors_.offset, kErrorSlots * 8, true};
+}
+
+std::vector<std::string> Recorder::take_errors() {
+  std::vector<std::string> out;
+  out.swap(deferred_errors_);
+  auto* w = reinterpret_cast<uint32_t*>(errors_.block->mapped + errors_.offset);
+  for (size_t i = 0; i < error_what_.size(); ++i)
+    if (w[2 * i])
+      out.push_back(error_what_[i] + ": id " + std::to_string(static_cast<int32_t>(w[2 * i + 1])) +
+                    " is out of range");
+  std::memset(w, 0, error_what_.size() * 8);
+  error_what_.clear();
+  return out;
+}
+
+Status Recorder::record(const Dispatch& d) {
+  DUET_ASSIGN_OR_RETURN(VkPipeline pipe, pipelines_.get(d.shader, d.spec));
+  if (sets_left_ == 0) DUET_TRY(flush());
+  // Parameters (and any table after them) into the ring.
+  const uint64_t pbytes = sizeof(Params);
+  uint64_t poff = 0, eoff = 0;
+  DUET_TRY(reserve(pbytes, &poff));
+  if (!d.extra.empty()) {
+    DUET_TRY(reserve(d.extra.size(), &eoff));
+    if (eoff < poff) {  // the ring was flushed between the two reservations
+      DUET_TRY(reserve(pbytes, &poff));
+    }
+  }
+  std::byte* ring = ring_.block->mapped + ring_.offset;
+  std::memcpy(ring + poff, &d.params, pbytes);
+  if (!d.extra.empty()) std::memcpy(ring + eoff, d.extra.data(), d.extra.size());
+  DUET_TRY(begin());
+
+  std::array<Window, kBindings> bind = d.bind;
+  bind[0] = {ring_.block->buffer, ring_.offset + poff, pbytes, false};
+  if (d.extra_binding > 0)
+    bind[static_cast<size_t>(d.extra_binding)] = {ring_.block->buffer, ring_.offset + eoff,
+                                                  d.extra.size(), false};
+  // Unused bindings point at the parameter block: every binding of the layout stays valid.
+  for (auto& w : bind)
+    if (!w.buffer) w = {bind[0].buffer, bind[0].offset, bind[0].range, false};
+
+  // Hazards against what ran since the last barrier.
+  bool hazard = false;
+  for (size_t i = 1; i < kBindings; ++i) {
+    const Window& w = d.bind[i];
+    if (!w.buffer) continue;
+    Range r{w.buffer, w.offset, w.offset + w.range};
+    if (overlaps(writes_since_barrier_, r) || (w.write && overlaps(reads_since_barrier_, r)))
+      hazard = true;
+  }
+  if (hazard) {
+    VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+    mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_SHADER_READ_BIT;
+    mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
+    vkCmdPipelineBarrier(cmd_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                         VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb, 0, nullptr, 0, nullptr);
+    reads_since_barrier_.clear();
+    writes_since_barrier_.clear();
+    ++barriers;
+  }
+  for (size_t i = 1; i < kBindings; ++i) {
+    const Window& w = d.bind[i];
+    if (!w.buffer) continue;
+    Range r{w.buffer, w.offset, w.offset + w.range};
+    (w.write ? writes_since_barrier_ : reads_since_barrier_).push_back(r);
+    batch_.push_back(r);
+  }
+
+  VkDescriptorSetAllocateInfo ai{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
+  ai.descriptorPool = dpool_;
+  ai.descriptorSetCount = 1;
+  VkDescriptorSetLayout sl = pipelines_.set_layout();
+  ai.pSetLayouts = &sl;
+  VkDescriptorSet set = VK_NULL_HANDLE;
+  VkResult r = vkAllocateDescriptorSets(core_->device, &ai, &set);
+  if (r != VK_SUCCESS) return vk_error("vkAllocateDescriptorSets", r, core_->id);
+  --sets_left_;
+  std::array<VkDescriptorBufferInfo, kBindings> infos{};
+  std::array<VkWriteDescriptorSet, kBindings> writes{};
+  for (uint32_t i = 0; i < kBindings; ++i) {
+    infos[i] = {bind[i].buffer, bind[i].offset, bind[i].range};
+    writes[i] = {VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
+    writes[i].dstSet = set;
+    writes[i].dstBinding = i;
+    writes[i].descriptorCount = 1;
+    writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+    writes[i].pBufferInfo = &infos[i];
+  }
+  vkUpdateDescriptorSets(core_->device, kBindings, writes.data(), 0, nullptr);
+  vkCmdBindPipeline(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, pipe);
+  vkCmdBindDescriptorSets(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, pipelines_.layout(), 0, 1, &set, 0,
+                          nullptr);
+  vkCmdDispatch(cmd_, d.groups[0], d.groups[1], d.groups[2]);
+  ++dispatches;
+  return {};
+}
+
+Status Recorder::flush() {
+  if (!recording_) return {};
+  recording_ = false;
+  VkResult r = vkEndCommandBuffer(cmd_);
+  if (r != VK_SUCCESS) return vk_error("vkEndCommandBuffer", r, core_->id);
+  VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
+  si.commandBufferCount = 1;
+  si.pCommandBuffers = &cmd_;
+  r = vkQueueSubmit(core_->queue, 1, &si, fence_);
+  if (r != VK_SUCCESS) return vk_error("vkQueueSubmit", r, core_->id);
+  ++submissions;
+  r = vkWaitForFences(core_->device, 1, &fence_, VK_TRUE, UINT64_MAX);
+  if (r != VK_SUCCESS) return vk_error("vkWaitForFences", r, core_->id);
+  vkResetFences(core_->device, 1, &fence_);
+  vkResetCommandBuffer(cmd_, 0);
+  vkResetDescriptorPool(core_->device, dpool_, 0);
+  sets_left_ = kSetsPerPool;
+  ring_used_ = 0;
+  reads_since_barrier_.clear();
+  writes_since_barrier_.clear();
+  batch_.clear();
+  return {};
+}
+
+}  // namespace duet::vulkan

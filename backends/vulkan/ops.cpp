@@ -1,0 +1,624 @@
+// Turning a planned op into dispatches. Each tensor is bound as a window of its buffer; when a
+// window would exceed maxStorageBufferRange the op is split along a dimension (rows, batch,
+// heads, or the reduction dim of matmul, accumulating) until every window fits, so tensors
+// larger than one binding still run.
+#include <cmath>
+#include <cstring>
+#include <functional>
+
+#include "vk_internal.h"
+#include "vulkan_backend.h"
+
+namespace duet::vulkan {
+
+namespace {
+
+// A view of a device buffer.
+struct Arg {
+  TensorDesc desc;
+  VkBuf* buf = nullptr;
+};
+
+std::string T(DType t) {
+  return std::string(dtype_name(t));
+}
+
+int64_t elem_bytes(DType t) {
+  return static_cast<int64_t>(dtype_size(t));
+}
+
+// The byte range [lo, hi) that a view touches, counted from the start of its VkBuffer.
+std::pair<uint64_t, uint64_t> byte_range(const Arg& a) {
+  const int64_t e = elem_bytes(a.desc.dtype);
+  int64_t hi = a.desc.offset;
+  for (int i = 0; i < a.desc.rank; ++i)
+    hi += (a.desc.shape[static_cast<size_t>(i)] - 1) * a.desc.strides[static_cast<size_t>(i)];
+  return {a.buf->base() + static_cast<uint64_t>(a.desc.offset * e),
+          a.buf->base() + static_cast<uint64_t>((hi + 1) * e)};
+}
+
+bool fits(VulkanDevice& dev, const Arg& a) {
+  auto [lo, hi] = byte_range(a);
+  const uint64_t start = lo / dev.window_alignment() * dev.window_alignment();
+  return hi - start <= dev.max_window();
+}
+
+GpuTensor gpu_tensor(const TensorDesc& d, uint32_t offset) {
+  GpuTensor g;
+  const int lead = kMaxRank - d.rank;
+  for (int i = 0; i < d.rank; ++i) {
+    g.shape[static_cast<size_t>(lead + i)] = static_cast<uint32_t>(d.shape[static_cast<size_t>(i)]);
+    g.stride[static_cast<size_t>(lead + i)] =
+        static_cast<uint32_t>(d.strides[static_cast<size_t>(i)]);
+  }
+  g.offset = offset;
+  g.numel = static_cast<uint32_t>(d.numel());
+  return g;
+}
+
+// Binds `a` as a window; its descriptor's offset is relative to the window start.
+Result<std::pair<Window, GpuTensor>> bind(VulkanDevice& dev, const Arg& a, bool write,
+                                          const std::string& name) {
+  auto [lo, hi] = byte_range(a);
+  const uint64_t align = dev.window_alignment();
+  const uint64_t start = lo / align * align;
+  if (hi - start > dev.max_window())
+    return Err(Code::unsupported)
+        .tensor(name)
+        .device(dev.id())
+        .expected("a window of at most " + std::to_string(dev.max_window()) + " bytes")
+        .got(std::to_string(hi - start) + " bytes that cannot be split further");
+  if (a.desc.storage_extent() > (int64_t{1} << 32) - 1)
+    return Err(Code::unsupported)
+        .tensor(name)
+        .device(dev.id())
+        .expected("fewer than 2^32 elements")
+        .got(a.desc.str());
+  const uint64_t e = static_cast<uint64_t>(elem_bytes(a.desc.dtype));
+  Window w{a.buf->vk(), start, (hi - start + 3) / 4 * 4, write};
+  // Keep the range inside the buffer (rounding up to a word may pass its end only by < 4 bytes).
+  if (w.offset + w.range > a.buf->base() + ((a.buf->size() + 255) / 256 * 256))
+    w.range = hi - start;
+  return std::make_pair(w, gpu_tensor(a.desc, static_cast<uint32_t>((lo - start) / e)));
+}
+
+TensorDesc slice_dim(const TensorDesc& d, int dim, int64_t s, int64_t e) {
+  TensorDesc r = d;
+  r.offset += s * d.strides[static_cast<size_t>(dim)];
+  r.shape[static_cast<size_t>(dim)] = e - s;
+  return r;
+}
+
+std::array<uint32_t, 3> grid(uint64_t groups) {
+  const uint64_t x = std::min<uint64_t>(std::max<uint64_t>(groups, 1), 65535);
+  return {static_cast<uint32_t>(x), static_cast<uint32_t>((groups + x - 1) / x), 1};
+}
+
+// Grid-stride kernels: enough workgroups to cover n elements, capped (each loops).
+std::array<uint32_t, 3> flat_grid(uint64_t n, int block) {
+  uint64_t g = (n + static_cast<uint64_t>(block) - 1) / static_cast<uint64_t>(block);
+  return grid(std::min<uint64_t>(g, 65535ull * 16));
+}
+
+using Emit = std::function<Status(const std::vector<Arg>&)>;
+
+// Splits args[0..n_sliced) (all indexed like args[0], the output) along dims in `dims` until every
+// arg fits in a window, then emits. Args past n_sliced are bound whole.
+Status split_emit(VulkanDevice& dev, std::vector<Arg> args, size_t n_sliced,
+                  const std::vector<int>& dims, const Emit& emit,
+                  const std::function<bool(const std::vector<Arg>&)>& extra_fits = {}) {
+  bool ok = !extra_fits || extra_fits(args);
+  for (const Arg& a : args) ok = ok && fits(dev, a);
+  if (ok) return emit(args);
+  for (int d : dims) {
+    const int64_t n = args[0].desc.shape[static_cast<size_t>(d)];
+    if (n <= 1) continue;
+    const int64_t h = n / 2;
+    for (auto [s, e] : {std::pair<int64_t, int64_t>{0, h}, {h, n}}) {
+      std::vector<Arg> part = args;
+      for (size_t i = 0; i < n_sliced; ++i) part[i].desc = slice_dim(args[i].desc, d, s, e);
+      DUET_TRY(split_emit(dev, part, n_sliced, dims, emit, extra_fits));
+    }
+    return {};
+  }
+  // Nothing left to split: bind() reports which tensor is too large.
+  return emit(args);
+}
+
+std::vector<int> leading_dims(int rank, int keep_last) {
+  std::vector<int> d;
+  for (int i = 0; i < rank - keep_last; ++i) d.push_back(i);
+  return d;
+}
+
+struct Ctx {
+  VulkanDevice& dev;
+  const OpDesc& op;
+  const KernelChoice& choice;
+  Status bind_into(Dispatch& d, int binding, int td, const Arg& a, bool write,
+                   const std::string& name) const {
+    DUET_ASSIGN_OR_RETURN(auto wt, bind(dev, a, write, name));
+    d.bind[static_cast<size_t>(binding)] = wt.first;
+    if (td >= 0) d.params.td[td] = wt.second;
+    return {};
+  }
+  int block() const { return choice.launch.block_threads > 0 ? choice.launch.block_threads : 64; }
+};
+
+// ---- elementwise ----------------------------------------------------------------------------
+
+uint32_t eltwise_code(const OpDesc& op) {
+  switch (op.kind) {
+    case OpKind::add:
+      return 0;
+    case OpKind::sub:
+      return 1;
+    case OpKind::mul:
+      return 2;
+    case OpKind::div:
+      return 3;
+    case OpKind::scale:
+      return 4;
+    case OpKind::silu:
+      return 5;
+    case OpKind::gelu:
+      return op.attrs.gelu_approx == GeluApprox::tanh ? 7 : 6;
+    case OpKind::relu:
+      return 8;
+    default:
+      return 9;  // exp
+  }
+}
+
+Status eltwise(const Ctx& c, const Arg& out, std::span<const Arg> in) {
+  std::vector<Arg> args{out};
+  for (const Arg& a : in) {
+    DUET_ASSIGN_OR_RETURN(TensorDesc b, broadcast_to(a.desc, out.desc.dims()));
+    args.push_back({b, a.buf});
+  }
+  const DType t = out.desc.dtype;
+  return split_emit(c.dev, args, args.size(), leading_dims(out.desc.rank, 0),
+                    [&](const std::vector<Arg>& p) -> Status {
+                      Dispatch d;
+                      d.shader = "eltwise_" + T(t);
+                      d.spec = {static_cast<uint32_t>(c.block()), eltwise_code(c.op)};
+                      DUET_TRY(c.bind_into(d, 1, 0, p[0], true, "output"));
+                      for (size_t i = 1; i < p.size(); ++i)
+                        DUET_TRY(c.bind_into(d, static_cast<int>(i + 1), static_cast<int>(i), p[i],
+                                             false, c.op.input_name(i - 1)));
+                      d.params.f[0] = c.op.attrs.alpha;
+                      d.groups = flat_grid(static_cast<uint64_t>(p[0].desc.numel()), c.block());
+                      return c.dev.recorder().record(d);
+                    });
+}
+
+// ---- rows: softmax, rmsnorm, layernorm -------------------------------------------------------
+
+Status softmax(const Ctx& c, const Arg& out, std::span<const Arg> in) {
+  std::vector<Arg> args{out, in[0]};
+  if (in.size() > 1) {
+    DUET_ASSIGN_OR_RETURN(TensorDesc m, broadcast_to(in[1].desc, out.desc.dims()));
+    args.push_back({m, in[1].buf});
+  }
+  const int64_t n = out.desc.dim(-1);
+  return split_emit(c.dev, args, args.size(), leading_dims(out.desc.rank, 1),
+                    [&](const std::vector<Arg>& p) -> Status {
+                      Dispatch d;
+                      d.shader = "softmax_" + T(out.desc.dtype);
+                      d.spec = {static_cast<uint32_t>(c.block())};
+                      DUET_TRY(c.bind_into(d, 1, 0, p[0], true, "output"));
+                      DUET_TRY(c.bind_into(d, 2, 1, p[1], false, c.op.input_name(0)));
+                      if (p.size() > 2) {
+                        DUET_TRY(c.bind_into(d, 3, 2, p[2], false, c.op.input_name(1)));
+                        d.params.u[1] = 1;
+                        d.params.u[2] = p[2].desc.dtype == DType::f32;
+                      }
+                      d.params.u[0] = static_cast<uint32_t>(n);
+                      d.params.f[0] = softmax_scale(c.op);
+                      d.groups = grid(static_cast<uint64_t>(p[0].desc.numel() / n));
+                      return c.dev.recorder().record(d);
+                    });
+}
+
+Status norm(const Ctx& c, const Arg& out, std::span<const Arg> in) {
+  std::vector<Arg> args{out, in[0]};
+  for (size_t i = 1; i < in.size(); ++i) args.push_back(in[i]);
+  const int64_t n = out.desc.dim(-1);
+  return split_emit(
+      c.dev, args, 2, leading_dims(out.desc.rank, 1), [&](const std::vector<Arg>& p) -> Status {
+        Dispatch d;
+        d.shader = "norm_" + T(out.desc.dtype);
+        d.spec = {static_cast<uint32_t>(c.block()), c.op.kind == OpKind::layernorm ? 1u : 0u};
+        DUET_TRY(c.bind_into(d, 1, 0, p[0], true, "output"));
+        for (size_t i = 1; i < p.size(); ++i)
+          DUET_TRY(c.bind_into(d, static_cast<int>(i + 1), static_cast<int>(i), p[i], false,
+                               c.op.input_name(i - 1)));
+        d.params.u[0] = static_cast<uint32_t>(n);
+        d.params.u[1] = p.size() > 2;
+        d.params.u[2] = p.size() > 3;
+        d.params.f[0] = c.op.attrs.eps;
+        d.groups = grid(static_cast<uint64_t>(p[0].desc.numel() / n));
+        return c.dev.recorder().record(d);
+      });
+}
+
+// ---- rope -------------------------------------------------------------------------------------
+
+Status rope(const Ctx& c, const Arg& out, std::span<const Arg> in) {
+  const int64_t D = out.desc.dim(3);
+  const int rd = rope_dims(c.op), half = rd / 2;
+  // The cos/sin table travels in the parameter ring: keep each dispatch's table under 1 MiB.
+  auto table_fits = [&](const std::vector<Arg>& p) {
+    return p[0].desc.dim(2) * half * 8 <= (int64_t{1} << 20);
+  };
+  // Slicing L shifts positions: the slice's first row is at offset (in rows) from the start.
+  const int64_t out_base = out.desc.offset;
+  return split_emit(
+      c.dev, {out, in[0]}, 2, {0, 1, 2},
+      [&](const std::vector<Arg>& p) -> Status {
+        const int64_t L = p[0].desc.dim(2);
+        // Which row of the full tensor the slice starts at: from the output's (dense) offset.
+        const int64_t first_row = ((p[0].desc.offset - out_base) / D) % out.desc.dim(2);
+        std::vector<std::byte> table(static_cast<size_t>(L * half) * 8);
+        auto* f = reinterpret_cast<float*>(table.data());
+        for (int64_t l = 0; l < L; ++l) {
+          const double pos = static_cast<double>(c.op.attrs.rope_offset + first_row + l);
+          for (int i = 0; i < half; ++i) {
+            const double freq = std::pow(static_cast<double>(c.op.attrs.rope_theta), -2.0 * i / rd);
+            f[2 * (l * half + i)] = static_cast<float>(std::cos(pos * freq));
+            f[2 * (l * half + i) + 1] = static_cast<float>(std::sin(pos * freq));
+          }
+        }
+        Dispatch d;
+        d.shader = "rope_" + T(out.desc.dtype);
+        d.spec = {static_cast<uint32_t>(c.block())};
+        DUET_TRY(c.bind_into(d, 1, 0, p[0], true, "output"));
+        DUET_TRY(c.bind_into(d, 2, 1, p[1], false, c.op.input_name(0)));
+        d.extra = std::move(table);
+        d.extra_binding = 3;
+        d.params.u = {static_cast<uint32_t>(D), static_cast<uint32_t>(rd),
+                      c.op.attrs.rope_mode == RopeMode::gptj ? 1u : 0u, static_cast<uint32_t>(L)};
+        d.groups = flat_grid(static_cast<uint64_t>(p[0].desc.numel()), c.block());
+        return c.dev.recorder().record(d);
+      },
+      table_fits);
+}
+
+// ---- data movement ----------------------------------------------------------------------------
+
+Status convert(const Ctx& c, const Arg& dst, const Arg& src, const std::string& name) {
+  return split_emit(c.dev, {dst, src}, 2, leading_dims(dst.desc.rank, 0),
+                    [&](const std::vector<Arg>& p) -> Status {
+                      Dispatch d;
+                      d.shader = "convert_" + T(src.desc.dtype) + "_" + T(dst.desc.dtype);
+                      d.spec = {static_cast<uint32_t>(c.block())};
+                      DUET_TRY(c.bind_into(d, 1, 0, p[0], true, "output"));
+                      DUET_TRY(c.bind_into(d, 2, 1, p[1], false, name));
+                      d.groups = flat_grid(static_cast<uint64_t>(p[0].desc.numel()), c.block());
+                      return c.dev.recorder().record(d);
+                    });
+}
+
+Status concat(const Ctx& c, const Arg& out, std::span<const Arg> in) {
+  const int axis = c.op.attrs.axis < 0 ? c.op.attrs.axis + out.desc.rank : c.op.attrs.axis;
+  int64_t at = 0;
+  for (size_t i = 0; i < in.size(); ++i) {
+    const int64_t len = in[i].desc.shape[static_cast<size_t>(axis)];
+    Arg dst{slice_dim(out.desc, axis, at, at + len), out.buf};
+    DUET_TRY(convert(c, dst, in[i], c.op.input_name(i)));
+    at += len;
+  }
+  return {};
+}
+
+Status embedding(const Ctx& c, const Arg& out, std::span<const Arg> in) {
+  const Arg& table = in[0];
+  const int64_t V = table.desc.dim(0), D = table.desc.dim(1);
+  // Output rows and ids as [rows, D] and [rows].
+  const int64_t rows = out.desc.numel() / D;
+  Arg out2{*reshape(out.desc, std::vector<int64_t>{rows, D}), out.buf};
+  auto ids_flat = reshape(in[1].desc, std::vector<int64_t>{rows});
+  if (!ids_flat.ok()) return ids_flat.status();
+  Arg ids{*ids_flat, in[1].buf};
+  // Table windows of whole rows.
+  int64_t rows_per_window = V;
+  while (rows_per_window > 1 &&
+         !fits(c.dev, Arg{slice_dim(table.desc, 0, 0, rows_per_window), table.buf}))
+    rows_per_window = (rows_per_window + 1) / 2;
+  DUET_ASSIGN_OR_RETURN(uint32_t slot, c.dev.recorder().error_slot(
+                                           std::string(op_name(c.op.kind)) + " '" + c.op.name +
+                                           "': tensor '" + c.op.input_name(1) + "'"));
+  for (int64_t v0 = 0; v0 < V; v0 += rows_per_window) {
+    const int64_t v1 = std::min(V, v0 + rows_per_window);
+    Arg tw{slice_dim(table.desc, 0, v0, v1), table.buf};
+    Status s = split_emit(c.dev, {out2, ids}, 2, {0}, [&](const std::vector<Arg>& p) -> Status {
+      Dispatch d;
+      d.shader = "embedding_" + T(table.desc.dtype);
+      d.spec = {static_cast<uint32_t>(c.block())};
+      DUET_TRY(c.bind_into(d, 1, 0, p[0], true, "output"));
+      DUET_TRY(c.bind_into(d, 2, 1, tw, false, c.op.input_name(0)));
+      DUET_TRY(c.bind_into(d, 3, 2, p[1], false, c.op.input_name(1)));
+      d.bind[4] = c.dev.recorder().error_window();
+      d.params.u = {static_cast<uint32_t>(D), static_cast<uint32_t>(v0), static_cast<uint32_t>(v1),
+                    static_cast<uint32_t>(V)};
+      d.params.u2 = {slot, v0 == 0 ? 1u : 0u, 0, 0};
+      d.groups = flat_grid(static_cast<uint64_t>(p[0].desc.numel()), c.block());
+      return c.dev.recorder().record(d);
+    });
+    if (!s.ok()) return s;
+  }
+  return {};
+}
+
+// ---- matmul -----------------------------------------------------------------------------------
+
+struct MatmulJob {
+  Arg a, b, y;  // a [b0,b1,M,K], b [b0,b1,K,N], y [b0,b1,M,N] (rank 4)
+  bool accumulate = false;
+};
+
+Status matmul_emit(const Ctx& c, const MatmulJob& j) {
+  const LaunchConfig& l = c.choice.launch;
+  int tm = 4, tn = 4;
+  if (std::sscanf(l.variant.c_str(), "tiled_%dx%d", &tm, &tn) != 2)
+    return Err(Code::internal).device(c.dev.id()).note("matmul launch variant " + l.variant);
+  Dispatch d;
+  d.shader = "matmul_" + T(j.y.desc.dtype);
+  d.spec = {static_cast<uint32_t>(l.block_threads),
+            static_cast<uint32_t>(l.tile_m),
+            static_cast<uint32_t>(l.tile_n),
+            static_cast<uint32_t>(l.tile_k),
+            static_cast<uint32_t>(tm),
+            static_cast<uint32_t>(tn)};
+  DUET_TRY(c.bind_into(d, 1, 0, j.y, true, "output"));
+  DUET_TRY(c.bind_into(d, 2, 1, j.a, false, c.op.input_name(0)));
+  DUET_TRY(c.bind_into(d, 3, 2, j.b, false, c.op.input_name(1)));
+  const int64_t M = j.y.desc.dim(2), N = j.y.desc.dim(3), K = j.a.desc.dim(3);
+  d.params.u = {static_cast<uint32_t>(M), static_cast<uint32_t>(N), static_cast<uint32_t>(K),
+                j.accumulate ? 1u : 0u};
+  const uint64_t batches = static_cast<uint64_t>(j.y.desc.dim(0) * j.y.desc.dim(1));
+  d.groups = {static_cast<uint32_t>((N + l.tile_n - 1) / l.tile_n),
+              static_cast<uint32_t>((M + l.tile_m - 1) / l.tile_m), static_cast<uint32_t>(batches)};
+  if (d.groups[1] > 65535 || d.groups[2] > 65535)
+    return Err(Code::unsupported)
+        .op("matmul", c.op.name)
+        .device(c.dev.id())
+        .expected("at most 65535 row tiles and batch entries")
+        .got(describe(c.op));
+  return c.dev.recorder().record(d);
+}
+
+// Splits until every operand fits a window: batch first, then the dimension of the operand that
+// is outermost in its memory (M or K for A; K or N for B), accumulating over K.
+Status matmul_split(const Ctx& c, const MatmulJob& j) {
+  const bool fa = fits(c.dev, j.a), fb = fits(c.dev, j.b), fy = fits(c.dev, j.y);
+  if (fa && fb && fy) return matmul_emit(c, j);
+  auto halves = [](int64_t n) {
+    return std::array<std::pair<int64_t, int64_t>, 2>{{{0, n / 2}, {n / 2, n}}};
+  };
+  for (int bd = 0; bd < 2; ++bd) {
+    const int64_t n = j.y.desc.dim(bd);
+    if (n <= 1) continue;
+    for (auto [s, e] : halves(n)) {
+      MatmulJob p = j;
+      p.a.desc = slice_dim(j.a.desc, bd, s, e);
+      p.b.desc = slice_dim(j.b.desc, bd, s, e);
+      p.y.desc = slice_dim(j.y.desc, bd, s, e);
+      DUET_TRY(matmul_split(c, p));
+    }
+    return {};
+  }
+  const int64_t M = j.y.desc.dim(2), N = j.y.desc.dim(3), K = j.a.desc.dim(3);
+  enum { kM, kN, kK } dim;
+  if (!fy || (!fa && j.a.desc.strides[2] >= j.a.desc.strides[3])) {
+    dim = kM;
+  } else if (!fa) {
+    dim = kK;
+  } else {
+    dim = j.b.desc.strides[3] > j.b.desc.strides[2] ? kN : kK;
+  }
+  const int64_t n = dim == kM ? M : dim == kN ? N : K;
+  if (n <= 1) return matmul_emit(c, j);  // bind() reports the tensor that cannot fit
+  bool first = true;
+  for (auto [s, e] : halves(n)) {
+    MatmulJob p = j;
+    if (dim == kM) {
+      p.a.desc = slice_dim(j.a.desc, 2, s, e);
+      p.y.desc = slice_dim(j.y.desc, 2, s, e);
+    } else if (dim == kN) {
+      p.b.desc = slice_dim(j.b.desc, 3, s, e);
+      p.y.desc = slice_dim(j.y.desc, 3, s, e);
+    } else {
+      p.a.desc = slice_dim(j.a.desc, 3, s, e);
+      p.b.desc = slice_dim(j.b.desc, 2, s, e);
+      p.accumulate = j.accumulate || !first;
+    }
+    first = false;
+    DUET_TRY(matmul_split(c, p));
+  }
+  return {};
+}
+
+Status matmul(const Ctx& c, const Arg& out, std::span<const Arg> in) {
+  // Logical A [.., M, K] and B [.., K, N], broadcast to the output's batch dims, all rank 4.
+  TensorDesc a = in[0].desc, b = in[1].desc;
+  if (c.op.attrs.transpose_a) a = *transpose(a, -1, -2);
+  if (c.op.attrs.transpose_b) b = *transpose(b, -1, -2);
+  const TensorDesc& y = out.desc;
+  std::vector<int64_t> ya(4, 1), yb(4, 1), yy(4, 1);
+  for (int i = 0; i < y.rank; ++i)
+    yy[static_cast<size_t>(4 - y.rank + i)] = y.shape[static_cast<size_t>(i)];
+  ya = {yy[0], yy[1], a.dim(-2), a.dim(-1)};
+  yb = {yy[0], yy[1], b.dim(-2), b.dim(-1)};
+  DUET_ASSIGN_OR_RETURN(TensorDesc a4, broadcast_to(a, ya));
+  DUET_ASSIGN_OR_RETURN(TensorDesc b4, broadcast_to(b, yb));
+  DUET_ASSIGN_OR_RETURN(TensorDesc y4, reshape(y, yy));
+  return matmul_split(c, MatmulJob{{a4, in[0].buf}, {b4, in[1].buf}, {y4, out.buf}, false});
+}
+
+// ---- attention --------------------------------------------------------------------------------
+
+Status attention(const Ctx& c, const Arg& out, std::span<const Arg> in) {
+  const TensorDesc& q = in[0].desc;
+  const int64_t B = q.dim(0), Hq = q.dim(1), Lq = q.dim(2), D = q.dim(3);
+  const int64_t Hkv = in[1].desc.dim(1), Lk = in[1].desc.dim(2), G = Hq / Hkv;
+  std::vector<Arg> args{out, in[0], in[1], in[2]};
+  if (in.size() > 3) {
+    DUET_ASSIGN_OR_RETURN(TensorDesc m,
+                          broadcast_to(in[3].desc, std::vector<int64_t>{B, Hq, Lq, Lk}));
+    args.push_back({m, in[3].buf});
+  }
+  const LaunchConfig& l = c.choice.launch;
+  const int64_t splits = std::max(l.splits, 1);
+  const int64_t chunk = ((Lk + splits - 1) / splits + l.tile_n - 1) / l.tile_n * l.tile_n;
+  const int64_t rows = G * Lq;
+  const DType t = out.desc.dtype;
+
+  // Split over batch, then over KV heads (taking their query heads along).
+  std::function<Status(std::vector<Arg>)> run = [&](std::vector<Arg> p) -> Status {
+    bool ok = true;
+    for (const Arg& a : p) ok = ok && fits(c.dev, a);
+    const int64_t b = p[0].desc.dim(0), hkv = p[2].desc.dim(1);
+    if (!ok && (b > 1 || hkv > 1)) {
+      const bool by_batch = b > 1;
+      const int64_t n = by_batch ? b : hkv;
+      for (auto [s, e] : {std::pair<int64_t, int64_t>{0, n / 2}, {n / 2, n}}) {
+        std::vector<Arg> part = p;
+        for (size_t i = 0; i < p.size(); ++i) {
+          const bool kv = i == 2 || i == 3;
+          const int64_t f = by_batch || kv ? 1 : G;
+          part[i].desc = slice_dim(p[i].desc, by_batch ? 0 : 1, s * f, e * f);
+        }
+        DUET_TRY(run(part));
+      }
+      return {};
+    }
+    const uint64_t bh = static_cast<uint64_t>(b * hkv);
+    Dispatch d;
+    d.shader = "attention_" + T(t);
+    d.spec = {static_cast<uint32_t>(l.block_threads), static_cast<uint32_t>(l.tile_m),
+              static_cast<uint32_t>(l.tile_n), static_cast<uint32_t>(D)};
+    const char* names[] = {"output", "q", "k", "v", "mask"};
+    std::shared_ptr<VkBuf> part;
+    if (splits > 1) {
+      DUET_ASSIGN_OR_RETURN(part,
+                            c.dev.scratch(bh * static_cast<uint64_t>(splits * rows * (D + 2)) * 4));
+      d.bind[6] = {part->vk(), part->base(), part->size(), true};
+    } else {
+      DUET_TRY(c.bind_into(d, 1, 0, p[0], true, names[0]));
+    }
+    for (size_t i = 1; i < p.size(); ++i)
+      DUET_TRY(c.bind_into(d, static_cast<int>(i + 1), static_cast<int>(i), p[i], false,
+                           c.op.input_name(i - 1)));
+    d.params.u = {static_cast<uint32_t>(Lq), static_cast<uint32_t>(Lk), static_cast<uint32_t>(G),
+                  static_cast<uint32_t>(rows)};
+    d.params.u2 = {c.op.attrs.causal ? 1u : 0u, p.size() > 4 ? 1u : 0u,
+                   p.size() > 4 && p[4].desc.dtype == DType::f32 ? 1u : 0u,
+                   static_cast<uint32_t>(splits)};
+    d.params.u3 = {static_cast<uint32_t>(chunk), static_cast<uint32_t>(D), 0, 0};
+    d.params.f[0] = attention_scale(c.op);
+    d.groups = {static_cast<uint32_t>((rows + l.tile_m - 1) / l.tile_m), static_cast<uint32_t>(bh),
+                static_cast<uint32_t>(splits)};
+    if (d.groups[0] > 65535 || d.groups[1] > 65535)
+      return Err(Code::unsupported)
+          .op("attention", c.op.name)
+          .device(c.dev.id())
+          .expected("at most 65535 row blocks and batch x KV heads")
+          .got(describe(c.op));
+    DUET_TRY(c.dev.recorder().record(d));
+    if (splits == 1) return {};
+    Dispatch m;
+    m.shader = "attention_combine_" + T(t);
+    m.spec = {static_cast<uint32_t>(std::min(c.dev.caps().max_threads_per_block, 256u))};
+    DUET_TRY(c.bind_into(m, 1, 0, p[0], true, names[0]));
+    m.bind[6] = {part->vk(), part->base(), part->size(), false};
+    m.params.u = d.params.u;
+    m.params.u2 = d.params.u2;
+    m.params.u3 = d.params.u3;
+    m.groups = flat_grid(static_cast<uint64_t>(p[0].desc.numel()), static_cast<int>(m.spec[0]));
+    return c.dev.recorder().record(m);
+  };
+  return run(args);
+}
+
+Status check_arg(VulkanDevice& dev, const OpDesc& op, const TensorRef& ref, const TensorDesc& want,
+                 const std::string& name, DType storage) {
+  auto e = [&] {
+    return Err(Code::invalid_argument).op(op_name(op.kind), op.name).tensor(name).device(dev.id());
+  };
+  DUET_ASSIGN_OR_RETURN(VkBuf * b, as_vk(ref.buffer, dev.id(), name));
+  if (ref.desc.dtype != want.dtype || !ref.desc.same_shape(want))
+    return e().expected(want.str()).got(ref.desc.str());
+  if (ref.desc.dtype != storage)
+    return e()
+        .expected("the kernel's storage dtype " + std::string(dtype_name(storage)) +
+                  " (the planner inserts casts)")
+        .got(ref.desc.str());
+  if (static_cast<uint64_t>(dtype_bytes(ref.desc.dtype, ref.desc.storage_extent())) > b->size())
+    return e()
+        .expected("a view inside its buffer of " + std::to_string(b->size()) + " bytes")
+        .got(ref.desc.str());
+  return {};
+}
+
+}  // namespace
+
+Status record_op(VulkanDevice& dev, const PlannedOp& p, std::span<const TensorRef> inputs,
+                 const TensorRef& output) {
+  const OpDesc& op = p.op;
+  KernelChoice choice = p.choice;
+  if (!choice.ok) return unsupported(dev, op, choice.reason);
+  if (choice.launch.block_threads == 0) {
+    // A choice made without a launch shape (e.g. by hand): take the rules' for this device.
+    for (const KernelChoice& k : dev.choices(op))
+      if (k.ok && k.tier == choice.tier && k.precision == choice.precision) choice = k;
+  }
+  if (inputs.size() != op.inputs.size())
+    return Err(Code::invalid_argument)
+        .op(op_name(op.kind), op.name)
+        .device(dev.id())
+        .expected(std::to_string(op.inputs.size()) + " inputs")
+        .got(std::to_string(inputs.size()));
+  std::vector<Arg> in;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const DType want = i < choice.input_dtypes.size() ? choice.input_dtypes[i] : op.inputs[i].dtype;
+    DUET_TRY(check_arg(dev, op, inputs[i], op.inputs[i], op.input_name(i), want));
+    in.push_back({inputs[i].desc, static_cast<VkBuf*>(inputs[i].buffer)});
+  }
+  DUET_TRY(check_arg(dev, op, output, op.output, "output", op.output.dtype));
+  if (!output.desc.is_contiguous())
+    return Err(Code::invalid_argument)
+        .op(op_name(op.kind), op.name)
+        .tensor("output")
+        .device(dev.id())
+        .expected("a dense output")
+        .got(output.desc.str());
+  Arg out{output.desc, static_cast<VkBuf*>(output.buffer)};
+  Ctx c{dev, op, choice};
+  switch (op.kind) {
+    case OpKind::matmul:
+      return matmul(c, out, in);
+    case OpKind::attention:
+      return attention(c, out, in);
+    case OpKind::softmax:
+      return softmax(c, out, in);
+    case OpKind::rmsnorm:
+    case OpKind::layernorm:
+      return norm(c, out, in);
+    case OpKind::rope:
+      return rope(c, out, in);
+    case OpKind::cast:
+    case OpKind::copy:
+      return convert(c, out, in[0], op.input_name(0));
+    case OpKind::concat:
+      return concat(c, out, in);
+    case OpKind::embedding:
+      return embedding(c, out, in);
+    default:
+      if (is_unary_elementwise(op.kind) || is_binary_elementwise(op.kind))
+        return eltwise(c, out, in);
+      return unsupported(dev, op, "views are resolved by the executor, not run as kernels");
+  }
+}
+
+}  // namespace duet::vulkan

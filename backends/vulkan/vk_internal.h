@@ -1,0 +1,321 @@
+// Internals of the Vulkan backend, shared by its translation units. Nothing here leaves the
+// backend: the public surface is vulkan_backend.h.
+#pragma once
+
+#include <volk.h>
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "duet/device.h"
+#include "duet/registry.h"
+
+namespace duet::vulkan {
+
+// ---- loader.cpp -------------------------------------------------------------------------------
+// Opens the Vulkan loader library `name` (default "libvulkan.so.1") at run time and points volk at
+// it. Fails with the reason when the library or its entry point is missing.
+Status load_loader(const std::string& name);
+
+std::string vk_result_name(VkResult r);
+// "vkCreateDevice failed: VK_ERROR_OUT_OF_DEVICE_MEMORY" as a Status with the given code.
+Status vk_error(const char* call, VkResult r, const std::string& device = {});
+
+// ---- instance.cpp -----------------------------------------------------------------------------
+// A VkInstance, optionally with the Khronos validation layer, whose messages are collected so
+// that the devices can turn them into errors.
+class Instance {
+ public:
+  static Result<std::shared_ptr<Instance>> create(bool validation, std::vector<std::string>* notes);
+  ~Instance();
+  Instance(const Instance&) = delete;
+  Instance& operator=(const Instance&) = delete;
+
+  VkInstance handle() const { return instance_; }
+  bool validation() const { return messenger_ != VK_NULL_HANDLE; }
+  // Validation messages (warnings and errors) received since the last call.
+  std::vector<std::string> take_messages();
+  void add_message(std::string m);
+
+ private:
+  Instance() = default;
+  VkInstance instance_ = VK_NULL_HANDLE;
+  VkDebugUtilsMessengerEXT messenger_ = VK_NULL_HANDLE;
+  std::mutex mu_;
+  std::vector<std::string> messages_;
+};
+
+// ---- caps.cpp ---------------------------------------------------------------------------------
+// What the backend needs to know about a physical device beyond DeviceCaps to create and drive it.
+struct PhysicalInfo {
+  VkPhysicalDevice handle = VK_NULL_HANDLE;
+  VkPhysicalDeviceProperties props{};
+  VkPhysicalDeviceMemoryProperties memory{};
+  std::vector<std::string> extensions;
+  uint32_t queue_family = UINT32_MAX;
+  bool storage16 = false, storage8 = false, float16 = false, int8 = false, int16 = false;
+  bool subgroup_size_control = false, int_dot = false;
+  DeviceCaps caps;
+  bool has_extension(const char* name) const;
+};
+// Reads every property and feature the engine uses; fails when the device cannot run compute.
+Result<PhysicalInfo> probe(VkInstance instance, VkPhysicalDevice pd);
+
+// ---- memory.cpp -------------------------------------------------------------------------------
+// Large device memory blocks, each with one VkBuffer over it, sub-allocated first-fit. Tensors
+// larger than a block get a block of their own.
+struct Block {
+  VkDeviceMemory memory = VK_NULL_HANDLE;
+  VkBuffer buffer = VK_NULL_HANDLE;
+  uint64_t size = 0;
+  std::byte* mapped = nullptr;        // when host-visible
+  std::map<uint64_t, uint64_t> free;  // offset -> size
+  uint64_t used = 0;
+  bool dedicated = false;
+};
+
+struct Allocation {
+  Block* block = nullptr;
+  uint64_t offset = 0, size = 0;
+};
+
+class Allocator {
+ public:
+  // `mapped` asks for host-visible memory (then mapped persistently).
+  Allocator(VkDevice device, const PhysicalInfo& info, bool mapped, uint64_t block_size,
+            std::string device_id);
+  ~Allocator();
+  Allocator(const Allocator&) = delete;
+  Allocator& operator=(const Allocator&) = delete;
+
+  Result<Allocation> allocate(uint64_t bytes);
+  void release(const Allocation& a);
+  bool host_visible() const { return mapped_; }
+  uint64_t block_size() const { return block_size_; }
+  size_t block_count() const { return blocks_.size(); }
+
+ private:
+  Result<Block*> new_block(uint64_t size, bool dedicated);
+  VkDevice device_;
+  uint32_t type_index_ = UINT32_MAX;
+  bool mapped_;
+  uint64_t block_size_;
+  uint64_t alignment_;
+  std::string id_;
+  std::vector<std::unique_ptr<Block>> blocks_;
+  std::mutex mu_;
+};
+
+// Finds a memory type with `want` flags (and preferably `prefer`); UINT32_MAX when none.
+uint32_t find_memory_type(const VkPhysicalDeviceMemoryProperties& m, uint32_t type_bits,
+                          VkMemoryPropertyFlags want, VkMemoryPropertyFlags prefer = 0);
+
+// ---- the device's shared core -----------------------------------------------------------------
+// The logical device and what buffers need to free themselves; shared by the device and every
+// buffer so that destruction order does not matter.
+struct Core {
+  std::shared_ptr<Instance> instance;
+  PhysicalInfo info;
+  VkDevice device = VK_NULL_HANDLE;
+  VkQueue queue = VK_NULL_HANDLE;
+  std::string id;
+  std::unique_ptr<Allocator> allocator;
+  ~Core();
+};
+
+class VkBuf final : public Buffer {
+ public:
+  VkBuf(std::shared_ptr<Core> core, Allocation a, uint64_t size)
+      : core_(std::move(core)), a_(a), size_(size) {}
+  ~VkBuf() override { core_->allocator->release(a_); }
+  uint64_t size() const override { return size_; }
+  VkBuffer vk() const { return a_.block->buffer; }
+  uint64_t base() const { return a_.offset; }  // offset of this buffer in vk()
+  std::byte* mapped() const { return a_.block->mapped ? a_.block->mapped + a_.offset : nullptr; }
+
+ private:
+  std::shared_ptr<Core> core_;
+  Allocation a_;
+  uint64_t size_;
+};
+
+// ---- pipelines.cpp ----------------------------------------------------------------------------
+inline constexpr uint32_t kBindings = 7;  // 0 params, 1 output, 2..5 inputs, 6 scratch
+
+// Compute pipelines by (shader, specialization constants), created once and cached; a
+// VkPipelineCache persisted on disk per device UUID and driver version.
+class Pipelines {
+ public:
+  Pipelines(std::shared_ptr<Core> core, std::string cache_dir);
+  ~Pipelines();
+  Status init();
+  Result<VkPipeline> get(const std::string& shader, const std::vector<uint32_t>& spec);
+  VkPipelineLayout layout() const { return layout_; }
+  VkDescriptorSetLayout set_layout() const { return set_layout_; }
+  // Writes the pipeline cache to disk (also done on destruction).
+  Status save();
+  const std::string& cache_path() const { return path_; }
+  bool loaded_from_disk() const { return loaded_bytes_ > 0; }
+  size_t created() const { return pipelines_.size(); }
+
+ private:
+  std::shared_ptr<Core> core_;
+  std::string dir_, path_;
+  size_t loaded_bytes_ = 0;
+  VkPipelineCache cache_ = VK_NULL_HANDLE;
+  VkDescriptorSetLayout set_layout_ = VK_NULL_HANDLE;
+  VkPipelineLayout layout_ = VK_NULL_HANDLE;
+  std::map<std::string, VkShaderModule> modules_;
+  std::map<std::pair<std::string, std::vector<uint32_t>>, VkPipeline> pipelines_;
+};
+
+// The pipeline cache directory: option "vulkan.cache_dir", else $DUET_VULKAN_CACHE_DIR, else
+// $XDG_CACHE_HOME/duet, else ~/.cache/duet.
+std::string default_cache_dir(const BackendOptions& o);
+
+// ---- dispatch.cpp -----------------------------------------------------------------------------
+// A tensor as one shader binding sees it: up to rank 4, right-aligned, offset from the window.
+struct GpuTensor {
+  std::array<uint32_t, 4> shape{1, 1, 1, 1};
+  std::array<uint32_t, 4> stride{0, 0, 0, 0};
+  uint32_t offset = 0;
+  uint32_t numel = 1;
+  uint32_t pad0 = 0, pad1 = 0;
+};
+
+// Mirrors `Params` in shaders/common.glsl (std430).
+struct Params {
+  GpuTensor td[5];
+  std::array<uint32_t, 4> u{}, u2{}, u3{};
+  std::array<float, 4> f{};
+};
+static_assert(sizeof(Params) == 5 * 48 + 64, "Params must match shaders/common.glsl");
+
+// A range of a VkBuffer bound to a shader binding.
+struct Window {
+  VkBuffer buffer = VK_NULL_HANDLE;
+  uint64_t offset = 0, range = 0;
+  bool write = false;
+};
+
+struct Dispatch {
+  std::string shader;
+  std::vector<uint32_t> spec;
+  std::array<Window, kBindings> bind{};  // bind[0] (params) is filled by the recorder
+  Params params{};
+  std::vector<std::byte> extra;  // appended after the params and bound at `extra_binding`
+  int extra_binding = -1;
+  std::array<uint32_t, 3> groups{1, 1, 1};
+};
+
+// Records dispatches into one command buffer with the barriers that hazards need; submits on
+// flush(). Parameter blocks live in a host-visible ring; descriptor sets in a pool reset per batch.
+class Recorder {
+ public:
+  Recorder(std::shared_ptr<Core> core, Pipelines& pipelines);
+  ~Recorder();
+  Status init();
+  Status record(const Dispatch& d);
+  // Submits what was recorded and waits for it.
+  Status flush();
+  // Whether recorded, unsubmitted work touches [offset, offset + bytes) of `buffer`.
+  bool touches(VkBuffer buffer, uint64_t offset, uint64_t bytes) const;
+  bool pending() const { return recording_; }
+  // Error slots of ops that report errors from the device (embedding ids); 2 words per slot.
+  Result<uint32_t> error_slot(std::string what);
+  Window error_window() const;
+  // Messages of slots that were set by the last flush; clears them.
+  std::vector<std::string> take_errors();
+
+  // Counters for tests and benchmarks.
+  uint64_t submissions = 0, dispatches = 0, barriers = 0;
+
+ private:
+  struct Range {
+    VkBuffer buffer;
+    uint64_t lo, hi;
+  };
+  static bool overlaps(const std::vector<Range>& set, const Range& r);
+  Status begin();
+  Status reserve(uint64_t bytes, uint64_t* offset);
+
+  std::shared_ptr<Core> core_;
+  Pipelines& pipelines_;
+  VkCommandPool pool_ = VK_NULL_HANDLE;
+  VkCommandBuffer cmd_ = VK_NULL_HANDLE;
+  VkFence fence_ = VK_NULL_HANDLE;
+  VkDescriptorPool dpool_ = VK_NULL_HANDLE;
+  uint32_t sets_left_ = 0;
+  bool recording_ = false;
+  // Host-visible ring of parameter blocks (and small per-dispatch tables).
+  Allocation ring_{};
+  std::unique_ptr<Allocator> host_alloc_;
+  uint64_t ring_used_ = 0;
+  uint64_t ring_align_ = 256;
+  // Error slots (embedding ids out of range).
+  Allocation errors_{};
+  std::vector<std::string> error_what_, deferred_errors_;
+  std::vector<Range> reads_since_barrier_, writes_since_barrier_, batch_;
+};
+
+// ---- ops.cpp ----------------------------------------------------------------------------------
+class VulkanDevice;
+// Records one planned op (split into windowed dispatches where tensors exceed a binding's range).
+Status record_op(VulkanDevice& dev, const PlannedOp& op, std::span<const TensorRef> inputs,
+                 const TensorRef& output);
+
+// ---- device.cpp -------------------------------------------------------------------------------
+class VulkanDevice final : public Device {
+ public:
+  VulkanDevice(std::shared_ptr<Core> core, std::string cache_dir, bool force_staging);
+  ~VulkanDevice() override;
+  Status init();
+
+  const std::string& id() const override { return core_->id; }
+  const DeviceCaps& caps() const override { return caps_; }
+  const BackendRules& rules() const override;
+
+  Result<std::shared_ptr<Buffer>> allocate(uint64_t bytes) override;
+  Status write(Buffer& dst, uint64_t offset, const void* src, uint64_t bytes) override;
+  Status read(Buffer& src, uint64_t offset, void* dst, uint64_t bytes) override;
+  Status execute(const PlannedOp& op, std::span<const TensorRef> inputs,
+                 const TensorRef& output) override;
+  Status synchronize() override;
+
+  // For ops.cpp and the tests.
+  Recorder& recorder() { return *recorder_; }
+  Pipelines& pipelines() { return *pipelines_; }
+  Core& core() { return *core_; }
+  // Caps used to derive launch shapes: the probed record, or one forced by a test.
+  void override_caps(const DeviceCaps& c) { caps_ = c; }
+  // Largest window one binding may span, and the alignment of window offsets.
+  uint64_t max_window() const { return max_window_; }
+  void set_max_window(uint64_t bytes) { max_window_ = bytes; }
+  uint64_t window_alignment() const { return window_align_; }
+  // A scratch buffer kept alive until the next synchronize().
+  Result<std::shared_ptr<VkBuf>> scratch(uint64_t bytes);
+  Status check_validation();
+
+ private:
+  Status copy_staged(VkBuf& buf, uint64_t offset, void* host, uint64_t bytes, bool to_device);
+
+  std::shared_ptr<Core> core_;
+  DeviceCaps caps_;
+  std::unique_ptr<Pipelines> pipelines_;
+  std::unique_ptr<Recorder> recorder_;
+  bool staging_ = false;
+  uint64_t max_window_ = 0, window_align_ = 16;
+  std::vector<std::shared_ptr<VkBuf>> scratch_;
+  std::string cache_dir_;
+};
+
+// The handle of a buffer of this device, or an error naming the tensor.
+Result<VkBuf*> as_vk(Buffer* b, const std::string& device, const std::string& what);
+
+}  // namespace duet::vulkan

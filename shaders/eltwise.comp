@@ -1,0 +1,58 @@
+// Elementwise ops over broadcast, strided inputs; dense output. The op is a specialization
+// constant, so each op gets its own pipeline with the other branches folded away.
+#version 450
+#extension GL_GOOGLE_include_directive : require
+#include "common.glsl"
+
+layout(local_size_x_id = 0) in;
+layout(constant_id = 1) const uint OP = 0;  // see kEltwiseOps in backends/vulkan/ops.cpp
+
+TENSOR(1, writeonly, y)
+TENSOR(2, readonly, a)
+TENSOR(3, readonly, b)
+
+// erf to ~1e-7 absolute (Abramowitz & Stegun 7.1.26 is too coarse near 0; this uses the
+// complementary form with a rational fit, accurate over the whole line).
+float erf_approx(float x) {
+  float z = abs(x);
+  float t = 1.0 / (1.0 + 0.5 * z);
+  float r = t * exp(-z * z - 1.26551223 +
+                    t * (1.00002368 +
+                         t * (0.37409196 +
+                              t * (0.09678418 +
+                                   t * (-0.18628806 +
+                                        t * (0.27886807 +
+                                             t * (-1.13520398 +
+                                                  t * (1.48851587 +
+                                                       t * (-0.82215223 + t * 0.17087277)))))))));
+  float e = 1.0 - r;
+  return x >= 0.0 ? e : -e;
+}
+
+float apply(float x, float z) {
+  switch (OP) {
+    case 0: return x + z;
+    case 1: return x - z;
+    case 2: return x * z;
+    case 3: return x / z;
+    case 4: return x * P.f.x;
+    case 5: return x / (1.0 + exp(-x));
+    case 6: return 0.5 * x * (1.0 + erf_approx(x * 0.70710678118654752));
+    case 7: {
+      float u = 0.7978845608028654 * (x + 0.044715 * x * x * x);
+      return 0.5 * x * (1.0 + tanh(u));
+    }
+    case 8: return max(x, 0.0);
+    default: return exp(x);
+  }
+}
+
+void main() {
+  uint n = P.td[0].numel;
+  uint stride = gl_NumWorkGroups.x * gl_NumWorkGroups.y * gl_WorkGroupSize.x;
+  for (uint i = GROUP_INDEX * gl_WorkGroupSize.x + gl_LocalInvocationID.x; i < n; i += stride) {
+    float x = LOADF(a[toff(1, i)]);
+    float z = OP < 4 ? LOADF(b[toff(2, i)]) : 0.0;
+    y[toff(0, i)] = STOREF(apply(x, z));
+  }
+}

@@ -1,0 +1,55 @@
+// rmsnorm (MODE 0) and layernorm (MODE 1) over the last dim, one workgroup per row. Layernorm
+// takes the mean first and then the variance around it (two passes, no cancellation).
+#version 450
+#extension GL_GOOGLE_include_directive : require
+#include "common.glsl"
+
+layout(local_size_x_id = 0) in;
+layout(constant_id = 1) const uint MODE = 0;
+
+TENSOR(1, writeonly, y)
+TENSOR(2, readonly, x)
+TENSOR(3, readonly, w)
+TENSOR(4, readonly, bias)
+
+shared float red[gl_WorkGroupSize.x];
+
+float reduce_sum(float v) {
+  uint t = gl_LocalInvocationID.x;
+  red[t] = v;
+  barrier();
+  for (uint s = gl_WorkGroupSize.x / 2u; s > 0u; s >>= 1u) {
+    if (t < s) red[t] += red[t + s];
+    barrier();
+  }
+  float r = red[0];
+  barrier();
+  return r;
+}
+
+// P.u.x: N; P.u.y: has weight; P.u.z: has bias. P.f.x: eps.
+void main() {
+  uint n = P.u.x;
+  uint row = GROUP_INDEX;
+  if (row >= P.td[0].numel / n) return;
+  uint base = row * n;
+  uint t = gl_LocalInvocationID.x;
+  float mean = 0.0;
+  if (MODE == 1u) {
+    float s = 0.0;
+    for (uint j = t; j < n; j += gl_WorkGroupSize.x) s += LOADF(x[toff(1, base + j)]);
+    mean = reduce_sum(s) / float(n);
+  }
+  float ss = 0.0;
+  for (uint j = t; j < n; j += gl_WorkGroupSize.x) {
+    float d = LOADF(x[toff(1, base + j)]) - mean;
+    ss += d * d;
+  }
+  float inv = inversesqrt(reduce_sum(ss) / float(n) + P.f.x);
+  for (uint j = t; j < n; j += gl_WorkGroupSize.x) {
+    float v = (LOADF(x[toff(1, base + j)]) - mean) * inv;
+    if (P.u.y != 0u) v *= LOADF(w[toff(2, j)]);
+    if (P.u.z != 0u) v += LOADF(bias[toff(3, j)]);
+    y[toff(0, base + j)] = STOREF(v);
+  }
+}

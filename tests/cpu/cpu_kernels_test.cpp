@@ -1,0 +1,292 @@
+// The CPU backend's blocked matmul and flash-style attention on every ISA path this machine
+// runs (forced through DUET_CPU_ISA), against the float64 reference: the conformance cases,
+// then larger and odd shapes that reach the blocking edges, split-K and the decode path.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "check/check.h"
+#include "duet/backends.h"
+#include "kernels/isa.h"
+#include "reference/reference.h"
+
+namespace duet::cpu::kernels {
+// Names the ISA in gtest's messages.
+inline void PrintTo(Isa isa, std::ostream* os) {
+  *os << isa_name(isa);
+}
+}  // namespace duet::cpu::kernels
+
+namespace duet {
+namespace {
+
+using cpu::kernels::Isa;
+
+Device& cpu_device() {
+  static Registry reg = open_registry();
+  return *reg.find("cpu:0");
+}
+
+std::vector<Isa> supported_isas() {
+  std::vector<Isa> v;
+  for (Isa i : {Isa::generic, Isa::avx2, Isa::avx512})
+    if (cpu::kernels::isa_supported(i)) v.push_back(i);
+  return v;
+}
+
+// Sets DUET_CPU_ISA for the test's lifetime.
+class ForcedIsa {
+ public:
+  explicit ForcedIsa(Isa isa) {
+    if (const char* old = std::getenv("DUET_CPU_ISA")) old_ = old;
+    setenv("DUET_CPU_ISA", std::string(cpu::kernels::isa_name(isa)).c_str(), 1);
+  }
+  ~ForcedIsa() {
+    if (old_)
+      setenv("DUET_CPU_ISA", old_->c_str(), 1);
+    else
+      unsetenv("DUET_CPU_ISA");
+  }
+  ForcedIsa(const ForcedIsa&) = delete;
+  ForcedIsa& operator=(const ForcedIsa&) = delete;
+
+ private:
+  std::optional<std::string> old_;
+};
+
+using Shape = std::vector<int64_t>;
+
+TensorDesc dense(DType t, const Shape& s) {
+  return TensorDesc::contiguous(t, s);
+}
+// `s` stored with its last two dims swapped (a transposed view).
+TensorDesc transposed(DType t, Shape s) {
+  std::swap(s[s.size() - 1], s[s.size() - 2]);
+  return *transpose(dense(t, s), -1, -2);
+}
+// `s` reading every other element of a wider last dim, from an offset.
+TensorDesc strided(DType t, Shape s) {
+  Shape wide = s;
+  wide.back() = 2 * s.back() + 1;
+  return *slice(dense(t, wide), -1, 1, wide.back(), 2);
+}
+
+// Runs one case on the CPU "simd" tier and compares it with the reference.
+void expect_matches_reference(const check::Case& c) {
+  SCOPED_TRACE(c.name);
+  auto op = check::case_op(c);
+  ASSERT_TRUE(op.ok()) << op.status().message();
+  auto inputs = check::case_inputs(c);
+  auto ref = reference::evaluate(*op, inputs);
+  ASSERT_TRUE(ref.ok()) << ref.status().message();
+  auto choice = cpu_device().supports(*op, Precision::f32);
+  ASSERT_TRUE(choice.ok());
+  check::Outcome o = check::run_case(cpu_device(), *choice, *op, inputs, *ref);
+  EXPECT_TRUE(o.passed) << c.name << " [" << cpu::kernels::isa_name(cpu::kernels::active_isa())
+                        << "]: " << o.message << " (nmse " << o.metrics.nmse << ")";
+}
+
+check::Case make_case(std::string name, OpKind kind, std::vector<TensorDesc> in, OpAttrs attrs = {},
+                      std::vector<check::Fill> fills = {}) {
+  check::Case c;
+  c.name = std::move(name);
+  c.kind = kind;
+  c.attrs = std::move(attrs);
+  if (fills.empty()) fills.assign(in.size(), check::Fill::unit);
+  c.inputs = std::move(in);
+  c.fills = std::move(fills);
+  return c;
+}
+
+class CpuKernels : public testing::TestWithParam<Isa> {
+ protected:
+  void SetUp() override { forced_.emplace(GetParam()); }
+  void TearDown() override { forced_.reset(); }
+  std::optional<ForcedIsa> forced_;
+};
+
+TEST_P(CpuKernels, ForcingAnIsaSelectsIt) {
+  EXPECT_EQ(cpu::kernels::active_isa(), GetParam());
+}
+
+TEST_P(CpuKernels, ConformanceMatmulAndAttentionCasesPass) {
+  for (const check::Case& c : check::cases(false))
+    if (c.kind == OpKind::matmul || c.kind == OpKind::attention) expect_matches_reference(c);
+}
+
+TEST_P(CpuKernels, MatmulOddShapesMatchTheReference) {
+  struct M {
+    int64_t m, n, k;
+  };
+  // Sizes around the tile (mr up to 12, nr up to 32) and block edges (kc 256): 1, 3, 17, 257,
+  // 1000, never the full cross product (the reference is plain float64 loops).
+  const M ms[] = {{1, 1, 1},     {1, 1000, 257}, {3, 17, 1000},   {17, 257, 3},
+                  {257, 3, 17},  {1000, 17, 3},  {257, 257, 257}, {1000, 3, 1},
+                  {3, 1000, 17}, {17, 1, 1000},  {1000, 257, 17}};
+  for (const M& m : ms) {
+    const std::string dims =
+        std::to_string(m.m) + "x" + std::to_string(m.n) + "x" + std::to_string(m.k);
+    expect_matches_reference(
+        make_case("mm/" + dims, OpKind::matmul,
+                  {dense(DType::f32, {m.m, m.k}), dense(DType::f32, {m.k, m.n})}));
+  }
+}
+
+TEST_P(CpuKernels, MatmulTransposesViewsAndHalfTypesMatchTheReference) {
+  for (DType t : {DType::f32, DType::f16, DType::bf16}) {
+    const std::string ts(dtype_name(t));
+    for (bool ta : {false, true})
+      for (bool tb : {false, true}) {
+        OpAttrs a;
+        a.transpose_a = ta;
+        a.transpose_b = tb;
+        const int64_t M = 67, N = 45, K = 300;
+        Shape as = ta ? Shape{K, M} : Shape{M, K}, bs = tb ? Shape{N, K} : Shape{K, N};
+        expect_matches_reference(
+            make_case("mm/" + ts + "/t" + std::to_string(ta) + std::to_string(tb), OpKind::matmul,
+                      {dense(t, as), dense(t, bs)}, a));
+      }
+    // Non-contiguous views: a transposed view for a, an every-other-element view for b.
+    expect_matches_reference(make_case("mm/" + ts + "/views", OpKind::matmul,
+                                       {transposed(t, {130, 70}), strided(t, {70, 33})}));
+    // Transposed flags on top of transposed views (the two cancel into plain strides).
+    OpAttrs both;
+    both.transpose_a = both.transpose_b = true;
+    expect_matches_reference(make_case("mm/" + ts + "/views.tt", OpKind::matmul,
+                                       {transposed(t, {29, 131}), strided(t, {40, 29})}, both));
+  }
+}
+
+TEST_P(CpuKernels, MatmulWithFewRowsReadsBInPlaceAndMatchesTheReference) {
+  // M <= 4 with f32 B takes the no-packing path: rows of B (axpy form) or rows of B^T (dots).
+  for (int64_t m : {1, 2, 3, 4, 5}) {
+    for (bool tb : {false, true}) {
+      OpAttrs a;
+      a.transpose_b = tb;
+      const int64_t N = 300, K = 77;
+      expect_matches_reference(make_case(
+          "mm/skinny.m" + std::to_string(m) + (tb ? ".tb" : ""), OpKind::matmul,
+          {dense(DType::f32, {2, m, K}), dense(DType::f32, tb ? Shape{N, K} : Shape{K, N})}, a));
+    }
+  }
+  // A as a transposed view is gathered; B with strided columns is packed instead.
+  expect_matches_reference(
+      make_case("mm/skinny.a_view", OpKind::matmul,
+                {transposed(DType::f32, {2, 40}), dense(DType::f32, {40, 9})}));
+  expect_matches_reference(make_case("mm/skinny.b_view", OpKind::matmul,
+                                     {dense(DType::f32, {1, 40}), strided(DType::f32, {40, 9})}));
+}
+
+TEST_P(CpuKernels, MatmulBatchBroadcastingMatchesTheReference) {
+  const DType t = DType::f32;
+  // Batched a with a shared b (packed once), b batched with a shared a, both broadcasting.
+  expect_matches_reference(make_case("mm/batch.shared_b", OpKind::matmul,
+                                     {dense(t, {3, 2, 40, 50}), dense(t, {50, 70})}));
+  expect_matches_reference(
+      make_case("mm/batch.shared_a", OpKind::matmul, {dense(t, {40, 50}), dense(t, {4, 50, 33})}));
+  expect_matches_reference(make_case("mm/batch.both", OpKind::matmul,
+                                     {dense(t, {2, 1, 13, 19}), dense(t, {1, 3, 19, 300})}));
+  expect_matches_reference(
+      make_case("mm/batch.many_small", OpKind::matmul,
+                {dense(DType::bf16, {64, 5, 7}), dense(DType::bf16, {64, 7, 3})}));
+}
+
+struct Attn {
+  int64_t B, Hq, Hkv, Lq, Lk, D;
+  bool causal, mask;
+  const char* tag;
+};
+
+void attention_case(const Attn& a, DType t) {
+  OpAttrs at;
+  at.causal = a.causal;
+  std::vector<TensorDesc> in = {dense(t, {a.B, a.Hq, a.Lq, a.D}), dense(t, {a.B, a.Hkv, a.Lk, a.D}),
+                                dense(t, {a.B, a.Hkv, a.Lk, a.D})};
+  std::vector<check::Fill> f(3, check::Fill::unit);
+  if (a.mask) {
+    in.push_back(dense(DType::f32, {a.B, 1, a.Lq, a.Lk}));
+    f.push_back(check::Fill::mask);
+  }
+  expect_matches_reference(
+      make_case(std::string("attn/") + std::string(dtype_name(t)) + "/" + a.tag, OpKind::attention,
+                in, at, f));
+}
+
+TEST_P(CpuKernels, AttentionPrefillShapesMatchTheReference) {
+  const Attn as[] = {
+      {1, 4, 4, 300, 300, 64, true, false, "causal.300"},
+      {2, 8, 2, 130, 200, 80, true, true, "gqa.causal.mask.lq<lk"},
+      {1, 2, 1, 250, 90, 32, true, false, "causal.lq>lk"},
+      {1, 3, 3, 97, 97, 128, false, true, "mask.d128"},
+      {1, 1, 1, 40, 2000, 64, true, false, "split_k.prefill"},  // one row block: keys split
+      {1, 2, 2, 33, 1000, 17, false, false, "odd_d"},
+  };
+  for (const Attn& a : as) attention_case(a, DType::f32);
+  attention_case(as[1], DType::f16);
+  attention_case(as[4], DType::bf16);
+}
+
+TEST_P(CpuKernels, AttentionDecodeShapesMatchTheReference) {
+  const Attn as[] = {
+      {1, 8, 1, 1, 4100, 128, false, false, "mqa.decode.4100"},   // split-K
+      {1, 4, 4, 1, 4097, 64, true, false, "decode.causal.4097"},  // split-K, causal
+      {2, 4, 2, 2, 3000, 64, true, true, "decode2.causal.mask"},  // Lq = 2 against a cache
+      {1, 2, 2, 1, 5, 48, false, false, "decode.short"},
+  };
+  for (const Attn& a : as) attention_case(a, DType::f32);
+  attention_case(as[0], DType::bf16);
+  attention_case(as[2], DType::f16);
+}
+
+TEST_P(CpuKernels, AttentionStridedInputsMatchTheReference) {
+  const DType t = DType::f32;
+  // q as a transposed view (rows strided), k and v with every other element.
+  OpAttrs at;
+  at.causal = true;
+  expect_matches_reference(make_case(
+      "attn/views", OpKind::attention,
+      {transposed(t, {1, 4, 50, 32}), strided(t, {1, 2, 60, 32}), strided(t, {1, 2, 60, 32})}, at));
+  expect_matches_reference(
+      make_case("attn/views.decode", OpKind::attention,
+                {strided(DType::f16, {1, 4, 1, 32}), strided(DType::f16, {1, 1, 1500, 32}),
+                 transposed(DType::f16, {1, 1, 1500, 32})}));
+}
+
+TEST_P(CpuKernels, AttentionRowsThatSeeNoKeyAreZero) {
+  // Lq > Lk, causal: the first Lq - Lk queries see nothing; a mask row of -inf too.
+  const DType t = DType::f32;
+  OpAttrs at;
+  at.causal = true;
+  auto c = make_case(
+      "attn/empty_rows", OpKind::attention,
+      {dense(t, {1, 2, 150, 16}), dense(t, {1, 2, 20, 16}), dense(t, {1, 2, 20, 16})}, at);
+  auto op = check::case_op(c);
+  ASSERT_TRUE(op.ok());
+  auto inputs = check::case_inputs(c);
+  auto ref = reference::evaluate(*op, inputs);
+  ASSERT_TRUE(ref.ok());
+  for (int64_t i = 0; i < 130 * 16; ++i) ASSERT_EQ((*ref)[static_cast<size_t>(i)], 0.0);
+  expect_matches_reference(c);
+  // A mask of shape [Lq, 1] repeats one value over all keys: its -inf rows mask whole rows, on
+  // the prefill path and on the decode path (Lq = 2 rows of a group of 2).
+  for (auto [hq, lq, lk] : {std::tuple<int64_t, int64_t, int64_t>{2, 64, 300}, {2, 2, 3000}}) {
+    auto m =
+        make_case("attn/masked_rows." + std::to_string(lq), OpKind::attention,
+                  {dense(t, {1, hq, lq, 32}), dense(t, {1, 1, lk, 32}), dense(t, {1, 1, lk, 32}),
+                   dense(DType::f32, {lq, 1})},
+                  {}, {check::Fill::unit, check::Fill::unit, check::Fill::unit, check::Fill::mask});
+    expect_matches_reference(m);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryIsaThisCpuRuns, CpuKernels, testing::ValuesIn(supported_isas()),
+                         [](const testing::TestParamInfo<Isa>& p) {
+                           return std::string(cpu::kernels::isa_name(p.param));
+                         });
+
+}  // namespace
+}  // namespace duet

@@ -1,0 +1,369 @@
+// The CUDA device's host logic on a fake driver: staged copies, validation, tier plumbing,
+// cuBLASLt execution, out of memory, lost devices.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+
+#include "check/check.h"
+#include "cpu/cpu_backend.h"
+#include "device.h"
+#include "fake_driver.h"
+#include "reference/reference.h"
+
+namespace duet::cuda {
+namespace {
+
+using namespace duet::cuda::testing;
+
+struct Rig {
+  std::shared_ptr<FakeDriver> driver;
+  std::unique_ptr<CudaDevice> device;
+};
+
+Rig rig(DeviceProps props = t4(), BuildArchs archs = parse_build_archs("75;80", "80"),
+        DeviceOptions options = {}) {
+  Rig r;
+  r.driver = std::make_shared<FakeDriver>(std::vector<DeviceProps>{props});
+  DeviceCaps caps = caps_from_props(props);
+  caps.extra[std::string(kCublasKey)] = r.driver->blas;
+  r.device = make_device(r.driver, props, caps, archs, options);
+  return r;
+}
+
+std::vector<uint8_t> random_bytes(size_t n, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::vector<uint8_t> v(n);
+  for (auto& b : v) b = static_cast<uint8_t>(rng());
+  return v;
+}
+
+OpDesc add_op(DType t = DType::f32) {
+  auto x = TensorDesc::contiguous(t, {4, 33});
+  return *make_op(OpKind::add, {}, {x, x}, {"x", "y"}, "residual");
+}
+
+KernelChoice usable(std::string tier, const OpDesc& op) {
+  KernelChoice c;
+  c.tier = std::move(tier);
+  c.ok = true;
+  c.precision = precision_of(op.output.dtype);
+  for (const auto& t : op.inputs) c.input_dtypes.push_back(t.dtype);
+  c.output_dtype = op.output.dtype;
+  c.launch.block_threads = 128;
+  c.launch.tile_m = 64;
+  c.launch.variant = "test";
+  return c;
+}
+
+struct Args {
+  std::vector<std::shared_ptr<Buffer>> buffers;
+  std::vector<TensorRef> inputs;
+  TensorRef output;
+};
+
+Args buffers_for(Device& d, const OpDesc& op) {
+  Args a;
+  for (const TensorDesc& t : op.inputs) {
+    a.buffers.push_back(
+        *d.allocate(static_cast<uint64_t>(dtype_bytes(t.dtype, t.storage_extent()))));
+    a.inputs.push_back({t, a.buffers.back().get()});
+  }
+  a.buffers.push_back(*d.allocate(static_cast<uint64_t>(op.output.nbytes())));
+  a.output = {op.output, a.buffers.back().get()};
+  return a;
+}
+
+TEST(CudaDevice, WriteThenReadRoundTripsThroughTheStagingSlots) {
+  DeviceOptions o;
+  o.staging_slot_bytes = 64 * 1024;
+  o.staging_slots = 3;
+  Rig r = rig(t4(), parse_build_archs("75", ""), o);
+  const size_t n = 1000 * 1000 + 17;
+  auto buf = r.device->allocate(n + 4096);
+  ASSERT_TRUE(buf.ok());
+  const std::vector<uint8_t> data = random_bytes(n, 1);
+  ASSERT_TRUE(r.device->write(**buf, 123, data.data(), n).ok());
+  EXPECT_GT(r.driver->pending(), 0u) << "writes are queued, not waited for";
+  std::vector<uint8_t> back(n);
+  ASSERT_TRUE(r.device->read(**buf, 123, back.data(), n).ok());
+  EXPECT_EQ(back, data);
+  // Partial reads at odd offsets, after more writes queued behind them.
+  const std::vector<uint8_t> more = random_bytes(200000, 2);
+  ASSERT_TRUE(r.device->write(**buf, 5000, more.data(), more.size()).ok());
+  std::vector<uint8_t> part(70001);
+  ASSERT_TRUE(r.device->read(**buf, 5000 + 999, part.data(), part.size()).ok());
+  EXPECT_EQ(0, std::memcmp(part.data(), more.data() + 999, part.size()));
+  EXPECT_EQ(r.driver->pinned_allocs, 3);
+}
+
+TEST(CudaDevice, CopiesStillWorkWhenPinnedMemoryIsRefused) {
+  Rig r = rig();
+  r.driver->pinned_works = false;
+  auto buf = r.device->allocate(1 << 20);
+  const std::vector<uint8_t> data = random_bytes(1 << 20, 3);
+  ASSERT_TRUE(r.device->write(**buf, 0, data.data(), data.size()).ok());
+  std::vector<uint8_t> back(data.size());
+  ASSERT_TRUE(r.device->read(**buf, 0, back.data(), back.size()).ok());
+  EXPECT_EQ(back, data);
+}
+
+TEST(CudaDevice, CopiesOutsideTheBufferOrOfAnotherDeviceAreRejected) {
+  Rig r = rig();
+  Rig other = rig();
+  auto buf = *r.device->allocate(100);
+  auto foreign = *other.device->allocate(100);
+  auto host = *cpu::factory().open({})->devices[0]->allocate(100);
+  uint8_t bytes[200] = {};
+  Status s = r.device->write(*buf, 50, bytes, 51);
+  EXPECT_EQ(s.code(), Code::invalid_argument);
+  EXPECT_NE(s.message().find("cuda:0"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("offset 50 + 51 bytes"), std::string::npos) << s.message();
+  EXPECT_EQ(r.device->read(*buf, 101, bytes, 0).code(), Code::invalid_argument);
+  s = r.device->read(*foreign, 0, bytes, 10);
+  EXPECT_EQ(s.code(), Code::invalid_argument);
+  EXPECT_NE(s.message().find("another CUDA device"), std::string::npos) << s.message();
+  s = r.device->write(*host, 0, bytes, 10);
+  EXPECT_NE(s.message().find("another backend"), std::string::npos) << s.message();
+}
+
+TEST(CudaDevice, OutOfMemoryNamesTheSizeAndTheDevice) {
+  Rig r = rig();
+  r.driver->capacity = 64ull << 20;
+  auto keep = r.device->allocate(40ull << 20);
+  ASSERT_TRUE(keep.ok());
+  auto b = r.device->allocate(30ull << 20);
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.status().code(), Code::out_of_memory);
+  const std::string& m = b.status().message();
+  EXPECT_NE(m.find("cuda:0"), std::string::npos) << m;
+  EXPECT_NE(m.find("30.0 MiB"), std::string::npos) << m;
+  EXPECT_NE(m.find("free of 64.0 MiB"), std::string::npos) << m;
+  EXPECT_TRUE(r.device->allocate(1 << 20).ok()) << "the device still works";
+}
+
+TEST(CudaDevice, BuffersReuseCachedBlocks) {
+  Rig r = rig();
+  for (int i = 0; i < 10; ++i) {
+    auto b = r.device->allocate(3 << 20);
+    ASSERT_TRUE(b.ok());
+  }
+  EXPECT_EQ(r.driver->device_allocs, 1);
+  EXPECT_EQ(r.device->memory_stats().cache_hits, 9u);
+  r.device->empty_cache();
+  EXPECT_EQ(r.driver->device_frees, 1);
+}
+
+TEST(CudaDevice, ExecuteValidatesItsArgumentsLikeTheCpuBackend) {
+  Rig r = rig();
+  const OpDesc op = add_op();
+  Args a = buffers_for(*r.device, op);
+  const PlannedOp p{op, usable("generic", op)};
+
+  Status s = r.device->execute(p, std::span(a.inputs).first(1), a.output);
+  EXPECT_EQ(s.code(), Code::invalid_argument);
+  EXPECT_NE(s.message().find("expected 2 inputs"), std::string::npos) << s.message();
+
+  std::vector<TensorRef> wrong = a.inputs;
+  wrong[1].desc = TensorDesc::contiguous(DType::f32, {33, 4});
+  s = r.device->execute(p, wrong, a.output);
+  EXPECT_NE(s.message().find("tensor 'y'"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("expected f32[4,33]"), std::string::npos) << s.message();
+
+  wrong = a.inputs;
+  wrong[0].desc.offset = 10;  // reaches past its buffer
+  s = r.device->execute(p, wrong, a.output);
+  EXPECT_NE(s.message().find("inside its buffer"), std::string::npos) << s.message();
+
+  wrong = a.inputs;
+  wrong[0].buffer = nullptr;
+  EXPECT_EQ(r.device->execute(p, wrong, a.output).code(), Code::invalid_argument);
+
+  auto host = *cpu::factory().open({})->devices[0]->allocate(4096);
+  TensorRef out = a.output;
+  out.buffer = host.get();
+  s = r.device->execute(p, a.inputs, out);
+  EXPECT_NE(s.message().find("tensor 'output'"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("another backend"), std::string::npos) << s.message();
+
+  KernelChoice reads_f16 = usable("generic", op);
+  reads_f16.input_dtypes = {DType::f16, DType::f16};
+  s = r.device->execute({op, reads_f16}, a.inputs, a.output);
+  EXPECT_EQ(s.code(), Code::invalid_argument);
+  EXPECT_NE(s.message().find("expected f16"), std::string::npos) << s.message();
+  EXPECT_TRUE(r.driver->launches.empty()) << "nothing reaches the GPU after a failed check";
+}
+
+TEST(CudaDevice, ExecutePassesTheTierLaunchConfigAndArchitectureToTheKernel) {
+  Rig r = rig(a100());
+  r.driver->emulate_kernels = false;
+  const OpDesc op = add_op();
+  Args a = buffers_for(*r.device, op);
+  for (const char* tier : {"generic", "tiled", "flash"}) {
+    KernelChoice c = usable(tier, op);
+    ASSERT_TRUE(r.device->execute({op, c}, a.inputs, a.output).ok());
+    const FakeDriver::LaunchRecord& l = r.driver->launches.back();
+    EXPECT_EQ(kernels::tier_name(l.tier), tier);
+    EXPECT_EQ(l.op, OpKind::add);
+    EXPECT_EQ(l.config, c.launch);
+    EXPECT_EQ(l.sm, 80);
+    EXPECT_NE(l.stream, nullptr);
+  }
+  EXPECT_EQ(r.device->execute({op, usable("warp-magic", op)}, a.inputs, a.output).code(),
+            Code::invalid_argument);
+  EXPECT_TRUE(r.device->synchronize().ok());
+}
+
+TEST(CudaDevice, RefusedChoicesAndViewsAreNotExecuted) {
+  Rig r = rig();
+  const OpDesc op = add_op();
+  Args a = buffers_for(*r.device, op);
+  KernelChoice refused = usable("flash", op);
+  refused.ok = false;
+  refused.reason = "flash attention needs sm_80";
+  Status s = r.device->execute({op, refused}, a.inputs, a.output);
+  EXPECT_EQ(s.code(), Code::unsupported);
+  EXPECT_NE(s.message().find("flash attention needs sm_80"), std::string::npos) << s.message();
+
+  auto view = make_op(OpKind::transpose, {}, {TensorDesc::contiguous(DType::f32, {4, 33})});
+  ASSERT_TRUE(view.ok());
+  Args v = buffers_for(*r.device, *view);
+  s = r.device->execute({*view, usable("generic", *view)}, v.inputs, v.output);
+  EXPECT_EQ(s.code(), Code::unsupported);
+}
+
+TEST(CudaDevice, DeviceWithoutKernelImageRefusesToExecute) {
+  Rig r = rig(rtx3090(), parse_build_archs("75", ""));
+  const OpDesc op = add_op();
+  Args a = buffers_for(*r.device, op);
+  Status s = r.device->execute({op, usable("generic", op)}, a.inputs, a.output);
+  EXPECT_EQ(s.code(), Code::unsupported);
+  EXPECT_NE(s.message().find("no kernel image for sm_86"), std::string::npos) << s.message();
+  for (const KernelChoice& c : r.device->choices(op)) EXPECT_FALSE(c.ok) << c.tier;
+}
+
+TEST(CudaDevice, StickyErrorMarksTheDeviceLostAndLaterWorkFailsCleanly) {
+  Rig r = rig();
+  r.driver->emulate_kernels = false;
+  const OpDesc op = add_op();
+  Args a = buffers_for(*r.device, op);
+  ASSERT_TRUE(r.device->execute({op, usable("generic", op)}, a.inputs, a.output).ok());
+  r.driver->fail_next_sync = Status(
+      Code::device_lost, "an illegal memory access was encountered (cudaErrorIllegalAddress)");
+  Status s = r.device->synchronize();
+  EXPECT_EQ(s.code(), Code::device_lost);
+  EXPECT_NE(r.device->lost_reason().find("illegal memory access"), std::string::npos);
+
+  uint8_t bytes[16] = {};
+  for (Status later :
+       {r.device->synchronize(), r.device->allocate(64).status(),
+        r.device->write(*a.buffers[0], 0, bytes, 16), r.device->read(*a.buffers[0], 0, bytes, 16),
+        r.device->execute({op, usable("generic", op)}, a.inputs, a.output)}) {
+    EXPECT_EQ(later.code(), Code::device_lost) << later.message();
+    EXPECT_NE(later.message().find("cuda:0"), std::string::npos) << later.message();
+    EXPECT_NE(later.message().find("illegal memory access"), std::string::npos) << later.message();
+  }
+  a.buffers.clear();  // releasing buffers of a lost device is safe
+}
+
+TEST(CudaDevice, LaunchErrorsNameTheOpAndTierWithoutLosingTheDevice) {
+  Rig r = rig();
+  const OpDesc op = add_op();
+  Args a = buffers_for(*r.device, op);
+  r.driver->fail_next_launch =
+      Status(Code::internal, "too many resources requested for launch (fake)");
+  Status s = r.device->execute({op, usable("tiled", op)}, a.inputs, a.output);
+  EXPECT_EQ(s.code(), Code::internal);
+  EXPECT_NE(s.message().find("add 'residual'"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("tiled kernel"), std::string::npos) << s.message();
+  EXPECT_TRUE(r.device->lost_reason().empty());
+  EXPECT_TRUE(r.device->allocate(64).ok());
+}
+
+TEST(CudaDevice, ALaunchThatLosesTheDeviceMarksItLost) {
+  Rig r = rig();
+  const OpDesc op = add_op();
+  Args a = buffers_for(*r.device, op);
+  r.driver->fail_next_launch = Status(Code::device_lost, "unspecified launch failure (fake)");
+  EXPECT_EQ(r.device->execute({op, usable("generic", op)}, a.inputs, a.output).code(),
+            Code::device_lost);
+  EXPECT_EQ(r.device->synchronize().code(), Code::device_lost);
+}
+
+// The whole path (allocate, staged upload, execute, download) through the check runner, with
+// the GEMM run by the fake exactly as cuBLASLt defines it.
+TEST(CudaDevice, CublasMatmulPassesEveryPlannableCase) {
+  Rig r = rig(a100());
+  int ran = 0;
+  for (const check::Case& c : check::cases(false)) {
+    if (c.kind != OpKind::matmul) continue;
+    auto op = check::case_op(c);
+    ASSERT_TRUE(op.ok());
+    for (const KernelChoice& k : r.device->choices(*op)) {
+      if (k.tier != "cublas" || !k.ok) continue;
+      std::vector<HostTensor> in = check::case_inputs(c);
+      auto ref = reference::evaluate(*op, in);
+      ASSERT_TRUE(ref.ok());
+      check::Outcome o = check::run_case(*r.device, k, *op, in, *ref);
+      if (o.skipped) continue;
+      ++ran;
+      EXPECT_TRUE(o.passed) << c.name << ": " << o.message;
+    }
+  }
+  EXPECT_GT(ran, 0);
+  ASSERT_FALSE(r.driver->gemm_workspaces.empty());
+  EXPECT_EQ(r.driver->gemm_workspaces[0], 4ull << 20) << "cuBLASLt gets its workspace";
+}
+
+TEST(CudaDevice, WorkspaceOutOfMemoryNamesTheOpAndTensor) {
+  Rig r = rig(a100());
+  r.driver->capacity = 1ull << 20;  // less than cuBLASLt's 4 MiB workspace
+  const OpDesc op = *make_op(
+      OpKind::matmul, {},
+      {TensorDesc::contiguous(DType::f16, {8, 16}), TensorDesc::contiguous(DType::f16, {16, 8})},
+      {"x", "w"}, "proj");
+  Args a = buffers_for(*r.device, op);
+  KernelChoice c = r.device->choices(op)[1];  // cublas f16
+  ASSERT_EQ(c.tier, "cublas");
+  ASSERT_TRUE(c.ok) << c.reason;
+  Status s = r.device->execute({op, c}, a.inputs, a.output);
+  EXPECT_EQ(s.code(), Code::out_of_memory);
+  EXPECT_NE(s.message().find("matmul 'proj': tensor 'workspace' on cuda:0"), std::string::npos)
+      << s.message();
+  EXPECT_NE(s.message().find("4.0 MiB"), std::string::npos) << s.message();
+}
+
+// Every usable kernel choice the kernels' selection offers, run on their host emulator through
+// this device: checks the view conversion and launch plumbing end to end.
+TEST(CudaDevice, EmulatedKernelsMatchTheReference) {
+  Rig r = rig(a100());
+  int ran = 0;
+  for (const check::Case& c : check::cases(false)) {
+    auto op = check::case_op(c);
+    ASSERT_TRUE(op.ok());
+    for (const KernelChoice& k : r.device->choices(*op)) {
+      if (!k.ok || k.tier == "cublas") continue;
+      std::vector<HostTensor> in = check::case_inputs(c);
+      auto ref = reference::evaluate(*op, in);
+      ASSERT_TRUE(ref.ok());
+      check::Outcome o = check::run_case(*r.device, k, *op, in, *ref);
+      if (o.skipped) continue;
+      ++ran;
+      EXPECT_TRUE(o.passed) << c.name << " " << k.tier << ": " << o.message;
+    }
+  }
+  if (ran == 0) GTEST_SKIP() << "the kernels' selection offers no usable CUDA kernel yet";
+}
+
+TEST(CudaDevice, BuffersMayOutliveTheirDevice) {
+  Rig r = rig();
+  auto b = *r.device->allocate(1 << 20);
+  const std::vector<uint8_t> data = random_bytes(1 << 20, 9);
+  ASSERT_TRUE(r.device->write(*b, 0, data.data(), data.size()).ok());
+  r.device.reset();
+  b.reset();
+  EXPECT_EQ(r.driver->device_frees, r.driver->device_allocs);
+}
+
+}  // namespace
+}  // namespace duet::cuda

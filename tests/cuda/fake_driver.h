@@ -1,0 +1,105 @@
+// A Driver without a GPU, for testing the CUDA device's host logic: "device memory" is host
+// memory, work queued on a stream runs only when an event or the stream is synchronized (so a
+// copy that reads a staging buffer too late, or a read that does not wait, shows up as wrong
+// data), kernels run on the kernels' host emulator, and GEMMs on a plain column-major loop.
+// Failures (out of memory, sticky errors, launch errors) can be injected.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <vector>
+
+#include "driver.h"
+
+namespace duet::cuda::testing {
+
+// Properties of real cards, as cudaGetDeviceProperties reports them.
+DeviceProps v100();
+DeviceProps t4();
+DeviceProps rtx2080ti();
+DeviceProps gtx1660();
+DeviceProps mx450();
+DeviceProps a100();
+DeviceProps rtx3090();
+DeviceProps rtx4090();
+DeviceProps h100();
+DeviceProps rtx5090();
+
+// D = op(A) op(B) on the host, exactly as cuBLASLt defines it (column-major, strided batches).
+void host_gemm(const GemmCall& g, const void* a, const void* b, void* d);
+
+class FakeDriver final : public Driver {
+ public:
+  explicit FakeDriver(std::vector<DeviceProps> devices);
+  ~FakeDriver() override;
+
+  // What status() reports (devices found, CUDA 13.0 driver and runtime by default).
+  DriverStatus driver_status;
+  std::string blas = "cuBLASLt 13.0.0 (fake)";
+  uint64_t capacity = 256ull << 20;  // device memory per device
+  bool pinned_works = true;
+  bool emulate_kernels = true;
+
+  // Injected failures: the next call of that kind returns the status. A device_lost status also
+  // makes every later call on that device fail, as CUDA's sticky errors do.
+  std::optional<Status> fail_next_sync, fail_next_launch;
+
+  struct LaunchRecord {
+    kernels::Tier tier;
+    OpKind op;
+    LaunchConfig config;
+    void* workspace;
+    int sm;
+    Stream stream;
+  };
+  std::vector<LaunchRecord> launches;
+  std::vector<GemmCall> gemms;
+  std::vector<uint64_t> gemm_workspaces;
+  int device_allocs = 0, device_frees = 0, pinned_allocs = 0;
+  size_t pending() const;  // work queued and not yet run, over all streams
+
+  DriverStatus status() override { return driver_status; }
+  Result<DeviceProps> properties(int ordinal) override;
+  std::string blas_library() override { return blas; }
+  Status use(int ordinal) override;
+  Result<MemoryInfo> memory_info() override;
+  Result<void*> device_alloc(uint64_t bytes) override;
+  void device_free(void* p) override;
+  Result<void*> pinned_alloc(uint64_t bytes) override;
+  void pinned_free(void* p) override;
+  Result<Stream> stream_create() override;
+  void stream_destroy(Stream s) override;
+  Status stream_sync(Stream s) override;
+  Result<Event> event_create() override;
+  void event_destroy(Event e) override;
+  Status event_record(Event e, Stream s) override;
+  Status event_sync(Event e) override;
+  Status copy_to_device(void* dst, const void* src, uint64_t bytes, Stream s) override;
+  Status copy_to_host(void* dst, const void* src, uint64_t bytes, Stream s) override;
+  Status launch(kernels::Tier tier, const OpDesc& op, std::span<const kernels::View> in,
+                const kernels::View& out, const kernels::Launch& l) override;
+  Status gemm(const GemmCall& g, const void* a, const void* b, void* d, Stream s, void* workspace,
+              uint64_t workspace_bytes) override;
+
+ private:
+  struct Queue {
+    int device = 0;
+    std::vector<std::function<Status()>> work;
+    size_t done = 0;
+  };
+  Status sticky() const;
+  Status run_until(Queue& q, size_t end);
+  Status enqueue(Stream s, std::function<Status()> f);
+
+  std::vector<DeviceProps> devices_;
+  int current_ = 0;
+  std::map<int, std::string> lost_;                   // device -> sticky error
+  std::map<void*, std::pair<int, uint64_t>> blocks_;  // pointer -> device, bytes
+  std::map<int, uint64_t> used_;
+  std::map<Stream, Queue> queues_;
+  std::map<Event, std::pair<Stream, size_t>> events_;
+  int next_handle_ = 1;
+};
+
+}  // namespace duet::cuda::testing

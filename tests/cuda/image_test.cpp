@@ -1,0 +1,93 @@
+// Which of a build's kernel images a device can load.
+#include <gtest/gtest.h>
+
+#include "rules.h"
+
+namespace duet::cuda {
+namespace {
+
+const BuildArchs kDefault = parse_build_archs("75;80", "80");  // the default preset
+
+TEST(KernelImage, ExactCubin) {
+  ImageCheck i = check_image(kDefault, 7, 5);
+  EXPECT_EQ(i.match, ImageMatch::exact_cubin);
+  EXPECT_EQ(i.arch, 75);
+  EXPECT_EQ(i.text, "exact cubin sm_75");
+}
+
+TEST(KernelImage, CubinRunsOnTheSameMajorAtAHigherMinor) {
+  for (int minor : {6, 7, 9}) {
+    ImageCheck i = check_image(kDefault, 8, minor);
+    EXPECT_EQ(i.match, ImageMatch::compatible_cubin) << minor;
+    EXPECT_EQ(i.arch, 80);
+  }
+  ImageCheck newest = check_image(parse_build_archs("80;86", ""), 8, 9);
+  EXPECT_EQ(newest.arch, 86) << "the newest compatible cubin wins";
+}
+
+TEST(KernelImage, CubinNeverRunsOnALowerMinorOrAnotherMajor) {
+  const BuildArchs only86 = parse_build_archs("86", "");
+  EXPECT_EQ(check_image(only86, 8, 0).match, ImageMatch::none);
+  EXPECT_EQ(check_image(only86, 9, 0).match, ImageMatch::none);
+  EXPECT_EQ(check_image(parse_build_archs("75", ""), 8, 6).match, ImageMatch::none);
+}
+
+TEST(KernelImage, PtxIsJitCompiledForNewerArchitectures) {
+  ImageCheck h100 = check_image(kDefault, 9, 0);
+  EXPECT_EQ(h100.match, ImageMatch::ptx_jit);
+  EXPECT_EQ(h100.arch, 80);
+  EXPECT_EQ(check_image(kDefault, 12, 0).match, ImageMatch::ptx_jit);
+  EXPECT_EQ(check_image(parse_build_archs("75", "75"), 8, 6).match, ImageMatch::ptx_jit);
+}
+
+TEST(KernelImage, OlderDeviceThanEveryImageHasNoneAndSaysWhatToRebuild) {
+  ImageCheck v100 = check_image(kDefault, 7, 0);
+  EXPECT_FALSE(v100.ok());
+  EXPECT_NE(v100.text.find("sm_70"), std::string::npos) << v100.text;
+  EXPECT_NE(v100.text.find("cubins sm_75, sm_80; PTX compute_80"), std::string::npos) << v100.text;
+  EXPECT_NE(v100.text.find("DUET_CUDA_ARCHS"), std::string::npos) << v100.text;
+  EXPECT_NE(v100.text.find("CUDA 12"), std::string::npos) << "CUDA 13 cannot build sm_70";
+}
+
+TEST(KernelImage, ArchSpecificImagesRunOnExactlyTheirArchitecture) {
+  const BuildArchs b = parse_build_archs("80;90a", "");
+  EXPECT_EQ(check_image(b, 9, 0).match, ImageMatch::exact_cubin);
+  EXPECT_EQ(check_image(b, 10, 0).match, ImageMatch::none);
+  const BuildArchs ptx_a = parse_build_archs("80", "90a");
+  EXPECT_EQ(check_image(ptx_a, 9, 0).match, ImageMatch::ptx_jit);
+  EXPECT_EQ(check_image(ptx_a, 12, 0).match, ImageMatch::none);
+}
+
+TEST(KernelImage, MixedBoxNeedsAnImageForEachDevice) {
+  // RTX 2080 (sm_75) + RTX 3090 (sm_86): a build for sm_75 alone serves only the 2080.
+  const BuildArchs turing_only = parse_build_archs("75", "");
+  EXPECT_TRUE(check_image(turing_only, 7, 5).ok());
+  EXPECT_FALSE(check_image(turing_only, 8, 6).ok());
+  const BuildArchs both = parse_build_archs("75;86", "");
+  EXPECT_EQ(check_image(both, 7, 5).match, ImageMatch::exact_cubin);
+  EXPECT_EQ(check_image(both, 8, 6).match, ImageMatch::exact_cubin);
+}
+
+TEST(KernelImage, NoComputeCapabilityMeansNone) {
+  EXPECT_FALSE(check_image(kDefault, 0, 0).ok());
+}
+
+TEST(BuildArchs, ParsesCMakeLists) {
+  BuildArchs b = parse_build_archs("90a;75;80-real,86 86", "80");
+  EXPECT_EQ(b.cubins, (std::vector<int>{75, 80, 86}));
+  EXPECT_EQ(b.arch_specific, (std::vector<int>{90}));
+  EXPECT_EQ(b.ptx, 80);
+  EXPECT_FALSE(b.ptx_arch_specific);
+  EXPECT_EQ(describe(b), "cubins sm_75, sm_80, sm_86, sm_90a; PTX compute_80");
+  EXPECT_EQ(describe(parse_build_archs("", "")), "cubins none; PTX none");
+  EXPECT_EQ(parse_build_archs("100f;junk", "").cubins, (std::vector<int>{100}));
+}
+
+TEST(BuildArchs, ThisBuildCarriesKernels) {
+  const BuildArchs b = this_build();
+  EXPECT_FALSE(b.cubins.empty()) << describe(b);
+  EXPECT_NE(b.ptx, 0) << describe(b);
+}
+
+}  // namespace
+}  // namespace duet::cuda

@@ -1,0 +1,214 @@
+// The CUDA rules on capability records alone: image check, the kernels' choices, cuBLASLt.
+#include <gtest/gtest.h>
+
+#include <optional>
+
+#include "cuda_backend.h"
+#include "duet/backends.h"
+#include "duet/kernels/select.h"
+#include "fake_driver.h"
+#include "rules.h"
+
+namespace duet::cuda {
+namespace {
+
+using namespace duet::cuda::testing;
+
+DeviceCaps record(const DeviceProps& p, bool cublas = true) {
+  DeviceCaps c = caps_from_props(p);
+  if (cublas) c.extra[std::string(kCublasKey)] = "cuBLASLt 13.0.0 (test)";
+  return c;
+}
+
+OpDesc matmul(DType t, std::vector<int64_t> a, std::vector<int64_t> b, bool tb = false) {
+  OpAttrs attrs;
+  attrs.transpose_b = tb;
+  auto op =
+      make_op(OpKind::matmul, attrs, {TensorDesc::contiguous(t, a), TensorDesc::contiguous(t, b)},
+              {"a", "b"}, "proj");
+  EXPECT_TRUE(op.ok()) << op.status().message();
+  return *op;
+}
+
+OpDesc attention(DType t) {
+  auto q = TensorDesc::contiguous(t, {1, 8, 16, 64});
+  auto kv = TensorDesc::contiguous(t, {1, 8, 32, 64});
+  auto op = make_op(OpKind::attention, {}, {q, kv, kv}, {"q", "k", "v"}, "attn");
+  EXPECT_TRUE(op.ok()) << op.status().message();
+  return *op;
+}
+
+OpDesc add(DType t) {
+  auto x = TensorDesc::contiguous(t, {4, 33});
+  auto op = make_op(OpKind::add, {}, {x, x}, {"x", "y"}, "residual");
+  EXPECT_TRUE(op.ok()) << op.status().message();
+  return *op;
+}
+
+// A copy of the choice (the vectors searched are often temporaries).
+std::optional<KernelChoice> find(const std::vector<KernelChoice>& v, std::string_view tier,
+                                 Precision p) {
+  for (const KernelChoice& c : v)
+    if (c.tier == tier && c.precision == p) return c;
+  return std::nullopt;
+}
+
+TEST(CudaRules, DeviceWithoutKernelImageRefusesEveryOpWithTheReason) {
+  // A build for sm_75 only, on an RTX 3090 (sm_86): the case of the mixed-generation box.
+  auto rules = make_rules(parse_build_archs("75", ""));
+  const DeviceCaps rtx = record(rtx3090());
+  for (const OpDesc& op :
+       {matmul(DType::f16, {64, 128}, {128, 32}), attention(DType::f16), add(DType::f32)}) {
+    std::vector<KernelChoice> v = rules->choices(rtx, op);
+    ASSERT_FALSE(v.empty()) << describe(op);
+    for (const KernelChoice& c : v) {
+      EXPECT_FALSE(c.ok) << c.tier;
+      EXPECT_NE(c.reason.find("no kernel image for sm_86"), std::string::npos) << c.reason;
+    }
+  }
+}
+
+TEST(CudaRules, EachDeviceOfAMixedBoxGetsItsOwnImage) {
+  auto rules = make_rules(parse_build_archs("75;86", ""));
+  const OpDesc op = matmul(DType::f16, {64, 128}, {128, 32});
+  for (const DeviceProps& p : {rtx2080ti(), rtx3090()}) {
+    std::optional<KernelChoice> c = find(rules->choices(record(p), op), "cublas", Precision::f16);
+    ASSERT_TRUE(c.has_value());
+    EXPECT_TRUE(c->ok) << p.name << ": " << c->reason;
+  }
+}
+
+TEST(CudaRules, WhatIfThisBuildLackedSm86) {
+  const OpDesc op = matmul(DType::f16, {64, 128}, {128, 32});
+  const DeviceCaps rtx = record(rtx3090());
+  // sm_80 cubins still run on sm_86; PTX for sm_75 is JIT-compiled; with neither, nothing runs.
+  for (auto [cubins, ptx, ok] :
+       {std::tuple{"75;80", "", true}, std::tuple{"75", "75", true}, std::tuple{"75", "", false}}) {
+    std::optional<KernelChoice> c = find(
+        make_rules(parse_build_archs(cubins, ptx))->choices(rtx, op), "cublas", Precision::f16);
+    ASSERT_TRUE(c.has_value());
+    EXPECT_EQ(c->ok, ok) << cubins << " / " << ptx << ": " << c->reason;
+  }
+}
+
+TEST(CudaRules, KernelTiersFollowTheRulesArchitectureList) {
+  // An A100 runs a build of sm_75 cubins + compute_75 PTX through the PTX, but that build has no
+  // flash kernel (flash is built for sm_80 and newer only): the rules' list decides, not this
+  // build's.
+  auto rules = make_rules(parse_build_archs("75", "75"));
+  for (const KernelChoice& c : rules->choices(record(a100()), attention(DType::f16)))
+    if (c.tier == "flash") {
+      EXPECT_FALSE(c.ok) << c.reason;
+    }
+}
+
+TEST(CudaRules, KernelChoicesComeFromTheKernelsSelectionInOrder) {
+  auto rules = make_rules(parse_build_archs("75;80", "80"));
+  for (const DeviceProps& p : {t4(), a100(), gtx1660()}) {
+    const DeviceCaps c = record(p);
+    for (const OpDesc& op :
+         {attention(DType::f16), add(DType::f32), matmul(DType::f32, {8, 8}, {8, 8})}) {
+      std::vector<KernelChoice> want = kernels::choices(c, op);
+      std::vector<KernelChoice> got = rules->choices(c, op);
+      std::erase_if(got, [](const KernelChoice& k) { return k.tier == "cublas"; });
+      ASSERT_EQ(got.size(), want.size()) << p.name << " " << describe(op);
+      for (size_t i = 0; i < got.size(); ++i) {
+        EXPECT_EQ(got[i].tier, want[i].tier);
+        EXPECT_EQ(got[i].precision, want[i].precision);
+        EXPECT_EQ(got[i].launch, want[i].launch);
+        if (want[i].ok && (want[i].precision != Precision::bf16 || c.bf16_arith)) {
+          EXPECT_TRUE(got[i].ok) << got[i].reason;
+        }
+      }
+    }
+  }
+}
+
+TEST(CudaRules, Bf16OnTuringIsRefusedWithTheReason) {
+  auto rules = make_rules(parse_build_archs("75;80", "80"));
+  const OpDesc op = matmul(DType::bf16, {64, 128}, {128, 32});
+  for (const KernelChoice& c : rules->choices(record(t4()), op)) {
+    if (c.precision != Precision::bf16) continue;
+    EXPECT_FALSE(c.ok) << c.tier;
+    if (c.tier == "cublas") {
+      EXPECT_NE(c.reason.find("bf16 arithmetic needs sm_80"), std::string::npos) << c.reason;
+    }
+  }
+  std::optional<KernelChoice> on_a100 =
+      find(rules->choices(record(a100()), op), "cublas", Precision::bf16);
+  ASSERT_TRUE(on_a100.has_value());
+  EXPECT_TRUE(on_a100->ok) << on_a100->reason;
+}
+
+TEST(CudaRules, TuringWithoutTensorCoresGetsNoTensorCoreKernel) {
+  auto rules = make_rules(parse_build_archs("75;80", "80"));
+  for (const DeviceProps& p : {gtx1660(), mx450()})
+    for (const OpDesc& op : {attention(DType::f16), matmul(DType::f16, {64, 128}, {128, 32})})
+      for (const KernelChoice& c : rules->choices(record(p), op)) {
+        if (c.tier == "tiled" || c.tier == "flash") {
+          EXPECT_FALSE(c.ok) << p.name << " " << describe(op) << ": " << c.tier;
+        }
+      }
+}
+
+TEST(CudaRules, CublasComesFirstForMatmulWhenTheLibraryLoaded) {
+  auto rules = make_rules(parse_build_archs("75;80", "80"));
+  std::vector<KernelChoice> v =
+      rules->choices(record(a100()), matmul(DType::f16, {64, 128}, {32, 128}, true));
+  ASSERT_GE(v.size(), 3u);
+  EXPECT_EQ(v[0].tier, "cublas");
+  std::optional<KernelChoice> f16 = find(v, "cublas", Precision::f16);
+  ASSERT_TRUE(f16.has_value());
+  EXPECT_TRUE(f16->ok) << f16->reason;
+  EXPECT_EQ(f16->input_dtypes, (std::vector<DType>{DType::f16, DType::f16}));
+  EXPECT_EQ(f16->output_dtype, DType::f16);
+  EXPECT_NE(find(v, "cublas", Precision::f32)->reason.find("no TF32"), std::string::npos);
+}
+
+TEST(CudaRules, CublasIsRefusedWhenTheRecordDoesNotSayItLoaded) {
+  auto rules = make_rules(parse_build_archs("75;80", "80"));
+  const OpDesc op = matmul(DType::f16, {64, 128}, {128, 32});
+  std::optional<KernelChoice> c =
+      find(rules->choices(record(a100(), false), op), "cublas", Precision::f16);
+  ASSERT_TRUE(c.has_value());
+  EXPECT_FALSE(c->ok);
+  DeviceCaps missing = record(a100(), false);
+  missing.extra[std::string(kCublasKey)] = "unavailable: libcublasLt.so.13 not found";
+  c = find(rules->choices(missing, op), "cublas", Precision::f16);
+  EXPECT_FALSE(c->ok);
+  EXPECT_NE(c->reason.find("libcublasLt.so.13 not found"), std::string::npos) << c->reason;
+}
+
+TEST(CudaRules, CublasIsRefusedForBatchesThatDoNotCollapse) {
+  // b is [2, 3, K, N] viewed with its batch dims swapped: no single batch stride.
+  TensorDesc b = TensorDesc::contiguous(DType::f32, {3, 2, 16, 8});
+  b = *transpose(b, 0, 1);
+  auto op = make_op(OpKind::matmul, {}, {TensorDesc::contiguous(DType::f32, {2, 3, 4, 16}), b},
+                    {"a", "b"}, "bmm");
+  ASSERT_TRUE(op.ok()) << op.status().message();
+  std::optional<KernelChoice> c =
+      find(make_rules(this_build())->choices(record(a100()), *op), "cublas", Precision::f32);
+  ASSERT_TRUE(c.has_value());
+  EXPECT_FALSE(c->ok);
+  EXPECT_NE(c->reason.find("do not collapse"), std::string::npos) << c->reason;
+}
+
+TEST(CudaRules, BuiltinRulesAreThisBuildsRules) {
+  const BackendRules& builtin = builtin_rules(BackendKind::cuda);
+  EXPECT_EQ(builtin.backend(), BackendKind::cuda);
+  EXPECT_EQ(&builtin, &rules());
+  auto mine = make_rules(this_build());
+  for (const DeviceProps& p : {v100(), t4(), rtx3090(), h100()}) {
+    const OpDesc op = matmul(DType::f16, {64, 128}, {128, 32});
+    std::vector<KernelChoice> a = builtin.choices(record(p), op);
+    std::vector<KernelChoice> b = mine->choices(record(p), op);
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i) {
+      EXPECT_EQ(a[i].ok, b[i].ok) << p.name;
+      EXPECT_EQ(a[i].reason, b[i].reason) << p.name;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace duet::cuda

@@ -1,0 +1,329 @@
+// The Vulkan device on whatever the machine has (lavapipe in CI): discovery and the no-loader
+// path, capabilities, memory, batching and barriers, device-side errors, validation, the staging
+// path, and launch shapes derived from small limits.
+#include <cstring>
+
+#include "duet/backends.h"
+#include "vulkan_test_util.h"
+
+namespace duet::vulkan::testing {
+namespace {
+
+class VulkanDeviceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto r = open_vulkan({}, cache_);
+    if (!r.ok()) GTEST_SKIP() << "no Vulkan device: " << r.status().message();
+    opened_ = std::move(*r);
+  }
+  Device& dev() { return *opened_.devices[0]; }
+  TempDir cache_;
+  BackendOpenResult opened_;
+};
+
+TEST(VulkanBackend, WithoutALoaderTheFactorySaysWhy) {
+  BackendOptions o;
+  o.values["vulkan.loader"] = "libvulkan-absent.so.1";
+  auto r = factory().open(o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), Code::unsupported);
+  EXPECT_NE(r.status().message().find("no Vulkan loader: cannot open libvulkan-absent.so.1"),
+            std::string::npos)
+      << r.status().message();
+}
+
+TEST(VulkanBackend, WithoutALoaderTheRegistryStillOpensTheCpu) {
+  BackendOptions o;
+  o.values["vulkan.loader"] = "libvulkan-absent.so.1";
+  Registry reg = open_registry(o);
+  EXPECT_NE(reg.find("cpu:0"), nullptr);
+  EXPECT_EQ(reg.find("vulkan:0"), nullptr);
+  bool reported = false;
+  for (const BackendReport& b : reg.backends())
+    if (b.backend == "vulkan") {
+      EXPECT_FALSE(b.available);
+      reported = b.reason.find("no Vulkan loader") != std::string::npos;
+    }
+  EXPECT_TRUE(reported);
+}
+
+TEST_F(VulkanDeviceTest, ReportsItsCapabilities) {
+  const DeviceCaps& c = dev().caps();
+  EXPECT_EQ(c.backend, BackendKind::vulkan);
+  EXPECT_EQ(dev().id(), "vulkan:0");
+  EXPECT_FALSE(c.name.empty());
+  EXPECT_NE(c.vendor_id, 0u);
+  EXPECT_FALSE(c.driver_name.empty());
+  EXPECT_FALSE(c.api_version.empty());
+  EXPECT_TRUE(c.uuid.has_value());
+  EXPECT_GE(c.subgroup_size, 1);
+  EXPECT_GT(c.shared_mem_per_block, 0u);
+  EXPECT_GT(c.max_threads_per_block, 0u);
+  EXPECT_GT(c.max_grid_dims[0], 0u);
+  EXPECT_GT(c.max_buffer_range, 0u);
+  EXPECT_GT(c.memory_bytes, 0u);
+  for (const char* k : {"memory_heaps", "cooperative_matrix", "subgroup_size_range",
+                        "shader_float16", "integer_dot_product", "pipeline_cache"})
+    EXPECT_TRUE(c.extra.count(k)) << k;
+  // Matrix units and tensor_cores agree.
+  EXPECT_EQ(c.tensor_cores, !c.matrix_units.empty());
+}
+
+TEST_F(VulkanDeviceTest, RefusesAnAllocationPastTheDriverLimit) {
+  const uint64_t limit =
+      dev().caps().max_allocation ? dev().caps().max_allocation : dev().caps().memory_bytes;
+  auto b = dev().allocate(limit + 1);
+  ASSERT_FALSE(b.ok());
+  EXPECT_EQ(b.status().code(), Code::out_of_memory);
+  EXPECT_NE(b.status().message().find("vulkan:0"), std::string::npos);
+}
+
+TEST_F(VulkanDeviceTest, SmallBuffersShareMemoryBlocks) {
+  std::vector<std::shared_ptr<Buffer>> bufs;
+  for (int i = 0; i < 64; ++i) bufs.push_back(*dev().allocate(1000));
+  EXPECT_EQ(vk(dev()).core().allocator->block_count(), 1u);
+}
+
+// Relu chain y_i = relu(y_{i-1}) (dependent) or relu of one input into separate outputs.
+struct Chain {
+  std::vector<std::shared_ptr<Buffer>> bufs;
+  OpDesc op;
+  KernelChoice k;
+};
+
+Chain make_chain(Device& d, int n) {
+  Chain c;
+  c.op = *make_op(OpKind::relu, {}, {dense(DType::f32, {256})});
+  c.k = *d.supports(c.op, Precision::f32);
+  std::vector<float> x(256);
+  for (int i = 0; i < 256; ++i) x[static_cast<size_t>(i)] = (i % 2 ? 1.0f : -1.0f) * (i + 1);
+  for (int i = 0; i <= n; ++i) {
+    c.bufs.push_back(*d.allocate(1024));
+    EXPECT_TRUE(d.write(*c.bufs.back(), 0, x.data(), 1024).ok());
+  }
+  return c;
+}
+
+TEST_F(VulkanDeviceTest, BatchesDependentOpsIntoOneSubmissionWithABarrierBetweenEach) {
+  Chain c = make_chain(dev(), 8);
+  Recorder& rec = vk(dev()).recorder();
+  ASSERT_TRUE(dev().synchronize().ok());
+  const uint64_t s0 = rec.submissions, b0 = rec.barriers;
+  for (int i = 0; i < 8; ++i) {
+    TensorRef in{c.op.inputs[0], c.bufs[static_cast<size_t>(i)].get()};
+    TensorRef out{c.op.output, c.bufs[static_cast<size_t>(i + 1)].get()};
+    ASSERT_TRUE(dev().execute({c.op, c.k}, std::span(&in, 1), out).ok());
+  }
+  EXPECT_EQ(rec.submissions, s0) << "execute() must only record";
+  ASSERT_TRUE(dev().synchronize().ok());
+  EXPECT_EQ(rec.submissions, s0 + 1);
+  EXPECT_EQ(rec.barriers, b0 + 7);
+  std::vector<float> y(256);
+  ASSERT_TRUE(dev().read(*c.bufs[8], 0, y.data(), 1024).ok());
+  EXPECT_EQ(y[0], 0.0f);
+  EXPECT_EQ(y[1], 2.0f);
+}
+
+TEST_F(VulkanDeviceTest, IndependentOpsNeedNoBarrier) {
+  Chain c = make_chain(dev(), 8);
+  Recorder& rec = vk(dev()).recorder();
+  ASSERT_TRUE(dev().synchronize().ok());
+  const uint64_t b0 = rec.barriers;
+  for (int i = 1; i <= 8; ++i) {
+    TensorRef in{c.op.inputs[0], c.bufs[0].get()};
+    TensorRef out{c.op.output, c.bufs[static_cast<size_t>(i)].get()};
+    ASSERT_TRUE(dev().execute({c.op, c.k}, std::span(&in, 1), out).ok());
+  }
+  ASSERT_TRUE(dev().synchronize().ok());
+  EXPECT_EQ(rec.barriers, b0);
+}
+
+TEST_F(VulkanDeviceTest, ReadWaitsForRecordedWork) {
+  Chain c = make_chain(dev(), 1);
+  TensorRef in{c.op.inputs[0], c.bufs[0].get()};
+  TensorRef out{c.op.output, c.bufs[1].get()};
+  ASSERT_TRUE(dev().execute({c.op, c.k}, std::span(&in, 1), out).ok());
+  std::vector<float> y(256);
+  ASSERT_TRUE(dev().read(*c.bufs[1], 0, y.data(), 1024).ok());  // no synchronize()
+  EXPECT_EQ(y[0], 0.0f);
+  EXPECT_EQ(y[255], 256.0f);
+}
+
+TEST_F(VulkanDeviceTest, EmbeddingIdOutOfRangeIsAnErrorNamingTheOpAndId) {
+  auto op = make_op(OpKind::embedding, {}, {dense(DType::f32, {4, 3}), dense(DType::i32, {2})},
+                    {"tok_emb", "tokens"}, "embed");
+  ASSERT_TRUE(op.ok());
+  auto table = *dev().allocate(48), ids = *dev().allocate(8), out = *dev().allocate(24);
+  std::vector<float> t(12, 1.0f);
+  int32_t id[2] = {1, 7};
+  ASSERT_TRUE(dev().write(*table, 0, t.data(), 48).ok());
+  ASSERT_TRUE(dev().write(*ids, 0, id, 8).ok());
+  TensorRef in[2] = {{op->inputs[0], table.get()}, {op->inputs[1], ids.get()}};
+  ASSERT_TRUE(
+      dev().execute({*op, *dev().supports(*op, Precision::f32)}, in, {op->output, out.get()}).ok());
+  Status s = dev().synchronize();
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("embedding 'embed': tensor 'tokens': id 7 is out of range"),
+            std::string::npos)
+      << s.message();
+  EXPECT_TRUE(dev().synchronize().ok()) << "the error is reported once";
+}
+
+TEST_F(VulkanDeviceTest, ExecuteRefusesAKernelChoiceThatReadsAnotherDtype) {
+  auto op = make_op(OpKind::relu, {}, {dense(DType::f32, {4})});
+  KernelChoice f16;
+  for (const KernelChoice& k : dev().choices(*op))
+    if (k.precision == Precision::f16) f16 = k;
+  auto in = *dev().allocate(16), out = *dev().allocate(16);
+  TensorRef x{op->inputs[0], in.get()};
+  Status s = dev().execute({*op, f16}, std::span(&x, 1), {op->output, out.get()});
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("storage dtype f16"), std::string::npos) << s.message();
+}
+
+TEST_F(VulkanDeviceTest, AValidationMessageFailsTheNextCall) {
+  if (dev().caps().extra.at("validation") != "on")
+    GTEST_SKIP() << "validation layer off (set DUET_VULKAN_VALIDATION=1)";
+  // A dispatch larger than maxComputeWorkGroupCount is invalid usage the layer reports.
+  Dispatch d;
+  d.shader = "eltwise_f32";
+  d.spec = {64, 8};
+  auto buf = *dev().allocate(256);
+  auto* b = static_cast<VkBuf*>(buf.get());
+  d.bind[1] = {b->vk(), b->base(), 256, true};
+  d.bind[2] = {b->vk(), b->base(), 256, false};
+  d.groups = {dev().caps().max_grid_dims[0] + 1, 1, 1};
+  ASSERT_TRUE(vk(dev()).recorder().record(d).ok());
+  Chain c = make_chain(dev(), 1);
+  TensorRef in{c.op.inputs[0], c.bufs[0].get()};
+  Status s = dev().execute({c.op, c.k}, std::span(&in, 1), {c.op.output, c.bufs[1].get()});
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("Vulkan validation"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("groupCountX"), std::string::npos) << s.message();
+  (void)vk(dev()).recorder().flush();
+  (void)vk(dev()).core().instance->take_messages();
+}
+
+TEST(VulkanStaging, DeviceLocalMemoryWithStagingCopiesGivesTheSameResults) {
+  TempDir cache;
+  BackendOptions o;
+  o.values["vulkan.force_staging"] = "1";
+  auto r = open_vulkan(o, cache);
+  if (!r.ok()) GTEST_SKIP() << r.status().message();
+  Device& d = *r->devices[0];
+  EXPECT_EQ(d.caps().extra.at("memory_path"), "device-local memory with staging copies");
+  for (const check::Case& c :
+       {make_case("staging/matmul", OpKind::matmul,
+                  {dense(DType::f32, {33, 70}), dense(DType::f32, {70, 19})}),
+        make_case("staging/softmax", OpKind::softmax, {dense(DType::f16, {5, 129})})}) {
+    check::Outcome o2 = run_on(d, c);
+    EXPECT_TRUE(o2.passed) << c.name << ": " << o2.message;
+  }
+}
+
+TEST(VulkanLimits, TinySharedMemoryGivesSmallerTilesAndCorrectResults) {
+  TempDir cache;
+  auto r = open_vulkan({}, cache);
+  if (!r.ok()) GTEST_SKIP() << r.status().message();
+  Device& d = *r->devices[0];
+  DeviceCaps small = d.caps();
+  small.shared_mem_per_block = 4096;
+  small.max_threads_per_block = 64;
+  vk(d).override_caps(small);
+  OpAttrs causal;
+  causal.causal = true;
+  const check::Case cases[] = {
+      make_case("tiny/matmul", OpKind::matmul,
+                {dense(DType::f32, {67, 130}), dense(DType::f32, {130, 97})}),
+      make_case("tiny/matmul.f16", OpKind::matmul,
+                {dense(DType::f16, {2, 33, 17}), dense(DType::f16, {17, 45})}),
+      make_case("tiny/attention.gqa.causal", OpKind::attention,
+                {dense(DType::f32, {1, 4, 33, 64}), dense(DType::f32, {1, 2, 33, 64}),
+                 dense(DType::f32, {1, 2, 33, 64})},
+                causal),
+      make_case("tiny/attention.hd128.decode", OpKind::attention,
+                {dense(DType::f16, {1, 8, 1, 128}), dense(DType::f16, {1, 2, 300, 128}),
+                 dense(DType::f16, {1, 2, 300, 128})},
+                causal),
+      make_case("tiny/softmax", OpKind::softmax, {dense(DType::f32, {3, 1000})}),
+      make_case("tiny/layernorm", OpKind::layernorm, {dense(DType::f32, {3, 700})}),
+  };
+  for (const check::Case& c : cases) {
+    KernelChoice k;
+    check::Outcome o = run_on(d, c, &k);
+    EXPECT_TRUE(o.passed) << c.name << ": " << o.message;
+    EXPECT_LE(k.launch.shared_bytes, 4096u) << c.name << ": " << k.launch.str();
+    EXPECT_LE(k.launch.block_threads, 64) << c.name;
+  }
+  // The same matmul on the real limits takes a larger tile.
+  auto op = check::case_op(cases[0]);
+  DeviceCaps real = vk(d).core().info.caps;
+  auto big = rules().choices(real, *op), tiny = rules().choices(small, *op);
+  EXPECT_GT(big[1].launch.tile_m * big[1].launch.tile_n,
+            tiny[1].launch.tile_m * tiny[1].launch.tile_n);
+}
+
+TEST(VulkanRules, CooperativeMatrixIsRefusedWithAReason) {
+  DeviceCaps c;
+  c.backend = BackendKind::vulkan;
+  c.shared_mem_per_block = 32768;
+  c.max_threads_per_block = 1024;
+  c.fp16_storage = c.bf16_storage = true;
+  auto op =
+      *make_op(OpKind::matmul, {}, {dense(DType::f16, {64, 64}), dense(DType::f16, {64, 64})});
+  auto ch = rules().choices(c, op);
+  ASSERT_EQ(ch[0].tier, "coopmat");
+  EXPECT_FALSE(ch[0].ok);
+  EXPECT_NE(ch[0].reason.find("VK_KHR_cooperative_matrix"), std::string::npos);
+  EXPECT_TRUE(ch[1].ok) << ch[1].reason;
+  EXPECT_EQ(ch[1].tier, "tiled");
+}
+
+TEST(VulkanRules, NoSixteenBitStorageRefusesHalfPrecisionWithAReason) {
+  DeviceCaps c;
+  c.backend = BackendKind::vulkan;
+  c.shared_mem_per_block = 16384;
+  c.max_threads_per_block = 256;
+  auto op = *make_op(OpKind::softmax, {}, {dense(DType::f16, {4, 64})});
+  for (const KernelChoice& k : rules().choices(c, op)) {
+    if (k.precision == Precision::f32) {
+      EXPECT_TRUE(k.ok);
+    } else {
+      EXPECT_FALSE(k.ok);
+      EXPECT_NE(k.reason.find("storageBuffer16BitAccess"), std::string::npos);
+    }
+  }
+}
+
+TEST(VulkanRules, DecodeAttentionSplitsTheKeys) {
+  DeviceCaps c;
+  c.backend = BackendKind::vulkan;
+  c.shared_mem_per_block = 32768;
+  c.max_threads_per_block = 1024;
+  c.subgroup_size = 32;
+  auto op = *make_op(OpKind::attention, {},
+                     {dense(DType::f32, {1, 64, 1, 64}), dense(DType::f32, {1, 8, 7680, 64}),
+                      dense(DType::f32, {1, 8, 7680, 64})});
+  KernelChoice k = rules().choices(c, op)[0];
+  ASSERT_TRUE(k.ok) << k.reason;
+  EXPECT_GT(k.launch.splits, 1) << k.launch.str();
+  EXPECT_EQ(k.launch.variant, "flash_splitk");
+}
+
+TEST(VulkanDevices, EveryVulkanDeviceRunsTheSameCase) {
+  TempDir cache;
+  auto r = open_vulkan({}, cache);
+  if (!r.ok()) GTEST_SKIP() << r.status().message();
+  for (size_t i = 0; i < r->devices.size(); ++i) {
+    Device& d = *r->devices[i];
+    EXPECT_EQ(d.id(), "vulkan:" + std::to_string(i));
+    check::Outcome o =
+        run_on(d, make_case("multi/matmul", OpKind::matmul,
+                            {dense(DType::f32, {17, 33}), dense(DType::f32, {33, 9})}));
+    EXPECT_TRUE(o.passed) << d.id() << ": " << o.message;
+  }
+  if (r->devices.size() < 2) GTEST_SKIP() << "only one Vulkan device on this machine";
+}
+
+}  // namespace
+}  // namespace duet::vulkan::testing

@@ -1,0 +1,271 @@
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "check/check.h"
+#include "duet/backends.h"
+#include "duet/commands.h"
+#include "duet/common.h"
+
+namespace duet::cli {
+
+namespace {
+
+struct Options {
+  std::vector<std::string> devices, ops, dtypes;
+  std::string json_path, plot_path;
+  int repeats = 10;
+  double min_seconds = 1.0;
+};
+
+struct Row {
+  std::string name, device, tier, precision;
+  int runs = 0;
+  double median = 0, min = 0, max = 0;  // seconds
+  double gflops = 0, gbps = 0, flop_fraction = 0, bw_fraction = 0;
+  std::string error;
+};
+
+check::Case make(std::string name, OpKind k, std::vector<TensorDesc> in, OpAttrs a = {}) {
+  check::Case c;
+  c.name = std::move(name);
+  c.kind = k;
+  c.attrs = std::move(a);
+  c.fills.assign(in.size(), check::Fill::unit);
+  c.inputs = std::move(in);
+  return c;
+}
+
+// The benchmark set: the shapes the performance notes quote, plus memory-bound ops.
+std::vector<check::Case> bench_cases() {
+  auto D = [](DType t, std::initializer_list<int64_t> s) { return TensorDesc::contiguous(t, s); };
+  std::vector<check::Case> v;
+  for (DType t : {DType::f32, DType::f16}) {
+    const std::string ts(dtype_name(t));
+    v.push_back(make("matmul " + ts + " 1024x1024x1024", OpKind::matmul,
+                     {D(t, {1024, 1024}), D(t, {1024, 1024})}));
+    OpAttrs tb;
+    tb.transpose_b = true;  // activations [N=512, K] times a weight stored [M=4096, K]
+    v.push_back(make("matmul " + ts + " M4096 N512 K14336", OpKind::matmul,
+                     {D(t, {512, 14336}), D(t, {4096, 14336})}, tb));
+    OpAttrs causal;
+    causal.causal = true;
+    v.push_back(make("attention " + ts + " B1 H16 L1024 D64 causal", OpKind::attention,
+                     {D(t, {1, 16, 1024, 64}), D(t, {1, 16, 1024, 64}), D(t, {1, 16, 1024, 64})},
+                     causal));
+    v.push_back(make("attention " + ts + " decode Hq64 Hkv8 Lk7680 D64", OpKind::attention,
+                     {D(t, {1, 64, 1, 64}), D(t, {1, 8, 7680, 64}), D(t, {1, 8, 7680, 64})}));
+  }
+  v.push_back(make("matmul f32 2048x2048x2048", OpKind::matmul,
+                   {D(DType::f32, {2048, 2048}), D(DType::f32, {2048, 2048})}));
+  const TensorDesc big = D(DType::f32, {2048, 4096});
+  v.push_back(make("add f32 2048x4096", OpKind::add, {big, big}));
+  v.push_back(make("silu f32 2048x4096", OpKind::silu, {big}));
+  v.push_back(make("softmax f32 2048x4096", OpKind::softmax, {big}));
+  v.push_back(make("rmsnorm f32 2048x4096", OpKind::rmsnorm, {big, D(DType::f32, {4096})}));
+  v.push_back(make("rope f32 1x32x512x128", OpKind::rope, {D(DType::f32, {1, 32, 512, 128})}));
+  OpAttrs to16;
+  to16.to = DType::f16;
+  v.push_back(make("cast f32->f16 2048x4096", OpKind::cast, {big}, to16));
+  return v;
+}
+
+double peak_for(const DeviceCaps& c, Precision p) {
+  switch (p) {
+    case Precision::f16:
+      return c.peak_gflops_f16;
+    case Precision::bf16:
+      return c.peak_gflops_bf16;
+    default:
+      return c.peak_gflops_f32;
+  }
+}
+
+Row bench_one(Device& d, const KernelChoice& k, const OpDesc& op,
+              std::span<const HostTensor> inputs, const Options& o) {
+  Row r{op.name, d.id(), k.tier, std::string(precision_name(k.precision))};
+  std::vector<std::shared_ptr<Buffer>> keep;
+  std::vector<TensorRef> refs;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (i < k.input_dtypes.size() && k.input_dtypes[i] != inputs[i].dtype()) {
+      r.error = "kernel reads " + std::string(dtype_name(k.input_dtypes[i])) + " for input " +
+                op.input_name(i);
+      return r;
+    }
+    auto b = d.allocate(inputs[i].storage_bytes());
+    if (!b.ok()) {
+      r.error = b.status().message();
+      return r;
+    }
+    if (Status s = d.write(**b, 0, inputs[i].storage(), inputs[i].storage_bytes()); !s.ok()) {
+      r.error = s.message();
+      return r;
+    }
+    refs.push_back({op.inputs[i], b->get()});
+    keep.push_back(*b);
+  }
+  auto out = d.allocate(static_cast<uint64_t>(op.output.nbytes()));
+  if (!out.ok()) {
+    r.error = out.status().message();
+    return r;
+  }
+  const TensorRef out_ref{op.output, out->get()};
+  const PlannedOp planned{op, k};
+  auto once = [&]() -> Result<double> {
+    const auto t0 = std::chrono::steady_clock::now();
+    DUET_TRY(d.execute(planned, refs, out_ref));
+    DUET_TRY(d.synchronize());
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  if (auto warm = once(); !warm.ok()) {  // warm-up: pipelines, caches, page faults
+    r.error = warm.status().message();
+    return r;
+  }
+  std::vector<double> times;
+  double total = 0;
+  while (static_cast<int>(times.size()) < o.repeats &&
+         (times.size() < 3 || total < o.min_seconds)) {
+    auto t = once();
+    if (!t.ok()) {
+      r.error = t.status().message();
+      return r;
+    }
+    times.push_back(*t);
+    total += *t;
+  }
+  std::sort(times.begin(), times.end());
+  r.runs = static_cast<int>(times.size());
+  r.median = times[times.size() / 2];
+  r.min = times.front();
+  r.max = times.back();
+  r.gflops = op_flops(op) / r.median * 1e-9;
+  r.gbps = op_bytes(op) / r.median * 1e-9;
+  const double peak = peak_for(d.caps(), k.precision);
+  if (peak > 0) r.flop_fraction = r.gflops / peak;
+  if (d.caps().memory_gbps > 0) r.bw_fraction = r.gbps / d.caps().memory_gbps;
+  return r;
+}
+
+Status plot(const std::vector<Row>& rows, const std::string& path) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("duet-plot-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  std::ofstream data(dir / "data.txt");
+  for (const Row& r : rows)
+    if (r.error.empty())
+      data << '"' << r.name << " @ " << r.device << "/" << r.tier << "\" " << r.gflops << "\n";
+  data.close();
+  const std::string tmp_png = path + ".partial";
+  std::ofstream script(dir / "plot.gp");
+  script << "set terminal pngcairo size 1400,800 noenhanced\n"
+         << "set output '" << tmp_png << "'\n"
+         << "set style data histograms\nset style fill solid 0.8\nset boxwidth 0.8\n"
+         << "set ylabel 'GFLOP/s'\nset xtics rotate by -40 font ',8'\nset grid ytics\n"
+         << "set title 'duet bench: GFLOP/s per op, device and kernel tier'\n"
+         << "plot '" << (dir / "data.txt").string() << "' using 2:xtic(1) notitle\n";
+  script.close();
+  const std::string cmd = "gnuplot '" + (dir / "plot.gp").string() + "' 2>&1";
+  const int rc = std::system(cmd.c_str());
+  fs::remove_all(dir);
+  if (rc != 0) {
+    std::remove(tmp_png.c_str());
+    return Status(Code::io_error,
+                  "gnuplot failed (is gnuplot installed? tools/setup.sh installs gnuplot-nox)");
+  }
+  if (std::rename(tmp_png.c_str(), path.c_str()) != 0)
+    return Status(Code::io_error, "cannot write " + path);
+  return {};
+}
+
+int run_bench(const CLI::App& cmd, const Options& o) {
+  if (Status s = validate_ops(o.ops); !s.ok()) return fail(cmd, s.message(), 2);
+  if (Status s = validate_dtypes(o.dtypes); !s.ok()) return fail(cmd, s.message(), 2);
+  if (o.repeats < 1) return fail(cmd, "--repeats must be at least 1", 2);
+  Registry reg = open_registry();
+  auto devices = select_devices(reg, o.devices);
+  if (!devices.ok()) return fail(cmd, devices.status().message(), 2);
+
+  std::vector<Row> rows;
+  std::printf("%-40s %-10s %-9s %-5s %10s %16s %9s %8s %6s %6s\n", "op", "device", "tier", "prec",
+              "median ms", "min..max ms", "GFLOP/s", "GB/s", "%peak", "%bw");
+  for (const check::Case& c : bench_cases()) {
+    if (!selected(o.ops, op_name(c.kind)) || !selected(o.dtypes, dtype_name(c.inputs[0].dtype)))
+      continue;
+    auto op = check::case_op(c);
+    if (!op.ok()) return fail(cmd, op.status().message(), 70);
+    const std::vector<HostTensor> inputs = check::case_inputs(c);
+    for (Device* d : *devices) {
+      for (const KernelChoice& k : d->choices(*op)) {
+        if (!k.ok || k.tier == "reference") continue;
+        Row r = bench_one(*d, k, *op, inputs, o);
+        if (!r.error.empty()) {
+          std::printf("%-40s %-10s %-9s %-5s  error: %s\n", r.name.c_str(), r.device.c_str(),
+                      r.tier.c_str(), r.precision.c_str(), r.error.c_str());
+        } else {
+          char range[40];
+          std::snprintf(range, sizeof range, "%.3f..%.3f", r.min * 1e3, r.max * 1e3);
+          std::printf("%-40s %-10s %-9s %-5s %10.3f %16s %9.2f %8.2f %5.1f%% %5.1f%%\n",
+                      r.name.c_str(), r.device.c_str(), r.tier.c_str(), r.precision.c_str(),
+                      r.median * 1e3, range, r.gflops, r.gbps, 100 * r.flop_fraction,
+                      100 * r.bw_fraction);
+        }
+        std::fflush(stdout);
+        rows.push_back(std::move(r));
+      }
+    }
+  }
+  if (!o.json_path.empty()) {
+    nlohmann::json j = nlohmann::json::array();
+    for (const Row& r : rows)
+      j.push_back({{"op", r.name},
+                   {"device", r.device},
+                   {"tier", r.tier},
+                   {"precision", r.precision},
+                   {"runs", r.runs},
+                   {"median_s", r.median},
+                   {"min_s", r.min},
+                   {"max_s", r.max},
+                   {"gflops", r.gflops},
+                   {"gbps", r.gbps},
+                   {"peak_fraction", r.flop_fraction},
+                   {"bandwidth_fraction", r.bw_fraction},
+                   {"error", r.error}});
+    if (Status s = write_file_atomically(o.json_path, j.dump(2) + "\n"); !s.ok())
+      return fail(cmd, s.message());
+  }
+  if (!o.plot_path.empty())
+    if (Status s = plot(rows, o.plot_path); !s.ok()) return fail(cmd, s.message());
+  for (const Row& r : rows)
+    if (!r.error.empty()) return 1;
+  return 0;
+}
+
+}  // namespace
+
+Command add_bench(CLI::App& app) {
+  auto* sub =
+      app.add_subcommand("bench",
+                         "Time ops on every device and kernel tier: median of repeats after a "
+                         "warm-up, GFLOP/s, GB/s and the fraction of the device's peak");
+  auto o = std::make_shared<Options>();
+  sub->add_option("--device", o->devices, "Device id to benchmark (repeatable; default: all)");
+  sub->add_option("--op", o->ops, "Op to benchmark (repeatable; default: all)");
+  sub->add_option("--dtype", o->dtypes, "Input dtype (repeatable; default: all)");
+  sub->add_option("--json", o->json_path, "Write every row to this JSON file");
+  sub->add_option("--plot", o->plot_path,
+                  "Draw GFLOP/s per op and device to this PNG (needs gnuplot)");
+  sub->add_option("--repeats", o->repeats,
+                  "Most timed runs per row (at least 3 unless fewer given)")
+      ->capture_default_str();
+  sub->add_option("--min-seconds", o->min_seconds, "Keep repeating until this much time is spent")
+      ->capture_default_str();
+  auto run = std::make_shared<std::function<int()>>([sub, o] { return run_bench(*sub, *o); });
+  return {sub, run};
+}
+
+}  // namespace duet::cli
