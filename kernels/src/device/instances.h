@@ -7,7 +7,7 @@
 #include "device/matmul_tc.h"
 #include "duet/status.h"
 
-namespace duet::kernels::dev {
+DUET_DEV_BEGIN
 
 template <class T, class Arch, class Go>
 Status attention_instance(int head_dim, Go&& go) {
@@ -33,4 +33,4 @@ Status matmul_instance(bool b_nmajor, Go&& go) {
   return b_nmajor ? go(&matmul_tc<T, true, Arch>) : go(&matmul_tc<T, false, Arch>);
 }
 
-}  // namespace duet::kernels::dev
+DUET_DEV_END

@@ -11,6 +11,23 @@
 #include <cstdint>
 #include <cstring>
 
+// The code of the two builds lives in different inline namespaces of duet::kernels::dev, so a
+// program may link the GPU kernels and the emulator together (the nvcc host stub of a kernel and
+// its emulator build would otherwise share one mangled name). The argument structs of
+// params.h, which the host planner fills for both, stay in duet::kernels::dev itself.
+#if defined(__CUDACC__)
+#define DUET_DEV_BEGIN           \
+  namespace duet::kernels::dev { \
+  inline namespace gpu_build {
+#else
+#define DUET_DEV_BEGIN           \
+  namespace duet::kernels::dev { \
+  inline namespace emu_build {
+#endif
+#define DUET_DEV_END \
+  }                  \
+  }
+
 #if defined(__CUDACC__)
 #define DUET_DEV __device__ __forceinline__
 #define DUET_HD __host__ __device__ __forceinline__
@@ -29,7 +46,7 @@
 #define DUET_NO_UNROLL
 #endif
 
-namespace duet::kernels::dev {
+DUET_DEV_BEGIN
 
 // The 16-bit storage types of the tensor-core kernels, as tags.
 struct F16 {
@@ -46,7 +63,7 @@ struct alignas(16) Vec16 {
 
 inline constexpr int kWarp = 32;
 
-}  // namespace duet::kernels::dev
+DUET_DEV_END
 
 #if defined(__CUDACC__)
 #include "prim_device.h"
@@ -54,7 +71,7 @@ inline constexpr int kWarp = 32;
 #include "prim_host.h"
 #endif
 
-namespace duet::kernels::dev {
+DUET_DEV_BEGIN
 
 // Derived helpers, identical in both builds.
 DUET_DEV int lane() {
@@ -84,4 +101,4 @@ DUET_DEV float warp_max(float v) {
   return v;
 }
 
-}  // namespace duet::kernels::dev
+DUET_DEV_END

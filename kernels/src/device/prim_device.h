@@ -5,7 +5,7 @@
 // additionally compiled only for sm_80+ images.
 #pragma once
 
-namespace duet::kernels::dev {
+DUET_DEV_BEGIN
 
 // ---- indices
 DUET_DEV int tid() {
@@ -219,4 +219,4 @@ DUET_DEV void atomic_min_u64(unsigned long long* p, unsigned long long v) {
   atomicMin(p, v);
 }
 
-}  // namespace duet::kernels::dev
+DUET_DEV_END

@@ -10,7 +10,7 @@
 #include "duet/half.h"
 #include "emu/emu.h"
 
-namespace duet::kernels::dev {
+DUET_DEV_BEGIN
 
 using std::fmaxf;
 using std::fminf;
@@ -146,4 +146,4 @@ DUET_DEV void atomic_min_u64(unsigned long long* p, unsigned long long v) {
   emu::atomic_min_u64(p, v);
 }
 
-}  // namespace duet::kernels::dev
+DUET_DEV_END

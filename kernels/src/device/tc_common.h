@@ -4,7 +4,7 @@
 
 #include "device/prim.h"
 
-namespace duet::kernels::dev {
+DUET_DEV_BEGIN
 
 // Flash tier (sm_80+): cp.async copies (data lands at the wait, overlapping compute), bf16 or
 // f16 mma.sync m16n8k16.
@@ -79,4 +79,4 @@ DUET_DEV int bk_col(int l) {
 
 inline constexpr float kLog2e = 1.4426950408889634f;
 
-}  // namespace duet::kernels::dev
+DUET_DEV_END
