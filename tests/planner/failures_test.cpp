@@ -105,7 +105,9 @@ TEST(Failure2, ABuildWithNoImageForThe3090PlansEverythingOnThe2080Ti) {
       plan_ok(attention_graph(DType::f16), with_build({"rtx2080ti", "rtx3090"}, archs, *rules));
   const std::string text = explain(p);
   for (const PlanStep& s : p.steps)
-    if (s.kind == StepKind::kernel) EXPECT_EQ(s.device, 0) << s.name << "\n" << text;
+    if (s.kind == StepKind::kernel) {
+      EXPECT_EQ(s.device, 0) << s.name << "\n" << text;
+    }
   EXPECT_HAS(text, "no kernel image for sm_86");
   EXPECT_HAS(text, "cuda:1 tiled");  // the 3090's refused choices are listed with the reason
 }
@@ -191,7 +193,9 @@ TEST(Failure4, ACuda12BuildWithSm61RunsTheGenericTierOnThe1060) {
   auto rules = cuda::make_rules(archs);
   Plan p = plan_ok(attention_graph(DType::f16), with_build({"gtx1060"}, archs, *rules));
   for (const PlanStep& s : p.steps)
-    if (s.kind == StepKind::kernel && s.node >= 0) EXPECT_EQ(s.op.choice.tier, "generic") << s.name;
+    if (s.kind == StepKind::kernel && s.node >= 0) {
+      EXPECT_EQ(s.op.choice.tier, "generic") << s.name;
+    }
   const PlanStep* a = p.step("attn");
   ASSERT_NE(a, nullptr) << "the 1060 must run attention on the generic tier";
   bool said = false;

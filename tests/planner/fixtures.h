@@ -143,9 +143,11 @@ inline Graph mlp_stack(DType t, int layers, int64_t dim, int64_t rows = 16) {
 inline Plan plan_ok(const Graph& g, std::vector<PlanDevice> d, const Policy& p = {}) {
   auto plan = make_plan(g, std::move(d), p);
   EXPECT_TRUE(plan.ok()) << plan.status().message();
-  if (plan.ok())
-    for (const std::string& note : plan->notes)
+  if (plan.ok()) {
+    for (const std::string& note : plan->notes) {
       EXPECT_LACKS(note, "for the op as executed");  // the rules agree with what runs
+    }
+  }
   return plan.ok() ? std::move(*plan) : Plan{};
 }
 
