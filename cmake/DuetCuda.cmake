@@ -53,6 +53,12 @@ if(DUET_HAVE_CUDA)
       list(APPEND CMAKE_CUDA_ARCHITECTURES ${_a}-real)
     endif()
   endforeach()
+  # CMake < 3.26 does not know nvcc's C++20 flag (nvcc >= 12 accepts it).
+  if(NOT DEFINED CMAKE_CUDA20_STANDARD_COMPILE_OPTION
+     AND CMAKE_CUDA_COMPILER_VERSION VERSION_GREATER_EQUAL 12.0)
+    set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
+    set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
+  endif()
   set(CMAKE_CUDA_STANDARD 20)
   set(CMAKE_CUDA_STANDARD_REQUIRED ON)
   message(STATUS "duet: CUDA ${CUDAToolkit_VERSION}, kernels for sm ${DUET_CUDA_ARCHS}, PTX for compute_${DUET_CUDA_PTX_ARCH}")

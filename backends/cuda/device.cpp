@@ -79,10 +79,11 @@ class Device final : public CudaDevice {
   }
 
   ~Device() override {
+    // A lost device's calls fail; releasing is still attempted (host memory at least returns).
     Driver& d = drv();
-    if (!started_ || !d.use(ordinal()).ok()) return;
-    if (lost_.empty()) (void)d.stream_sync(stream_);
     shared_->allocator.release(workspace_);
+    if (!started_) return;
+    if (d.use(ordinal()).ok() && lost_.empty()) (void)d.stream_sync(stream_);
     for (Slot& s : slots_) {
       if (s.event) d.event_destroy(s.event);
       if (s.pinned)

@@ -174,11 +174,6 @@ struct GemmPlan {
 
 class RuntimeDriver final : public Driver {
  public:
-  ~RuntimeDriver() override {
-    // Descriptors are host objects; destroying them needs no device.
-    for (auto& [key, p] : plans_) destroy(p);
-  }
-
   DriverStatus status() override {
     DriverStatus s;
     s.runtime_version = CUDART_VERSION;
@@ -474,7 +469,9 @@ class RuntimeDriver final : public Driver {
 }  // namespace
 
 std::shared_ptr<Driver> runtime_driver() {
-  static const std::shared_ptr<Driver> d = std::make_shared<RuntimeDriver>();
+  // Never destroyed: at exit the CUDA runtime and cuBLASLt tear themselves down in an order we
+  // do not control, and calling into them afterwards can crash.
+  static const std::shared_ptr<Driver> d(new RuntimeDriver, [](Driver*) {});
   return d;
 }
 

@@ -4,6 +4,8 @@
 // and handed to the device in KernelChoice::launch.
 #include <algorithm>
 #include <cmath>
+#include <iterator>
+#include <vector>
 
 #include "vulkan_backend.h"
 
@@ -62,13 +64,21 @@ constexpr MatmulTile kTiles[] = {
     {16, 16, 8, 2, 2},    {8, 8, 8, 2, 2},     {4, 4, 4, 1, 1},
 };
 
+// On a CPU device (lavapipe) a workgroup runs on one core with its invocations as SIMD lanes, and
+// every shared-memory read is a gather: large register blocks amortise them (measured: 16x16
+// gives 2.3x the GFLOP/s of 8x8 at 1024^3). Tried first there, then the general list.
+constexpr MatmulTile kCpuTiles[] = {{128, 128, 8, 16, 16}, {64, 64, 8, 16, 16}};
+
 std::optional<MatmulTile> pick_matmul_tile(const DeviceCaps& c, int64_t M, int64_t N,
                                            std::string* why_not) {
   const int mt = max_threads(c);
   const uint64_t smem = c.shared_mem_per_block ? c.shared_mem_per_block : 16384;
   const int sg = std::max(c.subgroup_size, 1);
   std::optional<MatmulTile> fallback;
-  for (const MatmulTile& t : kTiles) {
+  std::vector<MatmulTile> tiles;
+  if (c.type == DeviceType::cpu) tiles.assign(std::begin(kCpuTiles), std::end(kCpuTiles));
+  tiles.insert(tiles.end(), std::begin(kTiles), std::end(kTiles));
+  for (const MatmulTile& t : tiles) {
     if (t.threads() > mt || t.shared() > smem) continue;
     if (t.threads() % sg != 0 && t.threads() > sg) continue;
     if (!fallback) fallback = t;

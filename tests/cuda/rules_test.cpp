@@ -1,6 +1,8 @@
 // The CUDA rules on capability records alone: image check, the kernels' choices, cuBLASLt.
 #include <gtest/gtest.h>
 
+#include <optional>
+
 #include "cuda_backend.h"
 #include "duet/backends.h"
 #include "duet/kernels/select.h"
@@ -43,10 +45,12 @@ OpDesc add(DType t) {
   return *op;
 }
 
-const KernelChoice* find(const std::vector<KernelChoice>& v, std::string_view tier, Precision p) {
+// A copy of the choice (the vectors searched are often temporaries).
+std::optional<KernelChoice> find(const std::vector<KernelChoice>& v, std::string_view tier,
+                                 Precision p) {
   for (const KernelChoice& c : v)
-    if (c.tier == tier && c.precision == p) return &c;
-  return nullptr;
+    if (c.tier == tier && c.precision == p) return c;
+  return std::nullopt;
 }
 
 TEST(CudaRules, DeviceWithoutKernelImageRefusesEveryOpWithTheReason) {
@@ -68,8 +72,8 @@ TEST(CudaRules, EachDeviceOfAMixedBoxGetsItsOwnImage) {
   auto rules = make_rules(parse_build_archs("75;86", ""));
   const OpDesc op = matmul(DType::f16, {64, 128}, {128, 32});
   for (const DeviceProps& p : {rtx2080ti(), rtx3090()}) {
-    const KernelChoice* c = find(rules->choices(record(p), op), "cublas", Precision::f16);
-    ASSERT_NE(c, nullptr);
+    std::optional<KernelChoice> c = find(rules->choices(record(p), op), "cublas", Precision::f16);
+    ASSERT_TRUE(c.has_value());
     EXPECT_TRUE(c->ok) << p.name << ": " << c->reason;
   }
 }
@@ -80,11 +84,22 @@ TEST(CudaRules, WhatIfThisBuildLackedSm86) {
   // sm_80 cubins still run on sm_86; PTX for sm_75 is JIT-compiled; with neither, nothing runs.
   for (auto [cubins, ptx, ok] :
        {std::tuple{"75;80", "", true}, std::tuple{"75", "75", true}, std::tuple{"75", "", false}}) {
-    const KernelChoice* c = find(make_rules(parse_build_archs(cubins, ptx))->choices(rtx, op),
-                                 "cublas", Precision::f16);
-    ASSERT_NE(c, nullptr);
+    std::optional<KernelChoice> c = find(
+        make_rules(parse_build_archs(cubins, ptx))->choices(rtx, op), "cublas", Precision::f16);
+    ASSERT_TRUE(c.has_value());
     EXPECT_EQ(c->ok, ok) << cubins << " / " << ptx << ": " << c->reason;
   }
+}
+
+TEST(CudaRules, KernelTiersFollowTheRulesArchitectureList) {
+  // An A100 runs a build of sm_75 cubins + compute_75 PTX through the PTX, but that build has no
+  // flash kernel (flash is built for sm_80 and newer only): the rules' list decides, not this
+  // build's.
+  auto rules = make_rules(parse_build_archs("75", "75"));
+  for (const KernelChoice& c : rules->choices(record(a100()), attention(DType::f16)))
+    if (c.tier == "flash") {
+      EXPECT_FALSE(c.ok) << c.reason;
+    }
 }
 
 TEST(CudaRules, KernelChoicesComeFromTheKernelsSelectionInOrder) {
@@ -119,8 +134,9 @@ TEST(CudaRules, Bf16OnTuringIsRefusedWithTheReason) {
       EXPECT_NE(c.reason.find("bf16 arithmetic needs sm_80"), std::string::npos) << c.reason;
     }
   }
-  const KernelChoice* on_a100 = find(rules->choices(record(a100()), op), "cublas", Precision::bf16);
-  ASSERT_NE(on_a100, nullptr);
+  std::optional<KernelChoice> on_a100 =
+      find(rules->choices(record(a100()), op), "cublas", Precision::bf16);
+  ASSERT_TRUE(on_a100.has_value());
   EXPECT_TRUE(on_a100->ok) << on_a100->reason;
 }
 
@@ -141,8 +157,8 @@ TEST(CudaRules, CublasComesFirstForMatmulWhenTheLibraryLoaded) {
       rules->choices(record(a100()), matmul(DType::f16, {64, 128}, {32, 128}, true));
   ASSERT_GE(v.size(), 3u);
   EXPECT_EQ(v[0].tier, "cublas");
-  const KernelChoice* f16 = find(v, "cublas", Precision::f16);
-  ASSERT_NE(f16, nullptr);
+  std::optional<KernelChoice> f16 = find(v, "cublas", Precision::f16);
+  ASSERT_TRUE(f16.has_value());
   EXPECT_TRUE(f16->ok) << f16->reason;
   EXPECT_EQ(f16->input_dtypes, (std::vector<DType>{DType::f16, DType::f16}));
   EXPECT_EQ(f16->output_dtype, DType::f16);
@@ -152,8 +168,9 @@ TEST(CudaRules, CublasComesFirstForMatmulWhenTheLibraryLoaded) {
 TEST(CudaRules, CublasIsRefusedWhenTheRecordDoesNotSayItLoaded) {
   auto rules = make_rules(parse_build_archs("75;80", "80"));
   const OpDesc op = matmul(DType::f16, {64, 128}, {128, 32});
-  const KernelChoice* c = find(rules->choices(record(a100(), false), op), "cublas", Precision::f16);
-  ASSERT_NE(c, nullptr);
+  std::optional<KernelChoice> c =
+      find(rules->choices(record(a100(), false), op), "cublas", Precision::f16);
+  ASSERT_TRUE(c.has_value());
   EXPECT_FALSE(c->ok);
   DeviceCaps missing = record(a100(), false);
   missing.extra[std::string(kCublasKey)] = "unavailable: libcublasLt.so.13 not found";
@@ -169,9 +186,9 @@ TEST(CudaRules, CublasIsRefusedForBatchesThatDoNotCollapse) {
   auto op = make_op(OpKind::matmul, {}, {TensorDesc::contiguous(DType::f32, {2, 3, 4, 16}), b},
                     {"a", "b"}, "bmm");
   ASSERT_TRUE(op.ok()) << op.status().message();
-  const KernelChoice* c =
+  std::optional<KernelChoice> c =
       find(make_rules(this_build())->choices(record(a100()), *op), "cublas", Precision::f32);
-  ASSERT_NE(c, nullptr);
+  ASSERT_TRUE(c.has_value());
   EXPECT_FALSE(c->ok);
   EXPECT_NE(c->reason.find("do not collapse"), std::string::npos) << c->reason;
 }

@@ -5,12 +5,15 @@
 // compile for sm_75 without any.
 #pragma once
 
+#include "device/abi.h"
+
 #include <cstdint>
 #include <cstring>
 
 #include "device/prim.h"
 
 namespace duet::kernels::dev {
+inline namespace DUET_DEV_ABI {
 
 // The storage dtypes, numbered as duet::DType (checked in host/plan.cpp).
 enum class Elt : uint8_t { f32, f16, bf16, i8, i32 };
@@ -161,4 +164,5 @@ DUET_HD int elt_bytes(Elt t) {
   return t == Elt::f32 || t == Elt::i32 ? 4 : t == Elt::i8 ? 1 : 2;
 }
 
+}  // namespace DUET_DEV_ABI
 }  // namespace duet::kernels::dev

@@ -4,10 +4,13 @@
 // the fast tiers have a reference on the GPU itself. Also the split-KV combine and small helpers.
 #pragma once
 
+#include "device/abi.h"
+
 #include "device/params.h"
 #include "device/prim.h"
 
 namespace duet::kernels::dev {
+inline namespace DUET_DEV_ABI {
 
 inline constexpr float kGenInf = __builtin_huge_valf();
 
@@ -290,4 +293,5 @@ DUET_KERNEL attention_combine(const CombineParams p) {
   }
 }
 
+}  // namespace DUET_DEV_ABI
 }  // namespace duet::kernels::dev

@@ -3,15 +3,20 @@
 // and for the emulator), so each instance is compiled only where its tier is built.
 #pragma once
 
+#include "device/abi.h"
+
 #include "device/attention_tc.h"
 #include "device/matmul_tc.h"
 #include "duet/status.h"
 
 namespace duet::kernels::dev {
+inline namespace DUET_DEV_ABI {
 
 template <class T, class Arch, class Go>
 Status attention_instance(int head_dim, Go&& go) {
-  switch (head_dim) {  // key tile: 64, or 32 for hd 256 (registers); see host/shapes.h
+  // Key tile: 64; at hd 256 32 (flash) or 16 (tiled, Q in shared memory); see host/shapes.h.
+  constexpr int kBc256 = Arch::kAsync ? 32 : 16;
+  switch (head_dim) {
     case 64:
       return go(&attention_tc<T, 64, 64, Arch>);
     case 80:
@@ -21,7 +26,7 @@ Status attention_instance(int head_dim, Go&& go) {
     case 128:
       return go(&attention_tc<T, 128, 64, Arch>);
     case 256:
-      return go(&attention_tc<T, 256, 32, Arch>);
+      return go(&attention_tc<T, 256, kBc256, Arch>);
   }
   return Status(Code::unsupported, "no attention kernel for head dim " + std::to_string(head_dim));
 }
@@ -31,4 +36,5 @@ Status matmul_instance(bool b_nmajor, Go&& go) {
   return b_nmajor ? go(&matmul_tc<T, true, Arch>) : go(&matmul_tc<T, false, Arch>);
 }
 
+}  // namespace DUET_DEV_ABI
 }  // namespace duet::kernels::dev

@@ -8,13 +8,17 @@
 // element otherwise (any strides, transposed views, odd sizes); ragged edges are zero-filled.
 #pragma once
 
+#include "device/abi.h"
+
 #include "device/params.h"
 #include "device/tc_common.h"
 
 namespace duet::kernels::dev {
+inline namespace DUET_DEV_ABI {
 
 template <class T, bool BNMAJOR, class Arch>
-DUET_KERNEL matmul_tc(const MatmulParams p) {
+DUET_KERNEL_BOUNDED(256)
+matmul_tc(const MatmulParams p) {
   constexpr int BK = 32, WM = 32, WN = 64;
   constexpr int MT = WM / 16, NT = WN / 8;
   constexpr int LDA = BK + 8;
@@ -39,12 +43,14 @@ DUET_KERNEL matmul_tc(const MatmulParams p) {
     uint16_t* bs = as + a_elems;
     const int k0 = kt * BK;
     if (p.a_vec) {
+      DUET_NO_UNROLL
       for (int i = t0; i < BM * (BK / 8); i += nt) {
         const int row = i / (BK / 8), ch = i % (BK / 8), gm = m0 + row, gk = k0 + ch * 8;
         const int n = gm < p.M ? clamp8(p.K - gk) : 0;
         copy_chunk<Arch>(as + row * LDA + ch * 8, n ? a + gm * p.a_m + gk : a, n);
       }
     } else {
+      DUET_NO_UNROLL
       for (int i = t0; i < BM * BK; i += nt) {
         const int row = i / BK, col = i % BK, gm = m0 + row, gk = k0 + col;
         as[row * LDA + col] = gm < p.M && gk < p.K ? a[gm * p.a_m + gk * p.a_k] : uint16_t(0);
@@ -52,12 +58,14 @@ DUET_KERNEL matmul_tc(const MatmulParams p) {
     }
     if (BNMAJOR) {  // bs[n][k]
       if (p.b_vec) {
+        DUET_NO_UNROLL
         for (int i = t0; i < BN * (BK / 8); i += nt) {
           const int row = i / (BK / 8), ch = i % (BK / 8), gn = n0 + row, gk = k0 + ch * 8;
           const int n = gn < p.N ? clamp8(p.K - gk) : 0;
           copy_chunk<Arch>(bs + row * LDB + ch * 8, n ? bm + gn * p.b_n + gk : bm, n);
         }
       } else {
+        DUET_NO_UNROLL
         for (int i = t0; i < BN * BK; i += nt) {
           const int row = i / BK, col = i % BK, gn = n0 + row, gk = k0 + col;
           bs[row * LDB + col] = gn < p.N && gk < p.K ? bm[gk * p.b_k + gn * p.b_n] : uint16_t(0);
@@ -66,12 +74,14 @@ DUET_KERNEL matmul_tc(const MatmulParams p) {
     } else {  // bs[k][n]
       const int nch = BN / 8;
       if (p.b_vec) {
+        DUET_NO_UNROLL
         for (int i = t0; i < BK * nch; i += nt) {
           const int row = i / nch, ch = i % nch, gk = k0 + row, gn = n0 + ch * 8;
           const int n = gk < p.K ? clamp8(p.N - gn) : 0;
           copy_chunk<Arch>(bs + row * LDB + ch * 8, n ? bm + gk * p.b_k + gn : bm, n);
         }
       } else {
+        DUET_NO_UNROLL
         for (int i = t0; i < BK * BN; i += nt) {
           const int row = i / BN, col = i % BN, gk = k0 + row, gn = n0 + col;
           bs[row * LDB + col] = gn < p.N && gk < p.K ? bm[gk * p.b_k + gn * p.b_n] : uint16_t(0);
@@ -81,22 +91,27 @@ DUET_KERNEL matmul_tc(const MatmulParams p) {
   };
 
   float acc[MT][NT][4];
-  for (int i = 0; i < MT; ++i)
-    for (int j = 0; j < NT; ++j) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.f;
+  DUET_UNROLL
+  for (int i = 0; i < MT; ++i) DUET_UNROLL
+  for (int j = 0; j < NT; ++j) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.f;
 
   auto compute = [&](int stage) {
     const uint16_t* as = sm + stage * (a_elems + b_elems);
     const uint16_t* bs = as + a_elems;
+    DUET_UNROLL
     for (int kk = 0; kk < BK / 16; ++kk) {
       uint32_t af[MT][4];
+      DUET_UNROLL
       for (int i = 0; i < MT; ++i)
         ldmatrix_x4(af[i], as + (wr * WM + i * 16 + a_row(ln)) * LDA + kk * 16 + a_col(ln));
+      DUET_UNROLL
       for (int np = 0; np < NT / 2; ++np) {
         uint32_t bf[4];
         if (BNMAJOR)
           ldmatrix_x4(bf, bs + (wc * WN + np * 16 + bn_row(ln)) * LDB + kk * 16 + bn_col(ln));
         else
           ldmatrix_x4_trans(bf, bs + (kk * 16 + bk_row(ln)) * LDB + wc * WN + np * 16 + bk_col(ln));
+        DUET_UNROLL
         for (int i = 0; i < MT; ++i) {
           mma16<Arch, T>(acc[i][2 * np], af[i], bf[0], bf[1]);
           mma16<Arch, T>(acc[i][2 * np + 1], af[i], bf[2], bf[3]);
@@ -140,16 +155,18 @@ DUET_KERNEL matmul_tc(const MatmulParams p) {
   }
 
   // Epilogue: round and store, pairs of columns per lane.
-  for (int i = 0; i < MT; ++i)
-    for (int j = 0; j < NT; ++j)
-      for (int hi = 0; hi < 2; ++hi) {
-        const int gm = m0 + wr * WM + i * 16 + g + hi * 8;
-        const int gn = n0 + wc * WN + j * 8 + 2 * t4;
-        if (gm >= p.M) continue;
-        uint16_t* dst = c + int64_t(gm) * p.N + gn;
-        if (gn < p.N) dst[0] = round16(acc[i][j][2 * hi], T{});
-        if (gn + 1 < p.N) dst[1] = round16(acc[i][j][2 * hi + 1], T{});
-      }
+  DUET_UNROLL
+  for (int i = 0; i < MT; ++i) DUET_UNROLL
+  for (int j = 0; j < NT; ++j) DUET_UNROLL
+  for (int hi = 0; hi < 2; ++hi) {
+    const int gm = m0 + wr * WM + i * 16 + g + hi * 8;
+    const int gn = n0 + wc * WN + j * 8 + 2 * t4;
+    if (gm >= p.M) continue;
+    uint16_t* dst = c + int64_t(gm) * p.N + gn;
+    if (gn < p.N) dst[0] = round16(acc[i][j][2 * hi], T{});
+    if (gn + 1 < p.N) dst[1] = round16(acc[i][j][2 * hi + 1], T{});
+  }
 }
 
+}  // namespace DUET_DEV_ABI
 }  // namespace duet::kernels::dev

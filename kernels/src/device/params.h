@@ -2,11 +2,14 @@
 // by the kernels in both builds. Strides and offsets are in elements.
 #pragma once
 
+#include "device/abi.h"
+
 #include <cstdint>
 
 #include "device/elem.h"
 
 namespace duet::kernels::dev {
+inline namespace DUET_DEV_ABI {
 
 // A strided view with its rank padded to 4 (leading dims of size 1, stride 0). Broadcast dims
 // have stride 0.
@@ -142,4 +145,5 @@ struct FillParams {
   unsigned long long v = 0;
 };
 
+}  // namespace DUET_DEV_ABI
 }  // namespace duet::kernels::dev

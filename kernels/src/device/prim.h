@@ -8,6 +8,8 @@
 // per-thread in the host build.
 #pragma once
 
+#include "device/abi.h"
+
 #include <cstdint>
 #include <cstring>
 
@@ -15,13 +17,22 @@
 #define DUET_DEV __device__ __forceinline__
 #define DUET_HD __host__ __device__ __forceinline__
 #define DUET_KERNEL __global__ void
+#define DUET_KERNEL_BOUNDED(threads) __global__ void __launch_bounds__(threads)
+// Loops over register arrays must unroll, or the array goes to local memory.
+#define DUET_UNROLL _Pragma("unroll")
+// Copy loops must not unroll where registers are scarce: the loads would be hoisted into them.
+#define DUET_NO_UNROLL _Pragma("unroll 1")
 #else
 #define DUET_DEV inline
 #define DUET_HD inline
 #define DUET_KERNEL void
+#define DUET_KERNEL_BOUNDED(threads) void
+#define DUET_UNROLL
+#define DUET_NO_UNROLL
 #endif
 
 namespace duet::kernels::dev {
+inline namespace DUET_DEV_ABI {
 
 // The 16-bit storage types of the tensor-core kernels, as tags.
 struct F16 {
@@ -38,6 +49,7 @@ struct alignas(16) Vec16 {
 
 inline constexpr int kWarp = 32;
 
+}  // namespace DUET_DEV_ABI
 }  // namespace duet::kernels::dev
 
 #if defined(__CUDACC__)
@@ -47,6 +59,7 @@ inline constexpr int kWarp = 32;
 #endif
 
 namespace duet::kernels::dev {
+inline namespace DUET_DEV_ABI {
 
 // Derived helpers, identical in both builds.
 DUET_DEV int lane() {
@@ -76,4 +89,5 @@ DUET_DEV float warp_max(float v) {
   return v;
 }
 
+}  // namespace DUET_DEV_ABI
 }  // namespace duet::kernels::dev

@@ -5,7 +5,10 @@
 // additionally compiled only for sm_80+ images.
 #pragma once
 
+#include "device/abi.h"
+
 namespace duet::kernels::dev {
+inline namespace DUET_DEV_ABI {
 
 // ---- indices
 DUET_DEV int tid() {
@@ -219,4 +222,5 @@ DUET_DEV void atomic_min_u64(unsigned long long* p, unsigned long long v) {
   atomicMin(p, v);
 }
 
+}  // namespace DUET_DEV_ABI
 }  // namespace duet::kernels::dev

@@ -4,6 +4,8 @@
 // only at the issuing thread's wait.
 #pragma once
 
+#include "device/abi.h"
+
 #include <algorithm>
 #include <cmath>
 
@@ -11,6 +13,7 @@
 #include "emu/emu.h"
 
 namespace duet::kernels::dev {
+inline namespace DUET_DEV_ABI {
 
 using std::fmaxf;
 using std::fminf;
@@ -146,4 +149,5 @@ DUET_DEV void atomic_min_u64(unsigned long long* p, unsigned long long v) {
   emu::atomic_min_u64(p, v);
 }
 
+}  // namespace DUET_DEV_ABI
 }  // namespace duet::kernels::dev

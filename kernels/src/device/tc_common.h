@@ -2,9 +2,12 @@
 // is a policy: how tiles reach shared memory and which mma shape multiplies them.
 #pragma once
 
+#include "device/abi.h"
+
 #include "device/prim.h"
 
 namespace duet::kernels::dev {
+inline namespace DUET_DEV_ABI {
 
 // Flash tier (sm_80+): cp.async copies (data lands at the wait, overlapping compute), bf16 or
 // f16 mma.sync m16n8k16.
@@ -79,4 +82,5 @@ DUET_DEV int bk_col(int l) {
 
 inline constexpr float kLog2e = 1.4426950408889634f;
 
+}  // namespace DUET_DEV_ABI
 }  // namespace duet::kernels::dev

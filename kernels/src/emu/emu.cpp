@@ -139,8 +139,15 @@ class Worker {
   const Grid& grid() const { return grid_; }
   unsigned char* smem() { return smem_.data(); }
 
-  [[noreturn]] void fail(const std::string& what) {
-    if (error_.empty()) error_ = "thread " + std::to_string(current_->tid) + ": " + what;
+  // Fails the block from inside a fiber, which is then abandoned: `compose` appends the message,
+  // so that its temporaries are destroyed before the fiber's stack is left for good (nothing
+  // on an abandoned stack may own memory).
+  template <class Compose>
+  [[noreturn]] void fail(Compose&& compose) {
+    if (error_.empty()) {
+      error_ = "thread " + std::to_string(current_->tid) + ": ";
+      compose(error_);
+    }
     current_->state = State::failed;
     leave(/*dying=*/true);
     std::abort();  // unreachable: a failed fiber is never resumed
@@ -168,8 +175,10 @@ class Worker {
       wp.what = what;
       wp.variant = variant;
     } else if (wp.what != what || wp.variant != variant) {
-      fail(std::string("warp ") + std::to_string(w) + " diverged: lane " + std::to_string(l) +
-           " reached " + what + " while other lanes wait at " + wp.what);
+      fail([&](std::string& e) {
+        e += "warp " + std::to_string(w) + " diverged: lane " + std::to_string(l) + " reached " +
+             what + " while other lanes wait at " + wp.what;
+      });
     }
     deposit(wp, l);
     if (++wp.arrived == kLanes) {
@@ -188,11 +197,15 @@ class Worker {
   void check_smem(const void* p, int bytes, int align, const char* what) {
     const auto* c = static_cast<const unsigned char*>(p);
     if (c < smem_.data() || c + bytes > smem_.data() + grid_.smem_bytes)
-      fail(std::string(what) + ": address is outside the block's " +
-           std::to_string(grid_.smem_bytes) + " bytes of shared memory");
+      fail([&](std::string& e) {
+        e += std::string(what) + ": address is outside the block's " +
+             std::to_string(grid_.smem_bytes) + " bytes of shared memory";
+      });
     if ((c - smem_.data()) % align != 0)
-      fail(std::string(what) + ": shared address " + std::to_string(c - smem_.data()) + " is not " +
-           std::to_string(align) + "-byte aligned");
+      fail([&](std::string& e) {
+        e += std::string(what) + ": shared address " + std::to_string(c - smem_.data()) +
+             " is not " + std::to_string(align) + "-byte aligned";
+      });
   }
 
   static constexpr const char* kBarrier = "bar.sync";
@@ -545,12 +558,16 @@ void ldmatrix(int num, bool trans, uint32_t* r, const void* p) {
 
 void cp_async(void* dst, const void* src, int bytes, int src_bytes) {
   Worker& w = worker();
-  if (bytes != 16) w.fail("cp.async.cg copies 16 bytes, got " + std::to_string(bytes));
+  if (bytes != 16)
+    w.fail(
+        [&](std::string& e) { e += "cp.async.cg copies 16 bytes, got " + std::to_string(bytes); });
   if (src_bytes < 0 || src_bytes > bytes)
-    w.fail("cp.async src-size " + std::to_string(src_bytes) + " outside [0, 16]");
+    w.fail([&](std::string& e) {
+      e += "cp.async src-size " + std::to_string(src_bytes) + " outside [0, 16]";
+    });
   w.check_smem(dst, bytes, 16, "cp.async destination");
   if (src_bytes > 0 && reinterpret_cast<uintptr_t>(src) % 16 != 0)
-    w.fail("cp.async source address is not 16-byte aligned");
+    w.fail([](std::string& e) { e += "cp.async source address is not 16-byte aligned"; });
   auto* d = static_cast<unsigned char*>(dst);
   std::memset(d, kPoison, static_cast<size_t>(bytes));  // nothing valid lands before the wait
   w.self().open.push_back({d, static_cast<const unsigned char*>(src), bytes, src_bytes});

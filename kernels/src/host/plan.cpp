@@ -197,8 +197,9 @@ class Planner {
     }
     const LaunchConfig& cfg = launch_.config;
     const int warps = cfg.block_threads / 32;
-    if (cfg.block_threads % 32 || warps < 1 || warps > shapes::attn_max_warps(D) ||
-        cfg.stages < 1 || cfg.stages > (tier_ == Tier::flash ? 2 : 1))
+    if (cfg.block_threads % 32 || warps < 1 ||
+        warps > (tier_ == Tier::flash ? shapes::attn_max_warps(D) : 4) || cfg.stages < 1 ||
+        cfg.stages > (tier_ == Tier::flash ? 2 : 1))
       return fail(Code::invalid_argument,
                   "launch configuration '" + cfg.str() + "' is not one this kernel supports");
 
@@ -228,7 +229,8 @@ class Planner {
       p.mask_dtype = m.dtype;
       for (int d = 0; d < 4; ++d) p.ms[d] = m.stride[d];
     }
-    const int bc = shapes::attn_key_tile(D);
+    const bool flash = tier_ == Tier::flash;
+    const int bc = shapes::attn_key_tile(D, flash);
     const int tiles = (p.Lk + bc - 1) / bc;
     const int splits = std::clamp(cfg.splits, 1, std::max(tiles, 1));
     p.tiles_per_split = std::max(1, (tiles + splits - 1) / splits);
@@ -248,7 +250,7 @@ class Planner {
           reinterpret_cast<float*>(static_cast<unsigned char*>(launch_.workspace) +
                                    round_up(static_cast<uint64_t>(p.splits) * out_rows * D * 4));
     }
-    const uint64_t smem = shapes::attn_smem_bytes(D, warps, p.stages);
+    const uint64_t smem = shapes::attn_smem_bytes(D, warps, p.stages, flash);
     Call c = call(Kernel::attention_tc,
                   {static_cast<unsigned>((rows + br - 1) / br),
                    static_cast<unsigned>(p.Hkv * p.splits), static_cast<unsigned>(p.B)},
@@ -605,7 +607,7 @@ uint64_t workspace_bytes(Tier tier, const OpDesc& op, const LaunchConfig& config
   if (op.kind != OpKind::attention || tier == Tier::generic || op.inputs.size() < 3) return 0;
   const TensorDesc &q = op.inputs[0], &k = op.inputs[1];
   const int D = static_cast<int>(q.dim(3));
-  const int64_t bc = shapes::attn_key_tile(D);
+  const int64_t bc = shapes::attn_key_tile(D, tier == Tier::flash);
   const int64_t tiles = (k.dim(2) + bc - 1) / bc;
   const int64_t splits = std::clamp<int64_t>(config.splits, 1, std::max<int64_t>(tiles, 1));
   if (splits <= 1) return 0;

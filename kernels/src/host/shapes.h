@@ -10,18 +10,24 @@
 
 namespace duet::kernels::shapes {
 
-// ---- tensor-core attention (attention_tc.h)
-inline int attn_key_tile(int head_dim) {  // BC: keys per tile
-  return head_dim > 128 ? 32 : 64;
+// ---- tensor-core attention (attention_tc.h). `flash` says the tier: the tiled tier keeps Q in
+// shared memory at head dim 256 (registers run out with m16n8k8) and uses 16-key tiles there.
+inline int attn_key_tile(int head_dim, bool flash) {  // BC: keys per tile
+  return head_dim <= 128 ? 64 : flash ? 32 : 16;
+}
+inline bool attn_q_in_smem(int head_dim, bool flash) {
+  return !flash && head_dim > 128;
 }
 inline int attn_pitch(int head_dim) {  // shared row pitch in elements
   return head_dim + 8;
 }
-// Q tile (aliased with) stages x (K tile + V tile), 16-bit elements.
-inline uint64_t attn_smem_bytes(int head_dim, int warps, int stages) {
+// The Q tile, then stages x (K tile + V tile), 16-bit elements; Q's space is reused by the K/V
+// tiles once Q is in registers.
+inline uint64_t attn_smem_bytes(int head_dim, int warps, int stages, bool flash) {
   const uint64_t pitch = static_cast<uint64_t>(attn_pitch(head_dim));
   const uint64_t q = static_cast<uint64_t>(warps) * 16 * pitch;
-  const uint64_t kv = static_cast<uint64_t>(stages) * 2 * attn_key_tile(head_dim) * pitch;
+  const uint64_t kv = static_cast<uint64_t>(stages) * 2 * attn_key_tile(head_dim, flash) * pitch;
+  if (attn_q_in_smem(head_dim, flash)) return 2 * (q + kv);
   return 2 * (q > kv ? q : kv);
 }
 inline int attn_max_warps(int head_dim) {

@@ -61,7 +61,14 @@ struct Draft {
 bool has_image(const BuildArchs& build, int sm, int min_arch) {
   for (int a : build.cubins)
     if (a >= min_arch && a / 10 == sm / 10 && a <= sm) return true;
-  return build.ptx >= min_arch && build.ptx <= sm;
+  return build.ptx > 0 && build.ptx >= min_arch && build.ptx <= sm;
+}
+
+// The kernels are written for 32-wide warps (mma fragments, shuffles).
+void need_warp32(Draft& d, const DeviceCaps& caps) {
+  d.need(caps.subgroup_size == 32 || caps.subgroup_size <= 1,
+         "the kernels assume 32-wide warps, the device reports " +
+             std::to_string(caps.subgroup_size));
 }
 
 void need_image(Draft& d, const BuildArchs& build, int sm, int min_arch) {
@@ -113,15 +120,25 @@ AttnDims attn_dims(const OpDesc& op) {
 
 // Launch shape of the tensor-core attention: warps from the rows a block can fill, stages from
 // shared memory, splits of the keys when the grid would leave SMs idle.
-LaunchConfig attn_tc_config(const DeviceCaps& caps, const AttnDims& a, int max_warps,
-                            int max_stages) {
+// Warps a block may have when every thread may use 255 registers (the tensor-core kernels' worst
+// case), on devices that report their register file.
+int register_warps(const DeviceCaps& caps) {
+  if (caps.registers_per_block == 0) return 1 << 20;
+  return static_cast<int>(caps.registers_per_block / (255u * 32u));
+}
+
+LaunchConfig attn_tc_config(const DeviceCaps& caps, const AttnDims& a, bool flash) {
+  const int max_warps = std::max(
+      1, std::min(flash ? shapes::attn_max_warps(static_cast<int>(a.D)) : 4, register_warps(caps)));
+  const int max_stages = flash ? 2 : 1;
   LaunchConfig cfg;
   const int D = static_cast<int>(a.D);
   const int64_t rows = (a.Hq / a.Hkv) * a.Lq;
   const int warps = static_cast<int>(std::clamp<int64_t>((rows + 15) / 16, 1, max_warps));
   int stages = max_stages;
-  while (stages > 1 && shapes::attn_smem_bytes(D, warps, stages) > smem_limit(caps)) --stages;
-  const int bc = shapes::attn_key_tile(D);
+  while (stages > 1 && shapes::attn_smem_bytes(D, warps, stages, flash) > smem_limit(caps))
+    --stages;
+  const int bc = shapes::attn_key_tile(D, flash);
   const int64_t blocks = (rows + warps * 16 - 1) / (warps * 16) * a.Hkv * a.B;
   const int64_t kv_tiles = (a.Lk + bc - 1) / bc;
   int64_t splits = 1;
@@ -138,7 +155,7 @@ LaunchConfig attn_tc_config(const DeviceCaps& caps, const AttnDims& a, int max_w
   cfg.stages = stages;
   cfg.splits = static_cast<int>(splits);
   cfg.subgroup = 32;
-  cfg.shared_bytes = shapes::attn_smem_bytes(D, warps, stages);
+  cfg.shared_bytes = shapes::attn_smem_bytes(D, warps, stages, flash);
   return cfg;
 }
 
@@ -165,10 +182,11 @@ void attention_choices(const DeviceCaps& caps, const OpDesc& op, const BuildArch
     if (p == Precision::bf16) d.need(caps.bf16_arith || sm >= 80, "bf16 needs sm_80 tensor cores");
     d.need(hd_ok, hd_msg);
     d.need(layout.empty(), layout);
-    LaunchConfig cfg = attn_tc_config(caps, a, shapes::attn_max_warps(D), 2);
+    LaunchConfig cfg = attn_tc_config(caps, a, true);
     d.need(cfg.shared_bytes <= smem_limit(caps),
            "needs " + kib(cfg.shared_bytes) + " of shared memory per block, the device allows " +
                kib(smem_limit(caps)));
+    need_warp32(d, caps);
     if (sm >= 80) need_image(d, build, sm, 80);
     cfg.variant = "flash_attention_" + std::string(precision_name(p)) + "_hd" + std::to_string(D);
     d.c.launch = cfg;
@@ -186,10 +204,11 @@ void attention_choices(const DeviceCaps& caps, const OpDesc& op, const BuildArch
     d.need(caps.tensor_cores, "requires tensor cores, the device has none");
     d.need(hd_ok, hd_msg);
     d.need(layout.empty(), layout);
-    LaunchConfig cfg = attn_tc_config(caps, a, 4, 1);
+    LaunchConfig cfg = attn_tc_config(caps, a, false);
     d.need(cfg.shared_bytes <= smem_limit(caps),
            "needs " + kib(cfg.shared_bytes) + " of shared memory per block, the device allows " +
                kib(smem_limit(caps)));
+    need_warp32(d, caps);
     if (sm >= 75) need_image(d, build, sm, 75);
     cfg.variant = "tiled_attention_f16_hd" + std::to_string(D);
     d.c.launch = cfg;
@@ -235,7 +254,7 @@ void matmul_choices(const DeviceCaps& caps, const OpDesc& op, const BuildArchs& 
   const int sm = device_sm(caps);
   const int64_t M = op.output.dim(-2), batch = matmul_batch(op);
   const bool b_nmajor = shapes::matmul_b_nmajor(op);
-  const int warps_m = M >= 128 ? 4 : 2, warps_n = 2;
+  const int warps_m = M >= 128 && register_warps(caps) >= 8 ? 4 : 2, warps_n = 2;
   auto tc_config = [&](int max_stages) {
     LaunchConfig cfg;
     int stages = max_stages;
@@ -262,6 +281,7 @@ void matmul_choices(const DeviceCaps& caps, const OpDesc& op, const BuildArchs& 
     d.need(cfg.shared_bytes <= smem_limit(caps),
            "needs " + kib(cfg.shared_bytes) + " of shared memory per block, the device allows " +
                kib(smem_limit(caps)));
+    need_warp32(d, caps);
     if (sm >= 80) need_image(d, build, sm, 80);
     cfg.variant = "flash_matmul_" + std::string(precision_name(p)) + (b_nmajor ? "_bn" : "_bk");
     d.c.launch = cfg;
@@ -280,6 +300,7 @@ void matmul_choices(const DeviceCaps& caps, const OpDesc& op, const BuildArchs& 
     d.need(cfg.shared_bytes <= smem_limit(caps),
            "needs " + kib(cfg.shared_bytes) + " of shared memory per block, the device allows " +
                kib(smem_limit(caps)));
+    need_warp32(d, caps);
     if (sm >= 75) need_image(d, build, sm, 75);
     cfg.variant = std::string("tiled_matmul_f16") + (b_nmajor ? "_bn" : "_bk");
     d.c.launch = cfg;

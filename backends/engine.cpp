@@ -1,0 +1,74 @@
+// Glue between the engine (core) and the built-in backends: rules for profiles, devices for
+// engines.
+#include <map>
+#include <mutex>
+
+#include "duet/backends.h"
+#include "duet/builtin_engine.h"
+#include "duet/profiles.h"
+
+// The CUDA backend's kernel-image check (backends/cuda/rules.h, from the CUDA host branch): a
+// probed CUDA device's record says which kernel image it gets; a profile's record gets the same
+// line from this build's architecture list.
+#if __has_include("cuda/rules.h")
+#include "cuda/rules.h"
+#define DUET_HAVE_CUDA_IMAGE_CHECK 1
+#endif
+
+namespace duet {
+
+namespace {
+void note_kernel_image(DeviceCaps& c) {
+#ifdef DUET_HAVE_CUDA_IMAGE_CHECK
+  if (c.backend != BackendKind::cuda) return;
+  const std::string key(cuda::kKernelImageKey);
+  if (!c.extra.count(key))
+    c.extra[key] = cuda::check_image(cuda::this_build(), c.cc_major, c.cc_minor).text;
+#else
+  (void)c;
+#endif
+}
+}  // namespace
+
+std::vector<PlanDevice> profile_devices(std::span<const DeviceCaps> caps,
+                                        std::span<const std::string> labels) {
+  std::map<BackendKind, int> next;
+  std::vector<PlanDevice> out;
+  for (size_t i = 0; i < caps.size(); ++i) {
+    const DeviceCaps& c = caps[i];
+    PlanDevice d;
+    d.id = std::string(backend_name(c.backend)) + ":" + std::to_string(next[c.backend]++);
+    d.caps = c;
+    note_kernel_image(d.caps);
+    d.rules = &builtin_rules(c.backend);
+    d.label = i < labels.size() ? labels[i] : c.name;
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
+Result<std::vector<PlanDevice>> profile_devices(std::span<const std::string> names) {
+  std::vector<DeviceCaps> caps;
+  std::vector<std::string> labels;
+  for (const std::string& n : names) {
+    DUET_ASSIGN_OR_RETURN(DeviceCaps c, load_profile(n));
+    caps.push_back(std::move(c));
+    labels.push_back(n);
+  }
+  return profile_devices(caps, labels);
+}
+
+std::shared_ptr<Registry> shared_registry(const BackendOptions& options) {
+  static std::mutex m;
+  static std::shared_ptr<Registry> r;
+  std::lock_guard<std::mutex> g(m);
+  if (!r) r = std::make_shared<Registry>(open_registry(options));
+  return r;
+}
+
+Result<std::unique_ptr<Engine>> open_engine(Graph graph, Policy policy) {
+  std::shared_ptr<Registry> r = shared_registry();
+  return Engine::create(std::move(graph), r->devices(), std::move(policy), r);
+}
+
+}  // namespace duet

@@ -1,0 +1,29 @@
+// Planning and engines with the built-in backends: planner devices from capability profiles
+// (answered by each backend's rules, built or not), and engines on this machine's devices.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "duet/engine.h"
+#include "duet/plan.h"
+#include "duet/registry.h"
+
+namespace duet {
+
+// Planner devices for capability records, with the built-in rules of each record's backend.
+// Ids are numbered per backend in the order given: two CUDA profiles are cuda:0 and cuda:1.
+// `labels` (optional, same length) are shown beside the ids.
+DUET_API std::vector<PlanDevice> profile_devices(std::span<const DeviceCaps> caps,
+                                                 std::span<const std::string> labels = {});
+// The same from profile names or paths ("rtx2080ti", "my/gpu.json").
+DUET_API Result<std::vector<PlanDevice>> profile_devices(std::span<const std::string> names);
+
+// The process's registry of this machine's devices, opened on first use.
+DUET_API std::shared_ptr<Registry> shared_registry(const BackendOptions& options = {});
+// An engine on every device of the shared registry.
+DUET_API Result<std::unique_ptr<Engine>> open_engine(Graph graph, Policy policy = {});
+
+}  // namespace duet

@@ -1,0 +1,60 @@
+// The engine: a graph, the devices to run it on and a policy; it plans once, runs the plan as
+// many times as asked with new inputs, and plans again only when the input shapes change.
+//
+//   auto engine = Engine::create(std::move(graph), devices, *policy_from_env());
+//   auto out = (*engine)->run({{"x", x}});
+//
+// Thread safety: run() may be called from several threads; calls on one Engine are serialised.
+// Several Engines may share devices and run at the same time (see duet/executor.h). plan() and
+// explain() return the current plan; do not hold the reference across a run() that may re-plan.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "duet/device.h"
+#include "duet/executor.h"
+#include "duet/export.h"
+#include "duet/graph.h"
+#include "duet/plan.h"
+#include "duet/policy.h"
+
+namespace duet {
+
+class DUET_API Engine {
+ public:
+  // Plans `graph` for `devices` under `policy` and prepares the executor (constants uploaded).
+  // `owner` keeps whatever owns the devices alive as long as the engine (e.g. a Registry).
+  static Result<std::unique_ptr<Engine>> create(Graph graph, std::vector<Device*> devices,
+                                                Policy policy = {},
+                                                std::shared_ptr<const void> owner = {});
+
+  const Graph& graph() const { return graph_; }
+  const Plan& plan() const { return executor_->plan(); }
+  std::string explain() const;
+  const Policy& policy() const { return policy_; }
+  // How many plans were made (1 after create; +1 for each change of input shapes).
+  int plans_made() const { return plans_made_; }
+
+  // Runs the graph. Inputs by name; outputs dense, by name. Inputs of new shapes (same dtypes)
+  // re-plan for those shapes first.
+  Result<std::map<std::string, HostTensor>> run(const std::map<std::string, HostTensor>& inputs);
+
+ private:
+  Engine() = default;
+  Status prepare(const Graph& g);
+
+  Graph source_;  // the graph as given
+  Graph graph_;   // the graph at the current input shapes
+  std::vector<Device*> devices_;
+  Policy policy_;
+  std::shared_ptr<const void> owner_;
+  std::unique_ptr<Executor> executor_;
+  int plans_made_ = 0;
+  std::mutex mutex_;
+};
+
+}  // namespace duet

@@ -1,0 +1,41 @@
+// The executor: runs a plan on real devices. It obeys the plan: steps in dependency order, one
+// thread per device so independent work on different devices overlaps, copies between devices
+// through host memory, views resolved by aliasing (a view's tensor is its root's buffer under the
+// view's descriptor), buffers allocated once from the memory plan and reused by every run.
+//
+// Thread safety: an Executor may be shared by threads; run() calls on one Executor are
+// serialised (they share its buffers). Executors (and Engines) sharing a Device may run at the
+// same time: every call into a Device is made under that device's lock, so a device is used by
+// one thread at a time as the Device contract requires.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "duet/device.h"
+#include "duet/export.h"
+#include "duet/graph.h"
+#include "duet/host_tensor.h"
+#include "duet/plan.h"
+
+namespace duet {
+
+class DUET_API Executor {
+ public:
+  virtual ~Executor() = default;
+
+  // Binds `plan` (made for `graph`) to devices whose ids match the plan's, allocates the memory
+  // plan, uploads the constants and runs the load-time steps. Every constant needs its data.
+  static Result<std::unique_ptr<Executor>> create(const Graph& graph, Plan plan,
+                                                  std::span<Device* const> devices);
+
+  virtual const Plan& plan() const = 0;
+  // One run. Inputs by name, each of the planned dtype and shape (any strides); every output
+  // comes back dense, by name. On error no output is returned.
+  virtual Result<std::map<std::string, HostTensor>> run(
+      const std::map<std::string, HostTensor>& inputs) = 0;
+};
+
+}  // namespace duet

@@ -1,0 +1,163 @@
+// A graph of v1 ops over named tensors: inputs (given at run time), constants (weights, with
+// their data or a reference to a .safetensors file) and the values ops produce. Built with a
+// GraphBuilder, which validates every op as it is added (shape and dtype inference by make_op);
+// saved and loaded as versioned JSON (see docs/planner.md, "Graph files").
+//
+// A node and the value it produces share one name. Views (reshape, transpose, permute, slice)
+// are nodes too; they have no kernel and their value aliases the input's storage.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "duet/export.h"
+#include "duet/host_tensor.h"
+#include "duet/op.h"
+#include "duet/status.h"
+
+namespace duet {
+
+enum class ValueKind : uint8_t { input, constant, intermediate };
+DUET_API std::string_view value_kind_name(ValueKind k);
+
+// Where a constant's data lives on disk: a tensor of a .safetensors file. A relative `file` is
+// relative to the graph file's folder.
+struct DUET_API ConstantSource {
+  std::string file;
+  std::string key;  // tensor name in the file (defaults to the constant's name)
+  bool empty() const { return file.empty(); }
+  bool operator==(const ConstantSource&) const = default;
+};
+
+struct DUET_API GraphValue {
+  std::string name;
+  ValueKind kind = ValueKind::intermediate;
+  TensorDesc desc;    // inputs and constants are dense; views carry their strides
+  int producer = -1;  // the node producing an intermediate
+  // Constants: the values (dense, of `desc`), or null while not loaded/bound yet.
+  std::shared_ptr<const HostTensor> data;
+  ConstantSource source;  // constants: where `data` comes from when the graph is saved/loaded
+};
+
+struct DUET_API GraphNode {
+  std::string name;  // also the name of its output value
+  std::vector<int> inputs;
+  int output = -1;
+  OpDesc op;  // validated: kind, attrs, input descriptors and names, inferred output
+  OpKind kind() const { return op.kind; }
+};
+
+// A handle to a value while building (an index into Graph::values()).
+struct ValueId {
+  int id = -1;
+  bool valid() const { return id >= 0; }
+  bool operator==(const ValueId&) const = default;
+};
+
+class DUET_API Graph {
+ public:
+  const std::string& name() const { return name_; }
+  const std::vector<GraphValue>& values() const { return values_; }
+  const std::vector<GraphNode>& nodes() const { return nodes_; }  // in dependency order
+  const std::vector<int>& inputs() const { return inputs_; }
+  const std::vector<int>& outputs() const { return outputs_; }
+  std::vector<int> constants() const;
+
+  const GraphValue& value(int id) const { return values_[static_cast<size_t>(id)]; }
+  std::optional<int> find(std::string_view name) const;
+
+  // For each value, the index of the last node reading it (-1 when no node reads it).
+  std::vector<int> last_uses() const;
+
+  // Gives a constant its data (dense, matching the declared dtype and shape).
+  Status bind_constant(std::string_view name, HostTensor data);
+  // Names of constants that have no data yet.
+  std::vector<std::string> unbound_constants() const;
+
+  // The same graph with new input shapes (dtypes fixed), every op re-inferred. Shapes not
+  // given stay as they are.
+  Result<Graph> with_input_shapes(const std::map<std::string, TensorDesc>& shapes) const;
+
+  // Same structure: names, kinds, descriptors, attributes, wiring, outputs and constant
+  // sources. Constant data is compared by value when both sides have it.
+  bool same_as(const Graph& other, std::string* difference = nullptr) const;
+
+ private:
+  friend class GraphBuilder;
+  std::string name_ = "graph";
+  std::vector<GraphValue> values_;
+  std::vector<GraphNode> nodes_;
+  std::vector<int> inputs_;
+  std::vector<int> outputs_;
+};
+
+// Builds a graph. Every method validates at once; the first error is kept and returned by
+// build() (later calls are ignored), so a chain of calls needs one check at the end:
+//
+//   GraphBuilder b("mlp");
+//   ValueId x = b.input("x", DType::f16, {8, 64});
+//   ValueId w = b.constant("w", weights);
+//   b.output(b.silu(b.matmul(x, w), "h"));
+//   Result<Graph> g = b.build();
+class DUET_API GraphBuilder {
+ public:
+  explicit GraphBuilder(std::string graph_name = "graph");
+
+  ValueId input(std::string name, DType dtype, std::vector<int64_t> shape);
+  // A constant with its data (dense).
+  ValueId constant(std::string name, HostTensor data);
+  // A constant declared by type and shape, its data to be loaded from `source` or bound later.
+  ValueId constant(std::string name, DType dtype, std::vector<int64_t> shape,
+                   ConstantSource source = {});
+  // Any op; `name` defaults to "<op><n>".
+  ValueId op(OpKind kind, std::vector<ValueId> inputs, OpAttrs attrs = {}, std::string name = {});
+  // Marks a value as a graph output (outputs are read back in the order marked).
+  void output(ValueId v);
+
+  // One helper per op, for readable graph code.
+  ValueId matmul(ValueId a, ValueId b, bool transpose_b = false, std::string name = {});
+  ValueId add(ValueId a, ValueId b, std::string name = {});
+  ValueId sub(ValueId a, ValueId b, std::string name = {});
+  ValueId mul(ValueId a, ValueId b, std::string name = {});
+  ValueId div(ValueId a, ValueId b, std::string name = {});
+  ValueId scale(ValueId x, float alpha, std::string name = {});
+  ValueId silu(ValueId x, std::string name = {});
+  ValueId gelu(ValueId x, std::string name = {});
+  ValueId relu(ValueId x, std::string name = {});
+  ValueId exp(ValueId x, std::string name = {});
+  ValueId softmax(ValueId x, std::string name = {});
+  ValueId rmsnorm(ValueId x, ValueId weight, float eps = 1e-5f, std::string name = {});
+  ValueId rope(ValueId x, int64_t offset = 0, std::string name = {});
+  ValueId attention(ValueId q, ValueId k, ValueId v, bool causal = false, std::string name = {});
+  ValueId cast(ValueId x, DType to, std::string name = {});
+  ValueId copy(ValueId x, std::string name = {});
+  ValueId concat(std::vector<ValueId> xs, int axis, std::string name = {});
+  ValueId embedding(ValueId table, ValueId ids, std::string name = {});
+  ValueId reshape(ValueId x, std::vector<int64_t> shape, std::string name = {});
+  ValueId transpose(ValueId x, int dim0, int dim1, std::string name = {});
+  ValueId permute(ValueId x, std::vector<int> perm, std::string name = {});
+  ValueId slice(ValueId x, int axis, int64_t start, int64_t stop, int64_t step = 1,
+                std::string name = {});
+
+  const Status& status() const { return status_; }
+  // The graph, or the first error. Requires at least one output.
+  Result<Graph> build();
+
+ private:
+  friend class Graph;
+  bool take_name(const std::string& name, const char* what);
+  bool check_id(ValueId v, const std::string& context);
+  ValueId add_value(GraphValue v);
+
+  Graph g_;
+  Status status_;
+  std::map<std::string, int, std::less<>> names_;
+  int counter_ = 0;
+  bool built_ = false;
+};
+
+}  // namespace duet

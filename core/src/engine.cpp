@@ -1,0 +1,56 @@
+#include "duet/engine.h"
+
+#include "duet/internal/log.h"
+#include "duet/planner.h"
+
+namespace duet {
+
+Result<std::unique_ptr<Engine>> Engine::create(Graph graph, std::vector<Device*> devices,
+                                               Policy policy, std::shared_ptr<const void> owner) {
+  std::unique_ptr<Engine> e(new Engine());
+  e->source_ = graph;
+  e->devices_ = std::move(devices);
+  e->policy_ = std::move(policy);
+  e->owner_ = std::move(owner);
+  DUET_TRY(e->prepare(graph));
+  return e;
+}
+
+Status Engine::prepare(const Graph& g) {
+  DUET_ASSIGN_OR_RETURN(Plan plan, make_plan(g, plan_devices(devices_), policy_));
+  ++plans_made_;
+  log().debug("graph '{}': plan {} made, {} steps", g.name(), plans_made_, plan.steps.size());
+  DUET_ASSIGN_OR_RETURN(auto executor, Executor::create(g, std::move(plan), devices_));
+  graph_ = g;
+  executor_ = std::move(executor);
+  return {};
+}
+
+std::string Engine::explain() const {
+  return duet::explain(plan());
+}
+
+Result<std::map<std::string, HostTensor>> Engine::run(
+    const std::map<std::string, HostTensor>& inputs) {
+  std::lock_guard<std::mutex> g(mutex_);
+  std::map<std::string, TensorDesc> changed;
+  for (int id : graph_.inputs()) {
+    const GraphValue& v = graph_.value(id);
+    auto it = inputs.find(v.name);
+    if (it == inputs.end() || !it->second.defined()) continue;  // the executor says what is missing
+    const TensorDesc& t = it->second.desc();
+    if (t.dtype == v.desc.dtype && !t.same_shape(v.desc))
+      changed[v.name] = TensorDesc::contiguous(t.dtype, t.dims());
+  }
+  if (!changed.empty()) {
+    // New shapes: every input at its new shape, the rest as they are now.
+    std::map<std::string, TensorDesc> shapes;
+    for (int id : graph_.inputs()) shapes[graph_.value(id).name] = graph_.value(id).desc;
+    for (auto& [name, d] : changed) shapes[name] = d;
+    DUET_ASSIGN_OR_RETURN(Graph reshaped, source_.with_input_shapes(shapes));
+    DUET_TRY(prepare(reshaped));
+  }
+  return executor_->run(inputs);
+}
+
+}  // namespace duet

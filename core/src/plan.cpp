@@ -1,0 +1,243 @@
+#include <cstdio>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "duet/plan.h"
+
+namespace duet {
+
+namespace {
+size_t u(int i) {
+  return static_cast<size_t>(i);
+}
+
+std::string fmt_us(double us) {
+  char b[32];
+  if (us >= 1000.0)
+    std::snprintf(b, sizeof b, "%.2f ms", us / 1000.0);
+  else
+    std::snprintf(b, sizeof b, "%.1f us", us);
+  return b;
+}
+
+std::string caps_line(const DeviceCaps& c) {
+  std::string s = c.name.empty() ? std::string(backend_name(c.backend)) : c.name;
+  if (!c.arch.empty()) s += ", " + c.arch;
+  if (c.memory_bytes) s += ", " + format_bytes(c.memory_bytes);
+  return s;
+}
+}  // namespace
+
+std::string_view step_kind_name(StepKind k) {
+  switch (k) {
+    case StepKind::kernel:
+      return "kernel";
+    case StepKind::view:
+      return "view";
+    case StepKind::transfer:
+      return "transfer";
+  }
+  return "?";
+}
+
+const PlanStep* Plan::step(std::string_view node) const {
+  for (const PlanStep& s : steps)
+    if (s.kind == StepKind::kernel && s.node >= 0 && s.name == node) return &s;
+  return nullptr;
+}
+
+std::vector<const PlanStep*> Plan::copies() const {
+  std::vector<const PlanStep*> out;
+  for (const PlanStep& s : steps)
+    if (s.kind == StepKind::transfer && s.device != kHost && s.src_device != kHost)
+      out.push_back(&s);
+  return out;
+}
+
+uint64_t Plan::copy_bytes() const {
+  uint64_t b = 0;
+  for (const PlanStep* s : copies()) b += s->bytes;
+  return b;
+}
+
+std::vector<int> Plan::devices_used() const {
+  std::vector<bool> used(devices.size(), false);
+  for (const PlanStep& s : steps)
+    if (s.kind == StepKind::kernel && s.device >= 0) used[u(s.device)] = true;
+  std::vector<int> out;
+  for (size_t i = 0; i < used.size(); ++i)
+    if (used[i]) out.push_back(static_cast<int>(i));
+  return out;
+}
+
+std::string Plan::device_name(int device) const {
+  if (device < 0 || u(device) >= devices.size()) return "host";
+  const PlanDevice& d = devices[u(device)];
+  return d.label.empty() || d.label == d.id ? d.id : d.id + " (" + d.label + ")";
+}
+
+std::string explain(const Plan& plan) {
+  std::ostringstream o;
+  int kernels = 0;
+  for (const PlanStep& s : plan.steps) kernels += s.kind == StepKind::kernel && !s.once ? 1 : 0;
+  o << "plan for graph '" << plan.graph << "': " << kernels << " kernels on "
+    << plan.devices_used().size() << " of " << plan.devices.size() << " devices, estimated "
+    << fmt_us(plan.est_us) << " per run\n";
+  o << "policy: " << (plan.policy.empty() ? "(none)" : plan.policy.str()) << "\n";
+  o << "devices:\n";
+  for (size_t d = 0; d < plan.devices.size(); ++d) {
+    const PlanDevice& pd = plan.devices[d];
+    o << "  " << plan.device_name(static_cast<int>(d)) << ": " << caps_line(pd.caps);
+    if (!pd.caps.source.empty() && pd.caps.source != "probed") o << " [" << pd.caps.source << "]";
+    o << "\n";
+    for (const auto& [k, v] : pd.caps.extra)
+      if (k.find("image") != std::string::npos || k.find("kernel") != std::string::npos)
+        o << "      " << k << ": " << v << "\n";
+  }
+
+  o << "steps:\n";
+  for (const PlanStep& s : plan.steps) {
+    const std::string when = s.once ? " [once, at load]" : "";
+    if (s.kind == StepKind::transfer) {
+      const PlanValue& in = plan.values[u(s.inputs[0])];
+      o << "  copy " << in.name << ": " << plan.device_name(s.src_device) << " -> "
+        << plan.device_name(s.device) << ", " << format_bytes(s.bytes) << when << "\n";
+      continue;
+    }
+    if (s.kind == StepKind::view) {
+      const PlanValue& in = plan.values[u(s.inputs[0])];
+      o << "  " << op_name(s.op.op.kind) << " '" << s.name << "' on " << plan.device_name(s.device)
+        << ": a view of '" << in.name << "' (" << plan.values[u(s.output)].desc.str()
+        << "), no kernel" << when << "\n";
+      continue;
+    }
+    const KernelChoice& c = s.op.choice;
+    o << "  " << describe(s.op.op) << (s.node < 0 ? " [inserted]" : "") << when << "\n";
+    o << "    device     " << plan.device_name(s.device);
+    if (!s.device_reason.empty()) o << ": " << s.device_reason;
+    o << "\n";
+    o << "    precision  " << precision_name(c.precision)
+      << (c.precision == Precision::f32 || c.precision == Precision::f64 ? ""
+                                                                         : " (f32 accumulation)");
+    if (!s.precision_reason.empty()) o << ": " << s.precision_reason;
+    o << "\n";
+    o << "    tier       " << s.tier_reason << "\n";
+    const std::string launch = c.launch.str();
+    if (!launch.empty()) o << "    launch     " << launch << "\n";
+    for (const std::string& k : s.skipped) o << "    skipped    " << k << "\n";
+    for (const std::string& p : s.policy) o << "    policy     " << p << "\n";
+    bool first = true;
+    for (const Alternative& a : s.rejected) {
+      o << (first ? "    rejected   " : "               ") << a.device;
+      if (!a.tier.empty()) o << " " << a.tier << " " << precision_name(a.precision);
+      o << ": " << a.reason << (a.by_policy ? " [policy]" : "") << "\n";
+      first = false;
+    }
+    if (!s.once) o << "    estimate   " << fmt_us(s.est_us) << "\n";
+  }
+
+  const auto copies = plan.copies();
+  o << "copies between devices: ";
+  if (copies.empty())
+    o << "none\n";
+  else
+    o << copies.size() << ", " << format_bytes(plan.copy_bytes()) << "\n";
+  for (const PlanStep* s : copies)
+    o << "  " << plan.values[u(s->inputs[0])].name << ": " << plan.device_name(s->src_device)
+      << " -> " << plan.device_name(s->device) << ", " << format_bytes(s->bytes) << "\n";
+  uint64_t up = 0, up_once = 0, down = 0;
+  for (const PlanStep& s : plan.steps) {
+    if (s.kind != StepKind::transfer) continue;
+    if (s.src_device == kHost) (s.once ? up_once : up) += s.bytes;
+    if (s.device == kHost) down += s.bytes;
+  }
+  o << "host transfers: " << format_bytes(up) << " up and " << format_bytes(down)
+    << " down per run, " << format_bytes(up_once) << " of constants up once\n";
+
+  o << "memory:\n";
+  for (size_t d = 0; d < plan.memory.size(); ++d) {
+    const DeviceMemoryPlan& m = plan.memory[d];
+    o << "  " << plan.device_name(static_cast<int>(d)) << ": peak " << format_bytes(m.peak_bytes)
+      << " (" << m.slots.size() << " buffers, constants " << format_bytes(m.constant_bytes)
+      << ", at most " << format_bytes(m.max_live_bytes) << " live), budget "
+      << (m.budget_bytes ? format_bytes(m.budget_bytes) : std::string("unknown")) << " ("
+      << m.budget_source << ")\n";
+  }
+  if (!plan.notes.empty()) {
+    o << "notes:\n";
+    for (const std::string& n : plan.notes) o << "  " << n << "\n";
+  }
+  return o.str();
+}
+
+std::string plan_json(const Plan& plan) {
+  using J = nlohmann::ordered_json;
+  J j;
+  j["graph"] = plan.graph;
+  j["policy"] = plan.policy.str();
+  j["estimated_us"] = plan.est_us;
+  J devices = J::array();
+  for (const PlanDevice& d : plan.devices)
+    devices.push_back({{"id", d.id},
+                       {"label", d.label},
+                       {"name", d.caps.name},
+                       {"backend", backend_name(d.caps.backend)},
+                       {"arch", d.caps.arch}});
+  j["devices"] = devices;
+  auto dev = [&](int d) { return d < 0 ? std::string("host") : plan.devices[u(d)].id; };
+  J steps = J::array();
+  for (const PlanStep& s : plan.steps) {
+    J x = {{"kind", step_kind_name(s.kind)}, {"name", s.name}, {"once", s.once}};
+    if (s.kind == StepKind::transfer) {
+      x["from"] = dev(s.src_device);
+      x["to"] = dev(s.device);
+      x["bytes"] = s.bytes;
+    } else {
+      x["device"] = dev(s.device);
+      x["op"] = op_name(s.op.op.kind);
+      x["inserted"] = s.node < 0;
+    }
+    if (s.kind == StepKind::kernel) {
+      const KernelChoice& c = s.op.choice;
+      x["tier"] = c.tier;
+      x["precision"] = precision_name(c.precision);
+      x["requested"] = precision_name(s.requested);
+      x["launch"] = c.launch.str();
+      x["device_reason"] = s.device_reason;
+      x["precision_reason"] = s.precision_reason;
+      x["tier_reason"] = s.tier_reason;
+      x["skipped"] = s.skipped;
+      x["policy"] = s.policy;
+      J rejected = J::array();
+      for (const Alternative& a : s.rejected)
+        rejected.push_back({{"device", a.device},
+                            {"tier", a.tier},
+                            {"precision", precision_name(a.precision)},
+                            {"usable", a.usable},
+                            {"by_policy", a.by_policy},
+                            {"reason", a.reason}});
+      x["rejected"] = rejected;
+      x["estimated_us"] = s.est_us;
+    }
+    steps.push_back(std::move(x));
+  }
+  j["steps"] = steps;
+  J memory = J::array();
+  for (size_t d = 0; d < plan.memory.size(); ++d) {
+    const DeviceMemoryPlan& m = plan.memory[d];
+    memory.push_back({{"device", plan.devices[d].id},
+                      {"peak_bytes", m.peak_bytes},
+                      {"constant_bytes", m.constant_bytes},
+                      {"max_live_bytes", m.max_live_bytes},
+                      {"budget_bytes", m.budget_bytes},
+                      {"budget_source", m.budget_source},
+                      {"buffers", m.slots}});
+  }
+  j["memory"] = memory;
+  j["copy_bytes"] = plan.copy_bytes();
+  j["notes"] = plan.notes;
+  return j.dump(1) + "\n";
+}
+
+}  // namespace duet

@@ -1,0 +1,112 @@
+#include "duet/profiles.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "duet/internal/caps_json.h"
+
+#ifndef DUET_PROFILES_INSTALL_DIR
+#define DUET_PROFILES_INSTALL_DIR ""
+#endif
+#ifndef DUET_PROFILES_SOURCE_DIR
+#define DUET_PROFILES_SOURCE_DIR ""
+#endif
+
+namespace duet {
+
+namespace fs = std::filesystem;
+
+std::vector<std::string> profile_dirs() {
+  std::vector<std::string> candidates;
+  if (const char* env = std::getenv("DUET_PROFILES"); env && *env) {
+    std::string s(env);
+    size_t start = 0;
+    for (size_t i = 0; i <= s.size(); ++i)
+      if (i == s.size() || s[i] == ':') {
+        if (i > start) candidates.push_back(s.substr(start, i - start));
+        start = i + 1;
+      }
+  }
+  candidates.emplace_back(DUET_PROFILES_INSTALL_DIR);
+  candidates.emplace_back(DUET_PROFILES_SOURCE_DIR);
+  std::vector<std::string> out;
+  for (const std::string& c : candidates) {
+    std::error_code ec;
+    if (!c.empty() && fs::is_directory(c, ec) && std::find(out.begin(), out.end(), c) == out.end())
+      out.push_back(c);
+  }
+  return out;
+}
+
+std::vector<std::string> profile_names() {
+  std::set<std::string> names;
+  for (const std::string& dir : profile_dirs()) {
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(dir, ec))
+      if (e.path().extension() == ".json") names.insert(e.path().stem().string());
+  }
+  return {names.begin(), names.end()};
+}
+
+Result<DeviceCaps> parse_profile(std::string_view text, std::string_view what) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text.begin(), text.end());
+  } catch (const nlohmann::json::exception& e) {
+    return Status(Code::parse_error, std::string(e.what()))
+        .with_context("profile '" + std::string(what) + "': malformed JSON");
+  }
+  auto caps = caps_from_json(j);
+  if (!caps.ok()) return caps.status().with_context("profile '" + std::string(what) + "'");
+  if (caps->source.empty() || caps->source == "probed")
+    return Err(Code::parse_error)
+        .tensor("source")
+        .expected("the specification the values come from")
+        .got(caps->source.empty() ? "none" : caps->source)
+        .note("in profile '" + std::string(what) + "'");
+  return caps;
+}
+
+Result<DeviceCaps> load_profile(std::string_view name_or_path) {
+  std::string path;
+  const std::string name(name_or_path);
+  std::error_code ec;
+  if (name.find('/') != std::string::npos || fs::path(name).extension() == ".json") {
+    path = name;
+  } else {
+    for (const std::string& dir : profile_dirs()) {
+      const fs::path p = fs::path(dir) / (name + ".json");
+      if (fs::is_regular_file(p, ec)) {
+        path = p.string();
+        break;
+      }
+    }
+    if (path.empty()) {
+      std::string known;
+      for (const std::string& n : profile_names()) known += (known.empty() ? "" : ", ") + n;
+      std::string dirs;
+      for (const std::string& d : profile_dirs()) dirs += (dirs.empty() ? "" : ", ") + d;
+      return Err(Code::not_found)
+          .tensor(name)
+          .expected("a profile name (" + (known.empty() ? std::string("none found") : known) + ")")
+          .got("no such profile in " + (dirs.empty() ? std::string("any folder") : dirs) +
+               " (set DUET_PROFILES to add folders)");
+    }
+  }
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    return Err(Code::not_found).tensor(path).expected("a readable profile").got("cannot open");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse_profile(ss.str(), path);
+}
+
+std::string profile_json(const DeviceCaps& caps) {
+  return caps_to_json(caps).dump(2) + "\n";
+}
+
+}  // namespace duet

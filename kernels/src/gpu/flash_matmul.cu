@@ -1,0 +1,14 @@
+// Flash-tier matmul, f16 and bf16 (built for sm_80+ images only).
+#include "device/instances.h"
+#include "gpu/gpu_launch.h"
+#include "host/runners.h"
+
+namespace duet::kernels::gpu_impl {
+
+Status flash_matmul(const detail::Call& c, void* stream) {
+  auto go = [&](auto kernel) { return launch_on_gpu(c, kernel, stream); };
+  if (c.bf16) return dev::matmul_instance<dev::Bf16, dev::FlashArch>(c.b_nmajor, go);
+  return dev::matmul_instance<dev::F16, dev::FlashArch>(c.b_nmajor, go);
+}
+
+}  // namespace duet::kernels::gpu_impl

@@ -1,0 +1,39 @@
+// Launching one planned call on the GPU (included by the .cu files of each tier).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "host/plan.h"
+
+namespace duet::kernels::gpu_impl {
+
+inline Status cuda_status(const detail::Call& c, cudaError_t e) {
+  if (e == cudaSuccess) return {};
+  std::string what = "CUDA kernel '" + c.name() + "': " + cudaGetErrorString(e);
+  if (e == cudaErrorNoKernelImageForDevice || e == cudaErrorInvalidDeviceFunction)
+    return Status(Code::unsupported,
+                  what +
+                      " (this build has no image for the device's architecture; add it to "
+                      "DUET_CUDA_ARCHS)");
+  if (e == cudaErrorLaunchOutOfResources || e == cudaErrorInvalidConfiguration)
+    return Status(Code::unsupported, what + " (launch " + std::to_string(c.threads) + " threads, " +
+                                         std::to_string(c.smem) + " bytes of shared memory)");
+  return Status(Code::internal, what);
+}
+
+template <class P>
+Status launch_on_gpu(const detail::Call& c, void (*kernel)(P), void* stream) {
+  const P& p = std::get<P>(c.params);
+  if (c.smem > 48 * 1024) {
+    const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                               static_cast<int>(c.smem));
+    if (e != cudaSuccess) return cuda_status(c, e);
+  }
+  kernel<<<dim3(c.grid.x, c.grid.y, c.grid.z), dim3(static_cast<unsigned>(c.threads)), c.smem,
+           static_cast<cudaStream_t>(stream)>>>(p);
+  return cuda_status(c, cudaGetLastError());
+}
+
+}  // namespace duet::kernels::gpu_impl

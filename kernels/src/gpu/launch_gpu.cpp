@@ -1,0 +1,46 @@
+// gpu::launch: plans the launches (host/plan.cpp) and hands each to its tier's launcher.
+#include "host/plan.h"
+#include "host/runners.h"
+
+namespace duet::kernels::gpu {
+
+Status launch(Tier tier, const OpDesc& op, std::span<const View> inputs, const View& output,
+              const Launch& launch) {
+  DUET_ASSIGN_OR_RETURN(std::vector<detail::Call> calls,
+                        detail::plan(tier, op, inputs, output, launch, "cuda"));
+  for (const detail::Call& c : calls) {
+    switch (c.kernel) {
+      case detail::Kernel::attention_tc:
+        if (c.tier == Tier::tiled) {
+          DUET_TRY(gpu_impl::tiled_attention(c, launch.stream));
+          break;
+        }
+#ifdef DUET_KERNELS_HAVE_FLASH
+        DUET_TRY(c.bf16 ? gpu_impl::flash_attention_bf16(c, launch.stream)
+                        : gpu_impl::flash_attention_f16(c, launch.stream));
+        break;
+#else
+        return Status(Code::unsupported,
+                      "flash attention: this build has no sm_80+ architecture (DUET_CUDA_ARCHS)");
+#endif
+      case detail::Kernel::matmul_tc:
+        if (c.tier == Tier::tiled) {
+          DUET_TRY(gpu_impl::tiled_matmul(c, launch.stream));
+          break;
+        }
+#ifdef DUET_KERNELS_HAVE_FLASH
+        DUET_TRY(gpu_impl::flash_matmul(c, launch.stream));
+        break;
+#else
+        return Status(Code::unsupported,
+                      "flash-tier matmul: this build has no sm_80+ architecture (DUET_CUDA_ARCHS)");
+#endif
+      default:
+        DUET_TRY(gpu_impl::generic(c, launch.stream));
+        break;
+    }
+  }
+  return {};
+}
+
+}  // namespace duet::kernels::gpu

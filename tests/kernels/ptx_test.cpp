@@ -1,0 +1,309 @@
+// Build-time checks of the GPU kernels, for every tier and every architecture of this build, from
+// what the real compilation left behind (kernels/cmake/nvcc_report.sh):
+//   - the ptxas resource report: no local memory (spills or stack frame) in the flash and tiled
+//     kernels, registers x the largest block the selection launches within the register file,
+//     static plus the largest dynamic shared memory the selection asks within the architecture's
+//     limit;
+//   - the PTX: the instructions each tier must use (flash: mma.sync m16n8k16 bf16/f16, cp.async,
+//     ldmatrix; tiled: f16 mma m16n8k8 and ldmatrix only, no cp.async, no bf16), and no bf16
+//     instruction anywhere in sm_75 code.
+#include <cxxabi.h>
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "duet/kernels/select.h"
+
+namespace duet::kernels {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::vector<int> build_archs() {
+  std::vector<int> v;
+  std::stringstream s(DUET_TEST_CUDA_ARCHS);
+  std::string a;
+  while (std::getline(s, a, ','))
+    if (!a.empty()) v.push_back(std::stoi(a));
+  return v;
+}
+
+// Opt-in shared memory per block (CUDA programming guide, compute capabilities table).
+uint64_t smem_limit(int sm) {
+  switch (sm) {
+    case 75:
+      return 64 * 1024;
+    case 80:
+    case 87:
+      return 163 * 1024;
+    case 90:
+    case 100:
+    case 103:
+    case 110:
+      return 227 * 1024;
+    default:  // 86, 88, 89, 120, 121
+      return 99 * 1024;
+  }
+}
+
+struct Entry {
+  std::string source;  // "flash_attention_bf16"
+  std::string name;    // demangled
+  int sm = 0;
+  int registers = 0;
+  int stack = 0, spill_stores = 0, spill_loads = 0;
+  int static_smem = 0;
+};
+
+std::string demangle(const std::string& m) {
+  int status = 0;
+  std::unique_ptr<char, void (*)(void*)> d(
+      abi::__cxa_demangle(m.c_str(), nullptr, nullptr, &status), std::free);
+  return status == 0 && d ? std::string(d.get()) : m;
+}
+
+std::vector<Entry> read_reports() {
+  std::vector<Entry> out;
+  const std::regex compiling(R"(Compiling entry function '([^']+)' for 'sm_(\d+)')");
+  const std::regex frame(
+      R"((\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads)");
+  const std::regex used(R"(Used (\d+) registers)");
+  const std::regex smem(R"((\d+) bytes smem)");
+  for (const auto& f : fs::directory_iterator(DUET_TEST_REPORT_DIR)) {
+    const std::string file = f.path().filename().string();
+    if (file.size() < 10 || file.substr(file.size() - 10) != ".ptxas.txt") continue;
+    const std::string source = file.substr(0, file.size() - 10);
+    std::ifstream in(f.path());
+    std::string line;
+    Entry* cur = nullptr;
+    while (std::getline(in, line)) {
+      std::smatch m;
+      if (std::regex_search(line, m, compiling)) {
+        out.push_back({source, demangle(m[1]), std::stoi(m[2])});
+        cur = &out.back();
+      } else if (cur && std::regex_search(line, m, frame)) {
+        cur->stack = std::stoi(m[1]);
+        cur->spill_stores = std::stoi(m[2]);
+        cur->spill_loads = std::stoi(m[3]);
+      } else if (cur && std::regex_search(line, m, used)) {
+        cur->registers = std::stoi(m[1]);
+        if (std::regex_search(line, m, smem)) cur->static_smem = std::stoi(m[1]);
+      }
+    }
+  }
+  return out;
+}
+
+const std::vector<Entry>& reports() {
+  static const std::vector<Entry> r = read_reports();
+  return r;
+}
+
+bool tensor_core(const Entry& e) {
+  return e.source.rfind("flash_", 0) == 0 || e.source.rfind("tiled_", 0) == 0;
+}
+
+// The launch the selection makes for a kernel instance on an architecture, at its most demanding:
+// the largest block and the most shared memory over a few problem shapes.
+struct Demand {
+  int threads = 0;
+  uint64_t smem = 0;
+};
+
+DeviceCaps caps_for(int sm) {
+  DeviceCaps c;
+  c.backend = BackendKind::cuda;
+  c.cc_major = sm / 10;
+  c.cc_minor = sm % 10;
+  c.compute_units = 100;
+  c.tensor_cores = true;
+  c.bf16_arith = sm >= 80;
+  c.shared_mem_per_block = 48 * 1024;
+  c.shared_mem_per_block_optin = smem_limit(sm);
+  return c;
+}
+
+Demand selection_demand(const Entry& e) {
+  Demand d;
+  const DeviceCaps caps = caps_for(e.sm);
+  BuildArchs all{{e.sm}, 0};
+  const bool flash = e.source.rfind("flash_", 0) == 0;
+  const std::string tier = flash ? "flash" : "tiled";
+  auto take = [&](const OpDesc& op) {
+    for (const KernelChoice& k : choices(caps, op, all))
+      if (k.ok && k.tier == tier) {
+        d.threads = std::max(d.threads, k.launch.block_threads);
+        d.smem = std::max(d.smem, k.launch.shared_bytes);
+      }
+  };
+  const std::smatch m = [&] {
+    std::smatch r;
+    std::regex_search(e.name, r, std::regex(R"(attention_tc<[^,]+, (\d+), )"));
+    return r;
+  }();
+  if (!m.empty()) {
+    const int64_t D = std::stoi(m[1]);
+    for (int64_t L : {1, 64, 4096}) {
+      const DType t = DType::f16;
+      auto op = make_op(
+          OpKind::attention, {},
+          {TensorDesc::contiguous(t, {1, 8, L, D}), TensorDesc::contiguous(t, {1, 8, 4096, D}),
+           TensorDesc::contiguous(t, {1, 8, 4096, D})});
+      if (op.ok()) take(*op);
+    }
+  } else if (e.name.find("matmul_tc") != std::string::npos) {
+    for (int64_t M : {16, 4096}) {
+      auto op = make_op(OpKind::matmul, {},
+                        {TensorDesc::contiguous(DType::f16, {M, 4096}),
+                         TensorDesc::contiguous(DType::f16, {4096, 4096})});
+      if (op.ok()) take(*op);
+    }
+  }
+  return d;
+}
+
+TEST(PtxasReport, CoversEveryTensorCoreInstanceOnEveryArchitecture) {
+  std::map<std::pair<std::string, int>, int> count;
+  for (const Entry& e : reports()) count[{e.source, e.sm}]++;
+  for (int sm : build_archs()) {
+    EXPECT_EQ((count[{"tiled_attention", sm}]), 5) << "sm_" << sm;
+    EXPECT_EQ((count[{"tiled_matmul", sm}]), 2) << "sm_" << sm;
+    EXPECT_GE((count[{"generic", sm}]), 9) << "sm_" << sm;
+    EXPECT_EQ((count[{"flash_attention_f16", sm}]), sm >= 80 ? 5 : 0) << "sm_" << sm;
+    EXPECT_EQ((count[{"flash_attention_bf16", sm}]), sm >= 80 ? 5 : 0) << "sm_" << sm;
+    EXPECT_EQ((count[{"flash_matmul", sm}]), sm >= 80 ? 4 : 0) << "sm_" << sm;
+  }
+}
+
+TEST(PtxasReport, FlashAndTiledKernelsUseNoLocalMemory) {
+  for (const Entry& e : reports()) {
+    if (!tensor_core(e)) continue;
+    EXPECT_EQ(e.spill_stores + e.spill_loads, 0) << e.name << " on sm_" << e.sm << " spills";
+    EXPECT_EQ(e.stack, 0) << e.name << " on sm_" << e.sm << " has a stack frame (local memory)";
+  }
+}
+
+TEST(PtxasReport, LaunchesFitTheRegisterFileAndSharedMemory) {
+  for (const Entry& e : reports()) {
+    if (!tensor_core(e)) continue;
+    const Demand d = selection_demand(e);
+    ASSERT_GT(d.threads, 0) << "the selection never launches " << e.name << " on sm_" << e.sm;
+    EXPECT_LE(static_cast<int64_t>(e.registers) * d.threads, 65536)
+        << e.name << " on sm_" << e.sm << ": " << e.registers << " registers x " << d.threads
+        << " threads";
+    EXPECT_LE(e.static_smem + d.smem, smem_limit(e.sm))
+        << e.name << " on sm_" << e.sm << ": " << e.static_smem << " static + " << d.smem
+        << " dynamic bytes of shared memory";
+  }
+}
+
+// The figures for the record (docs/performance.md), printed by the test.
+TEST(PtxasReport, PrintsTheResourceTable) {
+  std::map<std::string, std::string> rows;
+  for (const Entry& e : reports()) {
+    if (!tensor_core(e)) continue;
+    const Demand d = selection_demand(e);
+    std::ostringstream s;
+    s << "sm_" << e.sm << "  regs " << e.registers << "  spill " << e.spill_stores << "/"
+      << e.spill_loads << "  stack " << e.stack << "  smem " << e.static_smem << "+" << d.smem
+      << " (" << d.threads << " threads)";
+    rows[e.name + "  " + s.str()] = "";
+  }
+  for (const auto& [r, unused] : rows) std::printf("%s\n", r.c_str());
+  SUCCEED();
+}
+
+// ---- PTX
+
+std::string read(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// PTX files of a source, by architecture.
+std::map<int, std::string> ptx_of(const std::string& source) {
+  std::map<int, std::string> out;
+  const std::regex name(source + R"(\.compute_(\d+)\.ptx)");
+  for (const auto& f : fs::directory_iterator(DUET_TEST_REPORT_DIR)) {
+    std::smatch m;
+    const std::string file = f.path().filename().string();
+    if (std::regex_match(file, m, name)) out[std::stoi(m[1])] = read(f.path());
+  }
+  return out;
+}
+
+bool has(const std::string& ptx, const std::string& s) {
+  return ptx.find(s) != std::string::npos;
+}
+
+TEST(Ptx, FlashKernelsUseMmaM16n8k16CpAsyncAndLdmatrix) {
+  for (const auto& [src, type] :
+       {std::pair{"flash_attention_bf16", "bf16.bf16"}, std::pair{"flash_attention_f16", "f16.f16"},
+        std::pair{"flash_matmul", "bf16.bf16"}, std::pair{"flash_matmul", "f16.f16"}}) {
+    const auto ptx = ptx_of(src);
+    for (int sm : build_archs()) {
+      if (sm >= 80) {
+        EXPECT_TRUE(ptx.count(sm)) << src << " has no PTX for sm_" << sm;
+      }
+    }
+    for (const auto& [sm, text] : ptx) {
+      EXPECT_GE(sm, 80) << src << " was compiled for sm_" << sm;
+      EXPECT_TRUE(has(text, std::string("mma.sync.aligned.m16n8k16.row.col.f32.") + type + ".f32"))
+          << src << " sm_" << sm;
+      EXPECT_TRUE(has(text, "cp.async.cg.shared.global")) << src << " sm_" << sm;
+      EXPECT_TRUE(has(text, "cp.async.wait_group")) << src << " sm_" << sm;
+      EXPECT_TRUE(has(text, "ldmatrix.sync.aligned.m8n8.x4")) << src << " sm_" << sm;
+      EXPECT_TRUE(has(text, "ldmatrix.sync.aligned.m8n8.x4.trans")) << src << " sm_" << sm;
+    }
+  }
+}
+
+TEST(Ptx, TiledKernelsUseOnlyF16MmaM16n8k8AndLdmatrix) {
+  for (const char* src : {"tiled_attention", "tiled_matmul"}) {
+    const auto ptx = ptx_of(src);
+    for (int sm : build_archs()) EXPECT_TRUE(ptx.count(sm)) << src << " has no PTX for sm_" << sm;
+    for (const auto& [sm, text] : ptx) {
+      EXPECT_TRUE(has(text, "mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32")) << src;
+      EXPECT_TRUE(has(text, "ldmatrix.sync.aligned.m8n8.x4")) << src;
+      EXPECT_FALSE(has(text, "m16n8k16")) << src << " sm_" << sm;
+      EXPECT_FALSE(has(text, "cp.async")) << src << " sm_" << sm;
+      EXPECT_FALSE(has(text, ".bf16")) << src << " sm_" << sm << " has a bf16 instruction";
+    }
+  }
+}
+
+TEST(Ptx, NoSm75CodeHasABf16Instruction) {
+  int files = 0;
+  for (const auto& f : fs::directory_iterator(DUET_TEST_REPORT_DIR)) {
+    const std::string file = f.path().filename().string();
+    if (file.find(".compute_75.ptx") == std::string::npos) continue;
+    ++files;
+    const std::string text = read(f.path());
+    EXPECT_FALSE(has(text, ".bf16")) << file;
+    EXPECT_FALSE(has(text, "cp.async")) << file;
+    EXPECT_FALSE(has(text, "m16n8k16")) << file;
+  }
+  const auto archs = build_archs();
+  if (std::find(archs.begin(), archs.end(), 75) != archs.end()) {
+    EXPECT_EQ(files, 3) << "tiled_attention, tiled_matmul and generic are built for sm_75";
+  }
+}
+
+TEST(Ptx, GenericKernelsAreSimt) {
+  for (const auto& [sm, text] : ptx_of("generic")) {
+    EXPECT_FALSE(has(text, "mma.sync")) << "sm_" << sm;
+    EXPECT_FALSE(has(text, ".bf16")) << "sm_" << sm;
+  }
+}
+
+}  // namespace
+}  // namespace duet::kernels

@@ -1,0 +1,236 @@
+// The CUDA kernel selection on the capability records of real GPUs: which tier runs where, why the
+// others are refused, and launch shapes taken from the device's limits.
+#include <gtest/gtest.h>
+
+#include "duet/kernels/launch.h"
+#include "duet/kernels/select.h"
+#include "emu_device.h"
+
+namespace duet::kernels {
+namespace {
+
+using testing::full_build;
+
+OpDesc attention(DType t, int64_t Hq, int64_t Hkv, int64_t Lq, int64_t Lk, int64_t D,
+                 bool causal = false) {
+  OpAttrs a;
+  a.causal = causal;
+  return *make_op(
+      OpKind::attention, a,
+      {TensorDesc::contiguous(t, {1, Hq, Lq, D}), TensorDesc::contiguous(t, {1, Hkv, Lk, D}),
+       TensorDesc::contiguous(t, {1, Hkv, Lk, D})});
+}
+
+OpDesc matmul(DType t, int64_t M, int64_t N, int64_t K) {
+  return *make_op(OpKind::matmul, {},
+                  {TensorDesc::contiguous(t, {M, K}), TensorDesc::contiguous(t, {K, N})});
+}
+
+KernelChoice find(const std::vector<KernelChoice>& cs, const std::string& tier, Precision p) {
+  for (const KernelChoice& k : cs)
+    if (k.tier == tier && k.precision == p) return k;
+  ADD_FAILURE() << "no " << tier << " " << precision_name(p) << " choice";
+  return {};
+}
+
+bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+
+TEST(Selection, ChoicesComeBestFirst) {
+  const auto cs =
+      choices(testing::a100_caps(), attention(DType::bf16, 8, 8, 128, 128, 128), full_build());
+  ASSERT_EQ(cs.size(), 4u);
+  EXPECT_EQ(cs[0].tier, "flash");
+  EXPECT_EQ(cs[0].precision, Precision::bf16);  // the op's own precision first
+  EXPECT_EQ(cs[1].tier, "flash");
+  EXPECT_EQ(cs[1].precision, Precision::f16);
+  EXPECT_EQ(cs[2].tier, "tiled");
+  EXPECT_EQ(cs[3].tier, "generic");
+  for (const KernelChoice& k : cs) EXPECT_TRUE(k.ok) << k.reason;
+}
+
+TEST(Selection, FlashAttentionIsRefusedOnTuringWithTheReason) {
+  const auto cs =
+      choices(testing::t4_caps(), attention(DType::f16, 8, 8, 64, 64, 64), full_build());
+  const KernelChoice flash = find(cs, "flash", Precision::f16);
+  EXPECT_FALSE(flash.ok);
+  EXPECT_TRUE(contains(flash.reason, "flash attention: requires sm_80, device is sm_75"))
+      << flash.reason;
+  EXPECT_TRUE(find(cs, "tiled", Precision::f16).ok);
+}
+
+TEST(Selection, Bf16OnTuringFallsBackToTiledFp16) {
+  const auto cs =
+      choices(testing::t4_caps(), attention(DType::bf16, 8, 8, 64, 64, 64), full_build());
+  EXPECT_FALSE(find(cs, "flash", Precision::bf16).ok);
+  const KernelChoice tiled = find(cs, "tiled", Precision::f16);
+  ASSERT_TRUE(tiled.ok) << tiled.reason;
+  EXPECT_EQ(tiled.input_dtypes, (std::vector<DType>{DType::f16, DType::f16, DType::f16}))
+      << "the planner casts the bf16 inputs to f16";
+  EXPECT_EQ(tiled.output_dtype, DType::f16);
+}
+
+TEST(Selection, TuringWithoutTensorCoresGetsTheGenericTier) {
+  for (const OpDesc& op :
+       {attention(DType::f16, 8, 8, 64, 64, 64), matmul(DType::f16, 64, 64, 64)}) {
+    const auto cs = choices(testing::gtx1660_caps(), op, full_build());
+    for (const KernelChoice& k : cs) {
+      if (k.tier == "generic") {
+        EXPECT_TRUE(k.ok) << k.reason;
+      } else {
+        EXPECT_FALSE(k.ok);
+        EXPECT_TRUE(contains(k.reason, "requires tensor cores")) << k.reason;
+      }
+    }
+  }
+}
+
+TEST(Selection, AHeadDimWithoutAKernelIsRefusedByTheTensorCoreTiers) {
+  const auto cs =
+      choices(testing::a100_caps(), attention(DType::f16, 4, 4, 64, 64, 72), full_build());
+  for (const KernelChoice& k : cs) {
+    if (k.tier == "generic") continue;
+    EXPECT_FALSE(k.ok);
+    EXPECT_TRUE(contains(k.reason, "head dim 72 is not one of 64, 80, 96, 128, 256")) << k.reason;
+  }
+  EXPECT_TRUE(find(cs, "generic", Precision::f32).ok);
+}
+
+TEST(Selection, TilesAreSizedFromTheDevicesSharedMemory) {
+  const OpDesc op = attention(DType::f16, 16, 16, 512, 512, 256);
+  // 227 KiB (H100) and 99 KiB (RTX 4090) fit two K/V stages at head dim 256...
+  for (const DeviceCaps& caps : {testing::h100_caps(), testing::rtx4090_caps()}) {
+    const KernelChoice k = find(choices(caps, op, full_build()), "flash", Precision::f16);
+    ASSERT_TRUE(k.ok) << k.reason;
+    EXPECT_EQ(k.launch.stages, 2);
+    EXPECT_LE(k.launch.shared_bytes, caps.shared_mem_per_block_optin);
+  }
+  // ...a device with 48 KiB gets one stage, and one with 32 KiB none at all.
+  DeviceCaps small = testing::a100_caps();
+  small.shared_mem_per_block_optin = 48 * 1024;
+  const KernelChoice one = find(choices(small, op, full_build()), "flash", Precision::f16);
+  ASSERT_TRUE(one.ok) << one.reason;
+  EXPECT_EQ(one.launch.stages, 1);
+  small.shared_mem_per_block = small.shared_mem_per_block_optin = 32 * 1024;
+  const KernelChoice none = find(choices(small, op, full_build()), "flash", Precision::f16);
+  EXPECT_FALSE(none.ok);
+  EXPECT_TRUE(contains(none.reason, "of shared memory per block, the device allows 32 KiB"))
+      << none.reason;
+  // Turing's 64 KiB: the tiled tier fits every head dim.
+  for (int hd : kAttentionHeadDims) {
+    const KernelChoice t =
+        find(choices(testing::t4_caps(), attention(DType::f16, 8, 8, 512, 512, hd), full_build()),
+             "tiled", Precision::f16);
+    EXPECT_TRUE(t.ok) << t.reason;
+    EXPECT_LE(t.launch.shared_bytes, 64u * 1024) << "head dim " << hd;
+  }
+}
+
+TEST(Selection, BlocksFollowTheRowsAndTheRegisterFile) {
+  // Decode with GQA 4:1 packs the 4 query heads of a kv head into one warp's rows.
+  const KernelChoice d =
+      find(choices(testing::a100_caps(), attention(DType::f16, 32, 8, 1, 4096, 128), full_build()),
+           "flash", Precision::f16);
+  EXPECT_EQ(d.launch.block_threads, 32);
+  // Prefill fills 8 warps, unless the register file holds fewer 255-register warps.
+  const OpDesc prefill = attention(DType::f16, 8, 8, 1024, 1024, 128);
+  EXPECT_EQ(find(choices(testing::a100_caps(), prefill, full_build()), "flash", Precision::f16)
+                .launch.block_threads,
+            256);
+  DeviceCaps half = testing::a100_caps();
+  half.registers_per_block = 32768;
+  EXPECT_EQ(
+      find(choices(half, prefill, full_build()), "flash", Precision::f16).launch.block_threads,
+      128);
+}
+
+TEST(Selection, DecodeSplitsTheKeysAcrossIdleSms) {
+  const OpDesc decode = attention(DType::bf16, 32, 8, 1, 8192, 128);  // 8 blocks, 128 key tiles
+  const KernelChoice k =
+      find(choices(testing::a100_caps(), decode, full_build()), "flash", Precision::bf16);
+  ASSERT_TRUE(k.ok) << k.reason;
+  EXPECT_GT(k.launch.splits, 1);
+  EXPECT_LE(k.launch.splits * 8, 2 * 108 + 8) << "about two blocks per SM";
+  EXPECT_GT(workspace_bytes(Tier::flash, decode, k.launch), 0u) << "partials need a workspace";
+  // A grid that already fills the SMs is not split.
+  const KernelChoice big = find(
+      choices(testing::a100_caps(), attention(DType::bf16, 32, 32, 4096, 4096, 128), full_build()),
+      "flash", Precision::bf16);
+  EXPECT_EQ(big.launch.splits, 1);
+}
+
+TEST(Selection, AQueryWithoutADenseLastDimNeedsACopyForTheTensorCoreTiers) {
+  const TensorDesc q = *transpose(TensorDesc::contiguous(DType::f16, {1, 4, 64, 40}), -1, -2);
+  const TensorDesc kv = TensorDesc::contiguous(DType::f16, {1, 4, 40, 64});
+  const OpDesc op = *make_op(OpKind::attention, {}, {q, kv, kv}, {"q", "k", "v"});
+  const auto cs = choices(testing::a100_caps(), op, full_build());
+  const KernelChoice flash = find(cs, "flash", Precision::f16);
+  EXPECT_FALSE(flash.ok);
+  EXPECT_TRUE(contains(flash.reason, "'q'")) << flash.reason;
+  EXPECT_TRUE(contains(flash.reason, "copy it first")) << flash.reason;
+  EXPECT_TRUE(find(cs, "generic", Precision::f32).ok) << "the generic tier reads any strides";
+}
+
+TEST(Selection, AnArchitectureMissingFromTheBuildIsRoutedAround) {
+  const OpDesc op = attention(DType::f16, 8, 8, 64, 64, 64);
+  // Built for sm_75 only: an sm_86 GPU has no image of any tier (an sm_75 cubin does not run on
+  // sm_86, and there is no PTX).
+  for (const KernelChoice& k : choices(testing::rtx4090_caps(), op, BuildArchs{{75}, 0})) {
+    EXPECT_FALSE(k.ok);
+    EXPECT_TRUE(contains(k.reason, "no kernel image for sm_89 in this build (sm_75)")) << k.reason;
+  }
+  // The default build (sm_75, sm_80 + PTX 80): sm_89 runs the sm_80 cubins, sm_120 JITs the PTX.
+  const BuildArchs def{{75, 80}, 80};
+  for (const DeviceCaps& caps : {testing::rtx4090_caps(), [] {
+                                   DeviceCaps c = testing::rtx4090_caps();
+                                   c.cc_major = 12;
+                                   c.cc_minor = 0;
+                                   return c;
+                                 }()}) {
+    for (const KernelChoice& k : choices(caps, op, def)) EXPECT_TRUE(k.ok) << k.reason;
+  }
+  // A build without CUDA says so.
+  const auto none = choices(testing::a100_caps(), op, BuildArchs{});
+  EXPECT_TRUE(contains(none.back().reason, "this build has no CUDA kernels")) << none.back().reason;
+}
+
+TEST(Selection, APascalCardIsRefusedByEveryTierOfACuda13Build) {
+  // CUDA 13 builds start at sm_75; a GTX 1060 (sm_61) gets the reason, not a crash.
+  for (const KernelChoice& k :
+       choices(testing::gtx1060_caps(), attention(DType::f16, 8, 8, 64, 64, 64), full_build())) {
+    EXPECT_FALSE(k.ok);
+    if (k.tier == "generic") {
+      EXPECT_TRUE(contains(k.reason, "no kernel image for sm_61")) << k.reason;
+    }
+  }
+}
+
+TEST(Selection, EveryOpOfV1HasAGenericKernelWithItsLaunchShape) {
+  for (int i = 0; i < kNumOpKinds; ++i) {
+    const OpKind kind = static_cast<OpKind>(i);
+    if (is_view(kind)) continue;
+    std::vector<TensorDesc> in = {TensorDesc::contiguous(DType::bf16, {3, 17})};
+    OpAttrs a;
+    if (is_binary_elementwise(kind) || kind == OpKind::concat) in.push_back(in[0]);
+    if (kind == OpKind::matmul) in = {in[0], TensorDesc::contiguous(DType::bf16, {17, 5})};
+    if (kind == OpKind::rope || kind == OpKind::attention)
+      in = {TensorDesc::contiguous(DType::bf16, {1, 2, 3, 16})};
+    if (kind == OpKind::attention) in = {in[0], in[0], in[0]};
+    if (kind == OpKind::embedding) in.push_back(TensorDesc::contiguous(DType::i32, {4}));
+    if (kind == OpKind::cast) a.to = DType::i8;
+    auto op = make_op(kind, a, in);
+    ASSERT_TRUE(op.ok()) << op_name(kind) << ": " << op.status().message();
+    const auto cs = choices(testing::t4_caps(), *op, full_build());
+    const KernelChoice g = cs.back();
+    EXPECT_EQ(g.tier, "generic") << op_name(kind);
+    EXPECT_TRUE(g.ok) << op_name(kind) << ": " << g.reason;
+    EXPECT_EQ(g.precision, Precision::f32);
+    EXPECT_EQ(g.input_dtypes[0], DType::bf16)
+        << "the generic tier reads bf16 directly, even on sm_75";
+    EXPECT_GT(g.launch.block_threads, 0) << op_name(kind);
+  }
+}
+
+}  // namespace
+}  // namespace duet::kernels
