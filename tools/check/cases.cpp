@@ -76,7 +76,7 @@ void matmul_cases(Builder& b, DType t) {
       {{17, 33}, {9, 33}, false, true, false},         {{33, 17}, {33, 9}, true, false, false},
       {{2, 3, 17, 33}, {33, 19}, false, false, false},  // batched, broadcast weight
       {{2, 1, 5, 7}, {3, 7, 4}, false, false, false},   // batch broadcast both ways
-      {{67, 130}, {130, 97}, false, false, false},     {{257, 257}, {257, 129}, false, true, true},
+      {{67, 130}, {130, 97}, false, false, false},     {{257, 257}, {129, 257}, false, true, true},
       {{4, 128, 512}, {512, 384}, false, false, true},
   };
   for (const M& m : ms) {
