@@ -80,9 +80,12 @@ std::string plan_summary(const Plan& plan, const ChosenPolicy& policy) {
     w[4] = std::max(w[4], r.tier.size());
   }
   auto pad = [](const std::string& s, size_t n) { return s + std::string(n - s.size() + 2, ' '); };
-  for (const Line& r : rows)
-    o << "  " << pad(r.name, w[0]) << pad(r.op, w[1]) << pad(r.device, w[2])
-      << pad(r.precision, w[3]) << pad(r.tier, w[4]) << r.estimate << "\n";
+  for (const Line& r : rows) {
+    std::string line = "  " + pad(r.name, w[0]) + pad(r.op, w[1]) + pad(r.device, w[2]) +
+                       pad(r.precision, w[3]) + pad(r.tier, w[4]) + r.estimate;
+    while (line.back() == ' ') line.pop_back();
+    o << line << "\n";
+  }
 
   const auto copies = plan.copies();
   o << "copies between devices: "
