@@ -319,7 +319,7 @@ TEST_F(Cli, MissingAndMalformedGraphFilesAreNamed) {
 TEST_F(Cli, PlanThatNoDeviceCanRunFailsNamingWhy) {
   const std::string g = write("tiny.json", kGraph);
   CliRun r = duet("plan " + g + " --policy 'deny=cpu,vulkan,cuda'");
-  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.status, 2) << "an impossible override is bad input";
   EXPECT_EQ(lines(r.err), 1) << r.err;
   EXPECT_NE(r.err.find("no device"), std::string::npos) << r.err;
 }
@@ -395,7 +395,7 @@ TEST_F(Cli, RunThatCannotWriteItsOutputsLeavesNoFile) {
 TEST_F(Cli, RunOnAnUnknownDeviceIsRefused) {
   const std::string g = write("tiny.json", kGraph);
   CliRun r = duet("run " + g + " --policy device=vulkan:9");
-  EXPECT_NE(r.status, 0);
+  EXPECT_EQ(r.status, 2);
   EXPECT_EQ(lines(r.err), 1) << r.err;
   EXPECT_NE(r.err.find("vulkan:9"), std::string::npos) << r.err;
 }

@@ -67,6 +67,17 @@ Status write_file_atomically(const std::string& path, const std::string& content
   return {};
 }
 
+int exit_status_for(const Status& s) {
+  switch (s.code()) {
+    case Code::invalid_argument:
+    case Code::not_found:
+    case Code::parse_error:
+      return 2;
+    default:
+      return 1;
+  }
+}
+
 bool selected(const std::vector<std::string>& list, std::string_view value) {
   return list.empty() || std::find(list.begin(), list.end(), value) != list.end();
 }

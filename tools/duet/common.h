@@ -20,6 +20,9 @@ Status validate_dtypes(const std::vector<std::string>& dtypes);
 // Writes `content` to a temporary file beside `path` and renames it into place, so a failure
 // never leaves a partial file that looks complete.
 Status write_file_atomically(const std::string& path, const std::string& content);
+// Exit status for a failed step: 2 when the input was at fault (malformed, unknown names,
+// impossible arguments), 1 when valid work failed.
+int exit_status_for(const Status& s);
 // Whether `list` is empty (no filter) or contains `value`.
 bool selected(const std::vector<std::string>& list, std::string_view value);
 

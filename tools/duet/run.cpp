@@ -125,7 +125,7 @@ int run_graph(const CLI::App& cmd, const Options& o) {
   // shared_registry(), whose devices would be torn down during exit).
   Registry reg = open_registry();
   auto engine = Engine::create(*graph, reg.devices(), policy->policy);
-  if (!engine.ok()) return fail(cmd, engine.status().message(), 1);
+  if (!engine.ok()) return fail(cmd, engine.status().message(), exit_status_for(engine.status()));
   Engine& e = **engine;
 
   // Every run is timed step by step; the table shows the median per step over the repeats.
