@@ -59,29 +59,35 @@ I saturate_to(double v) {
 
 }  // namespace
 
-double load_as_double(const void* base, DType t, int64_t i) {
+namespace {
+
+// One element of type t widened to F (double or float); i32 goes through double so that values
+// beyond 2^24 round once.
+template <class F>
+F load_as(const void* base, DType t, int64_t i) {
   switch (t) {
     case DType::f32:
-      return static_cast<const float*>(base)[i];
+      return static_cast<F>(static_cast<const float*>(base)[i]);
     case DType::f16:
-      return f16_to_f32(static_cast<const uint16_t*>(base)[i]);
+      return static_cast<F>(f16_to_f32(static_cast<const uint16_t*>(base)[i]));
     case DType::bf16:
-      return bf16_to_f32(static_cast<const uint16_t*>(base)[i]);
+      return static_cast<F>(bf16_to_f32(static_cast<const uint16_t*>(base)[i]));
     case DType::i8:
-      return static_cast<const int8_t*>(base)[i];
+      return static_cast<F>(static_cast<const int8_t*>(base)[i]);
     case DType::i32:
-      return static_cast<const int32_t*>(base)[i];
+      return static_cast<F>(static_cast<double>(static_cast<const int32_t*>(base)[i]));
   }
-  return 0.0;
+  return F(0);
 }
 
-void store_from_double(void* base, DType t, int64_t i, double v) {
+template <class F>
+void store_as(void* base, DType t, int64_t i, F v) {
   switch (t) {
     case DType::f32:
       static_cast<float*>(base)[i] = static_cast<float>(v);
       return;
-    // Through f32 first: double -> f32 -> f16 can double-round, but only for values that sit
-    // within 2^-29 relative of a half-way point, far below any tolerance used in the project.
+    // From double through f32 first: that can double-round, but only for values within 2^-29
+    // relative of a half-way point, far below any tolerance used in the project.
     case DType::f16:
       static_cast<uint16_t*>(base)[i] = f32_to_f16(static_cast<float>(v));
       return;
@@ -97,40 +103,19 @@ void store_from_double(void* base, DType t, int64_t i, double v) {
   }
 }
 
-float load_as_float(const void* base, DType t, int64_t i) {
-  switch (t) {
-    case DType::f32:
-      return static_cast<const float*>(base)[i];
-    case DType::f16:
-      return f16_to_f32(static_cast<const uint16_t*>(base)[i]);
-    case DType::bf16:
-      return bf16_to_f32(static_cast<const uint16_t*>(base)[i]);
-    case DType::i8:
-      return static_cast<const int8_t*>(base)[i];
-    case DType::i32:
-      return static_cast<float>(static_cast<const int32_t*>(base)[i]);
-  }
-  return 0.0f;
-}
+}  // namespace
 
+double load_as_double(const void* base, DType t, int64_t i) {
+  return load_as<double>(base, t, i);
+}
+float load_as_float(const void* base, DType t, int64_t i) {
+  return load_as<float>(base, t, i);
+}
+void store_from_double(void* base, DType t, int64_t i, double v) {
+  store_as(base, t, i, v);
+}
 void store_from_float(void* base, DType t, int64_t i, float v) {
-  switch (t) {
-    case DType::f32:
-      static_cast<float*>(base)[i] = v;
-      return;
-    case DType::f16:
-      static_cast<uint16_t*>(base)[i] = f32_to_f16(v);
-      return;
-    case DType::bf16:
-      static_cast<uint16_t*>(base)[i] = f32_to_bf16(v);
-      return;
-    case DType::i8:
-      static_cast<int8_t*>(base)[i] = saturate_to<int8_t>(v);
-      return;
-    case DType::i32:
-      static_cast<int32_t*>(base)[i] = saturate_to<int32_t>(v);
-      return;
-  }
+  store_as(base, t, i, v);
 }
 
 void convert(const void* src, DType src_type, void* dst, DType dst_type, int64_t n) {

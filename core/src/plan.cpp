@@ -12,15 +12,6 @@ size_t u(int i) {
   return static_cast<size_t>(i);
 }
 
-std::string fmt_us(double us) {
-  char b[32];
-  if (us >= 1000.0)
-    std::snprintf(b, sizeof b, "%.2f ms", us / 1000.0);
-  else
-    std::snprintf(b, sizeof b, "%.1f us", us);
-  return b;
-}
-
 std::string caps_line(const DeviceCaps& c) {
   std::string s = c.name.empty() ? std::string(backend_name(c.backend)) : c.name;
   if (!c.arch.empty()) s += ", " + c.arch;
@@ -83,7 +74,7 @@ std::string explain(const Plan& plan) {
   for (const PlanStep& s : plan.steps) kernels += s.kind == StepKind::kernel && !s.once ? 1 : 0;
   o << "plan for graph '" << plan.graph << "': " << kernels << " kernels on "
     << plan.devices_used().size() << " of " << plan.devices.size() << " devices, estimated "
-    << fmt_us(plan.est_us) << " per run\n";
+    << format_us(plan.est_us) << " per run\n";
   o << "policy: " << (plan.policy.empty() ? "(none)" : plan.policy.str()) << "\n";
   o << "devices:\n";
   for (size_t d = 0; d < plan.devices.size(); ++d) {
@@ -134,7 +125,7 @@ std::string explain(const Plan& plan) {
       o << ": " << a.reason << (a.by_policy ? " [policy]" : "") << "\n";
       first = false;
     }
-    if (!s.once) o << "    estimate   " << fmt_us(s.est_us) << "\n";
+    if (!s.once) o << "    estimate   " << format_us(s.est_us) << "\n";
   }
 
   const auto copies = plan.copies();

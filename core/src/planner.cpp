@@ -75,15 +75,6 @@ double leg_us(uint64_t bytes, const DeviceCaps* c) {
   return b / (link * 1e3) + kTransferLatencyUs;
 }
 
-std::string fmt_us(double us) {
-  char b[32];
-  if (us >= 1000.0)
-    std::snprintf(b, sizeof b, "%.2f ms", us / 1000.0);
-  else
-    std::snprintf(b, sizeof b, "%.1f us", us);
-  return b;
-}
-
 bool data_movement(OpKind k) {
   return k == OpKind::cast || k == OpKind::copy || k == OpKind::concat || k == OpKind::embedding;
 }
@@ -755,7 +746,7 @@ Status Planner::place(int node_index) {
   } else if (usable == 1) {
     st.device_reason = "the only device that can run it";
   } else {
-    st.device_reason = "estimated " + fmt_us(e.est_us);
+    st.device_reason = "estimated " + format_us(e.est_us);
     if (cheapest != d && !evals[u(cheapest)].fits) {
       st.device_reason +=
           "; " + evals[u(cheapest)].fit_reason + ", so the work moves to " + dev(d).id;
@@ -812,11 +803,11 @@ Status Planner::place(int node_index) {
       a.tier = x.pick.tier;
       a.precision = x.pick.precision;
       a.usable = true;
-      a.reason =
-          !x.fits ? x.fit_reason
-          : x.rank > e.rank
-              ? pname(x.pick.precision) + " only, " + pname(e.pick.precision) + " on " + dev(d).id
-              : "estimated " + fmt_us(x.est_us) + " vs " + fmt_us(e.est_us) + " on " + dev(d).id;
+      a.reason = !x.fits           ? x.fit_reason
+                 : x.rank > e.rank ? pname(x.pick.precision) + " only, " + pname(e.pick.precision) +
+                                         " on " + dev(d).id
+                                   : "estimated " + format_us(x.est_us) + " vs " +
+                                         format_us(e.est_us) + " on " + dev(d).id;
       st.rejected.push_back(a);
     }
     if (x.device != d && x.denied && single_ >= 0 && x.device != single_) {

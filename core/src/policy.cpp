@@ -256,6 +256,15 @@ Result<uint64_t> parse_size(std::string_view text) {
   return static_cast<uint64_t>(std::llround(v));
 }
 
+std::string format_us(double us) {
+  char b[32];
+  if (us >= 1000.0)
+    std::snprintf(b, sizeof b, "%.2f ms", us / 1000.0);
+  else
+    std::snprintf(b, sizeof b, "%.1f us", us);
+  return b;
+}
+
 std::string format_bytes(uint64_t bytes) {
   static constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   double v = static_cast<double>(bytes);

@@ -29,6 +29,12 @@ struct Param {
   Precision precision;
 };
 
+// Printed by gtest beside each test instead of the parameter's bytes.
+void PrintTo(const Param& p, std::ostream* os) {
+  *os << p.device << " " << p.tier << " " << precision_name(p.precision) << " "
+      << all_cases()[p.case_index].name;
+}
+
 std::vector<Param> params() {
   std::vector<Param> out;
   for (Device* d : registry().devices())

@@ -35,15 +35,6 @@ std::string transfer_name(const PlanStep& s) {
   return "copy";
 }
 
-std::string format_us(double us) {
-  char b[32];
-  if (us >= 1000.0)
-    std::snprintf(b, sizeof b, "%.2f ms", us / 1000.0);
-  else
-    std::snprintf(b, sizeof b, "%.1f us", us);
-  return b;
-}
-
 std::string plan_summary(const Plan& plan, const ChosenPolicy& policy) {
   std::ostringstream o;
   int kernels = 0;

@@ -20,6 +20,5 @@ std::string devices_line(const Plan& plan);
 // "upload", "download" or "copy" (between devices)
 std::string transfer_name(const PlanStep& s);
 // "12.3 us", "4.56 ms"
-std::string format_us(double us);
 
 }  // namespace duet::cli

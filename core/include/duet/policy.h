@@ -88,5 +88,7 @@ DUET_API const std::vector<std::string>& policy_tier_names();
 DUET_API Result<uint64_t> parse_size(std::string_view text);
 // 1610612736 -> "1.5 GiB"
 DUET_API std::string format_bytes(uint64_t bytes);
+// 2500.0 -> "2.50 ms", 12.0 -> "12.0 us" (estimates and timings in explain and the CLI)
+DUET_API std::string format_us(double us);
 
 }  // namespace duet
