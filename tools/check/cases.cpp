@@ -16,17 +16,11 @@ TensorDesc dense(DType t, const Shape& s) {
   return TensorDesc::contiguous(t, s);
 }
 
-// A view of `s` whose last two dims are stored swapped (a transposed, non-contiguous input).
 TensorDesc transposed(DType t, Shape s) {
-  std::swap(s[s.size() - 1], s[s.size() - 2]);
-  return *transpose(dense(t, s), -1, -2);
+  return transposed_view(t, std::move(s));
 }
-
-// A view of `s` that skips every other element of the last dim and starts at an offset.
 TensorDesc strided(DType t, Shape s) {
-  Shape wide = s;
-  wide.back() = 2 * s.back() + 1;
-  return *slice(dense(t, wide), -1, 1, wide.back(), 2);
+  return strided_view(t, std::move(s));
 }
 
 std::string dims_str(const TensorDesc& d) {
@@ -240,6 +234,17 @@ uint64_t hash_name(const std::string& s) {
 }
 
 }  // namespace
+
+TensorDesc transposed_view(DType t, std::vector<int64_t> s) {
+  std::swap(s[s.size() - 1], s[s.size() - 2]);
+  return *transpose(TensorDesc::contiguous(t, s), -1, -2);
+}
+
+TensorDesc strided_view(DType t, std::vector<int64_t> s) {
+  std::vector<int64_t> wide = s;
+  wide.back() = 2 * s.back() + 1;
+  return *slice(TensorDesc::contiguous(t, wide), -1, 1, wide.back(), 2);
+}
 
 std::vector<Case> cases(bool full) {
   Builder b(full);

@@ -32,6 +32,12 @@ struct Case {
   bool full_only = false;  // only in the --full set
 };
 
+// Input layouts the cases use, for tests that build their own cases: `shape` stored with its
+// last two dims swapped (a transposed view), and `shape` reading every other element of a wider
+// last dim from an offset (a strided view).
+TensorDesc transposed_view(DType t, std::vector<int64_t> shape);
+TensorDesc strided_view(DType t, std::vector<int64_t> shape);
+
 // The default set covers every non-view op with odd sizes, broadcasting, strided inputs, masks,
 // GQA, causal and decode attention, for each dtype the op accepts; `full` adds large shapes and
 // every attention head dim.
