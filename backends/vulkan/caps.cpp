@@ -1,7 +1,9 @@
 // Probing a physical device: every property and feature the engine uses, into DeviceCaps (what
 // the planner sees) and PhysicalInfo (what the backend needs to create the device).
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <thread>
 
 #include "vk_internal.h"
 
@@ -276,6 +278,31 @@ Result<PhysicalInfo> probe(VkInstance instance, VkPhysicalDevice pd) {
       }
     }
     c.tensor_cores = !c.matrix_units.empty();
+  }
+
+  // Uniform texel buffers: the "subgroup" kernels read their operands through them, because on a
+  // CPU device (lavapipe) a texel fetch is a vector gather while a storage-buffer read is a loop
+  // over the invocations. The formats are among those Vulkan requires; checked all the same.
+  bool texel_formats = true;
+  for (VkFormat f : {VK_FORMAT_R32G32B32A32_UINT, VK_FORMAT_R32_UINT, VK_FORMAT_R16_UINT}) {
+    VkFormatProperties fp{};
+    vkGetPhysicalDeviceFormatProperties(pd, f, &fp);
+    texel_formats =
+        texel_formats && (fp.bufferFeatures & VK_FORMAT_FEATURE_UNIFORM_TEXEL_BUFFER_BIT);
+  }
+  if (texel_formats) {
+    info.max_texels = lim.maxTexelBufferElements;
+    info.texel_align = std::max<uint64_t>(lim.minTexelBufferOffsetAlignment, 4);
+  }
+  c.extra["max_texel_buffer_elements"] = std::to_string(info.max_texels);
+
+  // A CPU device runs workgroups on worker threads, one per core of the host (lavapipe's
+  // default; LP_NUM_THREADS changes it).
+  if (c.type == DeviceType::cpu) {
+    int threads = static_cast<int>(std::thread::hardware_concurrency());
+    if (const char* e = std::getenv("LP_NUM_THREADS"); e && std::atoi(e) > 0)
+      threads = std::atoi(e);
+    c.compute_units = std::max(threads, 1);
   }
 
   c.extra["memory_heaps"] = heaps;
