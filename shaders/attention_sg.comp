@@ -142,11 +142,13 @@ void main() {
         s[u][p] = visible ? acc : NEG_INF;
       }
     }
-    // Online softmax per row: one rescale of the outputs per T keys.
+    // Online softmax per row: the outputs are rescaled once per T keys, as the T values are
+    // added (each output read and written once per step).
+    float alpha[R];
     [[unroll]] for (uint p = 0u; p < R; ++p) {
       float mx = m[p];
       [[unroll]] for (uint u = 0u; u < T; ++u) mx = max(mx, s[u][p]);
-      float alpha = mx == NEG_INF ? 1.0 : (m[p] == NEG_INF ? 0.0 : exp2(m[p] - mx));
+      alpha[p] = mx == NEG_INF ? 1.0 : (m[p] == NEG_INF ? 0.0 : exp2(m[p] - mx));
       float sum = 0.0;
       [[unroll]] for (uint u = 0u; u < T; ++u) {
         float e = mx == NEG_INF ? 0.0 : exp2(s[u][p] - mx);
@@ -154,15 +156,16 @@ void main() {
         sum += e;
       }
       m[p] = mx;
-      l[p] = l[p] * alpha + sum;
-      [[unroll]] for (uint d = 0u; d < HD; ++d) o[p][d] *= alpha;
+      l[p] = l[p] * alpha[p] + sum;
     }
-    [[unroll]] for (uint u = 0u; u < T; ++u) {
-      float vr[HD];
-      FETCH_ROW(tv, VVEC, v_base + jj[u] * vs.z, vs.w, vr)
-      [[unroll]] for (uint p = 0u; p < R; ++p)
-        [[unroll]] for (uint d = 0u; d < HD; ++d) o[p][d] = fma(s[u][p], vr[d], o[p][d]);
-    }
+    float vr[T][HD];
+    [[unroll]] for (uint u = 0u; u < T; ++u) FETCH_ROW(tv, VVEC, v_base + jj[u] * vs.z, vs.w, vr[u])
+    [[unroll]] for (uint p = 0u; p < R; ++p)
+      [[unroll]] for (uint d = 0u; d < HD; ++d) {
+        float acc = o[p][d] * alpha[p];
+        [[unroll]] for (uint u = 0u; u < T; ++u) acc = fma(s[u][p], vr[u][d], acc);
+        o[p][d] = acc;
+      }
   }
 
   [[unroll]] for (uint p = 0u; p < R; ++p) {

@@ -60,9 +60,9 @@ void main() {
       float a[TM][VEC], b[TN][VEC];
       [[unroll]] for (uint i = 0u; i < TM; ++i) FETCH_VEC(ta, ar[i] + k, a[i]);
       [[unroll]] for (uint j = 0u; j < TN; ++j) FETCH_VEC(tb, bc[j] + k, b[j]);
-      [[unroll]] for (uint c = 0u; c < VEC; ++c)
-        [[unroll]] for (uint i = 0u; i < TM; ++i)
-          [[unroll]] for (uint j = 0u; j < TN; ++j) acc[i][j] = fma(a[i][c], b[j][c], acc[i][j]);
+      [[unroll]] for (uint i = 0u; i < TM; ++i)
+        [[unroll]] for (uint j = 0u; j < TN; ++j)
+          [[unroll]] for (uint c = 0u; c < VEC; ++c) acc[i][j] = fma(a[i][c], b[j][c], acc[i][j]);
     }
   } else {
     // Texels of VEC columns; those past the last one read the last one.
@@ -72,13 +72,13 @@ void main() {
     for (uint k = 0u; k < K; k += VEC) {
       float a[TM][VEC];
       [[unroll]] for (uint i = 0u; i < TM; ++i) FETCH_VEC(ta, ar[i] + k, a[i]);
-      [[unroll]] for (uint c = 0u; c < VEC; ++c) {
-        float b[NT][VEC];
-        [[unroll]] for (uint t = 0u; t < NT; ++t) FETCH_VEC(tb, bc[t] + (k + c) * sbk, b[t]);
-        [[unroll]] for (uint i = 0u; i < TM; ++i)
-          [[unroll]] for (uint j = 0u; j < TN; ++j)
-            acc[i][j] = fma(a[i][c], b[j / VEC][j % VEC], acc[i][j]);
-      }
+      float b[VEC][NT][VEC];
+      [[unroll]] for (uint c = 0u; c < VEC; ++c)
+        [[unroll]] for (uint t = 0u; t < NT; ++t) FETCH_VEC(tb, bc[t] + (k + c) * sbk, b[c][t]);
+      [[unroll]] for (uint i = 0u; i < TM; ++i)
+        [[unroll]] for (uint j = 0u; j < TN; ++j)
+          [[unroll]] for (uint c = 0u; c < VEC; ++c)
+            acc[i][j] = fma(a[i][c], b[c][j / VEC][j % VEC], acc[i][j]);
     }
   }
 

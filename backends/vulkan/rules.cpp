@@ -85,10 +85,11 @@ std::optional<MatmulTile> pick_matmul_tile(const DeviceCaps& c, int64_t M, int64
 
 // The "subgroup" GEMM's register block: TM x TN outputs per invocation, WG invocations per
 // workgroup along N. On a CPU device (lavapipe: a workgroup is one core, its invocations the SIMD
-// lanes, every read a gather) large blocks amortise the fetches; measured at 1024^3 on lavapipe
-// (CPU time): 16x8 best when B is stored [N, K] (16x16: +35%), 16x16 for f32 B stored [K, N]
-// (16x8: +40%), 16x8 for 16-bit either way. Elsewhere a block of 4x4 keeps to the registers a GPU
-// invocation has. Blocks shrink (rows first) until there are workgroups for every compute unit.
+// lanes, every read a gather) large blocks amortise the fetches but cost LLVM compile time at
+// the first dispatch. Measured at 1024^3 on lavapipe, CPU time (first dispatch): f16 16x8 70 ms
+// (2 s), 16x16 62 ms (7.5 s), 32x16 67 ms (29 s), 8x8 78 ms (0.7 s); f32 alike. 16x8 it is, or
+// 1x16 .. 8x16 for a few rows. Elsewhere a block of 4x4 keeps to the registers a GPU invocation
+// has. Blocks shrink (rows first) until there are workgroups for every compute unit.
 struct SgTile {
   int wg, tm, tn;
 };
@@ -106,7 +107,7 @@ SgTile pick_subgroup_tile(const DeviceCaps& c, const OpDesc& op, DType t) {
   const int vec = t == DType::f32 ? 4 : 8;
   s.tm = static_cast<int>(
       std::min<uint64_t>(16, pow2_ceil(static_cast<uint64_t>(std::max<int64_t>(M, 1)))));
-  s.tn = (t == DType::f32 && !op.attrs.transpose_b) || M <= 4 ? 16 : 8;
+  s.tn = M <= 4 ? 16 : 8;
   const int64_t target = 2 * std::max(c.compute_units, 1);
   auto groups = [&] {
     return ((N + s.wg * s.tn - 1) / (s.wg * s.tn)) * ((M + s.tm - 1) / s.tm) * batch;
