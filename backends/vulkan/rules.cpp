@@ -250,7 +250,13 @@ class Rules final : public BackendRules {
   static KernelChoice coopmat_choice(const DeviceCaps& c, const OpDesc& op, DType t) {
     KernelChoice k = base(op, t, "coopmat");
     if (c.matrix_units.empty()) {
-      k.reason = "device has no VK_KHR_cooperative_matrix";
+      auto nv = c.extra.find("cooperative_matrix_nv");
+      if (nv != c.extra.end() && nv->second != "absent")
+        k.reason = "device has only VK_NV_cooperative_matrix (" + nv->second +
+                   "), which no Vulkan kernel uses: NVIDIA's matrix units run through the CUDA "
+                   "backend";
+      else
+        k.reason = "device has no VK_KHR_cooperative_matrix";
       return k;
     }
     // The shader needs GL_KHR_cooperative_matrix, which glslang learned in 13.0; this build's

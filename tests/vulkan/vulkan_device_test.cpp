@@ -285,6 +285,13 @@ TEST(VulkanRules, CooperativeMatrixIsRefusedWithAReason) {
   EXPECT_NE(ch[0].reason.find("VK_KHR_cooperative_matrix"), std::string::npos);
   EXPECT_TRUE(ch[1].ok) << ch[1].reason;
   EXPECT_EQ(ch[1].tier, "tiled");
+  // An NVIDIA device with only the older NV extension is told where its matrix units are used.
+  c.extra["cooperative_matrix_nv"] = "16x16x16 f16+f32";
+  ch = rules().choices(c, op);
+  EXPECT_FALSE(ch[0].ok);
+  EXPECT_NE(ch[0].reason.find("VK_NV_cooperative_matrix (16x16x16 f16+f32)"), std::string::npos)
+      << ch[0].reason;
+  EXPECT_NE(ch[0].reason.find("CUDA backend"), std::string::npos) << ch[0].reason;
 }
 
 TEST(VulkanRules, NoSixteenBitStorageRefusesHalfPrecisionWithAReason) {
