@@ -59,11 +59,13 @@ Result<std::vector<PlanDevice>> profile_devices(std::span<const std::string> nam
 }
 
 std::shared_ptr<Registry> shared_registry(const BackendOptions& options) {
+  // Never destroyed: at exit, drivers loaded with dlopen may already be finalised, and tearing
+  // devices down after them crashes or leaks inside the driver. The OS reclaims everything.
   static std::mutex m;
-  static std::shared_ptr<Registry> r;
+  static auto* r = new std::shared_ptr<Registry>();
   std::lock_guard<std::mutex> g(m);
-  if (!r) r = std::make_shared<Registry>(open_registry(options));
-  return r;
+  if (!*r) *r = std::make_shared<Registry>(open_registry(options));
+  return *r;
 }
 
 Result<std::unique_ptr<Engine>> open_engine(Graph graph, Policy policy) {

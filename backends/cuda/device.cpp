@@ -212,6 +212,13 @@ class Device final : public CudaDevice {
     kernels::Launch l{choice.launch, stream_, workspace, props_.major * 10 + props_.minor};
     Status s = check(drv().launch(tier, op, in, out, l));
     if (!s.ok()) return err(s.code()).note(choice.tier + " kernel: " + s.message());
+    // Data errors (an embedding id out of range) sit at the start of the workspace; copy them
+    // out on the stream before a later op reuses the workspace, and judge them at synchronize.
+    if (const uint64_t eb = kernels::error_bytes(op); eb > 0) {
+      DataCheck c{op, std::vector<std::byte>(eb)};
+      DUET_TRY(check(drv().copy_to_host(c.bytes.data(), workspace, eb, stream_)));
+      data_checks_.push_back(std::move(c));
+    }
     return {};
   }
 
@@ -219,8 +226,12 @@ class Device final : public CudaDevice {
     DUET_TRY(alive());
     if (!started_) return {};
     DUET_TRY(check(drv().use(ordinal())));
-    DUET_TRY(check(drv().stream_sync(stream_)));
+    const Status synced = check(drv().stream_sync(stream_));
+    std::vector<DataCheck> checks = std::move(data_checks_);
+    data_checks_.clear();
+    DUET_TRY(synced);
     for (Slot& s : slots_) s.pending = false;
+    for (const DataCheck& c : checks) DUET_TRY(kernels::launch_result(c.op, c.bytes.data(), id_));
     return {};
   }
 
@@ -354,6 +365,13 @@ class Device final : public CudaDevice {
 
   // Scratch for the kernel, grown as needed. Work runs in order on one stream, so the previous
   // workspace may go back to the cache while earlier kernels still use it.
+  // An op whose kernel reports data errors, and the bytes copied back for it.
+  struct DataCheck {
+    OpDesc op;
+    std::vector<std::byte> bytes;
+  };
+  std::vector<DataCheck> data_checks_;
+
   Result<void*> ensure_workspace(const OpDesc& op, uint64_t bytes) {
     if (bytes == 0) return static_cast<void*>(nullptr);
     if (workspace_.size < bytes) {

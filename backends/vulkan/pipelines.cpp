@@ -51,7 +51,7 @@ std::vector<std::byte> read_cache_file(const std::string& path,
   if (!f) return {};
   std::string raw((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
   std::vector<std::byte> all(raw.size());
-  std::memcpy(all.data(), raw.data(), raw.size());
+  if (!raw.empty()) std::memcpy(all.data(), raw.data(), raw.size());
   auto reject = [&](const char* why) {
     log().warn("Vulkan pipeline cache {} ignored: {}", path, why);
     return std::vector<std::byte>{};

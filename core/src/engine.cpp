@@ -30,9 +30,7 @@ std::string Engine::explain() const {
   return duet::explain(plan());
 }
 
-Result<std::map<std::string, HostTensor>> Engine::run(
-    const std::map<std::string, HostTensor>& inputs) {
-  std::lock_guard<std::mutex> g(mutex_);
+Status Engine::replan_for(const std::map<std::string, HostTensor>& inputs) {
   std::map<std::string, TensorDesc> changed;
   for (int id : graph_.inputs()) {
     const GraphValue& v = graph_.value(id);
@@ -42,15 +40,27 @@ Result<std::map<std::string, HostTensor>> Engine::run(
     if (t.dtype == v.desc.dtype && !t.same_shape(v.desc))
       changed[v.name] = TensorDesc::contiguous(t.dtype, t.dims());
   }
-  if (!changed.empty()) {
-    // New shapes: every input at its new shape, the rest as they are now.
-    std::map<std::string, TensorDesc> shapes;
-    for (int id : graph_.inputs()) shapes[graph_.value(id).name] = graph_.value(id).desc;
-    for (auto& [name, d] : changed) shapes[name] = d;
-    DUET_ASSIGN_OR_RETURN(Graph reshaped, source_.with_input_shapes(shapes));
-    DUET_TRY(prepare(reshaped));
-  }
+  if (changed.empty()) return {};
+  // New shapes: every input at its new shape, the rest as they are now.
+  std::map<std::string, TensorDesc> shapes;
+  for (int id : graph_.inputs()) shapes[graph_.value(id).name] = graph_.value(id).desc;
+  for (auto& [name, d] : changed) shapes[name] = d;
+  DUET_ASSIGN_OR_RETURN(Graph reshaped, source_.with_input_shapes(shapes));
+  return prepare(reshaped);
+}
+
+Result<std::map<std::string, HostTensor>> Engine::run(
+    const std::map<std::string, HostTensor>& inputs) {
+  std::lock_guard<std::mutex> g(mutex_);
+  DUET_TRY(replan_for(inputs));
   return executor_->run(inputs);
+}
+
+Result<std::map<std::string, HostTensor>> Engine::run_timed(
+    const std::map<std::string, HostTensor>& inputs, std::vector<StepTime>& times) {
+  std::lock_guard<std::mutex> g(mutex_);
+  DUET_TRY(replan_for(inputs));
+  return executor_->run_timed(inputs, times);
 }
 
 }  // namespace duet

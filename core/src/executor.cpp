@@ -1,6 +1,7 @@
 #include "duet/executor.h"
 
 #include <algorithm>
+#include <chrono>
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
@@ -72,6 +73,22 @@ class PlanExecutor final : public Executor {
 
   Result<std::map<std::string, HostTensor>> run(
       const std::map<std::string, HostTensor>& inputs) override {
+    return run_steps(inputs, nullptr);
+  }
+
+  Result<std::map<std::string, HostTensor>> run_timed(
+      const std::map<std::string, HostTensor>& inputs, std::vector<StepTime>& times) override {
+    std::vector<double> seconds(plan_.steps.size(), -1.0);
+    auto out = run_steps(inputs, &seconds);
+    times.clear();
+    for (size_t i = 0; i < seconds.size(); ++i)
+      if (seconds[i] >= 0) times.push_back({static_cast<int>(i), seconds[i]});
+    return out;
+  }
+
+ private:
+  Result<std::map<std::string, HostTensor>> run_steps(
+      const std::map<std::string, HostTensor>& inputs, std::vector<double>* seconds) {
     std::lock_guard<std::mutex> g(run_mutex_);
     // Inputs: every one given, as planned; nothing else.
     std::vector<HostTensor> host(plan_.values.size());
@@ -107,6 +124,7 @@ class PlanExecutor final : public Executor {
     rs.host = &host;
     rs.staged.assign(plan_.steps.size(), {});
     rs.ready.assign(plan_.steps.size(), 0);
+    rs.seconds = seconds;
     // Which devices have per-run work.
     std::vector<int> active;
     for (size_t d = 0; d < plan_.devices.size(); ++d) {
@@ -136,7 +154,6 @@ class PlanExecutor final : public Executor {
     return out;
   }
 
- private:
   struct RunState {
     std::vector<HostTensor>* host = nullptr;
     std::vector<std::vector<std::byte>> staged;  // device-to-device copies, by step
@@ -145,6 +162,7 @@ class PlanExecutor final : public Executor {
     std::condition_variable cv;
     Status error;
     bool failed = false;
+    std::vector<double>* seconds = nullptr;  // per step, when timing (run_timed)
   };
 
   template <class F>
@@ -173,6 +191,17 @@ class PlanExecutor final : public Executor {
       if (!r.buffer) return Status(Code::internal, "executor: an input has no buffer");
     if (!out.buffer) return Status(Code::internal, "executor: the output has no buffer");
     return call(s.device, [&] { return devs_[u(s.device)]->execute(s.op, ins, out); });
+  }
+
+  // Timing: waits for device `d` to finish step `i` (started at t0) and adds the time to the
+  // step's (a copy between devices adds its two halves).
+  Status timed(int d, size_t i, std::chrono::steady_clock::time_point t0, RunState& rs) {
+    Status st = call(d, [&] { return devs_[u(d)]->synchronize(); });
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::lock_guard<std::mutex> g(rs.m);
+    double& slot = (*rs.seconds)[i];
+    slot = (slot < 0 ? 0 : slot) + s;
+    return st;
   }
 
   // Constants: upload and run the load-time steps once; keep what later runs read.
@@ -252,8 +281,10 @@ class PlanExecutor final : public Executor {
         if (rs.failed) return;
       }
       if (s.kind == StepKind::view) continue;
+      auto t0 = std::chrono::steady_clock::now();
       if (s.kind == StepKind::kernel) {
         if (s.device == d) st = kernel(s);
+        if (s.device == d && rs.seconds && st.ok()) st = timed(d, i, t0, rs);
         if (!st.ok()) st = fail_step(s, st);
         continue;
       }
@@ -281,9 +312,11 @@ class PlanExecutor final : public Executor {
         if (rs.failed) return;
         std::vector<std::byte> tmp = std::move(rs.staged[i]);
         lk.unlock();
+        t0 = std::chrono::steady_clock::now();  // time the write, not the wait
         st = call(
             d, [&] { return devs_[u(d)]->write(*buffers_[u(s.output)], 0, tmp.data(), s.bytes); });
       }
+      if (rs.seconds && st.ok() && (s.src_device == d || s.device == d)) st = timed(d, i, t0, rs);
       if (!st.ok()) st = fail_step(s, st);
     }
     if (st.ok()) st = call(d, [&] { return devs_[u(d)]->synchronize(); });

@@ -791,13 +791,13 @@ Status Planner::place(int node_index) {
   st.tier_reason = e.pick.tier + ": " + e.pick.reason;
   // What each policy term removed, one line per term.
   std::vector<std::pair<std::string, std::string>> removed;  // term -> "cuda:0 flash bf16, ..."
-  auto note_removed = [&](const std::string& term, const std::string& what) {
+  auto note_removed = [&](const std::string& term, const std::string& item) {
     for (auto& [t, list] : removed)
       if (t == term) {
-        list += ", " + what;
+        list += ", " + item;
         return;
       }
-    removed.emplace_back(term, what);
+    removed.emplace_back(term, item);
   };
   for (const DeviceEval& x : evals) {
     for (const Alternative& a : x.alternatives) {

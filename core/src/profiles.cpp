@@ -7,10 +7,15 @@
 #include <set>
 #include <sstream>
 
+#include <dlfcn.h>
+
 #include "duet/internal/caps_json.h"
 
 #ifndef DUET_PROFILES_INSTALL_DIR
 #define DUET_PROFILES_INSTALL_DIR ""
+#endif
+#ifndef DUET_PROFILES_RELATIVE_DIR
+#define DUET_PROFILES_RELATIVE_DIR "share/duet/profiles"
 #endif
 #ifndef DUET_PROFILES_SOURCE_DIR
 #define DUET_PROFILES_SOURCE_DIR ""
@@ -19,6 +24,20 @@
 namespace duet {
 
 namespace fs = std::filesystem;
+
+namespace {
+// <prefix>/share/duet/profiles for the prefix holding the file this code was loaded from
+// (libduet.so in <prefix>/lib, or the duet binary in <prefix>/bin), so an installed tree finds
+// its profiles even after it was moved.
+std::string profiles_beside_this_binary() {
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&profile_dirs), &info) == 0 || !info.dli_fname) return {};
+  std::error_code ec;
+  const fs::path self = fs::canonical(info.dli_fname, ec);
+  if (ec) return {};
+  return (self.parent_path().parent_path() / DUET_PROFILES_RELATIVE_DIR).string();
+}
+}  // namespace
 
 std::vector<std::string> profile_dirs() {
   std::vector<std::string> candidates;
@@ -31,6 +50,7 @@ std::vector<std::string> profile_dirs() {
         start = i + 1;
       }
   }
+  candidates.push_back(profiles_beside_this_binary());
   candidates.emplace_back(DUET_PROFILES_INSTALL_DIR);
   candidates.emplace_back(DUET_PROFILES_SOURCE_DIR);
   std::vector<std::string> out;

@@ -100,6 +100,18 @@ Status validate(const TensorDesc& t) {
       return Err(Code::invalid_argument).expected("non-negative strides").got(t.str());
   }
   if (t.offset < 0) return Err(Code::invalid_argument).expected("offset >= 0").got(t.str());
+  // Element counts and the storage a view spans must fit comfortably in 64 bits (as bytes too).
+  constexpr int64_t kMaxElems = int64_t{1} << 48;
+  int64_t n = 1, extent = t.offset;
+  for (int i = 0; i < t.rank; ++i) {
+    int64_t span = 0;
+    if (__builtin_mul_overflow(n, t.shape[u(i)], &n) || n > kMaxElems ||
+        __builtin_mul_overflow(t.shape[u(i)] - 1, t.strides[u(i)], &span) ||
+        __builtin_add_overflow(extent, span, &extent) || extent > kMaxElems)
+      return Err(Code::invalid_argument)
+          .expected("at most 2^48 elements in a tensor and its storage")
+          .got(t.str());
+  }
   return {};
 }
 

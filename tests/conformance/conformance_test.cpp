@@ -89,6 +89,13 @@ TEST(CaseSet, IsValidAndCoversEveryOp) {
     }
 }
 
+TEST(CaseSet, TheFullSetIsValidToo) {
+  for (const check::Case& c : check::cases(true)) {
+    auto op = check::case_op(c);
+    EXPECT_TRUE(op.ok()) << c.name << ": " << op.status().message();
+  }
+}
+
 TEST(CaseSet, InputsAreRandomAndNeverZero) {
   for (const check::Case& c : all_cases()) {
     for (const HostTensor& t : check::case_inputs(c)) {

@@ -104,6 +104,16 @@ TEST(Tensor, ValidateRejectsZeroAndNegativeDims) {
   EXPECT_FALSE(validate(t).ok());
 }
 
+TEST(Tensor, ValidateRejectsShapesWhoseSizeOverflows) {
+  TensorDesc t = TensorDesc::contiguous(DType::f32, {1 << 20, 1 << 20, 1 << 20});
+  Status s = validate(t);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("2^48 elements"), std::string::npos) << s.message();
+  TensorDesc wide = TensorDesc::contiguous(DType::f32, {4, 4});
+  wide.strides[0] = int64_t{1} << 62;
+  EXPECT_FALSE(validate(wide).ok()) << "a stride that overflows the storage extent";
+}
+
 TEST(HostTensor, ViewOutsideStorageIsAnError) {
   HostTensor t = HostTensor::empty(DType::f32, std::vector<int64_t>{4});
   TensorDesc big = TensorDesc::contiguous(DType::f32, {5});

@@ -2,10 +2,7 @@
 // capability profiles with the real backends' rules: no hardware needed.
 #include "fixtures.h"
 
-#if __has_include("cuda/rules.h")
 #include "cuda/rules.h"
-#define DUET_TEST_HAVE_CUDA_MAKE_RULES 1
-#endif
 
 namespace duet::testing_planner {
 namespace {
@@ -20,7 +17,6 @@ bool uses_tier(const Plan& p, const std::string& tier) {
 //    engine, with the reasons; on Ampere: bf16 and flash.
 
 TEST(Failure1, Bf16AttentionOnRtx2080TiRunsFp16TiledSdpaAndSaysWhy) {
-  SKIP_UNTIL_CUDA_RULES_LAND();
   Plan p = plan_ok(attention_graph(DType::bf16), real_devices({"rtx2080ti"}));
   const PlanStep* a = p.step("attn");
   ASSERT_NE(a, nullptr);
@@ -36,7 +32,6 @@ TEST(Failure1, Bf16AttentionOnRtx2080TiRunsFp16TiledSdpaAndSaysWhy) {
 }
 
 TEST(Failure1, Bf16AttentionOnA100RunsBf16Flash) {
-  SKIP_UNTIL_CUDA_RULES_LAND();
   Plan p = plan_ok(attention_graph(DType::bf16), real_devices({"a100"}));
   const PlanStep* a = p.step("attn");
   ASSERT_NE(a, nullptr);
@@ -63,7 +58,6 @@ Graph two_branches(DType t) {
 }
 
 TEST(Failure2, TuringAndAmpereEachGetTheirOwnKernels) {
-  SKIP_UNTIL_CUDA_RULES_LAND();
   Plan p = plan_ok(two_branches(DType::f16), real_devices({"rtx2080ti", "rtx3090"}),
                    policy("budget=3.5MiB"));
   ASSERT_EQ(p.devices_used().size(), 2u) << explain(p);
@@ -73,7 +67,6 @@ TEST(Failure2, TuringAndAmpereEachGetTheirOwnKernels) {
   }
 }
 
-#ifdef DUET_TEST_HAVE_CUDA_MAKE_RULES
 std::vector<PlanDevice> with_build(std::vector<std::string> names, const cuda::BuildArchs& archs,
                                    const BackendRules& rules) {
   std::vector<PlanDevice> d = real_devices(std::move(names));
@@ -87,7 +80,6 @@ std::vector<PlanDevice> with_build(std::vector<std::string> names, const cuda::B
 }
 
 TEST(Failure2, ABuildWithoutSm86RunsThe3090ThroughPtxJitAndSaysSo) {
-  SKIP_UNTIL_CUDA_RULES_LAND();
   const cuda::BuildArchs archs{{75}, 75, {}, false};
   auto rules = cuda::make_rules(archs);
   Plan p =
@@ -98,23 +90,18 @@ TEST(Failure2, ABuildWithoutSm86RunsThe3090ThroughPtxJitAndSaysSo) {
 }
 
 TEST(Failure2, ABuildWithNoImageForThe3090PlansEverythingOnThe2080Ti) {
-  SKIP_UNTIL_CUDA_RULES_LAND();
   const cuda::BuildArchs archs{{75}, 0, {}, false};
   auto rules = cuda::make_rules(archs);
   Plan p =
       plan_ok(attention_graph(DType::f16), with_build({"rtx2080ti", "rtx3090"}, archs, *rules));
   const std::string text = explain(p);
   for (const PlanStep& s : p.steps)
-    if (s.kind == StepKind::kernel) EXPECT_EQ(s.device, 0) << s.name << "\n" << text;
+    if (s.kind == StepKind::kernel) {
+      EXPECT_EQ(s.device, 0) << s.name << "\n" << text;
+    }
   EXPECT_HAS(text, "no kernel image for sm_86");
   EXPECT_HAS(text, "cuda:1 tiled");  // the 3090's refused choices are listed with the reason
 }
-#else
-TEST(Failure2, ABuildWithoutSm86ReportsThe3090sImage) {
-  GTEST_SKIP() << "waits on cuda::make_rules and cuda::check_image (backends/cuda/rules.h, branch "
-                  "cuda-host) landing on main";
-}
-#endif
 
 // 3. A graph too large for one T4 splits across two (or says clearly why it cannot).
 
@@ -123,7 +110,6 @@ Graph too_big_for_a_t4() {
 }
 
 TEST(Failure3, AGraphTooLargeForOneT4SplitsAcrossTwo) {
-  SKIP_UNTIL_CUDA_RULES_LAND();
   Plan p = plan_ok(too_big_for_a_t4(), real_devices({"t4", "t4"}));
   ASSERT_EQ(p.devices_used().size(), 2u) << explain(p);
   for (const DeviceMemoryPlan& m : p.memory) EXPECT_LE(m.peak_bytes, m.budget_bytes);
@@ -132,7 +118,6 @@ TEST(Failure3, AGraphTooLargeForOneT4SplitsAcrossTwo) {
 }
 
 TEST(Failure3, WithSplittingForbiddenItIsAClearError) {
-  SKIP_UNTIL_CUDA_RULES_LAND();
   auto p = make_plan(too_big_for_a_t4(), real_devices({"t4", "t4"}), policy("split=off"));
   ASSERT_FALSE(p.ok());
   EXPECT_EQ(p.status().code(), Code::out_of_memory);
@@ -144,10 +129,6 @@ TEST(Failure3, WithSplittingForbiddenItIsAClearError) {
 TEST(Failure3, OneT4AloneSaysItDoesNotFit) {
   auto p = make_plan(too_big_for_a_t4(), real_devices({"t4"}));
   ASSERT_FALSE(p.ok());
-  if (cuda_rules_pending()) {
-    EXPECT_HAS(p.status().message(), "cannot be placed");  // no kernels yet: that is the reason
-    return;
-  }
   EXPECT_EQ(p.status().code(), Code::out_of_memory);
   EXPECT_HAS(p.status().message(), "cuda:0 (t4)");
 }
@@ -184,14 +165,14 @@ TEST(Failure4, AGtx1060AloneEitherPlansOrSaysWhichOpAndWhy) {
   }
 }
 
-#ifdef DUET_TEST_HAVE_CUDA_MAKE_RULES
 TEST(Failure4, ACuda12BuildWithSm61RunsTheGenericTierOnThe1060) {
-  SKIP_UNTIL_CUDA_RULES_LAND();
   const cuda::BuildArchs archs{{61, 70, 75, 80}, 80, {}, false};
   auto rules = cuda::make_rules(archs);
   Plan p = plan_ok(attention_graph(DType::f16), with_build({"gtx1060"}, archs, *rules));
   for (const PlanStep& s : p.steps)
-    if (s.kind == StepKind::kernel && s.node >= 0) EXPECT_EQ(s.op.choice.tier, "generic") << s.name;
+    if (s.kind == StepKind::kernel && s.node >= 0) {
+      EXPECT_EQ(s.op.choice.tier, "generic") << s.name;
+    }
   const PlanStep* a = p.step("attn");
   ASSERT_NE(a, nullptr) << "the 1060 must run attention on the generic tier";
   bool said = false;
@@ -199,12 +180,10 @@ TEST(Failure4, ACuda12BuildWithSm61RunsTheGenericTierOnThe1060) {
     said = said || s.find("flash skipped") != std::string::npos;
   EXPECT_TRUE(said) << explain(p);
 }
-#endif
 
 // 5. A setting that must win: deny flash on an A100, and explain shows the policy decided.
 
 TEST(Failure5, DenyFlashOnA100IsHonouredAndExplainSaysThePolicyDecided) {
-  SKIP_UNTIL_CUDA_RULES_LAND();
   Plan p = plan_ok(attention_graph(DType::bf16), real_devices({"a100"}), policy("deny=cuda.flash"));
   EXPECT_FALSE(uses_tier(p, "flash")) << explain(p);
   const PlanStep* a = p.step("attn");
@@ -219,7 +198,6 @@ TEST(Failure5, DenyFlashOnA100IsHonouredAndExplainSaysThePolicyDecided) {
 }
 
 TEST(Failure5, ForbiddingEveryAttentionKernelIsAnErrorNotAFallback) {
-  SKIP_UNTIL_CUDA_RULES_LAND();
   auto p = make_plan(attention_graph(DType::bf16), real_devices({"a100"}),
                      policy("deny=cuda.flash,cuda.tiled,cuda.generic"));
   ASSERT_FALSE(p.ok());

@@ -143,9 +143,11 @@ inline Graph mlp_stack(DType t, int layers, int64_t dim, int64_t rows = 16) {
 inline Plan plan_ok(const Graph& g, std::vector<PlanDevice> d, const Policy& p = {}) {
   auto plan = make_plan(g, std::move(d), p);
   EXPECT_TRUE(plan.ok()) << plan.status().message();
-  if (plan.ok())
-    for (const std::string& note : plan->notes)
+  if (plan.ok()) {
+    for (const std::string& note : plan->notes) {
       EXPECT_LACKS(note, "for the op as executed");  // the rules agree with what runs
+    }
+  }
   return plan.ok() ? std::move(*plan) : Plan{};
 }
 
@@ -154,21 +156,5 @@ inline Policy policy(const std::string& text) {
   EXPECT_TRUE(p.ok()) << p.status().message();
   return p.ok() ? *p : Policy{};
 }
-
-// Whether the built-in CUDA rules are still the placeholder that refuses every op.
-inline bool cuda_rules_pending() {
-  auto op = make_op(
-      OpKind::matmul, {},
-      {TensorDesc::contiguous(DType::f32, {8, 8}), TensorDesc::contiguous(DType::f32, {8, 8})});
-  const DeviceCaps a100 = profile("a100");
-  for (const KernelChoice& c : builtin_rules(BackendKind::cuda).choices(a100, *op))
-    if (c.ok || c.reason.find("no kernels in this build yet") == std::string::npos) return false;
-  return true;
-}
-
-#define SKIP_UNTIL_CUDA_RULES_LAND()                                                          \
-  if (cuda_rules_pending())                                                                   \
-  GTEST_SKIP() << "waits on the CUDA rules (branches cuda-host, cuda-kernels): the built-in " \
-                  "CUDA rules on this branch still refuse every op"
 
 }  // namespace duet::testing_planner

@@ -1,3 +1,5 @@
+// The `duet` command as a user runs it: exit codes, one-line errors on stderr, output files that
+// are complete or absent.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -10,6 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "duet/safetensors.h"
+
 namespace {
 
 namespace fs = std::filesystem;
@@ -19,52 +23,128 @@ struct CliRun {
   std::string out, err;
 };
 
-// Runs the duet binary with `args` (a shell-quoted string), capturing stdout and stderr.
-CliRun duet(const std::string& args) {
-  const fs::path dir = fs::temp_directory_path() / ("duet-cli-" + std::to_string(::getpid()));
-  fs::create_directories(dir);
-  const std::string cmd = std::string(DUET_CLI) + " " + args + " >" + (dir / "out").string() +
-                          " 2>" + (dir / "err").string();
-  CliRun r;
-  const int rc = std::system(cmd.c_str());
-  r.status = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-  auto slurp = [](const fs::path& p) {
-    std::ifstream f(p);
+// A folder of its own for each test, removed afterwards.
+class Cli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("duet-cli-" + std::to_string(::getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+
+  std::string write(const std::string& name, const std::string& text) const {
+    std::ofstream(path(name), std::ios::binary) << text;
+    return path(name);
+  }
+
+  // Runs the duet binary with `args` (a shell-quoted string) and `env` assignments in front
+  // ("DUET_POLICY=..."), capturing stdout and stderr. DUET_POLICY is unset unless given.
+  CliRun duet(const std::string& args, const std::string& env = "") const {
+    const std::string cmd = "env -u DUET_POLICY " + env + " " + std::string(DUET_CLI) + " " + args +
+                            " >" + path(".out") + " 2>" + path(".err");
+    CliRun r;
+    const int rc = std::system(cmd.c_str());
+    r.status = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+    r.out = slurp(path(".out"));
+    r.err = slurp(path(".err"));
+    return r;
+  }
+
+  static std::string slurp(const std::string& p) {
+    std::ifstream f(p, std::ios::binary);
     return std::string(std::istreambuf_iterator<char>(f), {});
-  };
-  r.out = slurp(dir / "out");
-  r.err = slurp(dir / "err");
-  fs::remove_all(dir);
-  return r;
-}
+  }
+
+  // Files in the test's folder other than the captured streams.
+  std::vector<std::string> files() const {
+    std::vector<std::string> out;
+    for (const auto& e : fs::directory_iterator(dir_)) {
+      const std::string n = e.path().filename().string();
+      if (n != ".out" && n != ".err") out.push_back(n);
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+
+  fs::path dir_;
+};
 
 int lines(const std::string& s) {
   return static_cast<int>(std::count(s.begin(), s.end(), '\n'));
 }
 
-TEST(Cli, EveryCommandHasHelp) {
-  for (const char* c : {"", "devices", "check", "bench"}) {
+// y = relu(x * 2) - b, x f32[2,3], b inline: exact in f32 on every device.
+const char* kGraph = R"({"format": "duet-graph", "version": 1, "name": "tiny",
+  "inputs": [{"name": "x", "dtype": "f32", "shape": [2, 3]}],
+  "constants": [{"name": "b", "dtype": "f32", "shape": [3], "values": [0.5, -1, 2]}],
+  "nodes": [{"name": "x2", "op": "scale", "inputs": ["x"], "attrs": {"alpha": 2}},
+            {"name": "r", "op": "relu", "inputs": ["x2"]},
+            {"name": "y", "op": "sub", "inputs": ["r", "b"]}],
+  "outputs": ["y"]})";
+
+const char* kBf16Attention = R"({"format": "duet-graph", "version": 1, "name": "attention",
+  "inputs": [{"name": "q", "dtype": "bf16", "shape": [1, 8, 128, 64]},
+             {"name": "k", "dtype": "bf16", "shape": [1, 8, 128, 64]},
+             {"name": "v", "dtype": "bf16", "shape": [1, 8, 128, 64]}],
+  "nodes": [{"name": "attn", "op": "attention", "inputs": ["q", "k", "v"],
+             "attrs": {"causal": true}}],
+  "outputs": ["attn"]})";
+
+duet::HostTensor f32(std::vector<int64_t> shape, std::vector<float> v) {
+  duet::HostTensor t = duet::HostTensor::empty(duet::DType::f32, shape);
+  std::copy(v.begin(), v.end(), t.data<float>());
+  return t;
+}
+
+// ---- every command -----------------------------------------------------------------------
+
+TEST_F(Cli, EveryCommandHasHelp) {
+  for (const char* c : {"", "devices", "check", "plan", "run", "bench"}) {
     CliRun r = duet(std::string(c) + " --help");
     EXPECT_EQ(r.status, 0) << c;
     EXPECT_NE(r.out.find("Usage"), std::string::npos) << c;
   }
 }
 
-TEST(Cli, UnknownFlagIsOneLineOnStderrAndNonZero) {
+TEST_F(Cli, VersionPrintsTheProjectVersion) {
+  CliRun r = duet("--version");
+  EXPECT_EQ(r.status, 0);
+  EXPECT_EQ(r.out.rfind("duet ", 0), 0u) << r.out;
+}
+
+TEST_F(Cli, UnknownFlagIsOneLineOnStderrAndExitTwo) {
   CliRun r = duet("devices --frobnicate");
-  EXPECT_NE(r.status, 0);
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(lines(r.err), 1) << r.err;
   EXPECT_NE(r.err.find("frobnicate"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("duet devices --help"), std::string::npos) << r.err;
   EXPECT_TRUE(r.out.empty());
 }
 
-TEST(Cli, UnknownDeviceIsNamed) {
+TEST_F(Cli, UnknownCommandAndMissingCommandFail) {
+  CliRun r = duet("frobnicate");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(lines(r.err), 1) << r.err;
+  CliRun none = duet("");
+  EXPECT_EQ(none.status, 2);
+  EXPECT_EQ(lines(none.err), 1) << none.err;
+}
+
+// ---- devices, check, bench ---------------------------------------------------------------
+
+TEST_F(Cli, UnknownDeviceIsNamed) {
   CliRun r = duet("check --device vulkan:9");
   EXPECT_EQ(r.status, 2);
   EXPECT_EQ(lines(r.err), 1) << r.err;
   EXPECT_NE(r.err.find("vulkan:9"), std::string::npos) << r.err;
 }
 
-TEST(Cli, UnknownOpAndDtypeAreNamed) {
+TEST_F(Cli, UnknownOpAndDtypeAreNamed) {
   CliRun op = duet("bench --op conv3d");
   EXPECT_EQ(op.status, 2);
   EXPECT_NE(op.err.find("conv3d"), std::string::npos) << op.err;
@@ -73,7 +153,7 @@ TEST(Cli, UnknownOpAndDtypeAreNamed) {
   EXPECT_NE(dt.err.find("f8"), std::string::npos) << dt.err;
 }
 
-TEST(Cli, DevicesListsTheCpuAndTheReasonsForMissingBackends) {
+TEST_F(Cli, DevicesListsTheCpuAndTheReasonsForMissingBackends) {
   CliRun r = duet("devices --json");
   ASSERT_EQ(r.status, 0) << r.err;
   auto j = nlohmann::json::parse(r.out);
@@ -84,36 +164,240 @@ TEST(Cli, DevicesListsTheCpuAndTheReasonsForMissingBackends) {
     if (!b["available"].get<bool>()) {
       EXPECT_FALSE(b["reason"].get<std::string>().empty()) << b.dump();
     }
+  EXPECT_TRUE(j["gpus"].is_array());
 }
 
-TEST(Cli, CheckWritesJsonAndPassesOnTheCpu) {
-  const fs::path json =
-      fs::temp_directory_path() / ("duet-check-" + std::to_string(::getpid()) + ".json");
-  CliRun r = duet("check --device cpu:0 --op softmax --op matmul --json " + json.string());
+TEST_F(Cli, CheckWritesJsonAndPassesOnTheCpu) {
+  CliRun r = duet("check --device cpu:0 --op softmax --op matmul --json " + path("c.json"));
   ASSERT_EQ(r.status, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("0 failed"), std::string::npos) << r.out;
-  std::ifstream f(json);
+  EXPECT_NE(r.out.find("cpu:0"), std::string::npos) << r.out;
+  std::ifstream f(path("c.json"));
   auto j = nlohmann::json::parse(f);
   EXPECT_GT(j["passed"].get<int>(), 0);
   EXPECT_EQ(j["failed"].get<int>(), 0);
-  fs::remove(json);
+  for (const auto& c : j["cases"]) {
+    EXPECT_TRUE(c.contains("nmse")) << c.dump();
+    EXPECT_TRUE(c.contains("max_abs")) << c.dump();
+  }
 }
 
-TEST(Cli, AnUnwritableJsonPathFailsWithoutLeavingAPartialFile) {
-  const fs::path dir = fs::temp_directory_path() / ("duet-ro-" + std::to_string(::getpid()));
-  const fs::path json = dir / "missing-subdir" / "out.json";
-  CliRun r = duet("check --device cpu:0 --op relu --json " + json.string());
+TEST_F(Cli, CheckTableHasADeviceRowAndATierRow) {
+  CliRun r = duet("check --device cpu:0 --op add");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const size_t device = r.out.find("cpu:0");
+  const size_t tier = r.out.find("\nop ");
+  ASSERT_NE(device, std::string::npos) << r.out;
+  ASSERT_NE(tier, std::string::npos) << r.out;
+  EXPECT_LT(device, tier) << r.out;
+  EXPECT_NE(r.out.find("\nadd "), std::string::npos) << r.out;
+}
+
+TEST_F(Cli, AnUnwritableJsonPathFailsWithoutLeavingAPartialFile) {
+  const std::string json = path("missing-subdir/out.json");
+  CliRun r = duet("check --device cpu:0 --op relu --json " + json);
   EXPECT_NE(r.status, 0);
+  EXPECT_EQ(lines(r.err), 1) << r.err;
   EXPECT_NE(r.err.find("cannot write"), std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists(json));
-  EXPECT_FALSE(fs::exists(json.string() + ".partial"));
+  EXPECT_TRUE(files().empty());
 }
 
-TEST(Cli, BenchReportsGflopsForTheCpu) {
+TEST_F(Cli, BenchReportsGflopsForTheCpu) {
   CliRun r = duet("bench --device cpu:0 --op add --repeats 3 --min-seconds 0");
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("GFLOP/s"), std::string::npos);
   EXPECT_NE(r.out.find("add f32 2048x4096"), std::string::npos) << r.out;
+}
+
+TEST_F(Cli, BenchPlotToAnUnwritablePathFailsNamingIt) {
+  const std::string png = path("no-such-dir/b.png");
+  CliRun r = duet("bench --device cpu:0 --op add --repeats 1 --min-seconds 0 --plot " + png);
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(lines(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("cannot write " + png), std::string::npos) << r.err;
+  EXPECT_TRUE(files().empty());
+}
+
+// ---- plan --------------------------------------------------------------------------------
+
+TEST_F(Cli, PlanForATuringProfileExplainsTheFallbackToFp16TiledAttention) {
+  const std::string g = write("attn.json", kBf16Attention);
+  CliRun r = duet("plan " + g + " --profile rtx2080ti --explain");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("tiled"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("flash skipped"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("requires sm_80"), std::string::npos) << r.out;
+}
+
+TEST_F(Cli, PlanForTwoProfilesPicksTheAmpereCardForBf16Flash) {
+  const std::string g = write("attn.json", kBf16Attention);
+  CliRun r = duet("plan " + g + " --profile rtx2080ti,rtx3090 --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  bool seen = false;
+  for (const auto& s : j["steps"])
+    if (s["kind"] == "kernel" && s["op"] == "attention") {
+      seen = true;
+      EXPECT_EQ(s["device"], "cuda:1") << s.dump();
+      EXPECT_EQ(s["tier"], "flash") << s.dump();
+      EXPECT_EQ(s["precision"], "bf16") << s.dump();
+    }
+  EXPECT_TRUE(seen) << r.out;
+  EXPECT_EQ(j["devices"].size(), 2u);
+}
+
+TEST_F(Cli, PlanOnThisMachinePrintsOneLinePerOp) {
+  const std::string g = write("tiny.json", kGraph);
+  CliRun r = duet("plan " + g);
+  ASSERT_EQ(r.status, 0) << r.err;
+  for (const char* op : {"scale", "relu", "sub"})
+    EXPECT_NE(r.out.find(op), std::string::npos) << op << "\n" << r.out;
+  EXPECT_NE(r.out.find("policy: (none)"), std::string::npos) << r.out;
+}
+
+TEST_F(Cli, PolicyFromTheEnvironmentIsUsedAndSaidSo) {
+  const std::string g = write("attn.json", kBf16Attention);
+  CliRun r = duet("plan " + g + " --profile rtx3090", "DUET_POLICY='deny=flash'");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("policy: deny=flash (from DUET_POLICY)"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find(" flash "), std::string::npos) << r.out;
+}
+
+TEST_F(Cli, PolicyFlagWinsOverTheEnvironmentAndSaysSo) {
+  const std::string g = write("attn.json", kBf16Attention);
+  CliRun r =
+      duet("plan " + g + " --profile rtx3090 --policy 'precision=f32'", "DUET_POLICY='deny=flash'");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("from --policy, which wins over DUET_POLICY='deny=flash'"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find(" f32 "), std::string::npos) << r.out;
+}
+
+TEST_F(Cli, MalformedPolicyIsOneLineNamingTheTerm) {
+  const std::string g = write("tiny.json", kGraph);
+  CliRun r = duet("plan " + g + " --policy 'deny=cdua.flash'");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(lines(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("cdua"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--policy"), std::string::npos) << r.err;
+  EXPECT_TRUE(r.out.empty());
+  CliRun env = duet("plan " + g, "DUET_POLICY='precision=f8'");
+  EXPECT_EQ(env.status, 2);
+  EXPECT_NE(env.err.find("DUET_POLICY"), std::string::npos) << env.err;
+}
+
+TEST_F(Cli, UnknownProfileIsNamedWithTheKnownOnes) {
+  const std::string g = write("tiny.json", kGraph);
+  CliRun r = duet("plan " + g + " --profile rtx9999");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(lines(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("rtx9999"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("rtx2080ti"), std::string::npos) << r.err;
+}
+
+TEST_F(Cli, MissingAndMalformedGraphFilesAreNamed) {
+  CliRun missing = duet("plan " + path("nope.json"));
+  EXPECT_EQ(missing.status, 2);
+  EXPECT_EQ(lines(missing.err), 1) << missing.err;
+  EXPECT_NE(missing.err.find("nope.json"), std::string::npos) << missing.err;
+
+  CliRun broken = duet("plan " + write("broken.json", "{\"format\": \"duet-graph\", "));
+  EXPECT_EQ(broken.status, 2);
+  EXPECT_EQ(lines(broken.err), 1) << broken.err;
+  EXPECT_NE(broken.err.find("broken.json"), std::string::npos) << broken.err;
+
+  std::string bad_op = kGraph;
+  bad_op.replace(bad_op.find("\"relu\""), 6, "\"conv\"");
+  CliRun op = duet("run " + write("badop.json", bad_op));
+  EXPECT_EQ(op.status, 2);
+  EXPECT_EQ(lines(op.err), 1) << op.err;
+  EXPECT_NE(op.err.find("conv"), std::string::npos) << op.err;
+}
+
+TEST_F(Cli, PlanThatNoDeviceCanRunFailsNamingWhy) {
+  const std::string g = write("tiny.json", kGraph);
+  CliRun r = duet("plan " + g + " --policy 'deny=cpu,vulkan,cuda'");
+  EXPECT_EQ(r.status, 2) << "an impossible override is bad input";
+  EXPECT_EQ(lines(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("no device"), std::string::npos) << r.err;
+}
+
+// ---- run ---------------------------------------------------------------------------------
+
+TEST_F(Cli, RunTakesSafetensorsInAndOutAndPrintsEveryOp) {
+  const std::string g = write("tiny.json", kGraph);
+  ASSERT_TRUE(duet::write_safetensors(path("in.safetensors"),
+                                      {{"x", f32({2, 3}, {1, -2, 3, 0.25f, 4, -0.5f})}})
+                  .ok());
+  CliRun r = duet("run " + g + " --inputs " + path("in.safetensors") + " --outputs " +
+                  path("out.safetensors") + " --json " + path("run.json"));
+  ASSERT_EQ(r.status, 0) << r.err;
+  for (const char* col : {"x2", "scale", "relu", "sub", "f32", "us"})
+    EXPECT_NE(r.out.find(col), std::string::npos) << col << "\n" << r.out;
+  auto out = duet::load_safetensors(path("out.safetensors"));
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  ASSERT_EQ(out->count("y"), 1u);
+  const float want[] = {1.5f, 1, 4, 0, 9, -2};  // relu(2x) - b
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(out->at("y").data<float>()[i], want[i]) << i;
+  std::ifstream f(path("run.json"));
+  auto j = nlohmann::json::parse(f);
+  int kernels = 0;
+  for (const auto& s : j["steps"]) kernels += s["kind"] == "kernel";
+  EXPECT_EQ(kernels, 3) << j.dump(2);
+}
+
+TEST_F(Cli, RunWithoutInputsUsesRandomValuesAndSaysSo) {
+  const std::string g = write("tiny.json", kGraph);
+  CliRun r = duet("run " + g + " --policy device=cpu --repeats 2");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("inputs: random"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("cpu:0"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("output y f32[2,3]"), std::string::npos) << r.out;
+}
+
+TEST_F(Cli, MalformedSafetensorsInputsAreNamed) {
+  const std::string g = write("tiny.json", kGraph);
+  const std::string junk = write("junk.safetensors", std::string("\x08\0\0\0\0\0\0\0{bad", 12));
+  CliRun r = duet("run " + g + " --inputs " + junk);
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(lines(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("junk.safetensors"), std::string::npos) << r.err;
+
+  CliRun missing = duet("run " + g + " --inputs " + path("absent.safetensors"));
+  EXPECT_EQ(missing.status, 2);
+  EXPECT_NE(missing.err.find("absent.safetensors"), std::string::npos) << missing.err;
+}
+
+TEST_F(Cli, InputsThatDoNotMatchTheGraphAreNamed) {
+  const std::string g = write("tiny.json", kGraph);
+  ASSERT_TRUE(duet::write_safetensors(path("wrong.safetensors"), {{"z", f32({1}, {1})}}).ok());
+  CliRun r = duet("run " + g + " --inputs " + path("wrong.safetensors"));
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("'z'"), std::string::npos) << r.err;
+  ASSERT_TRUE(duet::write_safetensors(path("none.safetensors"), {}).ok());
+  CliRun none = duet("run " + g + " --inputs " + path("none.safetensors"));
+  EXPECT_EQ(none.status, 2);
+  EXPECT_NE(none.err.find("no tensor 'x'"), std::string::npos) << none.err;
+}
+
+TEST_F(Cli, RunThatCannotWriteItsOutputsLeavesNoFile) {
+  const std::string g = write("tiny.json", kGraph);
+  const std::string out = path("no-such-dir/out.safetensors");
+  CliRun r = duet("run " + g + " --outputs " + out);
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("cannot write"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(out));
+  EXPECT_EQ(files(), std::vector<std::string>{"tiny.json"});
+}
+
+TEST_F(Cli, RunOnAnUnknownDeviceIsRefused) {
+  const std::string g = write("tiny.json", kGraph);
+  CliRun r = duet("run " + g + " --policy device=vulkan:9");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(lines(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("vulkan:9"), std::string::npos) << r.err;
 }
 
 }  // namespace

@@ -76,7 +76,7 @@ void matmul_cases(Builder& b, DType t) {
       {{17, 33}, {9, 33}, false, true, false},         {{33, 17}, {33, 9}, true, false, false},
       {{2, 3, 17, 33}, {33, 19}, false, false, false},  // batched, broadcast weight
       {{2, 1, 5, 7}, {3, 7, 4}, false, false, false},   // batch broadcast both ways
-      {{67, 130}, {130, 97}, false, false, false},     {{257, 257}, {257, 129}, false, true, true},
+      {{67, 130}, {130, 97}, false, false, false},     {{257, 257}, {129, 257}, false, true, true},
       {{4, 128, 512}, {512, 384}, false, false, true},
   };
   for (const M& m : ms) {
@@ -163,13 +163,16 @@ void attention_cases(Builder& b, DType t) {
       {2, 4, 2, 33, 33, 64, true, false, false, "gqa.causal"},
       {1, 8, 1, 1, 257, 64, false, false, false, "mqa.decode"},
       {1, 4, 2, 1, 300, 128, true, false, false, "decode.causal"},
-      {1, 2, 1, 5, 37, 32, true, true, false, "causal.mask.lq<lk"},
+      {1, 2, 1, 5, 37, 64, true, true, false, "causal.mask.lq<lk"},
       {1, 2, 2, 19, 7, 16, true, false, false, "causal.lq>lk"},
       {1, 2, 2, 65, 65, 80, false, true, false, "hd80.mask"},
-      {1, 2, 1, 40, 40, 96, true, false, false, "hd96.causal"},
+      {1, 2, 1, 40, 40, 96, true, false, true, "hd96.causal"},
+      {1, 4, 2, 23, 31, 32, true, true, true, "hd32.causal.mask"},
       {1, 2, 2, 33, 70, 256, false, false, true, "hd256"},
       {1, 16, 16, 256, 256, 64, true, false, true, "prefill"},
       {1, 64, 8, 1, 4096, 128, false, false, true, "decode.long"},
+      {1, 12, 4, 33, 33, 64, true, false, true, "gqa3.causal"},
+      {2, 8, 2, 17, 40, 128, true, true, true, "gqa4.causal.mask"},
   };
   for (const A& a : as) {
     OpAttrs at;

@@ -1,7 +1,9 @@
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -161,6 +163,11 @@ Status plot(const std::vector<Row>& rows, const std::string& path) {
       data << '"' << r.name << " @ " << r.device << "/" << r.tier << "\" " << r.gflops << "\n";
   data.close();
   const std::string tmp_png = path + ".partial";
+  if (!std::ofstream(tmp_png)) {
+    const std::string why = std::strerror(errno);
+    fs::remove_all(dir);
+    return Status(Code::io_error, "cannot write " + path + ": " + why);
+  }
   std::ofstream script(dir / "plot.gp");
   script << "set terminal pngcairo size 1400,800 noenhanced\n"
          << "set output '" << tmp_png << "'\n"
@@ -169,13 +176,24 @@ Status plot(const std::vector<Row>& rows, const std::string& path) {
          << "set title 'duet bench: GFLOP/s per op, device and kernel tier'\n"
          << "plot '" << (dir / "data.txt").string() << "' using 2:xtic(1) notitle\n";
   script.close();
-  const std::string cmd = "gnuplot '" + (dir / "plot.gp").string() + "' 2>&1";
+  // gnuplot's chatter ("empty y range" for a single bar) stays out of the table; on failure its
+  // first line says why.
+  const fs::path log = dir / "gnuplot.log";
+  const std::string cmd =
+      "gnuplot '" + (dir / "plot.gp").string() + "' >'" + log.string() + "' 2>&1";
   const int rc = std::system(cmd.c_str());
+  std::string first;
+  if (rc != 0) {
+    std::ifstream in(log);
+    while (first.empty() && std::getline(in, first)) {
+    }
+  }
   fs::remove_all(dir);
   if (rc != 0) {
     std::remove(tmp_png.c_str());
     return Status(Code::io_error,
-                  "gnuplot failed (is gnuplot installed? tools/setup.sh installs gnuplot-nox)");
+                  "gnuplot failed" + (first.empty() ? std::string() : ": " + first) +
+                      " (is gnuplot installed? tools/setup.sh installs gnuplot-nox)");
   }
   if (std::rename(tmp_png.c_str(), path.c_str()) != 0)
     return Status(Code::io_error, "cannot write " + path);

@@ -52,6 +52,100 @@ nlohmann::json row_json(const Row& r) {
           {"tolerance", r.tol.str()}, {"seconds", r.seconds}};
 }
 
+// The matrix: ops by device and kernel tier, "passed/run" per cell ("-": the tier has no kernel
+// for the op, "skip": it refused every case). Devices head groups of tier columns; tiers that ran
+// no case on a device are listed below with the reason instead of taking a column.
+void print_matrix(const std::vector<Row>& rows, const std::vector<Device*>& devices) {
+  struct Column {
+    std::string device, tier;
+    size_t width = 0;
+  };
+  struct Cell {
+    int passed = 0, run = 0, skipped = 0;
+  };
+  std::vector<Column> cols;
+  std::vector<std::string> ops;
+  std::map<std::pair<std::string, size_t>, Cell> cells;  // (op, column)
+  std::vector<std::string> not_run;
+  for (Device* d : devices) {
+    std::vector<std::string> tiers;
+    for (const Row& r : rows)
+      if (r.device == d->id() && std::find(tiers.begin(), tiers.end(), r.tier) == tiers.end())
+        tiers.push_back(r.tier);
+    for (const std::string& t : tiers) {
+      const Row* reason = nullptr;
+      bool ran = false;
+      for (const Row& r : rows)
+        if (r.device == d->id() && r.tier == t) {
+          ran = ran || !r.skipped;
+          if (r.skipped && !reason) reason = &r;
+        }
+      if (ran)
+        cols.push_back({d->id(), t, t.size()});
+      else
+        not_run.push_back(d->id() + "/" + t + ": " + (reason ? reason->message : "no case"));
+    }
+  }
+  for (const Row& r : rows) {
+    if (std::find(ops.begin(), ops.end(), r.op) == ops.end()) ops.push_back(r.op);
+    for (size_t c = 0; c < cols.size(); ++c) {
+      if (cols[c].device != r.device || cols[c].tier != r.tier) continue;
+      Cell& cell = cells[{r.op, c}];
+      if (r.skipped) {
+        ++cell.skipped;
+      } else {
+        ++cell.run;
+        cell.passed += r.passed;
+      }
+    }
+  }
+  auto text = [&](const std::string& op, size_t c) -> std::string {
+    auto it = cells.find({op, c});
+    if (it == cells.end()) return "-";
+    const Cell& k = it->second;
+    if (k.run == 0) return "skip";
+    std::string s = std::to_string(k.passed) + "/" + std::to_string(k.run);
+    return k.passed == k.run ? s : "FAIL " + s;
+  };
+  size_t op_width = 2;
+  for (const std::string& op : ops) op_width = std::max(op_width, op.size());
+  for (size_t c = 0; c < cols.size(); ++c)
+    for (const std::string& op : ops) cols[c].width = std::max(cols[c].width, text(op, c).size());
+  // A device's name must fit over its columns: widen its last column when it does not.
+  for (size_t c = 0; c < cols.size();) {
+    size_t end = c, span = 0;
+    while (end < cols.size() && cols[end].device == cols[c].device) span += cols[end++].width + 2;
+    if (span < cols[c].device.size() + 2) cols[end - 1].width += cols[c].device.size() + 2 - span;
+    c = end;
+  }
+  auto pad = [](const std::string& s, size_t w) { return s + std::string(w - s.size(), ' '); };
+  std::string line = pad("", op_width);
+  for (size_t c = 0; c < cols.size(); ++c) {
+    std::string label = c == 0 || cols[c - 1].device != cols[c].device ? cols[c].device : "";
+    size_t span = cols[c].width;
+    // The device label runs over the following columns of the same device.
+    if (!label.empty()) {
+      for (size_t k = c + 1; k < cols.size() && cols[k].device == cols[c].device; ++k)
+        span += cols[k].width + 2;
+      line += "  " + pad(label, span);
+    }
+  }
+  auto print = [](std::string l) {
+    while (!l.empty() && l.back() == ' ') l.pop_back();
+    std::printf("%s\n", l.c_str());
+  };
+  print(line);
+  line = pad("op", op_width);
+  for (const Column& c : cols) line += "  " + pad(c.tier, c.width);
+  print(line);
+  for (const std::string& op : ops) {
+    line = pad(op, op_width);
+    for (size_t c = 0; c < cols.size(); ++c) line += "  " + pad(text(op, c), cols[c].width);
+    print(line);
+  }
+  for (const std::string& n : not_run) std::printf("not run: %s\n", n.c_str());
+}
+
 int run_check(const CLI::App& cmd, const Options& o) {
   if (Status s = validate_ops(o.ops); !s.ok()) return fail(cmd, s.message(), 2);
   if (Status s = validate_dtypes(o.dtypes); !s.ok()) return fail(cmd, s.message(), 2);
@@ -110,38 +204,10 @@ int run_check(const CLI::App& cmd, const Options& o) {
   }
   progress(done, cases.size(), tty);
 
-  // Matrix: ops by device/tier, "passed/run" per cell.
-  std::vector<std::string> cols;
-  std::map<std::pair<std::string, std::string>, std::pair<int, int>> cell;
-  std::vector<std::string> ops;
   int failed = 0, passed = 0;
-  for (const Row& r : rows) {
-    const std::string col = r.device + "/" + r.tier;
-    if (std::find(cols.begin(), cols.end(), col) == cols.end()) cols.push_back(col);
-    if (std::find(ops.begin(), ops.end(), r.op) == ops.end()) ops.push_back(r.op);
-    if (r.skipped) continue;
-    auto& [p, n] = cell[{r.op, col}];
-    ++n;
-    p += r.passed;
-    r.passed ? ++passed : ++failed;
-  }
-  std::printf("%-11s", "op");
-  for (const auto& c : cols) std::printf(" %14s", c.c_str());
-  std::printf("\n");
-  for (const auto& op : ops) {
-    std::printf("%-11s", op.c_str());
-    for (const auto& c : cols) {
-      auto it = cell.find({op, c});
-      if (it == cell.end()) {
-        std::printf(" %14s", "-");
-      } else {
-        std::string s = std::to_string(it->second.first) + "/" + std::to_string(it->second.second);
-        if (it->second.first != it->second.second) s = "FAIL " + s;
-        std::printf(" %14s", s.c_str());
-      }
-    }
-    std::printf("\n");
-  }
+  for (const Row& r : rows)
+    if (!r.skipped) r.passed ? ++passed : ++failed;
+  print_matrix(rows, devices);
   for (const Row& r : rows)
     if (!r.skipped && !r.passed)
       std::printf("FAIL %s on %s/%s (%s): %s\n", r.case_name.c_str(), r.device.c_str(),

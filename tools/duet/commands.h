@@ -1,5 +1,7 @@
 // The `duet` command's subcommands. Each file adds one subcommand to the app; the action it
-// returns runs when that subcommand was given and returns the process exit status.
+// returns runs when that subcommand was given and returns the process exit status:
+// 0 success, 1 the work failed (a check failed, a graph cannot be planned or run), 2 bad input
+// (unknown device, op, profile, malformed file or policy), 70 an internal error.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -16,6 +18,8 @@ struct Command {
 
 Command add_devices(CLI::App& app);
 Command add_check(CLI::App& app);
+Command add_plan(CLI::App& app);
+Command add_run(CLI::App& app);
 Command add_bench(CLI::App& app);
 
 // Prints "duet <command>: <message>" on stderr and returns `status`.

@@ -1,8 +1,15 @@
 #include "duet/common.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <fstream>
+
+#include "duet/graph_file.h"
 
 namespace duet::cli {
 
@@ -39,25 +46,89 @@ Status validate_dtypes(const std::vector<std::string>& dtypes) {
 }
 
 Status write_file_atomically(const std::string& path, const std::string& content) {
-  const std::string tmp = path + ".partial";
+  // Unique per process, so two runs writing the same path cannot interleave their partial files.
+  const std::string tmp = path + ".partial-" + std::to_string(::getpid());
   {
     std::ofstream f(tmp, std::ios::binary);
+    if (!f) return Status(Code::io_error, "cannot write " + path + ": " + std::strerror(errno));
     f << content;
     f.flush();
     if (!f) {
+      const std::string why = std::strerror(errno);
       std::remove(tmp.c_str());
-      return Status(Code::io_error, "cannot write " + path);
+      return Status(Code::io_error, "cannot write " + path + ": " + why);
     }
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const std::string why = std::strerror(errno);
     std::remove(tmp.c_str());
-    return Status(Code::io_error, "cannot move the finished " + path + " into place");
+    return Status(Code::io_error, "cannot move the finished " + path + " into place: " + why);
   }
   return {};
 }
 
+int exit_status_for(const Status& s) {
+  switch (s.code()) {
+    case Code::invalid_argument:
+    case Code::not_found:
+    case Code::parse_error:
+      return 2;
+    default:
+      return 1;
+  }
+}
+
 bool selected(const std::vector<std::string>& list, std::string_view value) {
   return list.empty() || std::find(list.begin(), list.end(), value) != list.end();
+}
+
+std::string ChosenPolicy::line() const {
+  return "policy: " + (policy.empty() ? std::string("(none)") : policy.str()) + " (from " + source +
+         ")";
+}
+
+Result<ChosenPolicy> choose_policy(const std::optional<std::string>& cli_text) {
+  const char* env = std::getenv("DUET_POLICY");
+  const bool env_set = env && *env;
+  ChosenPolicy c;
+  if (cli_text) {
+    DUET_ASSIGN_OR_RETURN(c.policy, parse_policy(*cli_text, {}, "--policy"));
+    c.source = "--policy";
+    if (env_set) c.source += ", which wins over DUET_POLICY='" + std::string(env) + "'";
+    return c;
+  }
+  if (env_set) {
+    DUET_ASSIGN_OR_RETURN(c.policy, parse_policy(env, {}, "DUET_POLICY"));
+    c.source = "DUET_POLICY";
+    return c;
+  }
+  c.source = "default: no --policy, DUET_POLICY unset";
+  return c;
+}
+
+Result<Graph> load_graph_file(const std::string& path, bool load_constants) {
+  {
+    std::ifstream probe(path, std::ios::binary);
+    if (!probe)
+      return Status(Code::not_found,
+                    "cannot open graph file '" + path + "': " + std::strerror(errno));
+  }
+  GraphLoadOptions o;
+  o.load_constants = load_constants;
+  return load_graph(path, o);
+}
+
+std::vector<std::string> split_list(const std::vector<std::string>& items) {
+  std::vector<std::string> out;
+  for (const std::string& item : items) {
+    size_t start = 0;
+    while (start <= item.size()) {
+      const size_t comma = std::min(item.find(',', start), item.size());
+      if (comma > start) out.push_back(item.substr(start, comma - start));
+      start = comma + 1;
+    }
+  }
+  return out;
 }
 
 }  // namespace duet::cli

@@ -1,9 +1,12 @@
 // Pieces shared by the `duet` subcommands.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "duet/graph.h"
+#include "duet/policy.h"
 #include "duet/registry.h"
 
 namespace duet::cli {
@@ -17,7 +20,26 @@ Status validate_dtypes(const std::vector<std::string>& dtypes);
 // Writes `content` to a temporary file beside `path` and renames it into place, so a failure
 // never leaves a partial file that looks complete.
 Status write_file_atomically(const std::string& path, const std::string& content);
+// Exit status for a failed step: 2 when the input was at fault (malformed, unknown names,
+// impossible arguments), 1 when valid work failed.
+int exit_status_for(const Status& s);
 // Whether `list` is empty (no filter) or contains `value`.
 bool selected(const std::vector<std::string>& list, std::string_view value);
+
+// The policy a command runs under: --policy when given (DUET_POLICY is then not read), else
+// DUET_POLICY, else none. `source` says which won, in words, for the command's output.
+struct ChosenPolicy {
+  Policy policy;
+  std::string
+      source;  // "--policy", "--policy (DUET_POLICY='...' ignored)", "DUET_POLICY", "default"
+  std::string line() const;  // "policy: deny=cuda.flash (from --policy)"
+};
+Result<ChosenPolicy> choose_policy(const std::optional<std::string>& cli_text);
+
+// A graph file, with an error that names the file when it cannot be read or parsed.
+Result<Graph> load_graph_file(const std::string& path, bool load_constants);
+
+// Splits "a,b,,c" into {"a", "b", "c"}.
+std::vector<std::string> split_list(const std::vector<std::string>& items);
 
 }  // namespace duet::cli

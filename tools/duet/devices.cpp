@@ -4,9 +4,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "devices_report.h"
 #include "duet/backends.h"
 #include "duet/commands.h"
-#include "duet/internal/caps_json.h"
 
 namespace duet::cli {
 
@@ -33,24 +33,6 @@ std::string features(const DeviceCaps& c) {
   add(c.tensor_cores, "matrix units");
   add(c.async_copy, "async copy");
   return s.empty() ? "none" : s;
-}
-
-// Devices that are one physical GPU seen through several APIs (same UUID), e.g. cuda:0 and
-// vulkan:1. Only groups of two or more are returned.
-std::vector<std::vector<Device*>> shared_gpus(const Registry& reg) {
-  std::vector<std::vector<Device*>> groups;
-  for (Device* d : reg.devices()) {
-    if (!d->caps().uuid || d->caps().type == DeviceType::cpu) continue;
-    auto g = std::find_if(groups.begin(), groups.end(), [&](const auto& grp) {
-      return grp.front()->caps().uuid == d->caps().uuid;
-    });
-    if (g == groups.end())
-      groups.push_back({d});
-    else
-      g->push_back(d);
-  }
-  std::erase_if(groups, [](const auto& g) { return g.size() < 2; });
-  return groups;
 }
 
 std::string routes(const std::vector<Device*>& g) {
@@ -103,26 +85,7 @@ Command add_devices(CLI::App& app) {
   auto run = std::make_shared<std::function<int()>>([json_out] {
     Registry reg = open_registry();
     if (*json_out) {
-      nlohmann::json j;
-      j["backends"] = nlohmann::json::array();
-      for (const BackendReport& r : reg.backends())
-        j["backends"].push_back({{"backend", r.backend},
-                                 {"available", r.available},
-                                 {"reason", r.reason},
-                                 {"notes", r.notes}});
-      j["devices"] = nlohmann::json::array();
-      for (Device* d : reg.devices()) {
-        nlohmann::json dj = caps_to_json(d->caps());
-        dj["id"] = d->id();
-        j["devices"].push_back(dj);
-      }
-      j["gpus"] = nlohmann::json::array();
-      for (const auto& g : shared_gpus(reg)) {
-        nlohmann::json ids = nlohmann::json::array();
-        for (Device* d : g) ids.push_back(d->id());
-        j["gpus"].push_back({{"uuid", caps_to_json(g.front()->caps())["uuid"]}, {"routes", ids}});
-      }
-      std::cout << j.dump(2) << "\n";
+      std::cout << devices_json(reg).dump(2) << "\n";
     } else {
       print_text(reg);
     }

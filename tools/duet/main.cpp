@@ -1,26 +1,48 @@
-// duet: see what this machine can run, and check that its backends agree.
+// duet: see what this machine can run, check that its backends agree, plan and run graphs.
 #include <cstdio>
 #include <exception>
+#include <string>
 #include <vector>
 
 #include "duet/commands.h"
+#include "duet/version.h"
 
 namespace duet::cli {
 int fail(const CLI::App& command, const std::string& message, int status) {
   std::fprintf(stderr, "duet %s: %s\n", command.get_name().c_str(), message.c_str());
   return status;
 }
+
+namespace {
+// Parse errors in one line, naming the subcommand: "duet check: --frobnicate: not an option
+// (see duet check --help)".
+std::string one_line_error(const CLI::App* app, const CLI::Error& e) {
+  std::string who = "duet";
+  for (const CLI::App* sub : app->get_subcommands()) who += " " + sub->get_name();
+  return who + ": " + e.what() + " (see " + who + " --help)\n";
+}
+}  // namespace
 }  // namespace duet::cli
 
 int main(int argc, char** argv) {
   CLI::App app{"duet: one compute graph on CUDA, Vulkan and the CPU; checks that they agree"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("duet ") + DUET_VERSION_STRING);
+  app.failure_message(duet::cli::one_line_error);
   const std::vector<duet::cli::Command> commands = {
-      duet::cli::add_devices(app), duet::cli::add_check(app), duet::cli::add_bench(app)};
+      duet::cli::add_devices(app), duet::cli::add_check(app), duet::cli::add_plan(app),
+      duet::cli::add_run(app), duet::cli::add_bench(app)};
   try {
     app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
+  } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return 2;  // usage error
   }
   try {
     for (const auto& c : commands)

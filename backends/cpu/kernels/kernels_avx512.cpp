@@ -18,9 +18,11 @@ using V = __m512;
 constexpr int W = 16;
 constexpr Isa kIsa = Isa::avx512;
 constexpr int kMR = 14, kNV = 2;
-// A 14 x 256 A sliver (14 KiB) stays in L1 (48 KiB) while 32-wide B slivers (32 KiB) stream
-// from the L2-resident B block (256 x 1536 floats = 1.5 MiB of the 2 MiB L2).
-constexpr int kKC = 256, kMC = 140, kNC = 1536;
+// A 14 x 512 A sliver (28 KiB) stays in L1 (48 KiB) while 32-wide B slivers stream (prefetched)
+// from the L2-resident B block of 512 x 384 floats (768 KiB of the 2 MiB L2, next to the A row
+// block of 140 x 512 and the C tiles). Measured against kc 256..1024 and nc 128..1536 on one
+// core (medians of 7 interleaved runs): 2048^3 157 GFLOP/s vs 143 for kc 256 / nc 1536.
+constexpr int kKC = 512, kMC = 140, kNC = 384;
 
 inline __mmask16 lanes_mask(int n) {
   return static_cast<__mmask16>((1u << n) - 1u);

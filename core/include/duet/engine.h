@@ -42,10 +42,14 @@ class DUET_API Engine {
   // Runs the graph. Inputs by name; outputs dense, by name. Inputs of new shapes (same dtypes)
   // re-plan for those shapes first.
   Result<std::map<std::string, HostTensor>> run(const std::map<std::string, HostTensor>& inputs);
+  // run(), also timing every step of the plan (see Executor::run_timed).
+  Result<std::map<std::string, HostTensor>> run_timed(
+      const std::map<std::string, HostTensor>& inputs, std::vector<StepTime>& times);
 
  private:
   Engine() = default;
   Status prepare(const Graph& g);
+  Status replan_for(const std::map<std::string, HostTensor>& inputs);
 
   Graph source_;  // the graph as given
   Graph graph_;   // the graph at the current input shapes

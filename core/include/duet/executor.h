@@ -13,6 +13,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "duet/device.h"
 #include "duet/export.h"
@@ -21,6 +22,12 @@
 #include "duet/plan.h"
 
 namespace duet {
+
+// The time one step of a run took, measured when asked for (run_timed).
+struct DUET_API StepTime {
+  int step = -1;       // index into Plan::steps
+  double seconds = 0;  // from the step's start until its device finished it
+};
 
 class DUET_API Executor {
  public:
@@ -36,6 +43,11 @@ class DUET_API Executor {
   // comes back dense, by name. On error no output is returned.
   virtual Result<std::map<std::string, HostTensor>> run(
       const std::map<std::string, HostTensor>& inputs) = 0;
+  // run(), also timing every step that runs: each kernel and transfer waits for its device to
+  // finish it before the device's next step starts, so a timed run is slower than run(). `times`
+  // gets one entry per step that ran, in plan order.
+  virtual Result<std::map<std::string, HostTensor>> run_timed(
+      const std::map<std::string, HostTensor>& inputs, std::vector<StepTime>& times) = 0;
 };
 
 }  // namespace duet

@@ -15,13 +15,11 @@
 // its log-sum-exp, and attention_combine (generic.h) merges them.
 #pragma once
 
-#include "device/abi.h"
-
+#include "device/elem.h"
 #include "device/params.h"
 #include "device/tc_common.h"
 
-namespace duet::kernels::dev {
-inline namespace DUET_DEV_ABI {
+DUET_DEV_BEGIN
 
 template <class T, int D, int BC, class Arch>
 DUET_KERNEL_BOUNDED(D > 128 ? 128 : 256)
@@ -276,5 +274,4 @@ attention_tc(const AttnParams p) {
   }
 }
 
-}  // namespace DUET_DEV_ABI
-}  // namespace duet::kernels::dev
+DUET_DEV_END

@@ -5,18 +5,13 @@
 // compile for sm_75 without any.
 #pragma once
 
-#include "device/abi.h"
-
 #include <cstdint>
 #include <cstring>
 
+#include "device/params.h"
 #include "device/prim.h"
 
-namespace duet::kernels::dev {
-inline namespace DUET_DEV_ABI {
-
-// The storage dtypes, numbered as duet::DType (checked in host/plan.cpp).
-enum class Elt : uint8_t { f32, f16, bf16, i8, i32 };
+DUET_DEV_BEGIN
 
 DUET_HD uint32_t fbits(float f) {
   uint32_t u;
@@ -160,9 +155,20 @@ DUET_HD void copy_elem(void* dst, int64_t di, const void* src, int64_t si, int b
          static_cast<const unsigned char*>(src) + si * bytes, static_cast<size_t>(bytes));
 }
 
+// The storage offset of row-major linear index `i` of `shape` in a view with those dims.
+DUET_HD int64_t offset_of(const Strided& v, const int64_t* shape, int64_t i) {
+  int64_t off = 0;
+  for (int d = 3; d >= 0; --d) {
+    const int64_t n = shape[d];
+    const int64_t idx = n == 1 ? 0 : i % n;
+    i = n == 1 ? i : i / n;
+    off += idx * v.stride[d];
+  }
+  return off;
+}
+
 DUET_HD int elt_bytes(Elt t) {
   return t == Elt::f32 || t == Elt::i32 ? 4 : t == Elt::i8 ? 1 : 2;
 }
 
-}  // namespace DUET_DEV_ABI
-}  // namespace duet::kernels::dev
+DUET_DEV_END

@@ -4,13 +4,11 @@
 // the fast tiers have a reference on the GPU itself. Also the split-KV combine and small helpers.
 #pragma once
 
-#include "device/abi.h"
-
+#include "device/elem.h"
 #include "device/params.h"
 #include "device/prim.h"
 
-namespace duet::kernels::dev {
-inline namespace DUET_DEV_ABI {
+DUET_DEV_BEGIN
 
 inline constexpr float kGenInf = __builtin_huge_valf();
 
@@ -293,5 +291,4 @@ DUET_KERNEL attention_combine(const CombineParams p) {
   }
 }
 
-}  // namespace DUET_DEV_ABI
-}  // namespace duet::kernels::dev
+DUET_DEV_END

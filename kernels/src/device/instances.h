@@ -3,14 +3,11 @@
 // and for the emulator), so each instance is compiled only where its tier is built.
 #pragma once
 
-#include "device/abi.h"
-
 #include "device/attention_tc.h"
 #include "device/matmul_tc.h"
 #include "duet/status.h"
 
-namespace duet::kernels::dev {
-inline namespace DUET_DEV_ABI {
+DUET_DEV_BEGIN
 
 template <class T, class Arch, class Go>
 Status attention_instance(int head_dim, Go&& go) {
@@ -36,5 +33,4 @@ Status matmul_instance(bool b_nmajor, Go&& go) {
   return b_nmajor ? go(&matmul_tc<T, true, Arch>) : go(&matmul_tc<T, false, Arch>);
 }
 
-}  // namespace DUET_DEV_ABI
-}  // namespace duet::kernels::dev
+DUET_DEV_END

@@ -8,13 +8,11 @@
 // element otherwise (any strides, transposed views, odd sizes); ragged edges are zero-filled.
 #pragma once
 
-#include "device/abi.h"
-
+#include "device/elem.h"
 #include "device/params.h"
 #include "device/tc_common.h"
 
-namespace duet::kernels::dev {
-inline namespace DUET_DEV_ABI {
+DUET_DEV_BEGIN
 
 template <class T, bool BNMAJOR, class Arch>
 DUET_KERNEL_BOUNDED(256)
@@ -168,5 +166,4 @@ matmul_tc(const MatmulParams p) {
   }
 }
 
-}  // namespace DUET_DEV_ABI
-}  // namespace duet::kernels::dev
+DUET_DEV_END

@@ -2,14 +2,12 @@
 // by the kernels in both builds. Strides and offsets are in elements.
 #pragma once
 
-#include "device/abi.h"
-
 #include <cstdint>
 
-#include "device/elem.h"
-
 namespace duet::kernels::dev {
-inline namespace DUET_DEV_ABI {
+
+// The storage dtypes, numbered as duet::DType (checked in host/plan.cpp).
+enum class Elt : uint8_t { f32, f16, bf16, i8, i32 };
 
 // A strided view with its rank padded to 4 (leading dims of size 1, stride 0). Broadcast dims
 // have stride 0.
@@ -19,18 +17,6 @@ struct Strided {
   int64_t shape[4] = {1, 1, 1, 1};
   int64_t stride[4] = {0, 0, 0, 0};
 };
-
-// The storage offset of row-major linear index `i` of `shape` in a view with those dims.
-DUET_HD int64_t offset_of(const Strided& v, const int64_t* shape, int64_t i) {
-  int64_t off = 0;
-  for (int d = 3; d >= 0; --d) {
-    const int64_t n = shape[d];
-    const int64_t idx = n == 1 ? 0 : i % n;
-    i = n == 1 ? i : i / n;
-    off += idx * v.stride[d];
-  }
-  return off;
-}
 
 // ---- tensor-core attention (flash and tiled tiers)
 struct AttnParams {
@@ -145,5 +131,4 @@ struct FillParams {
   unsigned long long v = 0;
 };
 
-}  // namespace DUET_DEV_ABI
 }  // namespace duet::kernels::dev

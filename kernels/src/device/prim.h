@@ -8,10 +8,25 @@
 // per-thread in the host build.
 #pragma once
 
-#include "device/abi.h"
-
 #include <cstdint>
 #include <cstring>
+
+// The code of the two builds lives in different inline namespaces of duet::kernels::dev, so a
+// program may link the GPU kernels and the emulator together (the nvcc host stub of a kernel and
+// its emulator build would otherwise share one mangled name). The argument structs of
+// params.h, which the host planner fills for both, stay in duet::kernels::dev itself.
+#if defined(__CUDACC__)
+#define DUET_DEV_BEGIN           \
+  namespace duet::kernels::dev { \
+  inline namespace gpu_build {
+#else
+#define DUET_DEV_BEGIN           \
+  namespace duet::kernels::dev { \
+  inline namespace emu_build {
+#endif
+#define DUET_DEV_END \
+  }                  \
+  }
 
 #if defined(__CUDACC__)
 #define DUET_DEV __device__ __forceinline__
@@ -31,8 +46,7 @@
 #define DUET_NO_UNROLL
 #endif
 
-namespace duet::kernels::dev {
-inline namespace DUET_DEV_ABI {
+DUET_DEV_BEGIN
 
 // The 16-bit storage types of the tensor-core kernels, as tags.
 struct F16 {
@@ -49,8 +63,7 @@ struct alignas(16) Vec16 {
 
 inline constexpr int kWarp = 32;
 
-}  // namespace DUET_DEV_ABI
-}  // namespace duet::kernels::dev
+DUET_DEV_END
 
 #if defined(__CUDACC__)
 #include "prim_device.h"
@@ -58,8 +71,7 @@ inline constexpr int kWarp = 32;
 #include "prim_host.h"
 #endif
 
-namespace duet::kernels::dev {
-inline namespace DUET_DEV_ABI {
+DUET_DEV_BEGIN
 
 // Derived helpers, identical in both builds.
 DUET_DEV int lane() {
@@ -89,5 +101,4 @@ DUET_DEV float warp_max(float v) {
   return v;
 }
 
-}  // namespace DUET_DEV_ABI
-}  // namespace duet::kernels::dev
+DUET_DEV_END

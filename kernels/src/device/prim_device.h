@@ -5,10 +5,7 @@
 // additionally compiled only for sm_80+ images.
 #pragma once
 
-#include "device/abi.h"
-
-namespace duet::kernels::dev {
-inline namespace DUET_DEV_ABI {
+DUET_DEV_BEGIN
 
 // ---- indices
 DUET_DEV int tid() {
@@ -222,5 +219,4 @@ DUET_DEV void atomic_min_u64(unsigned long long* p, unsigned long long v) {
   atomicMin(p, v);
 }
 
-}  // namespace DUET_DEV_ABI
-}  // namespace duet::kernels::dev
+DUET_DEV_END

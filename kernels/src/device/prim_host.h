@@ -4,16 +4,13 @@
 // only at the issuing thread's wait.
 #pragma once
 
-#include "device/abi.h"
-
 #include <algorithm>
 #include <cmath>
 
 #include "duet/half.h"
 #include "emu/emu.h"
 
-namespace duet::kernels::dev {
-inline namespace DUET_DEV_ABI {
+DUET_DEV_BEGIN
 
 using std::fmaxf;
 using std::fminf;
@@ -149,5 +146,4 @@ DUET_DEV void atomic_min_u64(unsigned long long* p, unsigned long long v) {
   emu::atomic_min_u64(p, v);
 }
 
-}  // namespace DUET_DEV_ABI
-}  // namespace duet::kernels::dev
+DUET_DEV_END

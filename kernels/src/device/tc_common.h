@@ -2,12 +2,9 @@
 // is a policy: how tiles reach shared memory and which mma shape multiplies them.
 #pragma once
 
-#include "device/abi.h"
-
 #include "device/prim.h"
 
-namespace duet::kernels::dev {
-inline namespace DUET_DEV_ABI {
+DUET_DEV_BEGIN
 
 // Flash tier (sm_80+): cp.async copies (data lands at the wait, overlapping compute), bf16 or
 // f16 mma.sync m16n8k16.
@@ -82,5 +79,4 @@ DUET_DEV int bk_col(int l) {
 
 inline constexpr float kLog2e = 1.4426950408889634f;
 
-}  // namespace DUET_DEV_ABI
-}  // namespace duet::kernels::dev
+DUET_DEV_END

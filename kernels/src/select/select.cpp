@@ -66,9 +66,9 @@ bool has_image(const BuildArchs& build, int sm, int min_arch) {
 
 // The kernels are written for 32-wide warps (mma fragments, shuffles).
 void need_warp32(Draft& d, const DeviceCaps& caps) {
-  d.need(caps.subgroup_size == 32 || caps.subgroup_size <= 1,
-         "the kernels assume 32-wide warps, the device reports " +
-             std::to_string(caps.subgroup_size));
+  d.need(
+      caps.subgroup_size == 32 || caps.subgroup_size <= 1,
+      "the kernels assume 32-wide warps, the device reports " + std::to_string(caps.subgroup_size));
 }
 
 void need_image(Draft& d, const BuildArchs& build, int sm, int min_arch) {

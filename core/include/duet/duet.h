@@ -1,0 +1,194 @@
+/* duet: the C API. Load a graph, run it on this machine's devices, read the outputs.
+ *
+ *   duet_graph* g = NULL;
+ *   duet_engine* e = NULL;
+ *   if (duet_graph_load("mlp.json", &g) != DUET_OK ||
+ *       duet_engine_create(g, NULL, &e) != DUET_OK) {
+ *     fprintf(stderr, "%s\n", duet_last_error());
+ *     ...
+ *   }
+ *
+ * Everything is reached through opaque handles (duet_graph, duet_engine, duet_plan,
+ * duet_tensor), each created by one function and released by its duet_*_destroy (NULL is
+ * accepted). Strings returned as `char**` are released with duet_string_free.
+ *
+ * Errors: every function that can fail returns a duet_status; on failure duet_last_error()
+ * returns a one-sentence message naming what was wrong. The message is per thread and stays
+ * valid until the next failing duet call on that thread. No C++ exception ever leaves this API.
+ *
+ * Threads: every function may be called from any thread. duet_engine_run may be called on one
+ * engine from several threads at once (runs on one engine take turns: they share its buffers);
+ * several engines may run at the same time, also on the same devices. A duet_tensor or
+ * duet_graph may be read by several threads at once, but not written while others use it.
+ *
+ * The C++ API (duet/engine.h, duet/graph.h, ...) is the primary one for C++ programs; this one is
+ * for C and for languages with a C foreign-function interface.
+ */
+#ifndef DUET_DUET_H
+#define DUET_DUET_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "duet/version.h"
+
+#if defined(_WIN32)
+#define DUET_C_API
+#else
+#define DUET_C_API __attribute__((visibility("default")))
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- status and errors ---------------------------------------------------------------- */
+
+typedef enum duet_status {
+  DUET_OK = 0,
+  DUET_ERROR_INVALID_ARGUMENT = 1, /* malformed input: shapes, dtypes, names, NULL pointers */
+  DUET_ERROR_UNSUPPORTED = 2,      /* well-formed, but no device here can do it */
+  DUET_ERROR_OUT_OF_MEMORY = 3,
+  DUET_ERROR_NOT_FOUND = 4,         /* unknown device, profile, tensor name, missing file */
+  DUET_ERROR_IO = 5,                /* reading or writing a file failed */
+  DUET_ERROR_PARSE = 6,             /* a file's content is malformed (graph, safetensors, policy) */
+  DUET_ERROR_DEVICE_LOST = 7,       /* a device failed; later work on it fails too */
+  DUET_ERROR_INTERNAL = 8,          /* a bug in duet */
+  DUET_STATUS_MAX_ENUM = 0x7FFFFFFF /* not a status: keeps the enum int-sized in C and C++ */
+} duet_status;
+
+/* The message of this thread's last failed call ("" when none has failed). */
+DUET_C_API const char* duet_last_error(void);
+/* "ok", "invalid_argument", ... */
+DUET_C_API const char* duet_status_name(duet_status status);
+/* Releases a string returned by this API. */
+DUET_C_API void duet_string_free(char* s);
+
+/* ---- version --------------------------------------------------------------------------- */
+
+/* The library's version, "0.1.0" (the headers' is DUET_VERSION_STRING). */
+DUET_C_API const char* duet_version(void);
+/* DUET_VERSION_MAJOR * 10000 + DUET_VERSION_MINOR * 100 + DUET_VERSION_PATCH of the library. */
+DUET_C_API int duet_version_number(void);
+
+/* ---- tensors (host memory) ------------------------------------------------------------- */
+
+typedef enum duet_dtype {
+  DUET_F32 = 0,
+  DUET_F16 = 1,  /* IEEE half, stored as uint16_t */
+  DUET_BF16 = 2, /* bfloat16, stored as uint16_t */
+  DUET_I8 = 3,
+  DUET_I32 = 4,
+  DUET_DTYPE_MAX_ENUM = 0x7FFFFFFF /* not a dtype: keeps the enum int-sized in C and C++ */
+} duet_dtype;
+
+#define DUET_MAX_RANK 4
+
+typedef struct duet_tensor duet_tensor;
+
+/* A dense row-major tensor of `rank` (0..4) dimensions. `data` (may be NULL: zero-filled) is
+ * copied: numel * element size bytes. */
+DUET_C_API duet_status duet_tensor_create(duet_dtype dtype, const int64_t* shape, int rank,
+                                          const void* data, duet_tensor** out);
+DUET_C_API void duet_tensor_destroy(duet_tensor* t);
+
+DUET_C_API duet_dtype duet_tensor_dtype(const duet_tensor* t);
+DUET_C_API int duet_tensor_rank(const duet_tensor* t);
+DUET_C_API int64_t duet_tensor_dim(const duet_tensor* t, int i); /* 0 when i is out of range */
+DUET_C_API int64_t duet_tensor_numel(const duet_tensor* t);
+DUET_C_API size_t duet_tensor_nbytes(const duet_tensor* t);
+/* The elements, dense row-major. */
+DUET_C_API const void* duet_tensor_data(const duet_tensor* t);
+DUET_C_API void* duet_tensor_mutable_data(duet_tensor* t);
+/* Every element converted to float (f16/bf16 exactly, integers rounded). `count` must be at
+ * least duet_tensor_numel(t). */
+DUET_C_API duet_status duet_tensor_to_float(const duet_tensor* t, float* out, size_t count);
+
+/* .safetensors files: one tensor by name, and writing several. */
+DUET_C_API duet_status duet_tensor_load(const char* safetensors_path, const char* name,
+                                        duet_tensor** out);
+DUET_C_API duet_status duet_tensors_save(const char* safetensors_path, const char* const* names,
+                                         const duet_tensor* const* tensors, size_t count);
+
+/* ---- graphs ---------------------------------------------------------------------------- */
+
+typedef struct duet_graph duet_graph;
+
+/* A graph file (duet-graph JSON; constants' .safetensors files are read relative to it). */
+DUET_C_API duet_status duet_graph_load(const char* path, duet_graph** out);
+/* A graph from JSON text; `base_dir` (may be NULL: ".") resolves constants' files. */
+DUET_C_API duet_status duet_graph_parse(const char* json, const char* base_dir, duet_graph** out);
+DUET_C_API void duet_graph_destroy(duet_graph* g);
+
+DUET_C_API const char* duet_graph_name(const duet_graph* g);
+DUET_C_API size_t duet_graph_input_count(const duet_graph* g);
+DUET_C_API const char* duet_graph_input_name(const duet_graph* g, size_t i); /* NULL: bad i */
+DUET_C_API size_t duet_graph_output_count(const duet_graph* g);
+DUET_C_API const char* duet_graph_output_name(const duet_graph* g, size_t i);
+/* Gives a constant declared without data its values (copied; dtype and shape must match). */
+DUET_C_API duet_status duet_graph_bind_constant(duet_graph* g, const char* name,
+                                                const duet_tensor* data);
+
+/* ---- devices --------------------------------------------------------------------------- */
+
+/* This machine's devices (opened once per process) and every backend that could not be opened
+ * with the reason, as JSON (what `duet devices --json` prints). */
+DUET_C_API duet_status duet_devices_json(char** out);
+
+/* ---- plans (what would run where, and why) --------------------------------------------- */
+
+typedef struct duet_plan duet_plan;
+
+/* Plans `g` for this machine's devices (`profiles` NULL or "") or for capability profiles
+ * ("rtx2080ti,rtx3090": no hardware needed) under `policy` (see "Policies" below). */
+DUET_C_API duet_status duet_plan_create(const duet_graph* g, const char* profiles,
+                                        const char* policy, duet_plan** out);
+DUET_C_API void duet_plan_destroy(duet_plan* p);
+
+/* One kernel of a plan. The strings live as long as the plan. */
+typedef struct duet_plan_op {
+  const char* name;      /* the graph node ("attn"), or an inserted cast's name */
+  const char* op;        /* "attention" */
+  const char* device;    /* "cuda:0" */
+  const char* precision; /* "f16" */
+  const char* tier;      /* "tiled" */
+  double estimate_us;    /* the cost model's estimate */
+} duet_plan_op;
+
+DUET_C_API size_t duet_plan_op_count(const duet_plan* p);
+DUET_C_API duet_status duet_plan_op_info(const duet_plan* p, size_t i, duet_plan_op* out);
+/* Every decision with its reason and the alternatives rejected (`duet plan --explain`). */
+DUET_C_API duet_status duet_plan_explain(const duet_plan* p, char** out);
+
+/* ---- engines --------------------------------------------------------------------------- */
+
+typedef struct duet_engine duet_engine;
+
+/* Plans `g` (copied: the graph may be destroyed afterwards) for this machine's devices and
+ * prepares it to run: constants uploaded, buffers allocated.
+ *
+ * Policies: `policy` is a policy string ("deny=cuda.flash;precision=f32", syntax in
+ * docs/planner.md). NULL means the DUET_POLICY environment variable (or no overrides when it is
+ * unset); a string, even "", is used as given and DUET_POLICY is not read. */
+DUET_C_API duet_status duet_engine_create(const duet_graph* g, const char* policy,
+                                          duet_engine** out);
+DUET_C_API void duet_engine_destroy(duet_engine* e);
+
+/* Runs the graph. Inputs by name (every graph input, each of its declared dtype; other shapes
+ * re-plan). On success `outputs[i]` receives a new tensor for the graph's i-th output
+ * (duet_graph_output_name order); `output_count` must equal the graph's output count. On failure
+ * no output is written. */
+DUET_C_API duet_status duet_engine_run(duet_engine* e, const char* const* input_names,
+                                       const duet_tensor* const* inputs, size_t input_count,
+                                       duet_tensor** outputs, size_t output_count);
+/* The graph's outputs as the engine returns them (the order of duet_graph_output_name). */
+DUET_C_API size_t duet_engine_output_count(const duet_engine* e);
+DUET_C_API const char* duet_engine_output_name(const duet_engine* e, size_t i); /* NULL: bad i */
+/* The engine's current plan in words (as duet_plan_explain). */
+DUET_C_API duet_status duet_engine_explain(duet_engine* e, char** out);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* DUET_DUET_H */

@@ -1,0 +1,35 @@
+# ctest: libduet.so exports the API and nothing else. Every defined dynamic symbol must be a
+# duet_* C function or in namespace duet (functions, typeinfo, vtables).
+#   cmake -DLIB=<path to libduet.so> -DNM=<nm> -P check_exports.cmake
+execute_process(COMMAND ${NM} -D --defined-only -C ${LIB}
+  OUTPUT_VARIABLE _out RESULT_VARIABLE _rc)
+if(NOT _rc EQUAL 0)
+  message(FATAL_ERROR "nm failed on ${LIB}")
+endif()
+string(REPLACE "\n" ";" _lines "${_out}")
+set(_count 0)
+set(_bad "")
+foreach(_line IN LISTS _lines)
+  if(_line STREQUAL "")
+    continue()
+  endif()
+  # "<address> <type> <name...>"
+  string(REGEX REPLACE "^[0-9a-fA-F]* *[A-Za-z] " "" _name "${_line}")
+  math(EXPR _count "${_count} + 1")
+  if(_name MATCHES "^duet_[a-z0-9_]+$" OR _name MATCHES "^duet::" OR
+     _name MATCHES "^(typeinfo|typeinfo name|vtable) for duet::")
+    continue()
+  endif()
+  list(APPEND _bad "${_name}")
+endforeach()
+if(_bad)
+  list(LENGTH _bad _n)
+  string(REPLACE ";" "\n  " _list "${_bad}")
+  message(FATAL_ERROR "libduet.so exports ${_n} symbols outside the duet API:\n  ${_list}")
+endif()
+foreach(_needed duet_version duet_engine_run duet_last_error)
+  if(NOT _out MATCHES "${_needed}")
+    message(FATAL_ERROR "libduet.so does not export ${_needed}")
+  endif()
+endforeach()
+message(STATUS "libduet.so: ${_count} symbols exported, all in the duet API")

@@ -1,0 +1,87 @@
+# Installs the build into WORK_DIR/prefix and uses it as a stranger would:
+#  1. the files are where the package says they are;
+#  2. examples/ configures with find_package(duet COMPONENTS cpu), builds and runs (C and C++);
+#  3. every built backend is a component that is found; one that is not built fails, by name;
+#  4. pkg-config gives flags that compile and link the C example.
+cmake_minimum_required(VERSION 3.25)
+
+function(run_checked what)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "${what} failed (${rc}):\n${out}\n${err}")
+  endif()
+  set(LAST_OUTPUT "${out}" PARENT_SCOPE)
+endfunction()
+
+set(prefix ${WORK_DIR}/prefix)
+file(REMOVE_RECURSE ${WORK_DIR})
+file(MAKE_DIRECTORY ${WORK_DIR})
+
+# 1. Install.
+run_checked("cmake --install" ${CMAKE_COMMAND} --install ${DUET_BUILD_DIR} --prefix ${prefix})
+foreach(f ${LIBDIR}/libduet.so include/duet/duet.h include/duet/version.h include/duet/engine.h
+    include/duet/builtin_engine.h ${LIBDIR}/cmake/duet/duetConfig.cmake
+    ${LIBDIR}/cmake/duet/duetConfigVersion.cmake ${LIBDIR}/cmake/duet/duetTargets.cmake
+    ${LIBDIR}/pkgconfig/duet.pc bin/duet)
+  if(NOT EXISTS ${prefix}/${f})
+    message(FATAL_ERROR "not installed: ${f}")
+  endif()
+endforeach()
+
+# 2. The examples, against the installed package.
+# A sanitized libduet needs its runtime loaded first: sanitized builds build the examples so too.
+run_checked("configuring examples/" ${CMAKE_COMMAND} -S ${DUET_SOURCE_DIR}/examples
+  -B ${WORK_DIR}/examples -G ${GENERATOR} -DCMAKE_PREFIX_PATH=${prefix}
+  -DCMAKE_C_COMPILER=${C_COMPILER} -DCMAKE_CXX_COMPILER=${CXX_COMPILER} -DCMAKE_BUILD_TYPE=Release
+  "-DCMAKE_C_FLAGS=${SANITIZE_FLAGS}" "-DCMAKE_CXX_FLAGS=${SANITIZE_FLAGS}"
+  "-DCMAKE_EXE_LINKER_FLAGS=${SANITIZE_FLAGS}")
+run_checked("building examples/" ${CMAKE_COMMAND} --build ${WORK_DIR}/examples)
+run_checked("hello_c" ${WORK_DIR}/examples/hello_c)
+if(NOT LAST_OUTPUT MATCHES "softmax of row 0: 0.0321 0.0871 0.2369 0.6439")
+  message(FATAL_ERROR "hello_c printed:\n${LAST_OUTPUT}")
+endif()
+run_checked("hello_cpp" ${WORK_DIR}/examples/hello_cpp)
+if(NOT LAST_OUTPUT MATCHES "y\\[0\\]\\[7\\] = 0\\.1728")
+  message(FATAL_ERROR "hello_cpp printed:\n${LAST_OUTPUT}")
+endif()
+
+# 3. Components: one per built backend.
+file(WRITE ${WORK_DIR}/components/CMakeLists.txt
+  "cmake_minimum_required(VERSION 3.20)\nproject(components LANGUAGES NONE)\n"
+  "find_package(duet REQUIRED COMPONENTS \${WANT})\n"
+  "message(STATUS \"duet backends: \${duet_BACKENDS}\")\n")
+foreach(backend ${BACKENDS})
+  run_checked("find_package(duet COMPONENTS ${backend})" ${CMAKE_COMMAND}
+    -S ${WORK_DIR}/components -B ${WORK_DIR}/components/build-${backend}
+    -DCMAKE_PREFIX_PATH=${prefix} -DWANT=${backend})
+endforeach()
+# A backend this build does not have (when every real one is built, a made-up one).
+set(missing metal)
+foreach(b vulkan cuda)
+  if(NOT b IN_LIST BACKENDS)
+    set(missing ${b})
+  endif()
+endforeach()
+execute_process(COMMAND ${CMAKE_COMMAND} -S ${WORK_DIR}/components
+  -B ${WORK_DIR}/components/build-missing -DCMAKE_PREFIX_PATH=${prefix} -DWANT=${missing}
+  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(rc EQUAL 0 OR NOT err MATCHES "built without the '${missing}' backend")
+  message(FATAL_ERROR "find_package(duet COMPONENTS ${missing}) should fail naming it:\n${out}\n${err}")
+endif()
+
+# 4. pkg-config.
+find_program(PKG_CONFIG NAMES pkg-config pkgconf)
+if(PKG_CONFIG)
+  set(ENV{PKG_CONFIG_PATH} ${prefix}/${LIBDIR}/pkgconfig)
+  run_checked("pkg-config" ${PKG_CONFIG} --cflags --libs duet)
+  string(STRIP "${LAST_OUTPUT}" flags)
+  separate_arguments(flags UNIX_COMMAND "${flags}")
+  run_checked("cc with pkg-config flags" ${C_COMPILER} -std=c99 ${SANITIZE_FLAGS}
+    ${DUET_SOURCE_DIR}/examples/hello.c
+    ${flags} -Wl,-rpath,${prefix}/${LIBDIR} -o ${WORK_DIR}/hello_pkgconfig)
+  run_checked("hello_pkgconfig" ${WORK_DIR}/hello_pkgconfig)
+else()
+  message(STATUS "pkg-config not found: its check is skipped")
+endif()
+file(REMOVE_RECURSE ${WORK_DIR})
+message(STATUS "installed package OK: ${BACKENDS}")

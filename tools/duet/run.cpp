@@ -1,0 +1,257 @@
+// duet run GRAPH: runs a graph on this machine's devices and prints, per op, the device,
+// precision, kernel tier and time. Inputs and outputs are .safetensors files, so results can be
+// compared with another framework's.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+
+#include <nlohmann/json.hpp>
+
+#include "duet/backends.h"
+#include "duet/commands.h"
+#include "duet/common.h"
+#include "duet/engine.h"
+#include "duet/plan_view.h"
+#include "duet/safetensors.h"
+
+namespace duet::cli {
+
+namespace {
+
+struct Options {
+  std::string graph, inputs_path, outputs_path, json_path;
+  std::string policy;
+  const CLI::Option* policy_given = nullptr;
+  int repeats = 1;
+};
+
+size_t u(int i) {
+  return static_cast<size_t>(i);
+}
+
+// Deterministic inputs when none are given: floats in +-[0.05, 1]; integers in [0, n) where n is
+// the row count of the embedding table they index (else 10).
+HostTensor random_input(const Graph& g, int value, uint64_t seed) {
+  const GraphValue& v = g.value(value);
+  HostTensor t = HostTensor::empty(v.desc);
+  int64_t range = 0;
+  for (const GraphNode& n : g.nodes())
+    if (n.kind() == OpKind::embedding && n.inputs.size() == 2 && n.inputs[1] == value) {
+      const int64_t rows = g.value(n.inputs[0]).desc.dim(0);
+      range = range == 0 ? rows : std::min(range, rows);
+    }
+  if (range == 0) range = 10;
+  std::vector<double> x(static_cast<size_t>(t.numel()));
+  uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+  for (double& e : x) {
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    const double r = static_cast<double>(s >> 11) / 9007199254740992.0;  // [0, 1)
+    if (is_float(v.desc.dtype))
+      e = (0.05 + 0.95 * r) * ((s >> 7) & 1 ? 1 : -1);
+    else
+      e = std::floor(r * static_cast<double>(range));
+  }
+  t.from_doubles(x);
+  return t;
+}
+
+Result<std::map<std::string, HostTensor>> gather_inputs(const Graph& g, const Options& o,
+                                                        std::string& note) {
+  std::map<std::string, HostTensor> in;
+  if (o.inputs_path.empty()) {
+    for (int id : g.inputs()) in[g.value(id).name] = random_input(g, id, static_cast<uint64_t>(id));
+    note = g.inputs().empty() ? "" : "inputs: random (no --inputs given)";
+    return in;
+  }
+  DUET_ASSIGN_OR_RETURN(in, load_safetensors(o.inputs_path));
+  std::string names;
+  for (int id : g.inputs()) names += (names.empty() ? "" : ", ") + g.value(id).name;
+  for (const auto& [name, t] : in)
+    if (!g.find(name) || g.value(*g.find(name)).kind != ValueKind::input)
+      return Status(Code::invalid_argument, "inputs file '" + o.inputs_path + "': tensor '" + name +
+                                                "' is not an input of graph '" + g.name() +
+                                                "' (its inputs: " + names + ")");
+  for (int id : g.inputs())
+    if (!in.count(g.value(id).name))
+      return Status(Code::invalid_argument, "inputs file '" + o.inputs_path + "': no tensor '" +
+                                                g.value(id).name + "' (graph '" + g.name() +
+                                                "' needs: " + names + ")");
+  note = "inputs: " + o.inputs_path;
+  return in;
+}
+
+std::string stats(const HostTensor& t) {
+  const std::vector<double> v = t.to_doubles();
+  double lo = INFINITY, hi = -INFINITY, sum = 0;
+  int64_t bad = 0;
+  for (double x : v) {
+    if (!std::isfinite(x)) {
+      ++bad;
+      continue;
+    }
+    lo = std::min(lo, x);
+    hi = std::max(hi, x);
+    sum += x;
+  }
+  char b[160];
+  const double n = static_cast<double>(v.size() - static_cast<size_t>(bad));
+  std::snprintf(b, sizeof b, "mean %.6g, min %.6g, max %.6g", n > 0 ? sum / n : 0.0, lo, hi);
+  std::string s = b;
+  if (bad) s += ", " + std::to_string(bad) + " not finite";
+  return s;
+}
+
+int run_graph(const CLI::App& cmd, const Options& o) {
+  if (o.repeats < 1) return fail(cmd, "--repeats must be at least 1", 2);
+  auto policy = choose_policy(o.policy_given->count() ? std::optional(o.policy) : std::nullopt);
+  if (!policy.ok()) return fail(cmd, policy.status().message(), 2);
+  auto graph = load_graph_file(o.graph, true);
+  if (!graph.ok()) return fail(cmd, graph.status().message(), 2);
+  if (auto missing = graph->unbound_constants(); !missing.empty()) {
+    std::string names;
+    for (const std::string& n : missing) names += (names.empty() ? "" : ", ") + n;
+    return fail(cmd,
+                "graph '" + graph->name() + "': constants without data: " + names +
+                    " (give each a \"file\" or \"values\" in the graph file)",
+                2);
+  }
+  std::string inputs_note;
+  auto inputs = gather_inputs(*graph, o, inputs_note);
+  if (!inputs.ok()) return fail(cmd, inputs.status().message(), 2);
+
+  // A registry of this command's own, closed before the process exits (not the process-wide
+  // shared_registry(), whose devices would be torn down during exit).
+  Registry reg = open_registry();
+  auto engine = Engine::create(*graph, reg.devices(), policy->policy);
+  if (!engine.ok()) return fail(cmd, engine.status().message(), exit_status_for(engine.status()));
+  Engine& e = **engine;
+
+  // Every run is timed step by step; the table shows the median per step over the repeats.
+  std::vector<std::vector<double>> per_step;
+  std::vector<double> walls;
+  std::map<std::string, HostTensor> outputs;
+  for (int r = 0; r < o.repeats; ++r) {
+    std::vector<StepTime> times;
+    const auto t0 = std::chrono::steady_clock::now();
+    auto out = e.run_timed(*inputs, times);
+    walls.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    if (!out.ok()) return fail(cmd, out.status().message(), 1);
+    per_step.resize(e.plan().steps.size());
+    for (const StepTime& t : times) per_step[u(t.step)].push_back(t.seconds);
+    outputs = std::move(*out);
+  }
+  auto median = [](std::vector<double> v) {
+    if (v.empty()) return -1.0;
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+
+  const Plan& plan = e.plan();
+  std::printf("graph '%s': %d run%s\n%s\n%s\n", plan.graph.c_str(), o.repeats,
+              o.repeats == 1 ? "" : "s (times: median per step)", devices_line(plan).c_str(),
+              policy->line().c_str());
+  if (!inputs_note.empty()) std::printf("%s\n", inputs_note.c_str());
+  struct Line {
+    std::string step, op, device, precision, tier, time;
+  };
+  std::vector<Line> rows = {{"step", "op", "device", "precision", "tier", "time"}};
+  nlohmann::json jsteps = nlohmann::json::array();
+  double kernel_total = 0;
+  for (size_t i = 0; i < plan.steps.size(); ++i) {
+    const PlanStep& s = plan.steps[i];
+    const double t = median(per_step[i]);
+    if (s.once || s.kind == StepKind::view || t < 0) continue;
+    const std::string time = format_us(t * 1e6);
+    if (s.kind == StepKind::transfer) {
+      const std::string what = plan.values[u(s.inputs[0])].name;
+      rows.push_back({what, transfer_name(s) + " " + format_bytes(s.bytes),
+                      device_id(plan, s.src_device) + " -> " + device_id(plan, s.device), "", "",
+                      time});
+      jsteps.push_back({{"step", s.name},
+                        {"kind", transfer_name(s)},
+                        {"value", what},
+                        {"from", device_id(plan, s.src_device)},
+                        {"to", device_id(plan, s.device)},
+                        {"bytes", s.bytes},
+                        {"seconds", t}});
+      continue;
+    }
+    kernel_total += t;
+    rows.push_back({s.name, std::string(op_name(s.op.op.kind)), device_id(plan, s.device),
+                    std::string(precision_name(s.op.choice.precision)), s.op.choice.tier, time});
+    jsteps.push_back({{"step", s.name},
+                      {"kind", "kernel"},
+                      {"op", op_name(s.op.op.kind)},
+                      {"device", plan.devices[u(s.device)].id},
+                      {"precision", precision_name(s.op.choice.precision)},
+                      {"tier", s.op.choice.tier},
+                      {"seconds", t}});
+  }
+  size_t w[5] = {};
+  for (const Line& r : rows) {
+    w[0] = std::max(w[0], r.step.size());
+    w[1] = std::max(w[1], r.op.size());
+    w[2] = std::max(w[2], r.device.size());
+    w[3] = std::max(w[3], r.precision.size());
+    w[4] = std::max(w[4], r.tier.size());
+  }
+  for (const Line& r : rows)
+    std::printf("  %-*s  %-*s  %-*s  %-*s  %-*s  %10s\n", static_cast<int>(w[0]), r.step.c_str(),
+                static_cast<int>(w[1]), r.op.c_str(), static_cast<int>(w[2]), r.device.c_str(),
+                static_cast<int>(w[3]), r.precision.c_str(), static_cast<int>(w[4]), r.tier.c_str(),
+                r.time.c_str());
+  const double wall = median(walls);
+  std::printf("kernels %s, run %s (each step waits for its device while timed)\n",
+              format_us(kernel_total * 1e6).c_str(), format_us(wall * 1e6).c_str());
+  nlohmann::json jout = nlohmann::json::object();
+  for (const auto& [name, t] : outputs) {
+    std::printf("output %s %s: %s\n", name.c_str(), t.desc().str().c_str(), stats(t).c_str());
+    jout[name] = t.desc().str();
+  }
+
+  if (!o.outputs_path.empty()) {
+    std::vector<std::pair<std::string, HostTensor>> list(outputs.begin(), outputs.end());
+    auto bytes = encode_safetensors(
+        list, {{"graph", plan.graph}, {"policy", plan.policy.str()}, {"producer", "duet run"}});
+    if (!bytes.ok()) return fail(cmd, bytes.status().message());
+    const std::string text(reinterpret_cast<const char*>(bytes->data()), bytes->size());
+    if (Status s = write_file_atomically(o.outputs_path, text); !s.ok())
+      return fail(cmd, s.message());
+    std::printf("outputs written to %s\n", o.outputs_path.c_str());
+  }
+  if (!o.json_path.empty()) {
+    nlohmann::json j = {
+        {"graph", plan.graph}, {"policy", plan.policy.str()}, {"policy_source", policy->source},
+        {"runs", o.repeats},   {"run_seconds", wall},         {"steps", jsteps},
+        {"outputs", jout}};
+    if (Status s = write_file_atomically(o.json_path, j.dump(2) + "\n"); !s.ok())
+      return fail(cmd, s.message());
+  }
+  return 0;
+}
+
+}  // namespace
+
+Command add_run(CLI::App& app) {
+  auto* sub = app.add_subcommand(
+      "run",
+      "Run a graph file on this machine's devices: per op the device, precision, tier and time; "
+      "inputs and outputs as .safetensors");
+  auto o = std::make_shared<Options>();
+  sub->add_option("graph", o->graph, "Graph file (duet-graph JSON)")->required();
+  sub->add_option("--inputs", o->inputs_path,
+                  "Inputs as .safetensors, one tensor per graph input by name (default: random "
+                  "values)");
+  sub->add_option("--outputs", o->outputs_path, "Write the outputs to this .safetensors file");
+  o->policy_given = sub->add_option(
+      "--policy", o->policy, "Overrides, e.g. 'deny=vulkan;precision=f32' (default: $DUET_POLICY)");
+  sub->add_option("--repeats", o->repeats, "Runs; times are the median per step")
+      ->capture_default_str();
+  sub->add_option("--json", o->json_path, "Write the per-step times to this JSON file");
+  auto run = std::make_shared<std::function<int()>>([sub, o] { return run_graph(*sub, *o); });
+  return {sub, run};
+}
+
+}  // namespace duet::cli
