@@ -31,12 +31,6 @@ struct Param {
   Precision precision;
 };
 
-bool reads_the_case_dtypes(const KernelChoice& k, const OpDesc& op) {
-  for (size_t i = 0; i < op.inputs.size() && i < k.input_dtypes.size(); ++i)
-    if (k.input_dtypes[i] != op.inputs[i].dtype) return false;
-  return true;
-}
-
 std::vector<Param> params() {
   std::vector<Param> out;
   for (Device* d : registry().devices())
@@ -44,7 +38,7 @@ std::vector<Param> params() {
       auto op = check::case_op(all_cases()[i]);
       if (!op.ok()) continue;  // reported by CaseSetIsValid
       for (const KernelChoice& k : d->choices(*op))
-        if (k.ok && k.tier != "reference" && reads_the_case_dtypes(k, *op))
+        if (k.ok && k.tier != "reference" && k.reads_as_given(*op))
           out.push_back({d->id(), i, k.tier, k.precision});
     }
   return out;
