@@ -1,7 +1,9 @@
 // Probing a physical device: every property and feature the engine uses, into DeviceCaps (what
 // the planner sees) and PhysicalInfo (what the backend needs to create the device).
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <thread>
 
 #include "vk_internal.h"
 
@@ -136,6 +138,7 @@ Result<PhysicalInfo> probe(VkInstance instance, VkPhysicalDevice pd) {
 
   const bool v12 = api >= VK_API_VERSION_1_2, v13 = api >= VK_API_VERSION_1_3;
   const bool has_coopmat = info.has_extension(kCoopMatExt);
+  const bool has_coopmat_nv = info.has_extension(VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
 
   // Features.
   VkPhysicalDeviceFeatures2 f2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
@@ -149,6 +152,8 @@ Result<PhysicalInfo> probe(VkInstance instance, VkPhysicalDevice pd) {
   VkPhysicalDeviceShaderIntegerDotProductFeatures idp{
       VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES};
   CoopMatFeatures cmf{kCoopMatFeaturesType, nullptr, VK_FALSE, VK_FALSE};
+  VkPhysicalDeviceCooperativeMatrixFeaturesNV cmf_nv{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV};
   void** next = &f2.pNext;
   auto chain = [&next](auto* s) {
     *next = s;
@@ -160,6 +165,7 @@ Result<PhysicalInfo> probe(VkInstance instance, VkPhysicalDevice pd) {
   if (v13 || info.has_extension(VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME)) chain(&ssc);
   if (v13 || info.has_extension(VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME)) chain(&idp);
   if (has_coopmat) chain(&cmf);
+  if (has_coopmat_nv) chain(&cmf_nv);
   vkGetPhysicalDeviceFeatures2(pd, &f2);
   info.storage16 = s16.storageBuffer16BitAccess;
   info.storage8 = s8.storageBuffer8BitAccess;
@@ -276,6 +282,56 @@ Result<PhysicalInfo> probe(VkInstance instance, VkPhysicalDevice pd) {
       }
     }
     c.tensor_cores = !c.matrix_units.empty();
+  }
+
+  // NVIDIA's older VK_NV_cooperative_matrix: reported, not used (see docs/vulkan.md).
+  std::string coop_nv = "absent";
+  if (has_coopmat_nv && cmf_nv.cooperativeMatrix) {
+    auto fn = reinterpret_cast<PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV>(
+        vkGetInstanceProcAddr(instance, "vkGetPhysicalDeviceCooperativeMatrixPropertiesNV"));
+    uint32_t cn = 0;
+    if (fn && fn(pd, &cn, nullptr) == VK_SUCCESS) {
+      std::vector<VkCooperativeMatrixPropertiesNV> props(
+          cn, VkCooperativeMatrixPropertiesNV{VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV});
+      if (fn(pd, &cn, props.data()) == VK_SUCCESS) {
+        coop_nv.clear();
+        for (const auto& p : props) {
+          auto a = component_dtype(static_cast<int32_t>(p.AType));
+          auto acc = component_dtype(static_cast<int32_t>(p.CType));
+          if (!a || !acc) continue;
+          coop_nv += (coop_nv.empty() ? "" : ", ") + std::to_string(p.MSize) + "x" +
+                     std::to_string(p.NSize) + "x" + std::to_string(p.KSize) + " " +
+                     std::string(dtype_name(*a)) + "+" + std::string(dtype_name(*acc));
+        }
+        if (coop_nv.empty()) coop_nv = "no usable shapes";
+      }
+    }
+  }
+  c.extra["cooperative_matrix_nv"] = coop_nv;
+
+  // Uniform texel buffers: the "subgroup" kernels read their operands through them, because on a
+  // CPU device (lavapipe) a texel fetch is a vector gather while a storage-buffer read is a loop
+  // over the invocations. The formats are among those Vulkan requires; checked all the same.
+  bool texel_formats = true;
+  for (VkFormat f : {VK_FORMAT_R32G32B32A32_UINT, VK_FORMAT_R32_UINT, VK_FORMAT_R16_UINT}) {
+    VkFormatProperties fp{};
+    vkGetPhysicalDeviceFormatProperties(pd, f, &fp);
+    texel_formats =
+        texel_formats && (fp.bufferFeatures & VK_FORMAT_FEATURE_UNIFORM_TEXEL_BUFFER_BIT);
+  }
+  if (texel_formats) {
+    info.max_texels = lim.maxTexelBufferElements;
+    info.texel_align = std::max<uint64_t>(lim.minTexelBufferOffsetAlignment, 4);
+  }
+  c.extra["max_texel_buffer_elements"] = std::to_string(info.max_texels);
+
+  // A CPU device runs workgroups on worker threads, one per core of the host (lavapipe's
+  // default; LP_NUM_THREADS changes it).
+  if (c.type == DeviceType::cpu) {
+    int threads = static_cast<int>(std::thread::hardware_concurrency());
+    if (const char* e = std::getenv("LP_NUM_THREADS"); e && std::atoi(e) > 0)
+      threads = std::atoi(e);
+    c.compute_units = std::max(threads, 1);
   }
 
   c.extra["memory_heaps"] = heaps;

@@ -28,6 +28,8 @@ Status VulkanDevice::init() {
   const auto& lim = core_->info.props.limits;
   window_align_ = std::max<uint64_t>(lim.minStorageBufferOffsetAlignment, 16);
   max_window_ = lim.maxStorageBufferRange;
+  max_texels_ = core_->info.max_texels;
+  texel_align_ = std::max<uint64_t>(core_->info.texel_align, 16);
   // Blocks of 256 MiB (less where the driver caps single allocations).
   uint64_t block = 256ull << 20;
   if (caps_.max_allocation) block = std::min(block, caps_.max_allocation);

@@ -29,6 +29,8 @@ Recorder::~Recorder() {
     host_alloc_->release(errors_);
   }
   host_alloc_.reset();
+  destroy_views();
+  if (unused_view_) vkDestroyBufferView(d, unused_view_, nullptr);
   if (dpool_) vkDestroyDescriptorPool(d, dpool_, nullptr);
   if (fence_) vkDestroyFence(d, fence_, nullptr);
   if (pool_) vkDestroyCommandPool(d, pool_, nullptr);
@@ -50,11 +52,13 @@ Status Recorder::init() {
   VkFenceCreateInfo fi{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
   r = vkCreateFence(d, &fi, nullptr, &fence_);
   if (r != VK_SUCCESS) return vk_error("vkCreateFence", r, core_->id);
-  VkDescriptorPoolSize ps{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, kSetsPerPool * kBindings};
+  const VkDescriptorPoolSize ps[] = {
+      {VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, kSetsPerPool * kBindings},
+      {VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER, kSetsPerPool * kTexelBindings}};
   VkDescriptorPoolCreateInfo dp{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
   dp.maxSets = kSetsPerPool;
-  dp.poolSizeCount = 1;
-  dp.pPoolSizes = &ps;
+  dp.poolSizeCount = 2;
+  dp.pPoolSizes = ps;
   r = vkCreateDescriptorPool(d, &dp, nullptr, &dpool_);
   if (r != VK_SUCCESS) return vk_error("vkCreateDescriptorPool", r, core_->id);
   sets_left_ = kSetsPerPool;
@@ -64,7 +68,29 @@ Status Recorder::init() {
   DUET_ASSIGN_OR_RETURN(errors_, host_alloc_->allocate(kErrorSlots * 8));
   std::memset(errors_.block->mapped + errors_.offset, 0, kErrorSlots * 8);
   ring_align_ = std::max<uint64_t>(256, core_->info.props.limits.minStorageBufferOffsetAlignment);
+  // Every texel binding of the layout must hold a valid view: unused ones see the error slots.
+  DUET_ASSIGN_OR_RETURN(unused_view_, view(TexelWindow{errors_.block->buffer, errors_.offset,
+                                                       kErrorSlots * 8, VK_FORMAT_R32_UINT}));
+  views_.clear();
   return {};
+}
+
+Result<VkBufferView> Recorder::view(const TexelWindow& w) {
+  VkBufferViewCreateInfo ci{VK_STRUCTURE_TYPE_BUFFER_VIEW_CREATE_INFO};
+  ci.buffer = w.buffer;
+  ci.format = w.format;
+  ci.offset = w.offset;
+  ci.range = w.range;
+  VkBufferView v = VK_NULL_HANDLE;
+  VkResult r = vkCreateBufferView(core_->device, &ci, nullptr, &v);
+  if (r != VK_SUCCESS) return vk_error("vkCreateBufferView", r, core_->id);
+  views_.push_back(v);
+  return v;
+}
+
+void Recorder::destroy_views() {
+  for (VkBufferView v : views_) vkDestroyBufferView(core_->device, v, nullptr);
+  views_.clear();
 }
 
 bool Recorder::overlaps(const std::vector<Range>& set, const Range& r) {
@@ -150,11 +176,14 @@ Status Recorder::record(const Dispatch& d) {
   for (auto& w : bind)
     if (!w.buffer) w = {bind[0].buffer, bind[0].offset, bind[0].range, false};
 
-  // Hazards against what ran since the last barrier.
+  // Hazards against what ran since the last barrier (texel bindings are reads).
+  std::vector<Window> used;
+  for (size_t i = 1; i < kBindings; ++i)
+    if (d.bind[i].buffer) used.push_back(d.bind[i]);
+  for (const TexelWindow& t : d.texel)
+    if (t.buffer) used.push_back({t.buffer, t.offset, t.range, false});
   bool hazard = false;
-  for (size_t i = 1; i < kBindings; ++i) {
-    const Window& w = d.bind[i];
-    if (!w.buffer) continue;
+  for (const Window& w : used) {
     Range r{w.buffer, w.offset, w.offset + w.range};
     if (overlaps(writes_since_barrier_, r) || (w.write && overlaps(reads_since_barrier_, r)))
       hazard = true;
@@ -169,12 +198,18 @@ Status Recorder::record(const Dispatch& d) {
     writes_since_barrier_.clear();
     ++barriers;
   }
-  for (size_t i = 1; i < kBindings; ++i) {
-    const Window& w = d.bind[i];
-    if (!w.buffer) continue;
+  for (const Window& w : used) {
     Range r{w.buffer, w.offset, w.offset + w.range};
     (w.write ? writes_since_barrier_ : reads_since_barrier_).push_back(r);
     batch_.push_back(r);
+  }
+  std::array<VkBufferView, kTexelBindings> views{};
+  for (uint32_t i = 0; i < kTexelBindings; ++i) {
+    if (!d.texel[i].buffer) {
+      views[i] = unused_view_;
+      continue;
+    }
+    DUET_ASSIGN_OR_RETURN(views[i], view(d.texel[i]));
   }
 
   VkDescriptorSetAllocateInfo ai{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
@@ -187,22 +222,30 @@ Status Recorder::record(const Dispatch& d) {
   if (r != VK_SUCCESS) return vk_error("vkAllocateDescriptorSets", r, core_->id);
   --sets_left_;
   std::array<VkDescriptorBufferInfo, kBindings> infos{};
-  std::array<VkWriteDescriptorSet, kBindings> writes{};
-  for (uint32_t i = 0; i < kBindings; ++i) {
-    infos[i] = {bind[i].buffer, bind[i].offset, bind[i].range};
+  std::array<VkWriteDescriptorSet, kBindings + kTexelBindings> writes{};
+  for (uint32_t i = 0; i < writes.size(); ++i) {
     writes[i] = {VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
     writes[i].dstSet = set;
     writes[i].dstBinding = i;
     writes[i].descriptorCount = 1;
-    writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
-    writes[i].pBufferInfo = &infos[i];
+    if (i < kBindings) {
+      infos[i] = {bind[i].buffer, bind[i].offset, bind[i].range};
+      writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+      writes[i].pBufferInfo = &infos[i];
+    } else {
+      writes[i].descriptorType = VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER;
+      writes[i].pTexelBufferView = &views[i - kBindings];
+    }
   }
-  vkUpdateDescriptorSets(core_->device, kBindings, writes.data(), 0, nullptr);
+  vkUpdateDescriptorSets(core_->device, static_cast<uint32_t>(writes.size()), writes.data(), 0,
+                         nullptr);
   vkCmdBindPipeline(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, pipe);
   vkCmdBindDescriptorSets(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, pipelines_.layout(), 0, 1, &set, 0,
                           nullptr);
   vkCmdDispatch(cmd_, d.groups[0], d.groups[1], d.groups[2]);
   ++dispatches;
+  if (recent.size() == 16) recent.erase(recent.begin());
+  recent.emplace_back(d.shader, d.spec);
   return {};
 }
 
@@ -222,6 +265,7 @@ Status Recorder::flush() {
   vkResetFences(core_->device, 1, &fence_);
   vkResetCommandBuffer(cmd_, 0);
   vkResetDescriptorPool(core_->device, dpool_, 0);
+  destroy_views();
   sets_left_ = kSetsPerPool;
   ring_used_ = 0;
   reads_since_barrier_.clear();

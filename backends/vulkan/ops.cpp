@@ -82,6 +82,71 @@ Result<std::pair<Window, GpuTensor>> bind(VulkanDevice& dev, const Arg& a, bool 
   return std::make_pair(w, gpu_tensor(a.desc, static_cast<uint32_t>((lo - start) / e)));
 }
 
+// ---- texel views (the "subgroup" kernels' operands) ---------------------------------------------
+
+// Elements per vector texel (R32G32B32A32_UINT): 4 f32, or 8 16-bit values.
+int64_t texel_vec(DType t) {
+  return 16 / elem_bytes(t);
+}
+
+// The texel view over `a` starts at its byte offset rounded down to the device's alignment; both
+// a vector view (16-byte texels) and a scalar one (one element per texel) must stay within the
+// device's texel count, so that either mode can be bound.
+std::pair<uint64_t, uint64_t> texel_span(VulkanDevice& dev, const Arg& a) {
+  auto [lo, hi] = byte_range(a);
+  const uint64_t start = lo / dev.texel_alignment() * dev.texel_alignment();
+  return {start, (hi - start + 15) / 16 * 16};
+}
+
+bool texels_fit(VulkanDevice& dev, const Arg& a) {
+  const uint64_t range = texel_span(dev, a).second;
+  return dev.max_texels() > 0 &&
+         range / static_cast<uint64_t>(elem_bytes(a.desc.dtype)) <= dev.max_texels();
+}
+
+// Whether `a` can be read VEC elements per fetch along dimension `dim`: unit stride there, every
+// other stride, the extent along `dim` and the start a multiple of the vector.
+bool vector_ok(const Arg& a, int dim) {
+  const int64_t v = texel_vec(a.desc.dtype);
+  if (a.desc.strides[static_cast<size_t>(dim)] != 1 || a.desc.shape[static_cast<size_t>(dim)] % v)
+    return false;
+  for (int i = 0; i < a.desc.rank; ++i)
+    if (i != dim && a.desc.shape[static_cast<size_t>(i)] > 1 &&
+        a.desc.strides[static_cast<size_t>(i)] % v)
+      return false;
+  return byte_range(a).first % 16 == 0;
+}
+
+// Binds `a` as a uniform texel buffer view: vector texels or one element per texel.
+Result<std::pair<TexelWindow, GpuTensor>> bind_texels(VulkanDevice& dev, const Arg& a, bool vec,
+                                                      const std::string& name) {
+  if (!texels_fit(dev, a))
+    return Err(Code::unsupported)
+        .tensor(name)
+        .device(dev.id())
+        .expected("a texel buffer view of at most " + std::to_string(dev.max_texels()) + " texels")
+        .got(a.desc.str() + ", which cannot be split further");
+  if (a.desc.storage_extent() > (int64_t{1} << 32) - 1)
+    return Err(Code::unsupported)
+        .tensor(name)
+        .device(dev.id())
+        .expected("fewer than 2^32 elements")
+        .got(a.desc.str());
+  auto [lo, hi] = byte_range(a);
+  auto [start, range] = texel_span(dev, a);
+  const uint64_t e = static_cast<uint64_t>(elem_bytes(a.desc.dtype));
+  // Rounding up to 16 bytes may pass the tensor's end, never its allocation (256-byte granules).
+  const uint64_t end = a.buf->base() + (a.buf->size() + 255) / 256 * 256;
+  if (start + range > end) range = (end - start) / 16 * 16;
+  VkFormat f = VK_FORMAT_R32G32B32A32_UINT;
+  if (!vec) {
+    f = e == 4 ? VK_FORMAT_R32_UINT : VK_FORMAT_R16_UINT;
+    range = (hi - start + e - 1) / e * e;
+  }
+  return std::make_pair(TexelWindow{a.buf->vk(), start, range, f},
+                        gpu_tensor(a.desc, static_cast<uint32_t>((lo - start) / e)));
+}
+
 TensorDesc slice_dim(const TensorDesc& d, int dim, int64_t s, int64_t e) {
   TensorDesc r = d;
   r.offset += s * d.strides[static_cast<size_t>(dim)];
@@ -142,7 +207,15 @@ struct Ctx {
     if (td >= 0) d.params.td[td] = wt.second;
     return {};
   }
+  Status bind_texels_into(Dispatch& d, int slot, int td, const Arg& a, bool vec,
+                          const std::string& name) const {
+    DUET_ASSIGN_OR_RETURN(auto wt, bind_texels(dev, a, vec, name));
+    d.texel[static_cast<size_t>(slot)] = wt.first;
+    d.params.td[td] = wt.second;
+    return {};
+  }
   int block() const { return choice.launch.block_threads > 0 ? choice.launch.block_threads : 64; }
+  bool subgroup() const { return choice.tier == "subgroup"; }
 };
 
 // ---- elementwise ----------------------------------------------------------------------------
@@ -357,7 +430,7 @@ struct MatmulJob {
   bool accumulate = false;
 };
 
-Status matmul_emit(const Ctx& c, const MatmulJob& j) {
+Status matmul_emit_tiled(const Ctx& c, const MatmulJob& j) {
   const LaunchConfig& l = c.choice.launch;
   int tm = 4, tn = 4;
   if (std::sscanf(l.variant.c_str(), "tiled_%dx%d", &tm, &tn) != 2)
@@ -388,11 +461,53 @@ Status matmul_emit(const Ctx& c, const MatmulJob& j) {
   return c.dev.recorder().record(d);
 }
 
-// Splits until every operand fits a window: batch first, then the dimension of the operand that
-// is outermost in its memory (M or K for A; K or N for B), accumulating over K.
+// The "subgroup" GEMM (matmul_sg.comp): each invocation a TM x TN register block, operands
+// through texel views, vector texels where both operands' layouts allow (mode 1: B along K, mode
+// 2: B along N), else one element per fetch (mode 0).
+Status matmul_emit_subgroup(const Ctx& c, const MatmulJob& j) {
+  const LaunchConfig& l = c.choice.launch;
+  int tm = 0, tn = 0;
+  if (std::sscanf(l.variant.c_str(), "subgroup_%dx%d", &tm, &tn) != 2 || tm < 1 || tn < 1)
+    return Err(Code::internal).device(c.dev.id()).note("matmul launch variant " + l.variant);
+  const int64_t M = j.y.desc.dim(2), N = j.y.desc.dim(3), K = j.a.desc.dim(3);
+  const int64_t vec = texel_vec(j.a.desc.dtype);
+  uint32_t mode = 0;
+  if (vector_ok(j.a, 3)) {
+    if (vector_ok(j.b, 2))
+      mode = 1;
+    else if (vector_ok(j.b, 3) && tn % vec == 0)
+      mode = 2;
+  }
+  Dispatch d;
+  d.shader = "matmul_sg_" + T(j.y.desc.dtype);
+  d.spec = {static_cast<uint32_t>(l.block_threads), static_cast<uint32_t>(tm),
+            static_cast<uint32_t>(tn), mode};
+  DUET_TRY(c.bind_into(d, 1, 0, j.y, true, "output"));
+  DUET_TRY(c.bind_texels_into(d, 0, 1, j.a, mode != 0, c.op.input_name(0)));
+  DUET_TRY(c.bind_texels_into(d, 1, 2, j.b, mode != 0, c.op.input_name(1)));
+  d.params.u = {static_cast<uint32_t>(M), static_cast<uint32_t>(N), static_cast<uint32_t>(K),
+                j.accumulate ? 1u : 0u};
+  const uint64_t batches = static_cast<uint64_t>(j.y.desc.dim(0) * j.y.desc.dim(1));
+  const int64_t cols = static_cast<int64_t>(l.block_threads) * tn;
+  d.groups = {static_cast<uint32_t>((N + cols - 1) / cols),
+              static_cast<uint32_t>((M + tm - 1) / tm), static_cast<uint32_t>(batches)};
+  if (d.groups[0] > 65535 || d.groups[1] > 65535 || d.groups[2] > 65535)
+    return Err(Code::unsupported)
+        .op("matmul", c.op.name)
+        .device(c.dev.id())
+        .expected("at most 65535 workgroups along columns, rows and batch entries")
+        .got(describe(c.op));
+  return c.dev.recorder().record(d);
+}
+
+// Splits until every operand fits what binds it (a storage-buffer window, or a texel view for
+// the "subgroup" kernel's A and B): batch first, then the dimension of the operand that is
+// outermost in its memory (M or K for A; K or N for B), accumulating over K.
 Status matmul_split(const Ctx& c, const MatmulJob& j) {
-  const bool fa = fits(c.dev, j.a), fb = fits(c.dev, j.b), fy = fits(c.dev, j.y);
-  if (fa && fb && fy) return matmul_emit(c, j);
+  const bool sg = c.subgroup();
+  auto fits_in = [&](const Arg& a) { return sg ? texels_fit(c.dev, a) : fits(c.dev, a); };
+  const bool fa = fits_in(j.a), fb = fits_in(j.b), fy = fits(c.dev, j.y);
+  if (fa && fb && fy) return sg ? matmul_emit_subgroup(c, j) : matmul_emit_tiled(c, j);
   auto halves = [](int64_t n) {
     return std::array<std::pair<int64_t, int64_t>, 2>{{{0, n / 2}, {n / 2, n}}};
   };
@@ -418,7 +533,7 @@ Status matmul_split(const Ctx& c, const MatmulJob& j) {
     dim = j.b.desc.strides[3] > j.b.desc.strides[2] ? kN : kK;
   }
   const int64_t n = dim == kM ? M : dim == kN ? N : K;
-  if (n <= 1) return matmul_emit(c, j);  // bind() reports the tensor that cannot fit
+  if (n <= 1) return sg ? matmul_emit_subgroup(c, j) : matmul_emit_tiled(c, j);  // bind() says why
   bool first = true;
   for (auto [s, e] : halves(n)) {
     MatmulJob p = j;
@@ -458,6 +573,79 @@ Status matmul(const Ctx& c, const Arg& out, std::span<const Arg> in) {
 
 // ---- attention --------------------------------------------------------------------------------
 
+// The "subgroup" attention (attention_sg.comp): R rows per invocation, LR invocations along rows
+// and LK along keys (variant "subgroup_RxLR"), keys split `splits` ways more; the LK x splits
+// partial results per row are merged by attention_combine.comp.
+Status attention_subgroup_emit(const Ctx& c, const std::vector<Arg>& p, int64_t G, int64_t D) {
+  const LaunchConfig& l = c.choice.launch;
+  int R = 0, LR = 0;
+  if (std::sscanf(l.variant.c_str(), "subgroup_%dx%d", &R, &LR) != 2 || R < 1 || LR < 1 ||
+      l.block_threads % LR != 0)
+    return Err(Code::internal).device(c.dev.id()).note("attention launch variant " + l.variant);
+  const int64_t Lq = p[1].desc.dim(2), Lk = p[2].desc.dim(2);
+  const int64_t rows = G * Lq, LK = l.block_threads / LR;
+  const int64_t splits = std::max(l.splits, 1), parts = splits * LK;
+  const int64_t chunk = (Lk + splits - 1) / splits;
+  const uint64_t bh = static_cast<uint64_t>(p[0].desc.dim(0) * p[2].desc.dim(1));
+  const DType t = p[0].desc.dtype;
+  Dispatch d;
+  d.shader = "attention_sg_" + T(t);
+  const bool has_mask = p.size() > 4;
+  const uint32_t qvec = vector_ok(p[1], 3), kvec = vector_ok(p[2], 3), vvec = vector_ok(p[3], 3);
+  const uint32_t mask = !has_mask ? 0u : p[4].desc.dtype == DType::f32 ? 1u : 2u;
+  // The output is dense: vector stores need only the head dim and the start aligned.
+  const int64_t vec = texel_vec(t);
+  const uint32_t ovec = D % vec == 0 && p[0].desc.offset % vec == 0 ? 1u : 0u;
+  d.spec = {static_cast<uint32_t>(l.block_threads),
+            static_cast<uint32_t>(R),
+            static_cast<uint32_t>(LR),
+            static_cast<uint32_t>(D),
+            qvec,
+            kvec,
+            vvec,
+            mask,
+            ovec};
+  const int64_t ps = 4 * ((D + 3) / 4 + 1);  // floats per partial: sum, then max and denominator
+  std::shared_ptr<VkBuf> part;
+  if (parts > 1) {
+    DUET_ASSIGN_OR_RETURN(part, c.dev.scratch(bh * static_cast<uint64_t>(parts * rows * ps) * 4));
+    d.bind[6] = {part->vk(), part->base(), part->size(), true};
+  } else {
+    DUET_TRY(c.bind_into(d, 1, 0, p[0], true, "output"));
+  }
+  DUET_TRY(c.bind_texels_into(d, 2, 1, p[1], qvec != 0, c.op.input_name(0)));
+  DUET_TRY(c.bind_texels_into(d, 0, 2, p[2], kvec != 0, c.op.input_name(1)));
+  DUET_TRY(c.bind_texels_into(d, 1, 3, p[3], vvec != 0, c.op.input_name(2)));
+  if (has_mask) DUET_TRY(c.bind_texels_into(d, 3, 4, p[4], false, c.op.input_name(3)));
+  d.params.u = {static_cast<uint32_t>(Lq), static_cast<uint32_t>(Lk), static_cast<uint32_t>(G),
+                static_cast<uint32_t>(rows)};
+  d.params.u2 = {c.op.attrs.causal ? 1u : 0u, 0u, 0u, static_cast<uint32_t>(parts)};
+  d.params.u3 = {static_cast<uint32_t>(chunk), static_cast<uint32_t>(D), static_cast<uint32_t>(ps),
+                 static_cast<uint32_t>(ps - 4)};
+  d.params.f[0] = attention_scale(c.op);
+  const int64_t per_group = static_cast<int64_t>(R) * LR;
+  d.groups = {static_cast<uint32_t>((rows + per_group - 1) / per_group), static_cast<uint32_t>(bh),
+              static_cast<uint32_t>(splits)};
+  if (d.groups[0] > 65535 || d.groups[1] > 65535)
+    return Err(Code::unsupported)
+        .op("attention", c.op.name)
+        .device(c.dev.id())
+        .expected("at most 65535 row blocks and batch x KV heads")
+        .got(describe(c.op));
+  DUET_TRY(c.dev.recorder().record(d));
+  if (parts == 1) return {};
+  Dispatch m;
+  m.shader = "attention_combine_" + T(t);
+  m.spec = {static_cast<uint32_t>(std::min(c.dev.caps().max_threads_per_block, 256u))};
+  DUET_TRY(c.bind_into(m, 1, 0, p[0], true, "output"));
+  m.bind[6] = {part->vk(), part->base(), part->size(), false};
+  m.params.u = d.params.u;
+  m.params.u2 = d.params.u2;
+  m.params.u3 = d.params.u3;
+  m.groups = flat_grid(static_cast<uint64_t>(p[0].desc.numel()), static_cast<int>(m.spec[0]));
+  return c.dev.recorder().record(m);
+}
+
 Status attention(const Ctx& c, const Arg& out, std::span<const Arg> in) {
   const TensorDesc& q = in[0].desc;
   const int64_t B = q.dim(0), Hq = q.dim(1), Lq = q.dim(2), D = q.dim(3);
@@ -470,14 +658,16 @@ Status attention(const Ctx& c, const Arg& out, std::span<const Arg> in) {
   }
   const LaunchConfig& l = c.choice.launch;
   const int64_t splits = std::max(l.splits, 1);
-  const int64_t chunk = ((Lk + splits - 1) / splits + l.tile_n - 1) / l.tile_n * l.tile_n;
+  const int64_t chunk = ((Lk + splits - 1) / splits + std::max(l.tile_n, 1) - 1) /
+                        std::max(l.tile_n, 1) * std::max(l.tile_n, 1);
   const int64_t rows = G * Lq;
   const DType t = out.desc.dtype;
 
   // Split over batch, then over KV heads (taking their query heads along).
   std::function<Status(std::vector<Arg>)> run = [&](std::vector<Arg> p) -> Status {
     bool ok = true;
-    for (const Arg& a : p) ok = ok && fits(c.dev, a);
+    for (size_t i = 0; i < p.size(); ++i)
+      ok = ok && (c.subgroup() && i > 0 ? texels_fit(c.dev, p[i]) : fits(c.dev, p[i]));
     const int64_t b = p[0].desc.dim(0), hkv = p[2].desc.dim(1);
     if (!ok && (b > 1 || hkv > 1)) {
       const bool by_batch = b > 1;
@@ -493,6 +683,7 @@ Status attention(const Ctx& c, const Arg& out, std::span<const Arg> in) {
       }
       return {};
     }
+    if (c.subgroup()) return attention_subgroup_emit(c, p, G, D);
     const uint64_t bh = static_cast<uint64_t>(b * hkv);
     Dispatch d;
     d.shader = "attention_" + T(t);

@@ -99,15 +99,16 @@ Pipelines::~Pipelines() {
 
 Status Pipelines::init() {
   VkDevice d = core_->device;
-  std::array<VkDescriptorSetLayoutBinding, kBindings> b{};
-  for (uint32_t i = 0; i < kBindings; ++i) {
+  std::array<VkDescriptorSetLayoutBinding, kBindings + kTexelBindings> b{};
+  for (uint32_t i = 0; i < b.size(); ++i) {
     b[i].binding = i;
-    b[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+    b[i].descriptorType =
+        i < kBindings ? VK_DESCRIPTOR_TYPE_STORAGE_BUFFER : VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER;
     b[i].descriptorCount = 1;
     b[i].stageFlags = VK_SHADER_STAGE_COMPUTE_BIT;
   }
   VkDescriptorSetLayoutCreateInfo sl{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO};
-  sl.bindingCount = kBindings;
+  sl.bindingCount = static_cast<uint32_t>(b.size());
   sl.pBindings = b.data();
   VkResult r = vkCreateDescriptorSetLayout(d, &sl, nullptr, &set_layout_);
   if (r != VK_SUCCESS) return vk_error("vkCreateDescriptorSetLayout", r, core_->id);

@@ -4,7 +4,6 @@
 // and handed to the device in KernelChoice::launch.
 #include <algorithm>
 #include <cmath>
-#include <iterator>
 #include <vector>
 
 #include "vulkan_backend.h"
@@ -64,21 +63,13 @@ constexpr MatmulTile kTiles[] = {
     {16, 16, 8, 2, 2},    {8, 8, 8, 2, 2},     {4, 4, 4, 1, 1},
 };
 
-// On a CPU device (lavapipe) a workgroup runs on one core with its invocations as SIMD lanes, and
-// every shared-memory read is a gather: large register blocks amortise them (measured: 16x16
-// gives 2.3x the GFLOP/s of 8x8 at 1024^3). Tried first there, then the general list.
-constexpr MatmulTile kCpuTiles[] = {{128, 128, 8, 16, 16}, {64, 64, 8, 16, 16}};
-
 std::optional<MatmulTile> pick_matmul_tile(const DeviceCaps& c, int64_t M, int64_t N,
                                            std::string* why_not) {
   const int mt = max_threads(c);
   const uint64_t smem = c.shared_mem_per_block ? c.shared_mem_per_block : 16384;
   const int sg = std::max(c.subgroup_size, 1);
   std::optional<MatmulTile> fallback;
-  std::vector<MatmulTile> tiles;
-  if (c.type == DeviceType::cpu) tiles.assign(std::begin(kCpuTiles), std::end(kCpuTiles));
-  tiles.insert(tiles.end(), std::begin(kTiles), std::end(kTiles));
-  for (const MatmulTile& t : tiles) {
+  for (const MatmulTile& t : kTiles) {
     if (t.threads() > mt || t.shared() > smem) continue;
     if (t.threads() % sg != 0 && t.threads() > sg) continue;
     if (!fallback) fallback = t;
@@ -90,6 +81,40 @@ std::optional<MatmulTile> pick_matmul_tile(const DeviceCaps& c, int64_t M, int64
   *why_not = "no GEMM tile fits " + kib(smem) + " of shared memory and " + std::to_string(mt) +
              " invocations per workgroup";
   return std::nullopt;
+}
+
+// The "subgroup" GEMM's register block: TM x TN outputs per invocation, WG invocations per
+// workgroup along N. On a CPU device (lavapipe: a workgroup is one core, its invocations the SIMD
+// lanes, every read a gather) large blocks amortise the fetches but cost LLVM compile time at
+// the first dispatch. Measured at 1024^3 on lavapipe, CPU time (first dispatch): f16 16x8 70 ms
+// (2 s), 16x16 62 ms (7.5 s), 32x16 67 ms (29 s), 8x8 78 ms (0.7 s); f32 alike. 16x8 it is, or
+// 1x16 .. 8x16 for a few rows. Elsewhere a block of 4x4 keeps to the registers a GPU invocation
+// has. Blocks shrink (rows first) until there are workgroups for every compute unit.
+struct SgTile {
+  int wg, tm, tn;
+};
+
+SgTile pick_subgroup_tile(const DeviceCaps& c, const OpDesc& op, DType t) {
+  const int64_t M = op.output.dim(-2), N = op.output.dim(-1);
+  int64_t batch = 1;
+  for (int i = 0; i + 2 < op.output.rank; ++i) batch *= op.output.dim(i);
+  const int sg = std::max(c.subgroup_size, 1);
+  SgTile s{std::min(sg, max_threads(c)), 4, 4};
+  if (c.type != DeviceType::cpu) {
+    s.wg = std::max(s.wg, std::min(64, max_threads(c)) / s.wg * s.wg);
+    return s;
+  }
+  const int vec = t == DType::f32 ? 4 : 8;
+  s.tm = static_cast<int>(
+      std::min<uint64_t>(16, pow2_ceil(static_cast<uint64_t>(std::max<int64_t>(M, 1)))));
+  s.tn = M <= 4 ? 16 : 8;
+  const int64_t target = 2 * std::max(c.compute_units, 1);
+  auto groups = [&] {
+    return ((N + s.wg * s.tn - 1) / (s.wg * s.tn)) * ((M + s.tm - 1) / s.tm) * batch;
+  };
+  while (groups() < target && s.tm > 4) s.tm /= 2;
+  while (groups() < target && s.tn > vec) s.tn /= 2;
+  return s;
 }
 
 struct AttnTile {
@@ -175,8 +200,15 @@ class Rules final : public BackendRules {
     std::vector<KernelChoice> out;
     for (DType t : {DType::f32, DType::f16, DType::bf16}) {
       if (op.kind == OpKind::matmul) {
+        // On a CPU device the register-blocked kernel first: its shared-memory reads are gathers.
         out.push_back(coopmat_choice(c, op, t));
+        if (c.type == DeviceType::cpu) out.push_back(subgroup_choice(c, op, t));
         out.push_back(compute_choice(c, op, t));
+        if (c.type != DeviceType::cpu) out.push_back(subgroup_choice(c, op, t));
+      } else if (op.kind == OpKind::attention) {
+        if (c.type == DeviceType::cpu) out.push_back(subgroup_choice(c, op, t));
+        out.push_back(compute_choice(c, op, t));
+        if (c.type != DeviceType::cpu) out.push_back(subgroup_choice(c, op, t));
       } else {
         out.push_back(compute_choice(c, op, t));
       }
@@ -218,7 +250,13 @@ class Rules final : public BackendRules {
   static KernelChoice coopmat_choice(const DeviceCaps& c, const OpDesc& op, DType t) {
     KernelChoice k = base(op, t, "coopmat");
     if (c.matrix_units.empty()) {
-      k.reason = "device has no VK_KHR_cooperative_matrix";
+      auto nv = c.extra.find("cooperative_matrix_nv");
+      if (nv != c.extra.end() && nv->second != "absent")
+        k.reason = "device has only VK_NV_cooperative_matrix (" + nv->second +
+                   "), which no Vulkan kernel uses: NVIDIA's matrix units run through the CUDA "
+                   "backend";
+      else
+        k.reason = "device has no VK_KHR_cooperative_matrix";
       return k;
     }
     // The shader needs GL_KHR_cooperative_matrix, which glslang learned in 13.0; this build's
@@ -226,6 +264,72 @@ class Rules final : public BackendRules {
     k.reason =
         "device has VK_KHR_cooperative_matrix, but this build has no cooperative-matrix "
         "shader (needs glslang >= 13)";
+    return k;
+  }
+
+  // Whether the device reads uniform texel buffers with the formats the "subgroup" kernels use
+  // (probed; a profile that does not say is assumed to: the formats are required by Vulkan).
+  static bool texels_ok(const DeviceCaps& c, std::string* why) {
+    auto it = c.extra.find("max_texel_buffer_elements");
+    if (it != c.extra.end() && it->second == "0") {
+      *why = "device lacks uniform texel buffers of R32G32B32A32_UINT, R32_UINT and R16_UINT";
+      return false;
+    }
+    return true;
+  }
+
+  static std::string compute_name(DType t) {
+    return t == DType::f32 ? "f32" : std::string(dtype_name(t)) + " storage, f32 compute";
+  }
+
+  static KernelChoice subgroup_choice(const DeviceCaps& c, const OpDesc& op, DType t) {
+    KernelChoice k = base(op, t, "subgroup");
+    std::string why;
+    if (!storage_ok(c, t, &why) || !texels_ok(c, &why)) return k.reason = why, k;
+    LaunchConfig& l = k.launch;
+    if (op.kind == OpKind::matmul) {
+      const SgTile s = pick_subgroup_tile(c, op, t);
+      l.block_threads = s.wg;
+      l.tile_m = s.tm;
+      l.tile_n = s.wg * s.tn;
+      l.subgroup = c.subgroup_size;
+      l.variant = "subgroup_" + std::to_string(s.tm) + "x" + std::to_string(s.tn);
+      k.reason = "register-blocked GEMM without shared memory, " + compute_name(t) + ", " +
+                 std::to_string(s.tm) + "x" + std::to_string(s.tn) + " outputs per invocation, " +
+                 std::to_string(s.wg) + " per workgroup, operands read through texel buffers";
+    } else {
+      const int64_t B = op.inputs[0].dim(0), Hq = op.inputs[0].dim(1), Lq = op.inputs[0].dim(2);
+      const int64_t D = op.inputs[0].dim(3), Hkv = op.inputs[1].dim(1), Lk = op.inputs[1].dim(2);
+      const int64_t rows = (Hq / Hkv) * Lq;
+      // Queries and outputs of R rows stay in each invocation's registers: 2 x 256 floats on a
+      // CPU device (they spill to L1), 2 x 64 on a GPU. On lavapipe R x D = 256 runs as fast as
+      // 512 (measured, D = 64) and compiles 3x faster (1.5 s against 4.5 s per pipeline).
+      const int64_t budget = c.type == DeviceType::cpu ? 256 : 64;
+      const int R = static_cast<int>(std::clamp<int64_t>(budget / D, 1, 16));
+      const int wg = std::min(std::max(c.subgroup_size, 1), max_threads(c));
+      // Rows across invocations while there are rows for them, the rest of them across keys.
+      int lr = 1;
+      while (lr * 2 <= wg && wg % (lr * 2) == 0 && static_cast<int64_t>(lr) * R < rows) lr *= 2;
+      const int lk = wg / lr;
+      const int64_t wgs = B * Hkv * ((rows + static_cast<int64_t>(lr) * R - 1) / (lr * R));
+      const int64_t target = 4 * std::max(c.compute_units, 2);
+      int64_t splits = 1;
+      if (wgs < target)  // decoding: split the keys too, each invocation keeping 64 or more
+        splits =
+            std::clamp<int64_t>((target + wgs - 1) / wgs, 1, std::max<int64_t>(Lk / (64 * lk), 1));
+      l.block_threads = wg;
+      l.tile_m = lr * R;
+      l.tile_n = lk;
+      l.tile_k = static_cast<int>(D);
+      l.splits = static_cast<int>(splits);
+      l.subgroup = c.subgroup_size;
+      l.variant = "subgroup_" + std::to_string(R) + "x" + std::to_string(lr);
+      k.reason = "attention without shared memory, " + compute_name(t) + ", " + std::to_string(R) +
+                 " query rows per invocation, keys across " + std::to_string(lk) + " invocations" +
+                 (splits > 1 ? " and " + std::to_string(splits) + " splits" : "") +
+                 ", K and V read through texel buffers, online softmax in f32";
+    }
+    k.ok = true;
     return k;
   }
 

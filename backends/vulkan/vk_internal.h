@@ -61,6 +61,9 @@ struct PhysicalInfo {
   uint32_t queue_family = UINT32_MAX;
   bool storage16 = false, storage8 = false, float16 = false, int8 = false, int16 = false;
   bool subgroup_size_control = false, int_dot = false;
+  // Uniform texel buffers with the formats the "subgroup" kernels read (0 texels: unusable).
+  uint32_t max_texels = 0;
+  uint64_t texel_align = 16;  // alignment of a texel buffer view's offset, in bytes
   DeviceCaps caps;
   bool has_extension(const char* name) const;
 };
@@ -147,6 +150,8 @@ class VkBuf final : public Buffer {
 
 // ---- pipelines.cpp ----------------------------------------------------------------------------
 inline constexpr uint32_t kBindings = 7;  // 0 params, 1 output, 2..5 inputs, 6 scratch
+// Bindings kBindings.. are uniform texel buffers (read-only operands of the "subgroup" kernels).
+inline constexpr uint32_t kTexelBindings = 4;
 
 // Compute pipelines by (shader, specialization constants), created once and cached; a
 // VkPipelineCache persisted on disk per device UUID and driver version.
@@ -204,10 +209,18 @@ struct Window {
   bool write = false;
 };
 
+// A range of a VkBuffer read through a uniform texel buffer view of `format`.
+struct TexelWindow {
+  VkBuffer buffer = VK_NULL_HANDLE;
+  uint64_t offset = 0, range = 0;
+  VkFormat format = VK_FORMAT_UNDEFINED;
+};
+
 struct Dispatch {
   std::string shader;
   std::vector<uint32_t> spec;
-  std::array<Window, kBindings> bind{};  // bind[0] (params) is filled by the recorder
+  std::array<Window, kBindings> bind{};             // bind[0] (params) is filled by the recorder
+  std::array<TexelWindow, kTexelBindings> texel{};  // at bindings kBindings + i
   Params params{};
   std::vector<std::byte> extra;  // appended after the params and bound at `extra_binding`
   int extra_binding = -1;
@@ -233,8 +246,10 @@ class Recorder {
   // Messages of slots that were set by the last flush; clears them.
   std::vector<std::string> take_errors();
 
-  // Counters for tests and benchmarks.
+  // Counters for tests and benchmarks, and the shader and specialization constants of the last
+  // few dispatches recorded (oldest first).
   uint64_t submissions = 0, dispatches = 0, barriers = 0;
+  std::vector<std::pair<std::string, std::vector<uint32_t>>> recent;
 
  private:
   struct Range {
@@ -244,6 +259,8 @@ class Recorder {
   static bool overlaps(const std::vector<Range>& set, const Range& r);
   Status begin();
   Status reserve(uint64_t bytes, uint64_t* offset);
+  Result<VkBufferView> view(const TexelWindow& w);
+  void destroy_views();
 
   std::shared_ptr<Core> core_;
   Pipelines& pipelines_;
@@ -262,6 +279,10 @@ class Recorder {
   Allocation errors_{};
   std::vector<std::string> error_what_, deferred_errors_;
   std::vector<Range> reads_since_barrier_, writes_since_barrier_, batch_;
+  // Texel buffer views of the recorded batch (destroyed once it completes), and one that unused
+  // texel bindings point at.
+  std::vector<VkBufferView> views_;
+  VkBufferView unused_view_ = VK_NULL_HANDLE;
 };
 
 // ---- ops.cpp ----------------------------------------------------------------------------------
@@ -298,6 +319,11 @@ class VulkanDevice final : public Device {
   uint64_t max_window() const { return max_window_; }
   void set_max_window(uint64_t bytes) { max_window_ = bytes; }
   uint64_t window_alignment() const { return window_align_; }
+  // Most texels one texel buffer view may span (0: texel buffers unusable), and the alignment
+  // of a view's offset in bytes (at least 16, so that vector texels hold whole elements).
+  uint64_t max_texels() const { return max_texels_; }
+  void set_max_texels(uint64_t n) { max_texels_ = n; }
+  uint64_t texel_alignment() const { return texel_align_; }
   // A scratch buffer kept alive until the next synchronize().
   Result<std::shared_ptr<VkBuf>> scratch(uint64_t bytes);
   Status check_validation();
@@ -311,6 +337,7 @@ class VulkanDevice final : public Device {
   std::unique_ptr<Recorder> recorder_;
   bool staging_ = false;
   uint64_t max_window_ = 0, window_align_ = 16;
+  uint64_t max_texels_ = 0, texel_align_ = 16;
   std::vector<std::shared_ptr<VkBuf>> scratch_;
   std::string cache_dir_;
 };

@@ -45,6 +45,12 @@ std::optional<DeviceType> parse_device_type(std::string_view name) {
   return std::nullopt;
 }
 
+bool KernelChoice::reads_as_given(const OpDesc& op) const {
+  for (size_t i = 0; i < op.inputs.size() && i < input_dtypes.size(); ++i)
+    if (input_dtypes[i] != op.inputs[i].dtype) return false;
+  return true;
+}
+
 std::string LaunchConfig::str() const {
   std::string s;
   auto add = [&s](const std::string& part) { s += (s.empty() ? "" : ", ") + part; };

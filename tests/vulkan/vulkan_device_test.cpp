@@ -248,19 +248,27 @@ TEST(VulkanLimits, TinySharedMemoryGivesSmallerTilesAndCorrectResults) {
       make_case("tiny/softmax", OpKind::softmax, {dense(DType::f32, {3, 1000})}),
       make_case("tiny/layernorm", OpKind::layernorm, {dense(DType::f32, {3, 700})}),
   };
+  // Every kernel tier the limits leave (on lavapipe: "subgroup" and the shared-memory ones).
   for (const check::Case& c : cases) {
-    KernelChoice k;
-    check::Outcome o = run_on(d, c, &k);
-    EXPECT_TRUE(o.passed) << c.name << ": " << o.message;
-    EXPECT_LE(k.launch.shared_bytes, 4096u) << c.name << ": " << k.launch.str();
-    EXPECT_LE(k.launch.block_threads, 64) << c.name;
+    auto op = check::case_op(c);
+    ASSERT_TRUE(op.ok()) << op.status().message();
+    for (const KernelChoice& k : d.choices(*op)) {
+      if (!k.ok || k.input_dtypes[0] != c.inputs[0].dtype) continue;
+      check::Outcome o = run_with(d, c, k);
+      EXPECT_TRUE(o.passed) << c.name << " (" << k.tier << "): " << o.message;
+      EXPECT_LE(k.launch.shared_bytes, 4096u) << c.name << ": " << k.launch.str();
+      EXPECT_LE(k.launch.block_threads, 64) << c.name;
+    }
   }
-  // The same matmul on the real limits takes a larger tile.
+  // The same matmul on the real limits takes a larger shared-memory tile.
   auto op = check::case_op(cases[0]);
   DeviceCaps real = vk(d).core().info.caps;
-  auto big = rules().choices(real, *op), tiny = rules().choices(small, *op);
-  EXPECT_GT(big[1].launch.tile_m * big[1].launch.tile_n,
-            tiny[1].launch.tile_m * tiny[1].launch.tile_n);
+  auto tiled = [&](const DeviceCaps& caps) {
+    for (const KernelChoice& k : rules().choices(caps, *op))
+      if (k.tier == "tiled" && k.precision == Precision::f32) return k.launch;
+    return LaunchConfig{};
+  };
+  EXPECT_GT(tiled(real).tile_m * tiled(real).tile_n, tiled(small).tile_m * tiled(small).tile_n);
 }
 
 TEST(VulkanRules, CooperativeMatrixIsRefusedWithAReason) {
@@ -277,6 +285,13 @@ TEST(VulkanRules, CooperativeMatrixIsRefusedWithAReason) {
   EXPECT_NE(ch[0].reason.find("VK_KHR_cooperative_matrix"), std::string::npos);
   EXPECT_TRUE(ch[1].ok) << ch[1].reason;
   EXPECT_EQ(ch[1].tier, "tiled");
+  // An NVIDIA device with only the older NV extension is told where its matrix units are used.
+  c.extra["cooperative_matrix_nv"] = "16x16x16 f16+f32";
+  ch = rules().choices(c, op);
+  EXPECT_FALSE(ch[0].ok);
+  EXPECT_NE(ch[0].reason.find("VK_NV_cooperative_matrix (16x16x16 f16+f32)"), std::string::npos)
+      << ch[0].reason;
+  EXPECT_NE(ch[0].reason.find("CUDA backend"), std::string::npos) << ch[0].reason;
 }
 
 TEST(VulkanRules, NoSixteenBitStorageRefusesHalfPrecisionWithAReason) {

@@ -52,6 +52,35 @@ inline check::Case make_case(std::string name, OpKind kind, std::vector<TensorDe
   return c;
 }
 
+// Runs `c` with kernel choice `k` against the float64 reference.
+inline check::Outcome run_with(Device& d, const check::Case& c, const KernelChoice& k) {
+  check::Outcome o;
+  auto op = check::case_op(c);
+  if (!op.ok()) {
+    o.message = op.status().message();
+    return o;
+  }
+  std::vector<HostTensor> inputs = check::case_inputs(c);
+  auto ref = reference::evaluate(*op, inputs);
+  if (!ref.ok()) {
+    o.message = ref.status().message();
+    return o;
+  }
+  return check::run_case(d, k, *op, inputs, *ref);
+}
+
+// The choice of tier `tier` whose storage dtypes are the case's; refused (with "no such choice")
+// when there is none.
+inline KernelChoice choice_of(Device& d, const check::Case& c, const std::string& tier) {
+  auto op = check::case_op(c);
+  if (op.ok())
+    for (const KernelChoice& k : d.choices(*op))
+      if (k.tier == tier && k.input_dtypes[0] == c.inputs[0].dtype) return k;
+  KernelChoice none;
+  none.reason = "no " + tier + " choice for " + c.name;
+  return none;
+}
+
 // Runs `c` with the first usable choice whose storage dtypes match the case, against the
 // float64 reference. `chosen` receives the kernel choice used.
 inline check::Outcome run_on(Device& d, const check::Case& c, KernelChoice* chosen = nullptr) {

@@ -21,8 +21,41 @@ TEST(VulkanWindows, MatmulWithAWeightLargerThanOneBindingRuns) {
                   {dense(DType::f32, {2, K}), dense(DType::f32, {K, N})}),
         make_case("window/matmul.nk", OpKind::matmul,
                   {dense(DType::f32, {2, K}), dense(DType::f32, {N, K})}, tb)}) {
+    // The shared-memory kernel binds storage-buffer windows: split.
+    const KernelChoice k = choice_of(d, c, "tiled");
+    ASSERT_TRUE(k.ok) << k.reason;
     const uint64_t before = vk(d).recorder().dispatches;
-    check::Outcome o = run_on(d, c);
+    check::Outcome o = run_with(d, c, k);
+    EXPECT_TRUE(o.passed) << c.name << ": " << o.message;
+    EXPECT_GT(vk(d).recorder().dispatches - before, 1u) << c.name << " ran in one dispatch";
+  }
+}
+
+// The "subgroup" kernels read their operands through texel buffer views, whose limit is a count
+// of texels (maxTexelBufferElements): past it the op is split the same way.
+TEST(VulkanWindows, OperandsPastTheTexelLimitAreSplit) {
+  TempDir cache;
+  auto r = open_vulkan({}, cache);
+  if (!r.ok()) GTEST_SKIP() << r.status().message();
+  Device& d = *r->devices[0];
+  if (vk(d).max_texels() == 0) GTEST_SKIP() << "no uniform texel buffers";
+  vk(d).set_max_texels(4096);
+  OpAttrs tb, causal;
+  tb.transpose_b = true;
+  causal.causal = true;
+  for (const check::Case& c :
+       {make_case("texels/matmul.kn", OpKind::matmul,
+                  {dense(DType::f32, {9, 96}), dense(DType::f32, {96, 72})}),
+        make_case("texels/matmul.nk.f16", OpKind::matmul,
+                  {dense(DType::f16, {9, 96}), dense(DType::f16, {72, 96})}, tb),
+        make_case("texels/attention", OpKind::attention,
+                  {dense(DType::f16, {2, 4, 9, 64}), dense(DType::f16, {2, 2, 40, 64}),
+                   dense(DType::f16, {2, 2, 40, 64})},
+                  causal)}) {
+    const KernelChoice k = choice_of(d, c, "subgroup");
+    ASSERT_TRUE(k.ok) << k.reason;
+    const uint64_t before = vk(d).recorder().dispatches;
+    check::Outcome o = run_with(d, c, k);
     EXPECT_TRUE(o.passed) << c.name << ": " << o.message;
     EXPECT_GT(vk(d).recorder().dispatches - before, 1u) << c.name << " ran in one dispatch";
   }

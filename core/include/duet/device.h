@@ -116,6 +116,9 @@ struct DUET_API KernelChoice {
   std::vector<DType> input_dtypes;
   DType output_dtype = DType::f32;
   LaunchConfig launch;
+
+  // Whether the kernel reads every input of `op` in the dtype it has (no cast needed first).
+  bool reads_as_given(const OpDesc& op) const;
 };
 
 // Memory owned by one device. Backends subclass it; the core only passes it around.
