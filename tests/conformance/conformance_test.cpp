@@ -50,12 +50,6 @@ std::vector<Param> params() {
   return out;
 }
 
-// gtest prints a parameter it cannot format as raw bytes; the test name already says it all.
-void PrintTo(const Param& p, std::ostream* os) {
-  *os << p.device << " " << p.tier << " " << precision_name(p.precision) << " "
-      << all_cases()[p.case_index].name;
-}
-
 std::string param_name(const testing::TestParamInfo<Param>& info) {
   const Param& p = info.param;
   std::string s = p.device + "_" + p.tier + "_" + std::string(precision_name(p.precision)) + "_" +
