@@ -1,7 +1,9 @@
 // Shared by every compute shader: the parameter block, tensor descriptors, and exact
 // conversions between the storage dtypes and f32.
 //
-// Binding 0 holds the parameters of one dispatch (written by the host per dispatch). Bindings
+// Binding 0 holds the parameters of one dispatch (written by the host per dispatch), as a uniform
+// buffer: on CPU devices (lavapipe) its loads are plain scalar loads that LLVM hoists out of
+// loops, where a storage-buffer load is a bounds-checked loop over the lanes. Bindings
 // 1..5 are tensors: 1 the output, 2.. the inputs in op order. Each tensor is bound as a window of
 // its buffer; TDesc.offset counts elements from the window's start. Shapes are right-aligned to
 // rank 4 (leading dims 1, stride 0).
@@ -14,10 +16,11 @@ struct TDesc {
   uvec4 stride;
   uint offset;
   uint numel;
-  uint pad0, pad1;
+  uint dense;  // 1: row-major without gaps (element i at offset + i)
+  uint pad;
 };
 
-layout(std430, set = 0, binding = 0) readonly buffer Params {
+layout(std140, set = 0, binding = 0) uniform Params {  // std140 = std430 for these members
   TDesc td[5];  // 0: output, 1..4: inputs
   uvec4 u;      // integer arguments, per shader
   uvec4 u2;
@@ -25,8 +28,14 @@ layout(std430, set = 0, binding = 0) readonly buffer Params {
   vec4 f;       // float arguments, per shader
 } P;
 
+// Bit k: tensor k is dense (TDesc.dense), specialized by the host (kDenseConstantId) for shaders
+// that index through toff(). A branch on TDesc.dense at run time does not help CPU devices
+// (lavapipe), which run both sides of it; the constant folds the division chain away.
+layout(constant_id = 31) const uint DENSE = 0u;
+
 // The storage offset of row-major linear index i of tensor k.
 uint toff(uint k, uint i) {
+  if ((DENSE & (1u << k)) != 0u) return P.td[k].offset + i;
   uvec4 s = P.td[k].shape;
   uvec4 st = P.td[k].stride;
   uint c3 = i % s.w;

@@ -94,6 +94,8 @@ std::string mib(uint64_t b) {
   return std::to_string(b >> 20) + " MiB";
 }
 
+}  // namespace
+
 std::string hex(const uint8_t* p, size_t n) {
   std::string s;
   char b[3];
@@ -103,8 +105,6 @@ std::string hex(const uint8_t* p, size_t n) {
   }
   return s;
 }
-
-}  // namespace
 
 bool PhysicalInfo::has_extension(const char* name) const {
   for (const auto& e : extensions)

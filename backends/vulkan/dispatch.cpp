@@ -53,11 +53,12 @@ Status Recorder::init() {
   r = vkCreateFence(d, &fi, nullptr, &fence_);
   if (r != VK_SUCCESS) return vk_error("vkCreateFence", r, core_->id);
   const VkDescriptorPoolSize ps[] = {
-      {VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, kSetsPerPool * kBindings},
+      {VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER, kSetsPerPool},
+      {VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, kSetsPerPool * (kBindings - 1)},
       {VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER, kSetsPerPool * kTexelBindings}};
   VkDescriptorPoolCreateInfo dp{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
   dp.maxSets = kSetsPerPool;
-  dp.poolSizeCount = 2;
+  dp.poolSizeCount = 3;
   dp.pPoolSizes = ps;
   r = vkCreateDescriptorPool(d, &dp, nullptr, &dpool_);
   if (r != VK_SUCCESS) return vk_error("vkCreateDescriptorPool", r, core_->id);
@@ -67,7 +68,8 @@ Status Recorder::init() {
   DUET_ASSIGN_OR_RETURN(ring_, host_alloc_->allocate(kRingBytes));
   DUET_ASSIGN_OR_RETURN(errors_, host_alloc_->allocate(kErrorSlots * 8));
   std::memset(errors_.block->mapped + errors_.offset, 0, kErrorSlots * 8);
-  ring_align_ = std::max<uint64_t>(256, core_->info.props.limits.minStorageBufferOffsetAlignment);
+  ring_align_ = std::max<uint64_t>({256, core_->info.props.limits.minStorageBufferOffsetAlignment,
+                                    core_->info.props.limits.minUniformBufferOffsetAlignment});
   // Every texel binding of the layout must hold a valid view: unused ones see the error slots.
   DUET_ASSIGN_OR_RETURN(unused_view_, view(TexelWindow{errors_.block->buffer, errors_.offset,
                                                        kErrorSlots * 8, VK_FORMAT_R32_UINT}));
@@ -150,7 +152,13 @@ std::vector<std::string> Recorder::take_errors() {
 }
 
 Status Recorder::record(const Dispatch& d) {
-  DUET_ASSIGN_OR_RETURN(VkPipeline pipe, pipelines_.get(d.shader, d.spec));
+  std::optional<uint32_t> dense;
+  if (d.dense_spec) {
+    dense = 0u;
+    for (uint32_t k = 0; k < std::size(d.params.td); ++k)
+      if (d.params.td[k].dense) *dense |= 1u << k;
+  }
+  DUET_ASSIGN_OR_RETURN(VkPipeline pipe, pipelines_.get(d.shader, d.spec, dense));
   if (sets_left_ == 0) DUET_TRY(flush());
   // Parameters (and any table after them) into the ring.
   const uint64_t pbytes = sizeof(Params);
@@ -228,12 +236,11 @@ Status Recorder::record(const Dispatch& d) {
     writes[i].dstSet = set;
     writes[i].dstBinding = i;
     writes[i].descriptorCount = 1;
+    writes[i].descriptorType = descriptor_type(i);
     if (i < kBindings) {
       infos[i] = {bind[i].buffer, bind[i].offset, bind[i].range};
-      writes[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
       writes[i].pBufferInfo = &infos[i];
     } else {
-      writes[i].descriptorType = VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER;
       writes[i].pTexelBufferView = &views[i - kBindings];
     }
   }

@@ -26,7 +26,8 @@ Allocator::Allocator(VkDevice device, const PhysicalInfo& info, bool mapped, uin
   VkBufferCreateInfo bi{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
   bi.size = 4096;
   bi.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_UNIFORM_TEXEL_BUFFER_BIT |
-             VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+             VK_BUFFER_USAGE_UNIFORM_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+             VK_BUFFER_USAGE_TRANSFER_DST_BIT;
   VkBuffer probe_buf = VK_NULL_HANDLE;
   uint32_t bits = ~0u;
   if (vkCreateBuffer(device_, &bi, nullptr, &probe_buf) == VK_SUCCESS) {
@@ -72,7 +73,8 @@ Result<Block*> Allocator::new_block(uint64_t size, bool dedicated) {
   VkBufferCreateInfo bi{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
   bi.size = size;
   bi.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_UNIFORM_TEXEL_BUFFER_BIT |
-             VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+             VK_BUFFER_USAGE_UNIFORM_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+             VK_BUFFER_USAGE_TRANSFER_DST_BIT;
   VkResult r = vkCreateBuffer(device_, &bi, nullptr, &b->buffer);
   if (r != VK_SUCCESS) return fail("vkCreateBuffer", r);
   VkMemoryRequirements req;

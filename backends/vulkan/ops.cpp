@@ -53,6 +53,7 @@ GpuTensor gpu_tensor(const TensorDesc& d, uint32_t offset) {
   }
   g.offset = offset;
   g.numel = static_cast<uint32_t>(d.numel());
+  g.dense = d.is_contiguous() ? 1u : 0u;
   return g;
 }
 
@@ -254,6 +255,7 @@ Status eltwise(const Ctx& c, const Arg& out, std::span<const Arg> in) {
                     [&](const std::vector<Arg>& p) -> Status {
                       Dispatch d;
                       d.shader = "eltwise_" + T(t);
+                      d.dense_spec = true;
                       d.spec = {static_cast<uint32_t>(c.block()), eltwise_code(c.op)};
                       DUET_TRY(c.bind_into(d, 1, 0, p[0], true, "output"));
                       for (size_t i = 1; i < p.size(); ++i)
@@ -278,6 +280,7 @@ Status softmax(const Ctx& c, const Arg& out, std::span<const Arg> in) {
                     [&](const std::vector<Arg>& p) -> Status {
                       Dispatch d;
                       d.shader = "softmax_" + T(out.desc.dtype);
+                      d.dense_spec = true;
                       d.spec = {static_cast<uint32_t>(c.block())};
                       DUET_TRY(c.bind_into(d, 1, 0, p[0], true, "output"));
                       DUET_TRY(c.bind_into(d, 2, 1, p[1], false, c.op.input_name(0)));
@@ -301,6 +304,7 @@ Status norm(const Ctx& c, const Arg& out, std::span<const Arg> in) {
       c.dev, args, 2, leading_dims(out.desc.rank, 1), [&](const std::vector<Arg>& p) -> Status {
         Dispatch d;
         d.shader = "norm_" + T(out.desc.dtype);
+        d.dense_spec = true;
         d.spec = {static_cast<uint32_t>(c.block()), c.op.kind == OpKind::layernorm ? 1u : 0u};
         DUET_TRY(c.bind_into(d, 1, 0, p[0], true, "output"));
         for (size_t i = 1; i < p.size(); ++i)
@@ -344,6 +348,7 @@ Status rope(const Ctx& c, const Arg& out, std::span<const Arg> in) {
         }
         Dispatch d;
         d.shader = "rope_" + T(out.desc.dtype);
+        d.dense_spec = true;
         d.spec = {static_cast<uint32_t>(c.block())};
         DUET_TRY(c.bind_into(d, 1, 0, p[0], true, "output"));
         DUET_TRY(c.bind_into(d, 2, 1, p[1], false, c.op.input_name(0)));
@@ -364,6 +369,7 @@ Status convert(const Ctx& c, const Arg& dst, const Arg& src, const std::string& 
                     [&](const std::vector<Arg>& p) -> Status {
                       Dispatch d;
                       d.shader = "convert_" + T(src.desc.dtype) + "_" + T(dst.desc.dtype);
+                      d.dense_spec = true;
                       d.spec = {static_cast<uint32_t>(c.block())};
                       DUET_TRY(c.bind_into(d, 1, 0, p[0], true, "output"));
                       DUET_TRY(c.bind_into(d, 2, 1, p[1], false, name));
@@ -407,6 +413,7 @@ Status embedding(const Ctx& c, const Arg& out, std::span<const Arg> in) {
     Status s = split_emit(c.dev, {out2, ids}, 2, {0}, [&](const std::vector<Arg>& p) -> Status {
       Dispatch d;
       d.shader = "embedding_" + T(table.desc.dtype);
+      d.dense_spec = true;
       d.spec = {static_cast<uint32_t>(c.block())};
       DUET_TRY(c.bind_into(d, 1, 0, p[0], true, "output"));
       DUET_TRY(c.bind_into(d, 2, 1, tw, false, c.op.input_name(0)));
@@ -573,6 +580,30 @@ Status matmul(const Ctx& c, const Arg& out, std::span<const Arg> in) {
 
 // ---- attention --------------------------------------------------------------------------------
 
+// Records an attention dispatch `d` and, when it wrote `parts` > 1 partial results per row into
+// `part` (keys split), the attention_combine.comp dispatch that merges them into `out`.
+Status record_attention(const Ctx& c, const Dispatch& d, const Arg& out,
+                        const std::shared_ptr<VkBuf>& part, int64_t parts) {
+  if (d.groups[0] > 65535 || d.groups[1] > 65535)
+    return Err(Code::unsupported)
+        .op("attention", c.op.name)
+        .device(c.dev.id())
+        .expected("at most 65535 row blocks and batch x KV heads")
+        .got(describe(c.op));
+  DUET_TRY(c.dev.recorder().record(d));
+  if (parts == 1) return {};
+  Dispatch m;
+  m.shader = "attention_combine_" + T(out.desc.dtype);
+  m.spec = {static_cast<uint32_t>(std::min(c.dev.caps().max_threads_per_block, 256u))};
+  DUET_TRY(c.bind_into(m, 1, 0, out, true, "output"));
+  m.bind[6] = {part->vk(), part->base(), part->size(), false};
+  m.params.u = d.params.u;
+  m.params.u2 = d.params.u2;
+  m.params.u3 = d.params.u3;
+  m.groups = flat_grid(static_cast<uint64_t>(out.desc.numel()), static_cast<int>(m.spec[0]));
+  return c.dev.recorder().record(m);
+}
+
 // The "subgroup" attention (attention_sg.comp): R rows per invocation, LR invocations along rows
 // and LK along keys (variant "subgroup_RxLR"), keys split `splits` ways more; the LK x splits
 // partial results per row are merged by attention_combine.comp.
@@ -626,24 +657,7 @@ Status attention_subgroup_emit(const Ctx& c, const std::vector<Arg>& p, int64_t 
   const int64_t per_group = static_cast<int64_t>(R) * LR;
   d.groups = {static_cast<uint32_t>((rows + per_group - 1) / per_group), static_cast<uint32_t>(bh),
               static_cast<uint32_t>(splits)};
-  if (d.groups[0] > 65535 || d.groups[1] > 65535)
-    return Err(Code::unsupported)
-        .op("attention", c.op.name)
-        .device(c.dev.id())
-        .expected("at most 65535 row blocks and batch x KV heads")
-        .got(describe(c.op));
-  DUET_TRY(c.dev.recorder().record(d));
-  if (parts == 1) return {};
-  Dispatch m;
-  m.shader = "attention_combine_" + T(t);
-  m.spec = {static_cast<uint32_t>(std::min(c.dev.caps().max_threads_per_block, 256u))};
-  DUET_TRY(c.bind_into(m, 1, 0, p[0], true, "output"));
-  m.bind[6] = {part->vk(), part->base(), part->size(), false};
-  m.params.u = d.params.u;
-  m.params.u2 = d.params.u2;
-  m.params.u3 = d.params.u3;
-  m.groups = flat_grid(static_cast<uint64_t>(p[0].desc.numel()), static_cast<int>(m.spec[0]));
-  return c.dev.recorder().record(m);
+  return record_attention(c, d, p[0], part, parts);
 }
 
 Status attention(const Ctx& c, const Arg& out, std::span<const Arg> in) {
@@ -689,14 +703,13 @@ Status attention(const Ctx& c, const Arg& out, std::span<const Arg> in) {
     d.shader = "attention_" + T(t);
     d.spec = {static_cast<uint32_t>(l.block_threads), static_cast<uint32_t>(l.tile_m),
               static_cast<uint32_t>(l.tile_n), static_cast<uint32_t>(D)};
-    const char* names[] = {"output", "q", "k", "v", "mask"};
     std::shared_ptr<VkBuf> part;
     if (splits > 1) {
       DUET_ASSIGN_OR_RETURN(part,
                             c.dev.scratch(bh * static_cast<uint64_t>(splits * rows * (D + 2)) * 4));
       d.bind[6] = {part->vk(), part->base(), part->size(), true};
     } else {
-      DUET_TRY(c.bind_into(d, 1, 0, p[0], true, names[0]));
+      DUET_TRY(c.bind_into(d, 1, 0, p[0], true, "output"));
     }
     for (size_t i = 1; i < p.size(); ++i)
       DUET_TRY(c.bind_into(d, static_cast<int>(i + 1), static_cast<int>(i), p[i], false,
@@ -710,24 +723,7 @@ Status attention(const Ctx& c, const Arg& out, std::span<const Arg> in) {
     d.params.f[0] = attention_scale(c.op);
     d.groups = {static_cast<uint32_t>((rows + l.tile_m - 1) / l.tile_m), static_cast<uint32_t>(bh),
                 static_cast<uint32_t>(splits)};
-    if (d.groups[0] > 65535 || d.groups[1] > 65535)
-      return Err(Code::unsupported)
-          .op("attention", c.op.name)
-          .device(c.dev.id())
-          .expected("at most 65535 row blocks and batch x KV heads")
-          .got(describe(c.op));
-    DUET_TRY(c.dev.recorder().record(d));
-    if (splits == 1) return {};
-    Dispatch m;
-    m.shader = "attention_combine_" + T(t);
-    m.spec = {static_cast<uint32_t>(std::min(c.dev.caps().max_threads_per_block, 256u))};
-    DUET_TRY(c.bind_into(m, 1, 0, p[0], true, names[0]));
-    m.bind[6] = {part->vk(), part->base(), part->size(), false};
-    m.params.u = d.params.u;
-    m.params.u2 = d.params.u2;
-    m.params.u3 = d.params.u3;
-    m.groups = flat_grid(static_cast<uint64_t>(p[0].desc.numel()), static_cast<int>(m.spec[0]));
-    return c.dev.recorder().record(m);
+    return record_attention(c, d, p[0], part, splits);
   };
   return run(args);
 }

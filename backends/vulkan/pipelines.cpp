@@ -34,16 +34,6 @@ uint64_t fnv1a(const std::byte* p, size_t n) {
   return h;
 }
 
-std::string hex(const uint8_t* p, size_t n) {
-  std::string s;
-  char b[3];
-  for (size_t i = 0; i < n; ++i) {
-    std::snprintf(b, sizeof b, "%02x", p[i]);
-    s += b;
-  }
-  return s;
-}
-
 // File layout: magic, u64 payload size, u64 FNV-1a of the payload, payload (the driver's blob).
 std::vector<std::byte> read_cache_file(const std::string& path,
                                        const VkPhysicalDeviceProperties& p) {
@@ -102,8 +92,7 @@ Status Pipelines::init() {
   std::array<VkDescriptorSetLayoutBinding, kBindings + kTexelBindings> b{};
   for (uint32_t i = 0; i < b.size(); ++i) {
     b[i].binding = i;
-    b[i].descriptorType =
-        i < kBindings ? VK_DESCRIPTOR_TYPE_STORAGE_BUFFER : VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER;
+    b[i].descriptorType = descriptor_type(i);
     b[i].descriptorCount = 1;
     b[i].stageFlags = VK_SHADER_STAGE_COMPUTE_BIT;
   }
@@ -181,8 +170,9 @@ Status Pipelines::save() {
   return {};
 }
 
-Result<VkPipeline> Pipelines::get(const std::string& shader, const std::vector<uint32_t>& spec) {
-  auto key = std::make_pair(shader, spec);
+Result<VkPipeline> Pipelines::get(const std::string& shader, const std::vector<uint32_t>& spec,
+                                  std::optional<uint32_t> dense) {
+  auto key = std::make_tuple(shader, spec, dense);
   if (auto it = pipelines_.find(key); it != pipelines_.end()) return it->second;
   VkDevice d = core_->device;
   VkShaderModule module = VK_NULL_HANDLE;
@@ -200,16 +190,21 @@ Result<VkPipeline> Pipelines::get(const std::string& shader, const std::vector<u
     if (r != VK_SUCCESS) return vk_error("vkCreateShaderModule", r, core_->id);
     modules_[shader] = module;
   }
+  std::vector<uint32_t> values = spec;
   std::vector<VkSpecializationMapEntry> entries(spec.size());
   for (uint32_t i = 0; i < spec.size(); ++i) entries[i] = {i, i * 4, 4};
-  VkSpecializationInfo si{static_cast<uint32_t>(entries.size()), entries.data(), spec.size() * 4,
-                          spec.data()};
+  if (dense) {
+    entries.push_back({kDenseConstantId, static_cast<uint32_t>(values.size() * 4), 4});
+    values.push_back(*dense);
+  }
+  VkSpecializationInfo si{static_cast<uint32_t>(entries.size()), entries.data(), values.size() * 4,
+                          values.data()};
   VkComputePipelineCreateInfo ci{VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO};
   ci.stage.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO;
   ci.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
   ci.stage.module = module;
   ci.stage.pName = "main";
-  ci.stage.pSpecializationInfo = spec.empty() ? nullptr : &si;
+  ci.stage.pSpecializationInfo = values.empty() ? nullptr : &si;
   ci.layout = layout_;
   VkPipeline p = VK_NULL_HANDLE;
   VkResult r = vkCreateComputePipelines(d, cache_, 1, &ci, nullptr, &p);

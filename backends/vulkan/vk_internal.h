@@ -9,8 +9,10 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "duet/device.h"
@@ -69,6 +71,8 @@ struct PhysicalInfo {
 };
 // Reads every property and feature the engine uses; fails when the device cannot run compute.
 Result<PhysicalInfo> probe(VkInstance instance, VkPhysicalDevice pd);
+// Lower-case hex digits of n bytes (UUIDs in cache file names and caps).
+std::string hex(const uint8_t* p, size_t n);
 
 // ---- memory.cpp -------------------------------------------------------------------------------
 // Large device memory blocks, each with one VkBuffer over it, sub-allocated first-fit. Tensors
@@ -152,6 +156,17 @@ class VkBuf final : public Buffer {
 inline constexpr uint32_t kBindings = 7;  // 0 params, 1 output, 2..5 inputs, 6 scratch
 // Bindings kBindings.. are uniform texel buffers (read-only operands of the "subgroup" kernels).
 inline constexpr uint32_t kTexelBindings = 4;
+// Binding 0 (the parameters) is a uniform buffer, 1..kBindings-1 storage buffers, the rest
+// uniform texel buffers.
+inline VkDescriptorType descriptor_type(uint32_t binding) {
+  return binding == 0          ? VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER
+         : binding < kBindings ? VK_DESCRIPTOR_TYPE_STORAGE_BUFFER
+                               : VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER;
+}
+
+// The specialization constant `DENSE` of shaders/common.glsl: bit k set when tensor k of the
+// parameter block is dense, so that toff() is an addition instead of six integer divisions.
+inline constexpr uint32_t kDenseConstantId = 31;
 
 // Compute pipelines by (shader, specialization constants), created once and cached; a
 // VkPipelineCache persisted on disk per device UUID and driver version.
@@ -160,7 +175,10 @@ class Pipelines {
   Pipelines(std::shared_ptr<Core> core, std::string cache_dir);
   ~Pipelines();
   Status init();
-  Result<VkPipeline> get(const std::string& shader, const std::vector<uint32_t>& spec);
+  // `spec[i]` specializes constant_id i; `dense`, when given, constant_id kDenseConstantId (see
+  // Dispatch::dense_spec).
+  Result<VkPipeline> get(const std::string& shader, const std::vector<uint32_t>& spec,
+                         std::optional<uint32_t> dense = std::nullopt);
   VkPipelineLayout layout() const { return layout_; }
   VkDescriptorSetLayout set_layout() const { return set_layout_; }
   // Writes the pipeline cache to disk (also done on destruction).
@@ -177,7 +195,8 @@ class Pipelines {
   VkDescriptorSetLayout set_layout_ = VK_NULL_HANDLE;
   VkPipelineLayout layout_ = VK_NULL_HANDLE;
   std::map<std::string, VkShaderModule> modules_;
-  std::map<std::pair<std::string, std::vector<uint32_t>>, VkPipeline> pipelines_;
+  std::map<std::tuple<std::string, std::vector<uint32_t>, std::optional<uint32_t>>, VkPipeline>
+      pipelines_;
 };
 
 // The pipeline cache directory: option "vulkan.cache_dir", else $DUET_VULKAN_CACHE_DIR, else
@@ -191,7 +210,8 @@ struct GpuTensor {
   std::array<uint32_t, 4> stride{0, 0, 0, 0};
   uint32_t offset = 0;
   uint32_t numel = 1;
-  uint32_t pad0 = 0, pad1 = 0;
+  uint32_t dense = 0;  // 1: row-major without gaps, so element i is at offset + i
+  uint32_t pad = 0;
 };
 
 // Mirrors `Params` in shaders/common.glsl (std430).
@@ -225,6 +245,9 @@ struct Dispatch {
   std::vector<std::byte> extra;  // appended after the params and bound at `extra_binding`
   int extra_binding = -1;
   std::array<uint32_t, 3> groups{1, 1, 1};
+  // Specialize DENSE from params.td[k].dense (shaders that index through toff()). One pipeline
+  // per pattern of dense tensors; the common all-dense case then runs without index arithmetic.
+  bool dense_spec = false;
 };
 
 // Records dispatches into one command buffer with the barriers that hazards need; submits on

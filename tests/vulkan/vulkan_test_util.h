@@ -75,7 +75,7 @@ inline KernelChoice choice_of(Device& d, const check::Case& c, const std::string
   auto op = check::case_op(c);
   if (op.ok())
     for (const KernelChoice& k : d.choices(*op))
-      if (k.tier == tier && k.input_dtypes[0] == c.inputs[0].dtype) return k;
+      if (k.tier == tier && k.reads_as_given(*op)) return k;
   KernelChoice none;
   none.reason = "no " + tier + " choice for " + c.name;
   return none;
@@ -84,27 +84,15 @@ inline KernelChoice choice_of(Device& d, const check::Case& c, const std::string
 // Runs `c` with the first usable choice whose storage dtypes match the case, against the
 // float64 reference. `chosen` receives the kernel choice used.
 inline check::Outcome run_on(Device& d, const check::Case& c, KernelChoice* chosen = nullptr) {
-  check::Outcome o;
   auto op = check::case_op(c);
-  if (!op.ok()) {
-    o.message = op.status().message();
-    return o;
-  }
-  std::vector<HostTensor> inputs = check::case_inputs(c);
-  auto ref = reference::evaluate(*op, inputs);
-  if (!ref.ok()) {
-    o.message = ref.status().message();
-    return o;
-  }
-  for (const KernelChoice& k : d.choices(*op)) {
-    bool match = k.ok;
-    for (size_t i = 0; match && i < inputs.size(); ++i)
-      match = k.input_dtypes[i] == inputs[i].dtype();
-    if (!match) continue;
-    if (chosen) *chosen = k;
-    return check::run_case(d, k, *op, inputs, *ref);
-  }
-  o.message = "no usable kernel choice for " + c.name;
+  if (op.ok())
+    for (const KernelChoice& k : d.choices(*op))
+      if (k.ok && k.reads_as_given(*op)) {
+        if (chosen) *chosen = k;
+        return run_with(d, c, k);
+      }
+  check::Outcome o;
+  o.message = op.ok() ? "no usable kernel choice for " + c.name : op.status().message();
   return o;
 }
 

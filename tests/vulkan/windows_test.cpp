@@ -5,6 +5,16 @@
 namespace duet::vulkan::testing {
 namespace {
 
+// Runs `c` with `tier` and expects a correct result from more than one dispatch.
+void expect_split_and_correct(Device& d, const check::Case& c, const std::string& tier) {
+  const KernelChoice k = choice_of(d, c, tier);
+  ASSERT_TRUE(k.ok) << k.reason;
+  const uint64_t before = vk(d).recorder().dispatches;
+  check::Outcome o = run_with(d, c, k);
+  EXPECT_TRUE(o.passed) << c.name << ": " << o.message;
+  EXPECT_GT(vk(d).recorder().dispatches - before, 1u) << c.name << " ran in one dispatch";
+}
+
 TEST(VulkanWindows, MatmulWithAWeightLargerThanOneBindingRuns) {
   TempDir cache;
   auto r = open_vulkan({}, cache);
@@ -22,12 +32,7 @@ TEST(VulkanWindows, MatmulWithAWeightLargerThanOneBindingRuns) {
         make_case("window/matmul.nk", OpKind::matmul,
                   {dense(DType::f32, {2, K}), dense(DType::f32, {N, K})}, tb)}) {
     // The shared-memory kernel binds storage-buffer windows: split.
-    const KernelChoice k = choice_of(d, c, "tiled");
-    ASSERT_TRUE(k.ok) << k.reason;
-    const uint64_t before = vk(d).recorder().dispatches;
-    check::Outcome o = run_with(d, c, k);
-    EXPECT_TRUE(o.passed) << c.name << ": " << o.message;
-    EXPECT_GT(vk(d).recorder().dispatches - before, 1u) << c.name << " ran in one dispatch";
+    expect_split_and_correct(d, c, "tiled");
   }
 }
 
@@ -52,12 +57,7 @@ TEST(VulkanWindows, OperandsPastTheTexelLimitAreSplit) {
                   {dense(DType::f16, {2, 4, 9, 64}), dense(DType::f16, {2, 2, 40, 64}),
                    dense(DType::f16, {2, 2, 40, 64})},
                   causal)}) {
-    const KernelChoice k = choice_of(d, c, "subgroup");
-    ASSERT_TRUE(k.ok) << k.reason;
-    const uint64_t before = vk(d).recorder().dispatches;
-    check::Outcome o = run_with(d, c, k);
-    EXPECT_TRUE(o.passed) << c.name << ": " << o.message;
-    EXPECT_GT(vk(d).recorder().dispatches - before, 1u) << c.name << " ran in one dispatch";
+    expect_split_and_correct(d, c, "subgroup");
   }
 }
 
