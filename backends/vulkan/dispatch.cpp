@@ -253,6 +253,7 @@ Status Recorder::record(const Dispatch& d) {
   ++dispatches;
   if (recent.size() == 16) recent.erase(recent.begin());
   recent.emplace_back(d.shader, d.spec);
+  last_dense = dense;
   return {};
 }
 

@@ -214,7 +214,7 @@ struct GpuTensor {
   uint32_t pad = 0;
 };
 
-// Mirrors `Params` in shaders/common.glsl (std430).
+// Mirrors `Params` in shaders/common.glsl (std140, laid out as std430 would be).
 struct Params {
   GpuTensor td[5];
   std::array<uint32_t, 4> u{}, u2{}, u3{};
@@ -273,6 +273,7 @@ class Recorder {
   // few dispatches recorded (oldest first).
   uint64_t submissions = 0, dispatches = 0, barriers = 0;
   std::vector<std::pair<std::string, std::vector<uint32_t>>> recent;
+  std::optional<uint32_t> last_dense;  // the DENSE mask of the last dispatch, if specialized
 
  private:
   struct Range {

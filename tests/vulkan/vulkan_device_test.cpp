@@ -138,6 +138,32 @@ TEST_F(VulkanDeviceTest, IndependentOpsNeedNoBarrier) {
   EXPECT_EQ(rec.barriers, b0);
 }
 
+// Element-wise shaders are specialized with the tensors that are dense (their index needs no
+// division); a broadcast or transposed operand keeps the general path, and both are correct.
+TEST_F(VulkanDeviceTest, DenseTensorsAreSpecializedAndViewsKeepTheGeneralPath) {
+  const TensorDesc transposed = *transpose(dense(DType::f32, {7, 5}), 0, 1);  // [5, 7] view
+  struct Want {
+    check::Case c;
+    uint32_t mask;  // bit 0 output, 1 a, 2 b
+  };
+  for (const Want& w : {Want{make_case("dense/add", OpKind::add,
+                                       {dense(DType::f32, {5, 7}), dense(DType::f32, {5, 7})}),
+                             0b111u},
+                        Want{make_case("dense/add.broadcast", OpKind::add,
+                                       {dense(DType::f32, {5, 7}), dense(DType::f32, {1, 7})}),
+                             0b011u},
+                        Want{make_case("dense/add.transposed", OpKind::add,
+                                       {transposed, dense(DType::f32, {5, 7})}),
+                             0b101u}}) {
+    check::Outcome o = run_on(dev(), w.c);
+    EXPECT_TRUE(o.passed) << w.c.name << ": " << o.message;
+    const Recorder& rec = vk(dev()).recorder();
+    ASSERT_FALSE(rec.recent.empty());
+    EXPECT_EQ(rec.recent.back().first, "eltwise_f32") << w.c.name;
+    EXPECT_EQ(rec.last_dense, std::optional<uint32_t>(w.mask)) << w.c.name;
+  }
+}
+
 TEST_F(VulkanDeviceTest, ReadWaitsForRecordedWork) {
   Chain c = make_chain(dev(), 1);
   TensorRef in{c.op.inputs[0], c.bufs[0].get()};
