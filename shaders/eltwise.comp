@@ -1,5 +1,9 @@
 // Elementwise ops over broadcast, strided inputs; dense output. The op is a specialization
 // constant, so each op gets its own pipeline with the other branches folded away.
+//
+// With VECTOR (variant eltwise_vec_*, used on CPU devices when every tensor is dense and 16-byte
+// aligned): each invocation handles one 16-byte texel, 4 f32 or 8 16-bit values, reading the
+// inputs through uniform texel buffers (bindings 7, 8) and writing one 16-byte store.
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
@@ -7,9 +11,16 @@
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint OP = 0;  // see kEltwiseOps in backends/vulkan/ops.cpp
 
+#ifdef VECTOR
+#include "texel.glsl"
+layout(std430, set = 0, binding = 1) writeonly buffer BufV1 { uvec4 yv[]; };
+TEXELS(7, ta)
+TEXELS(8, tb)
+#else
 TENSOR(1, writeonly, y)
 TENSOR(2, readonly, a)
 TENSOR(3, readonly, b)
+#endif
 
 // erf to ~1e-7 absolute (Abramowitz & Stegun 7.1.26 is too coarse near 0; this uses the
 // complementary form with a rational fit, accurate over the whole line).
@@ -47,6 +58,23 @@ float apply(float x, float z) {
   }
 }
 
+#ifdef VECTOR
+void main() {
+  uint n = P.td[0].numel / VEC;  // texels
+  uint stride = gl_NumWorkGroups.x * gl_NumWorkGroups.y * gl_WorkGroupSize.x;
+  for (uint i = GROUP_INDEX * gl_WorkGroupSize.x + gl_LocalInvocationID.x; i < n; i += stride) {
+    float x[VEC], z[VEC];
+    FETCH_VEC(ta, P.td[1].offset + i * VEC, x);
+    if (OP < 4) {
+      FETCH_VEC(tb, P.td[2].offset + i * VEC, z);
+    } else {
+      [[unroll]] for (uint k = 0u; k < VEC; ++k) z[k] = 0.0;
+    }
+    [[unroll]] for (uint k = 0u; k < VEC; ++k) x[k] = apply(x[k], z[k]);
+    yv[P.td[0].offset / VEC + i] = pack_vec(x);
+  }
+}
+#else
 void main() {
   uint n = P.td[0].numel;
   uint stride = gl_NumWorkGroups.x * gl_NumWorkGroups.y * gl_WorkGroupSize.x;
@@ -56,3 +84,4 @@ void main() {
     y[toff(0, i)] = STOREF(apply(x, z));
   }
 }
+#endif

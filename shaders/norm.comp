@@ -1,5 +1,8 @@
 // rmsnorm (MODE 0) and layernorm (MODE 1) over the last dim, one workgroup per row. Layernorm
 // takes the mean first and then the variance around it (two passes, no cancellation).
+//
+// With VECTOR (norm_vec_*, CPU devices, dense rows of whole 16-byte texels): one invocation per
+// row, x, weight and bias through texel views (bindings 7-9), VEC partial sums, 16-byte stores.
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
@@ -7,6 +10,56 @@
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint MODE = 0;
 
+#ifdef VECTOR
+#include "texel.glsl"
+layout(std430, set = 0, binding = 1) writeonly buffer BufV1 { uvec4 yv[]; };
+TEXELS(7, tx)
+TEXELS(8, tw)
+TEXELS(9, tb)
+
+float total(float s[VEC]) {
+  float t = 0.0;
+  [[unroll]] for (uint k = 0u; k < VEC; ++k) t += s[k];
+  return t;
+}
+
+void main() {
+  uint n = P.u.x, nt = n / VEC;
+  uint row = GROUP_INDEX * gl_WorkGroupSize.x + gl_LocalInvocationID.x;
+  if (row >= P.td[0].numel / n) return;
+  uint xb = P.td[1].offset + row * n, yb = P.td[0].offset / VEC + row * nt;
+  float v[VEC], s[VEC];
+  float mean = 0.0;
+  if (MODE == 1u) {
+    [[unroll]] for (uint k = 0u; k < VEC; ++k) s[k] = 0.0;
+    for (uint j = 0u; j < nt; ++j) {
+      FETCH_VEC(tx, xb + j * VEC, v);
+      [[unroll]] for (uint k = 0u; k < VEC; ++k) s[k] += v[k];
+    }
+    mean = total(s) / float(n);
+  }
+  [[unroll]] for (uint k = 0u; k < VEC; ++k) s[k] = 0.0;
+  for (uint j = 0u; j < nt; ++j) {
+    FETCH_VEC(tx, xb + j * VEC, v);
+    [[unroll]] for (uint k = 0u; k < VEC; ++k) s[k] += (v[k] - mean) * (v[k] - mean);
+  }
+  float inv = inversesqrt(total(s) / float(n) + P.f.x);
+  float a[VEC];
+  for (uint j = 0u; j < nt; ++j) {
+    FETCH_VEC(tx, xb + j * VEC, v);
+    [[unroll]] for (uint k = 0u; k < VEC; ++k) v[k] = (v[k] - mean) * inv;
+    if (P.u.y != 0u) {
+      FETCH_VEC(tw, P.td[2].offset + j * VEC, a);
+      [[unroll]] for (uint k = 0u; k < VEC; ++k) v[k] *= a[k];
+    }
+    if (P.u.z != 0u) {
+      FETCH_VEC(tb, P.td[3].offset + j * VEC, a);
+      [[unroll]] for (uint k = 0u; k < VEC; ++k) v[k] += a[k];
+    }
+    yv[yb + j] = pack_vec(v);
+  }
+}
+#else
 TENSOR(1, writeonly, y)
 TENSOR(2, readonly, x)
 TENSOR(3, readonly, w)
@@ -53,3 +106,4 @@ void main() {
     y[toff(0, base + j)] = STOREF(v);
   }
 }
+#endif

@@ -14,6 +14,9 @@ void unpack_vec(uvec4 w, out float v[VEC]) {
   v[2] = uintBitsToFloat(w.z);
   v[3] = uintBitsToFloat(w.w);
 }
+uvec4 pack_vec(float v[VEC]) {
+  return floatBitsToUint(vec4(v[0], v[1], v[2], v[3]));
+}
 float unpack_one(uint w) {
   return uintBitsToFloat(w);
 }
@@ -26,6 +29,9 @@ vec2 unpack_pair(uint w) {
 float unpack_one(uint w) {
   return unpackHalf2x16(w).x;
 }
+uint to_bits(float v) {
+  return f32_to_f16(v);
+}
 #else
 vec2 unpack_pair(uint w) {
   return vec2(uintBitsToFloat(w << 16), uintBitsToFloat(w & 0xffff0000u));
@@ -33,7 +39,18 @@ vec2 unpack_pair(uint w) {
 float unpack_one(uint w) {
   return uintBitsToFloat(w << 16);
 }
+uint to_bits(float v) {
+  return f32_to_bf16(v);
+}
 #endif
+// VEC values rounded to the storage type (exactly, round to nearest even: common.glsl) and packed
+// two per word, the first in the low half.
+uvec4 pack_vec(float v[VEC]) {
+  uvec4 w;
+  [[unroll]] for (uint k = 0u; k < 4u; ++k)
+    w[k] = to_bits(v[2u * k]) | (to_bits(v[2u * k + 1u]) << 16);
+  return w;
+}
 void unpack_vec(uvec4 w, out float v[VEC]) {
   vec2 p0 = unpack_pair(w.x), p1 = unpack_pair(w.y), p2 = unpack_pair(w.z), p3 = unpack_pair(w.w);
   v[0] = p0.x;

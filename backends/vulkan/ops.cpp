@@ -244,6 +244,23 @@ uint32_t eltwise_code(const OpDesc& op) {
   }
 }
 
+// Whether an op over `p` (output first) runs as a *_vec shader (eltwise, softmax, norm): on CPU
+// devices, where a texel fetch of 16 bytes costs less than one storage-buffer element
+// (docs/vulkan.md), when every tensor is dense and starts on 16 bytes, the length is whole texels
+// and the output's offset in its window (`out_offset`, in elements) is too. Row ops also need
+// rows of whole texels.
+bool vector_path(const Ctx& c, const std::vector<Arg>& p, uint32_t out_offset) {
+  const int64_t v = texel_vec(p[0].desc.dtype);
+  if (c.dev.caps().type != DeviceType::cpu || c.dev.max_texels() == 0 ||
+      p[0].desc.numel() % v != 0 || out_offset % v != 0)
+    return false;
+  for (size_t i = 0; i < p.size(); ++i)
+    if (!p[i].desc.is_contiguous() || byte_range(p[i]).first % 16 != 0 ||
+        (i > 0 && !texels_fit(c.dev, p[i])))
+      return false;
+  return true;
+}
+
 Status eltwise(const Ctx& c, const Arg& out, std::span<const Arg> in) {
   std::vector<Arg> args{out};
   for (const Arg& a : in) {
@@ -251,23 +268,49 @@ Status eltwise(const Ctx& c, const Arg& out, std::span<const Arg> in) {
     args.push_back({b, a.buf});
   }
   const DType t = out.desc.dtype;
-  return split_emit(c.dev, args, args.size(), leading_dims(out.desc.rank, 0),
-                    [&](const std::vector<Arg>& p) -> Status {
-                      Dispatch d;
-                      d.shader = "eltwise_" + T(t);
-                      d.dense_spec = true;
-                      d.spec = {static_cast<uint32_t>(c.block()), eltwise_code(c.op)};
-                      DUET_TRY(c.bind_into(d, 1, 0, p[0], true, "output"));
-                      for (size_t i = 1; i < p.size(); ++i)
-                        DUET_TRY(c.bind_into(d, static_cast<int>(i + 1), static_cast<int>(i), p[i],
-                                             false, c.op.input_name(i - 1)));
-                      d.params.f[0] = c.op.attrs.alpha;
-                      d.groups = flat_grid(static_cast<uint64_t>(p[0].desc.numel()), c.block());
-                      return c.dev.recorder().record(d);
-                    });
+  return split_emit(
+      c.dev, args, args.size(), leading_dims(out.desc.rank, 0),
+      [&](const std::vector<Arg>& p) -> Status {
+        Dispatch d;
+        d.spec = {static_cast<uint32_t>(c.block()), eltwise_code(c.op)};
+        d.params.f[0] = c.op.attrs.alpha;
+        DUET_TRY(c.bind_into(d, 1, 0, p[0], true, "output"));
+        const int64_t v = texel_vec(t);
+        if (vector_path(c, p, d.params.td[0].offset)) {
+          d.shader = "eltwise_vec_" + T(t);
+          for (size_t i = 1; i < p.size(); ++i)
+            DUET_TRY(c.bind_texels_into(d, static_cast<int>(i - 1), static_cast<int>(i), p[i], true,
+                                        c.op.input_name(i - 1)));
+          d.groups = flat_grid(static_cast<uint64_t>(p[0].desc.numel() / v), c.block());
+          return c.dev.recorder().record(d);
+        }
+        d.shader = "eltwise_" + T(t);
+        d.dense_spec = true;
+        for (size_t i = 1; i < p.size(); ++i)
+          DUET_TRY(c.bind_into(d, static_cast<int>(i + 1), static_cast<int>(i), p[i], false,
+                               c.op.input_name(i - 1)));
+        d.groups = flat_grid(static_cast<uint64_t>(p[0].desc.numel()), c.block());
+        return c.dev.recorder().record(d);
+      });
 }
 
 // ---- rows: softmax, rmsnorm, layernorm -------------------------------------------------------
+
+// Records a row op's *_vec shader (output already bound, parameters set): one invocation per
+// row, a subgroup of rows per workgroup, the inputs p[1..] through texel views; `spec` are the
+// shader's specialization constants after the workgroup size.
+Status record_rows_vec(const Ctx& c, Dispatch& d, const std::vector<Arg>& p,
+                       std::vector<uint32_t> spec = {}) {
+  const uint32_t rows_per_group = static_cast<uint32_t>(std::max(c.dev.caps().subgroup_size, 1));
+  d.spec = {rows_per_group};
+  d.spec.insert(d.spec.end(), spec.begin(), spec.end());
+  for (size_t i = 1; i < p.size(); ++i)
+    DUET_TRY(c.bind_texels_into(d, static_cast<int>(i - 1), static_cast<int>(i), p[i], true,
+                                c.op.input_name(i - 1)));
+  const uint64_t rows = static_cast<uint64_t>(p[0].desc.numel() / p[0].desc.dim(-1));
+  d.groups = grid((rows + rows_per_group - 1) / rows_per_group);
+  return c.dev.recorder().record(d);
+}
 
 Status softmax(const Ctx& c, const Arg& out, std::span<const Arg> in) {
   std::vector<Arg> args{out, in[0]};
@@ -279,18 +322,23 @@ Status softmax(const Ctx& c, const Arg& out, std::span<const Arg> in) {
   return split_emit(c.dev, args, args.size(), leading_dims(out.desc.rank, 1),
                     [&](const std::vector<Arg>& p) -> Status {
                       Dispatch d;
+                      d.params.u[0] = static_cast<uint32_t>(n);
+                      d.params.f[0] = softmax_scale(c.op);
+                      DUET_TRY(c.bind_into(d, 1, 0, p[0], true, "output"));
+                      if (p.size() == 2 && n % texel_vec(out.desc.dtype) == 0 &&
+                          vector_path(c, p, d.params.td[0].offset)) {
+                        d.shader = "softmax_vec_" + T(out.desc.dtype);
+                        return record_rows_vec(c, d, p);
+                      }
                       d.shader = "softmax_" + T(out.desc.dtype);
                       d.dense_spec = true;
                       d.spec = {static_cast<uint32_t>(c.block())};
-                      DUET_TRY(c.bind_into(d, 1, 0, p[0], true, "output"));
                       DUET_TRY(c.bind_into(d, 2, 1, p[1], false, c.op.input_name(0)));
                       if (p.size() > 2) {
                         DUET_TRY(c.bind_into(d, 3, 2, p[2], false, c.op.input_name(1)));
                         d.params.u[1] = 1;
                         d.params.u[2] = p[2].desc.dtype == DType::f32;
                       }
-                      d.params.u[0] = static_cast<uint32_t>(n);
-                      d.params.f[0] = softmax_scale(c.op);
                       d.groups = grid(static_cast<uint64_t>(p[0].desc.numel() / n));
                       return c.dev.recorder().record(d);
                     });
@@ -303,17 +351,22 @@ Status norm(const Ctx& c, const Arg& out, std::span<const Arg> in) {
   return split_emit(
       c.dev, args, 2, leading_dims(out.desc.rank, 1), [&](const std::vector<Arg>& p) -> Status {
         Dispatch d;
-        d.shader = "norm_" + T(out.desc.dtype);
-        d.dense_spec = true;
-        d.spec = {static_cast<uint32_t>(c.block()), c.op.kind == OpKind::layernorm ? 1u : 0u};
-        DUET_TRY(c.bind_into(d, 1, 0, p[0], true, "output"));
-        for (size_t i = 1; i < p.size(); ++i)
-          DUET_TRY(c.bind_into(d, static_cast<int>(i + 1), static_cast<int>(i), p[i], false,
-                               c.op.input_name(i - 1)));
+        const uint32_t mode = c.op.kind == OpKind::layernorm ? 1u : 0u;
         d.params.u[0] = static_cast<uint32_t>(n);
         d.params.u[1] = p.size() > 2;
         d.params.u[2] = p.size() > 3;
         d.params.f[0] = c.op.attrs.eps;
+        DUET_TRY(c.bind_into(d, 1, 0, p[0], true, "output"));
+        if (n % texel_vec(out.desc.dtype) == 0 && vector_path(c, p, d.params.td[0].offset)) {
+          d.shader = "norm_vec_" + T(out.desc.dtype);
+          return record_rows_vec(c, d, p, {mode});
+        }
+        d.shader = "norm_" + T(out.desc.dtype);
+        d.dense_spec = true;
+        d.spec = {static_cast<uint32_t>(c.block()), mode};
+        for (size_t i = 1; i < p.size(); ++i)
+          DUET_TRY(c.bind_into(d, static_cast<int>(i + 1), static_cast<int>(i), p[i], false,
+                               c.op.input_name(i - 1)));
         d.groups = grid(static_cast<uint64_t>(p[0].desc.numel() / n));
         return c.dev.recorder().record(d);
       });

@@ -164,6 +164,46 @@ TEST_F(VulkanDeviceTest, DenseTensorsAreSpecializedAndViewsKeepTheGeneralPath) {
   }
 }
 
+// On a CPU device, dense element-wise and row ops whose tensors start on 16 bytes and hold whole
+// texels run through texel views (eltwise_vec: one texel per invocation; softmax_vec, norm_vec:
+// one row per invocation); the packing of 16-bit results is exact. A broadcast operand or a mask
+// keeps the general kernel.
+TEST_F(VulkanDeviceTest, DenseAlignedOpsTakeTheVectorKernelsOnACpuDevice) {
+  if (dev().caps().type != DeviceType::cpu || vk(dev()).max_texels() == 0)
+    GTEST_SKIP() << "the vector kernels are for CPU devices with texel buffers";
+  OpAttrs gelu, scaled;
+  gelu.gelu_approx = GeluApprox::tanh;
+  scaled.scale = 0.7f;
+  for (DType t : {DType::f32, DType::f16, DType::bf16}) {
+    struct Want {
+      check::Case c;
+      std::string shader;  // without the dtype
+    };
+    for (const Want& w : {
+             Want{make_case("vec/mul", OpKind::mul, {dense(t, {6, 40}), dense(t, {6, 40})}),
+                  "eltwise_vec_"},
+             Want{make_case("vec/gelu", OpKind::gelu, {dense(t, {3, 64})}, gelu), "eltwise_vec_"},
+             Want{make_case("vec/add.broadcast", OpKind::add, {dense(t, {6, 40}), dense(t, {40})}),
+                  "eltwise_"},
+             Want{make_case("vec/softmax", OpKind::softmax, {dense(t, {2, 5, 48})}, scaled),
+                  "softmax_vec_"},
+             Want{make_case("vec/softmax.mask", OpKind::softmax,
+                            {dense(t, {5, 48}), dense(DType::f32, {5, 48})}),
+                  "softmax_"},
+             Want{make_case("vec/rmsnorm", OpKind::rmsnorm, {dense(t, {7, 64}), dense(t, {64})}),
+                  "norm_vec_"},
+             Want{make_case("vec/layernorm", OpKind::layernorm,
+                            {dense(t, {7, 64}), dense(t, {64}), dense(t, {64})}),
+                  "norm_vec_"},
+         }) {
+      check::Outcome o = run_on(dev(), w.c);
+      EXPECT_TRUE(o.passed) << w.c.name << " " << dtype_name(t) << ": " << o.message;
+      EXPECT_EQ(vk(dev()).recorder().recent.back().first, w.shader + std::string(dtype_name(t)))
+          << w.c.name;
+    }
+  }
+}
+
 TEST_F(VulkanDeviceTest, ReadWaitsForRecordedWork) {
   Chain c = make_chain(dev(), 1);
   TensorRef in{c.op.inputs[0], c.bufs[0].get()};
