@@ -3,7 +3,9 @@
 // then larger and odd shapes that reach the blocking edges, split-K and the decode path.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -108,9 +110,11 @@ TEST_P(CpuKernels, ForcingAnIsaSelectsIt) {
   EXPECT_EQ(cpu::kernels::active_isa(), GetParam());
 }
 
-TEST_P(CpuKernels, ConformanceMatmulAndAttentionCasesPass) {
+TEST_P(CpuKernels, ConformanceCasesOfTheOpsWithVectorKernelsPass) {
   for (const check::Case& c : check::cases(false))
-    if (c.kind == OpKind::matmul || c.kind == OpKind::attention) expect_matches_reference(c);
+    if (c.kind == OpKind::matmul || c.kind == OpKind::attention || c.kind == OpKind::exp ||
+        c.kind == OpKind::silu || c.kind == OpKind::softmax)
+      expect_matches_reference(c);
 }
 
 TEST_P(CpuKernels, MatmulOddShapesMatchTheReference) {
@@ -275,6 +279,69 @@ TEST_P(CpuKernels, AttentionRowsThatSeeNoKeyAreZero) {
                    dense(DType::f32, {lq, 1})},
                   {}, {check::Fill::unit, check::Fill::unit, check::Fill::unit, check::Fill::mask});
     expect_matches_reference(m);
+  }
+}
+
+// The vector exp and silu against std::exp in double, over every range the polynomial meets and
+// past it: -inf, underflow, the 88 boundary, overflow to +inf, NaN, and ragged lengths, in place
+// and not.
+TEST_P(CpuKernels, ExpAndSiluMatchTheLibraryOverTheWholeRange) {
+  const cpu::kernels::Kernels& kt = cpu::kernels::active_kernels();
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> x = {-inf,    -200.0f,
+                          -103.5f, -87.9f,
+                          -87.0f,  -20.25f,
+                          -1.0f,   -1e-8f,
+                          0.0f,    1e-8f,
+                          0.5f,    1.0f,
+                          10.75f,  60.0f,
+                          87.99f,  88.0f,
+                          88.5f,   88.72f,
+                          88.8f,   100.0f,
+                          inf,     std::numeric_limits<float>::quiet_NaN()};
+  for (int i = 0; i < 1000; ++i) x.push_back(-90.0f + 0.18f * static_cast<float>(i) + 0.0137f);
+  for (size_t n : {size_t{1}, size_t{7}, size_t{17}, x.size()}) {
+    std::vector<float> y(n, -1.0f), z(x.begin(), x.begin() + static_cast<std::ptrdiff_t>(n));
+    const float sum = kt.exp(x.data(), y.data(), static_cast<int64_t>(n));
+    kt.exp(z.data(), z.data(), static_cast<int64_t>(n));  // in place
+    double want_sum = 0;
+    for (size_t i = 0; i < n; ++i) {
+      const double want = std::exp(static_cast<double>(x[i]));
+      want_sum += static_cast<float>(want);
+      if (std::isnan(x[i])) {
+        EXPECT_TRUE(std::isnan(y[i]) && std::isnan(z[i])) << "exp(NaN)";
+      } else if (want > std::numeric_limits<float>::max()) {
+        EXPECT_EQ(y[i], inf) << "exp(" << x[i] << ")";
+        EXPECT_EQ(z[i], inf) << "exp(" << x[i] << ") in place";
+      } else {
+        // About 1 ulp; below exp(-87), near the smallest normal float, it flushes to zero.
+        EXPECT_NEAR(y[i], want, 4e-7 * want + 1.7e-38) << "exp(" << x[i] << ")";
+        EXPECT_EQ(z[i], y[i]) << "exp(" << x[i] << ") in place";
+      }
+    }
+    if (std::isnan(want_sum)) {
+      EXPECT_TRUE(std::isnan(sum)) << n << " values";
+    } else if (want_sum > std::numeric_limits<float>::max()) {
+      EXPECT_EQ(sum, inf) << n << " values";
+    } else {
+      EXPECT_NEAR(sum, want_sum, 1e-6 * want_sum) << n << " values";
+    }
+    std::vector<float> s(n, -1.0f);
+    kt.silu(x.data(), s.data(), static_cast<int64_t>(n));
+    for (size_t i = 0; i < n; ++i) {
+      const double v = x[i];
+      if (std::isnan(x[i])) {
+        EXPECT_TRUE(std::isnan(s[i])) << "silu(NaN)";
+        continue;
+      }
+      const double want = v == -inf ? 0.0 : v == inf ? inf : v / (1.0 + std::exp(-v));
+      if (std::isinf(want)) {
+        EXPECT_EQ(s[i], want);
+      } else {
+        // Flushed to 0 below x = -88, where |silu| < 6e-37.
+        EXPECT_NEAR(s[i], want, 5e-7 * std::abs(want) + 6e-37) << "silu(" << x[i] << ")";
+      }
+    }
   }
 }
 

@@ -62,6 +62,11 @@ struct Kernels {
   // *l = *l * exp(*m - m_new) + sum p, *m = m_new; returns exp(m_old - m_new) (1 when every
   // score is -inf, which leaves p = 0).
   float (*softmax_row)(float* s, int64_t n, float* m, float* l);
+  // y[i] = exp(x[i]) for i < n (about 1 ulp; NaN stays NaN, past the float range +inf); returns
+  // the sum of y. x may equal y.
+  float (*exp)(const float* x, float* y, int64_t n);
+  // y[i] = x[i] / (1 + exp(-x[i])). x may equal y.
+  void (*silu)(const float* x, float* y, int64_t n);
   // y[i] = y[i] * a + x[i] * b.
   void (*scale_add)(float* y, float a, const float* x, float b, int64_t n);
   // s[r * lds + j] = scale * dot(q + r * ldq, k + j * ldk) over d elements, for r < rows,

@@ -45,6 +45,9 @@ inline V vadd(V a, V b) {
 inline V vsub(V a, V b) {
   return _mm256_sub_ps(a, b);
 }
+inline V vdiv(V a, V b) {
+  return _mm256_div_ps(a, b);
+}
 inline V vmul(V a, V b) {
   return _mm256_mul_ps(a, b);
 }

@@ -51,6 +51,9 @@ inline V vadd(V a, V b) {
 inline V vsub(V a, V b) {
   return _mm512_sub_ps(a, b);
 }
+inline V vdiv(V a, V b) {
+  return _mm512_div_ps(a, b);
+}
 inline V vmul(V a, V b) {
   return _mm512_mul_ps(a, b);
 }

@@ -41,6 +41,9 @@ inline V vadd(V a, V b) {
 inline V vsub(V a, V b) {
   return a - b;
 }
+inline V vdiv(V a, V b) {
+  return a / b;
+}
 inline V vmul(V a, V b) {
   return a * b;
 }

@@ -1,6 +1,7 @@
 #include <cmath>
 #include <numbers>
 
+#include "kernels/isa.h"
 #include "ops/ops.h"
 
 namespace duet::cpu {
@@ -19,6 +20,7 @@ void map_unary(const float* x, float* y, int64_t n, ThreadPool& pool, F f) {
 }
 
 void unary(const OpArgs& a, const float* x, float* y, int64_t n) {
+  const kernels::Kernels& kt = kernels::active_kernels();
   const OpAttrs& at = a.op.attrs;
   switch (a.op.kind) {
     case OpKind::scale: {
@@ -30,10 +32,10 @@ void unary(const OpArgs& a, const float* x, float* y, int64_t n) {
       map_unary(x, y, n, a.pool, [](float v) { return v > 0.0f ? v : 0.0f; });
       break;
     case OpKind::exp:
-      map_unary(x, y, n, a.pool, [](float v) { return std::exp(v); });
+      a.pool.parallel_for(n, 1 << 14, [&](int64_t b, int64_t e) { kt.exp(x + b, y + b, e - b); });
       break;
     case OpKind::silu:
-      map_unary(x, y, n, a.pool, [](float v) { return v / (1.0f + std::exp(-v)); });
+      a.pool.parallel_for(n, 1 << 14, [&](int64_t b, int64_t e) { kt.silu(x + b, y + b, e - b); });
       break;
     case OpKind::gelu:
       if (at.gelu_approx == GeluApprox::tanh) {

@@ -1,6 +1,7 @@
 #include <cmath>
 #include <limits>
 
+#include "kernels/isa.h"
 #include "ops/ops.h"
 #include "ops/rows.h"
 
@@ -19,6 +20,7 @@ Status softmax(const OpArgs& a) {
   const float scale = softmax_scale(a.op);
   const int64_t n = out.dim(-1), rows = out.numel() / n;
   const int64_t mstride = mask ? ms[static_cast<size_t>(out.rank - 1)] : 0;
+  const kernels::Kernels& kt = kernels::active_kernels();
   a.pool.parallel_for(rows, std::max<int64_t>(1, 2048 / n), [&](int64_t b, int64_t e) {
     for (int64_t r = b; r < e; ++r) {
       const float* xr = x.data() + r * n;
@@ -34,9 +36,8 @@ Status softmax(const OpArgs& a) {
         for (int64_t i = 0; i < n; ++i) yr[i] = 0.0f;
         continue;
       }
-      float sum = 0.0f;
-      for (int64_t i = 0; i < n; ++i) sum += (yr[i] = std::exp(yr[i] - mx));
-      const float inv = 1.0f / sum;
+      for (int64_t i = 0; i < n; ++i) yr[i] -= mx;
+      const float inv = 1.0f / kt.exp(yr, yr, n);
       for (int64_t i = 0; i < n; ++i) yr[i] *= inv;
     }
   });
