@@ -57,6 +57,16 @@ GpuTensor gpu_tensor(const TensorDesc& d, uint32_t offset) {
   return g;
 }
 
+// Shaders index elements with 32-bit integers.
+Status check_addressable(VulkanDevice& dev, const Arg& a, const std::string& name) {
+  if (a.desc.storage_extent() <= (int64_t{1} << 32) - 1) return {};
+  return Err(Code::unsupported)
+      .tensor(name)
+      .device(dev.id())
+      .expected("fewer than 2^32 elements")
+      .got(a.desc.str());
+}
+
 // Binds `a` as a window; its descriptor's offset is relative to the window start.
 Result<std::pair<Window, GpuTensor>> bind(VulkanDevice& dev, const Arg& a, bool write,
                                           const std::string& name) {
@@ -69,12 +79,7 @@ Result<std::pair<Window, GpuTensor>> bind(VulkanDevice& dev, const Arg& a, bool 
         .device(dev.id())
         .expected("a window of at most " + std::to_string(dev.max_window()) + " bytes")
         .got(std::to_string(hi - start) + " bytes that cannot be split further");
-  if (a.desc.storage_extent() > (int64_t{1} << 32) - 1)
-    return Err(Code::unsupported)
-        .tensor(name)
-        .device(dev.id())
-        .expected("fewer than 2^32 elements")
-        .got(a.desc.str());
+  DUET_TRY(check_addressable(dev, a, name));
   const uint64_t e = static_cast<uint64_t>(elem_bytes(a.desc.dtype));
   Window w{a.buf->vk(), start, (hi - start + 3) / 4 * 4, write};
   // Keep the range inside the buffer (rounding up to a word may pass its end only by < 4 bytes).
@@ -127,12 +132,7 @@ Result<std::pair<TexelWindow, GpuTensor>> bind_texels(VulkanDevice& dev, const A
         .device(dev.id())
         .expected("a texel buffer view of at most " + std::to_string(dev.max_texels()) + " texels")
         .got(a.desc.str() + ", which cannot be split further");
-  if (a.desc.storage_extent() > (int64_t{1} << 32) - 1)
-    return Err(Code::unsupported)
-        .tensor(name)
-        .device(dev.id())
-        .expected("fewer than 2^32 elements")
-        .got(a.desc.str());
+  DUET_TRY(check_addressable(dev, a, name));
   auto [lo, hi] = byte_range(a);
   auto [start, range] = texel_span(dev, a);
   const uint64_t e = static_cast<uint64_t>(elem_bytes(a.desc.dtype));
