@@ -244,8 +244,8 @@ uint32_t eltwise_code(const OpDesc& op) {
   }
 }
 
-// Whether an op over `p` (output first) runs as a *_vec shader (eltwise, softmax, norm): on CPU
-// devices, where a texel fetch of 16 bytes costs less than one storage-buffer element
+// Whether an op over `p` (output first) runs as a *_vec shader (eltwise, softmax, norm, convert):
+// on CPU devices, where a texel fetch of 16 bytes costs less than one storage-buffer element
 // (docs/vulkan.md), when every tensor is dense and starts on 16 bytes, the length is whole texels
 // and the output's offset in its window (`out_offset`, in elements) is too. Row ops also need
 // rows of whole texels.
@@ -421,10 +421,20 @@ Status convert(const Ctx& c, const Arg& dst, const Arg& src, const std::string& 
   return split_emit(c.dev, {dst, src}, 2, leading_dims(dst.desc.rank, 0),
                     [&](const std::vector<Arg>& p) -> Status {
                       Dispatch d;
-                      d.shader = "convert_" + T(src.desc.dtype) + "_" + T(dst.desc.dtype);
-                      d.dense_spec = true;
+                      const std::string types = T(src.desc.dtype) + "_" + T(dst.desc.dtype);
                       d.spec = {static_cast<uint32_t>(c.block())};
                       DUET_TRY(c.bind_into(d, 1, 0, p[0], true, "output"));
+                      // Float to float, dense: 8 elements per invocation through a texel view.
+                      if (is_float(src.desc.dtype) && is_float(dst.desc.dtype) &&
+                          p[0].desc.numel() % 8 == 0 && vector_path(c, p, d.params.td[0].offset)) {
+                        d.shader = "convert_vec_" + types;
+                        DUET_TRY(c.bind_texels_into(d, 0, 1, p[1], true, name));
+                        d.groups =
+                            flat_grid(static_cast<uint64_t>(p[0].desc.numel() / 8), c.block());
+                        return c.dev.recorder().record(d);
+                      }
+                      d.shader = "convert_" + types;
+                      d.dense_spec = true;
                       DUET_TRY(c.bind_into(d, 2, 1, p[1], false, name));
                       d.groups = flat_grid(static_cast<uint64_t>(p[0].desc.numel()), c.block());
                       return c.dev.recorder().record(d);

@@ -1,9 +1,11 @@
 // The Vulkan device on whatever the machine has (lavapipe in CI): discovery and the no-loader
 // path, capabilities, memory, batching and barriers, device-side errors, validation, the staging
 // path, and launch shapes derived from small limits.
+#include <cmath>
 #include <cstring>
 
 #include "duet/backends.h"
+#include "duet/half.h"
 #include "vulkan_test_util.h"
 
 namespace duet::vulkan::testing {
@@ -200,6 +202,89 @@ TEST_F(VulkanDeviceTest, DenseAlignedOpsTakeTheVectorKernelsOnACpuDevice) {
       EXPECT_TRUE(o.passed) << w.c.name << " " << dtype_name(t) << ": " << o.message;
       EXPECT_EQ(vk(dev()).recorder().recent.back().first, w.shader + std::string(dtype_name(t)))
           << w.c.name;
+    }
+  }
+}
+
+// Casts between the float types give the bits the core's conversions give (round to nearest
+// even, subnormals, infinities; NaN stays NaN), over every 16-bit pattern and over f32 values
+// that sit on, beside and between the 16-bit types' rounding boundaries: through the 8-wide
+// texel kernel (dense, aligned) and through the general one (a view one element in).
+TEST_F(VulkanDeviceTest, FloatCastsAreExactOverEvery16BitPattern) {
+  constexpr int64_t n = 65536;
+  const auto is_nan = [](DType t, uint32_t bits) {
+    return t == DType::f32   ? std::isnan(bits_float(bits))
+           : t == DType::f16 ? (bits & 0x7c00u) == 0x7c00u && (bits & 0x3ffu) != 0
+                             : (bits & 0x7f80u) == 0x7f80u && (bits & 0x7fu) != 0;
+  };
+  const auto to_f32 = [](DType t, uint32_t bits) {
+    return t == DType::f32   ? bits_float(bits)
+           : t == DType::f16 ? f16_to_f32(static_cast<uint16_t>(bits))
+                             : bf16_to_f32(static_cast<uint16_t>(bits));
+  };
+  const auto from_f32 = [](DType t, float f) -> uint32_t {
+    return t == DType::f32 ? float_bits(f) : t == DType::f16 ? f32_to_f16(f) : f32_to_bf16(f);
+  };
+  for (DType s : {DType::f16, DType::bf16, DType::f32}) {
+    // Source bits: every 16-bit pattern; for f32, patterns around the 16-bit rounding points.
+    std::vector<uint32_t> src(n);
+    uint32_t lcg = 12345;
+    for (int64_t i = 0; i < n; ++i) {
+      lcg = lcg * 1664525u + 1013904223u;
+      const uint32_t h = static_cast<uint32_t>(i);
+      src[static_cast<size_t>(i)] =
+          s != DType::f32 ? h
+          : i % 4 == 0    ? float_bits(f16_to_f32(static_cast<uint16_t>(h))) + 0x1000u  // f16 tie
+          : i % 4 == 1    ? (h << 16) | 0x8000u                                         // bf16 tie
+          : i % 4 == 2    ? (h << 16) | (lcg >> 16)
+                          : float_bits(f16_to_f32(static_cast<uint16_t>(h))) + (lcg >> 20) - 2048;
+    }
+    const uint64_t sb = static_cast<uint64_t>(dtype_size(s));
+    std::vector<std::byte> raw(static_cast<size_t>(n * static_cast<int64_t>(sb)));
+    for (int64_t i = 0; i < n; ++i)
+      std::memcpy(raw.data() + i * static_cast<int64_t>(sb), &src[static_cast<size_t>(i)], sb);
+    auto in = dev().allocate(raw.size());
+    ASSERT_TRUE(in.ok());
+    ASSERT_TRUE(dev().write(**in, 0, raw.data(), raw.size()).ok());
+    for (DType d : {DType::f32, DType::f16, DType::bf16}) {
+      for (int64_t skip : {int64_t{0}, int64_t{1}}) {
+        TensorDesc sd = dense(s, {n});
+        sd.offset = skip;
+        sd.shape[0] = n - skip;
+        OpAttrs at;
+        at.to = d;
+        auto op = make_op(OpKind::cast, at, {sd});
+        ASSERT_TRUE(op.ok()) << op.status().message();
+        KernelChoice k;
+        for (const KernelChoice& c : dev().choices(*op))
+          if (c.ok && c.reads_as_given(*op)) k = c;
+        ASSERT_TRUE(k.ok);
+        const uint64_t db = static_cast<uint64_t>(dtype_size(d));
+        auto out = dev().allocate(static_cast<uint64_t>(n) * db);
+        ASSERT_TRUE(out.ok());
+        TensorRef ir{sd, in->get()}, orf{op->output, out->get()};
+        ASSERT_TRUE(dev().execute({*op, k}, std::span(&ir, 1), orf).ok());
+        std::vector<std::byte> got(static_cast<size_t>((n - skip) * static_cast<int64_t>(db)));
+        ASSERT_TRUE(dev().read(**out, 0, got.data(), got.size()).ok());
+        const std::string shader = vk(dev()).recorder().recent.back().first;
+        if (skip == 0 && dev().caps().type == DeviceType::cpu && vk(dev()).max_texels() > 0) {
+          EXPECT_EQ(shader,
+                    "convert_vec_" + std::string(dtype_name(s)) + "_" + std::string(dtype_name(d)));
+        }
+        int bad = 0;
+        for (int64_t i = 0; i < n - skip && bad < 5; ++i) {
+          const uint32_t x = src[static_cast<size_t>(i + skip)];
+          uint32_t y = 0;
+          std::memcpy(&y, got.data() + i * static_cast<int64_t>(db), db);
+          const uint32_t want = s == d ? x : from_f32(d, to_f32(s, x));
+          const bool ok = is_nan(s, x) ? is_nan(d, y) : y == want;
+          if (!ok) {
+            ++bad;
+            ADD_FAILURE() << shader << ": " << dtype_name(s) << " 0x" << std::hex << x << " -> "
+                          << dtype_name(d) << " gave 0x" << y << ", want 0x" << want << std::dec;
+          }
+        }
+      }
     }
   }
 }
