@@ -144,12 +144,10 @@ struct Param {
   Precision precision;
 };
 
-// A choice runs on a case when the kernel reads the case's dtypes (otherwise the planner would
-// insert casts first, which is not the kernel's business).
-bool reads_case_dtypes(const KernelChoice& k, const check::Case& c) {
-  for (size_t i = 0; i < c.inputs.size() && i < k.input_dtypes.size(); ++i)
-    if (k.input_dtypes[i] != c.inputs[i].dtype) return false;
-  return true;
+// Printed by gtest beside each test instead of the parameter's bytes.
+void PrintTo(const Param& p, std::ostream* os) {
+  *os << p.device << " " << p.tier << " " << precision_name(p.precision) << " "
+      << all_cases()[p.case_index].name;
 }
 
 std::vector<Param> params() {
@@ -160,7 +158,8 @@ std::vector<Param> params() {
       auto op = check::case_op(all_cases()[i]);
       if (!op.ok()) continue;
       for (const KernelChoice& k : t.device->choices(*op))
-        if (t.tiers.count(k.tier) && k.ok && reads_case_dtypes(k, all_cases()[i]))
+        // A kernel that reads other dtypes would need casts first: not the kernel's business.
+        if (t.tiers.count(k.tier) && k.ok && k.reads_as_given(*op))
           out.push_back({t.device->id(), i, k.tier, k.precision});
     }
   return out;
