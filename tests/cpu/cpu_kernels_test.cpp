@@ -113,7 +113,7 @@ TEST_P(CpuKernels, ForcingAnIsaSelectsIt) {
 TEST_P(CpuKernels, ConformanceCasesOfTheOpsWithVectorKernelsPass) {
   for (const check::Case& c : check::cases(false))
     if (c.kind == OpKind::matmul || c.kind == OpKind::attention || c.kind == OpKind::exp ||
-        c.kind == OpKind::silu || c.kind == OpKind::softmax)
+        c.kind == OpKind::silu || c.kind == OpKind::gelu || c.kind == OpKind::softmax)
       expect_matches_reference(c);
 }
 
@@ -279,6 +279,41 @@ TEST_P(CpuKernels, AttentionRowsThatSeeNoKeyAreZero) {
                    dense(DType::f32, {lq, 1})},
                   {}, {check::Fill::unit, check::Fill::unit, check::Fill::unit, check::Fill::mask});
     expect_matches_reference(m);
+  }
+}
+
+// gelu in both forms against the double formulas: relative 1e-6 (1e-5 on the negative side,
+// where f32 rounding of the exponent's argument is amplified), absolute 1e-30 (the forms are 0
+// below x = -10 and -13), NaN stays NaN, +inf stays +inf.
+TEST_P(CpuKernels, GeluMatchesTheDoubleFormulasOverTheWholeRange) {
+  const cpu::kernels::Kernels& kt = cpu::kernels::active_kernels();
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> x = {-inf,  -1e30f, -100.0f, -12.0f,
+                          -9.5f, 0.0f,   1e-20f,  -1e-20f,
+                          30.0f, 1e30f,  inf,     std::numeric_limits<float>::quiet_NaN()};
+  for (int i = 0; i < 2001; ++i) x.push_back(-12.0f + 0.012f * static_cast<float>(i) + 1e-4f);
+  const int64_t n = static_cast<int64_t>(x.size());
+  std::vector<float> yt(x.size()), ye(x.size());
+  kt.gelu_tanh(x.data(), yt.data(), n);
+  kt.gelu_erf(x.data(), ye.data(), n);
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double v = x[i];
+    if (std::isnan(v)) {
+      EXPECT_TRUE(std::isnan(yt[i]) && std::isnan(ye[i]));
+      continue;
+    }
+    if (v == inf) {
+      EXPECT_EQ(yt[i], inf);
+      EXPECT_EQ(ye[i], inf);
+      continue;
+    }
+    const double c = std::sqrt(2.0 / 3.14159265358979323846);
+    // 0.5 v (1 + tanh(u)) as v / (1 + exp(-2u)), which does not cancel for negative v.
+    const double wt = v == -inf ? 0.0 : v / (1.0 + std::exp(-2.0 * c * (v + 0.044715 * v * v * v)));
+    const double we = v == -inf ? 0.0 : 0.5 * v * std::erfc(-v / std::sqrt(2.0));
+    const double rel = v < 0.0 ? 1e-5 : 1e-6;
+    EXPECT_NEAR(yt[i], wt, rel * std::abs(wt) + 1e-30) << "gelu_tanh(" << x[i] << ")";
+    EXPECT_NEAR(ye[i], we, rel * std::abs(we) + 1e-30) << "gelu_erf(" << x[i] << ")";
   }
 }
 

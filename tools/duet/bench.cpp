@@ -68,6 +68,10 @@ std::vector<check::Case> bench_cases() {
   const TensorDesc big = D(DType::f32, {2048, 4096});
   v.push_back(make("add f32 2048x4096", OpKind::add, {big, big}));
   v.push_back(make("silu f32 2048x4096", OpKind::silu, {big}));
+  OpAttrs tanh_form;
+  tanh_form.gelu_approx = GeluApprox::tanh;
+  v.push_back(make("gelu f32 2048x4096", OpKind::gelu, {big}));
+  v.push_back(make("gelu tanh f32 2048x4096", OpKind::gelu, {big}, tanh_form));
   v.push_back(make("softmax f32 2048x4096", OpKind::softmax, {big}));
   v.push_back(make("rmsnorm f32 2048x4096", OpKind::rmsnorm, {big, D(DType::f32, {4096})}));
   v.push_back(make("rope f32 1x32x512x128", OpKind::rope, {D(DType::f32, {1, 32, 512, 128})}));

@@ -67,6 +67,10 @@ struct Kernels {
   float (*exp)(const float* x, float* y, int64_t n);
   // y[i] = x[i] / (1 + exp(-x[i])). x may equal y.
   void (*silu)(const float* x, float* y, int64_t n);
+  // gelu, tanh form: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))). x may equal y.
+  void (*gelu_tanh)(const float* x, float* y, int64_t n);
+  // gelu, erf form: 0.5 x (1 + erf(x / sqrt(2))), erf to about 1.2e-7. x may equal y.
+  void (*gelu_erf)(const float* x, float* y, int64_t n);
   // y[i] = y[i] * a + x[i] * b.
   void (*scale_add)(float* y, float a, const float* x, float b, int64_t n);
   // s[r * lds + j] = scale * dot(q + r * ldq, k + j * ldk) over d elements, for r < rows,

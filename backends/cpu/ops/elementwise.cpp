@@ -1,5 +1,4 @@
 #include <cmath>
-#include <numbers>
 
 #include "kernels/isa.h"
 #include "ops/ops.h"
@@ -37,17 +36,11 @@ void unary(const OpArgs& a, const float* x, float* y, int64_t n) {
     case OpKind::silu:
       a.pool.parallel_for(n, 1 << 14, [&](int64_t b, int64_t e) { kt.silu(x + b, y + b, e - b); });
       break;
-    case OpKind::gelu:
-      if (at.gelu_approx == GeluApprox::tanh) {
-        const float c = static_cast<float>(std::sqrt(2.0 / std::numbers::pi));
-        map_unary(x, y, n, a.pool, [c](float v) {
-          return 0.5f * v * (1.0f + std::tanh(c * (v + 0.044715f * v * v * v)));
-        });
-      } else {
-        const float r = static_cast<float>(1.0 / std::numbers::sqrt2);
-        map_unary(x, y, n, a.pool, [r](float v) { return 0.5f * v * (1.0f + std::erf(v * r)); });
-      }
+    case OpKind::gelu: {
+      auto* k = at.gelu_approx == GeluApprox::tanh ? kt.gelu_tanh : kt.gelu_erf;
+      a.pool.parallel_for(n, 1 << 14, [&](int64_t b, int64_t e) { k(x + b, y + b, e - b); });
       break;
+    }
     default:
       break;
   }
