@@ -22,12 +22,13 @@ TENSOR(2, readonly, a)
 TENSOR(3, readonly, b)
 #endif
 
-// erf to ~1e-7 absolute (Abramowitz & Stegun 7.1.26 is too coarse near 0; this uses the
-// complementary form with a rational fit, accurate over the whole line).
-float erf_approx(float x) {
-  float z = abs(x);
-  float t = 1.0 / (1.0 + 0.5 * z);
-  float r = t * exp(-z * z - 1.26551223 +
+// 1 + erf(z) from erfc(|z|) = t exp(-z^2 + P(t)), t = 1 / (1 + |z|/2) (a Chebyshev fit good to
+// 1.2e-7 relative): 2 - erfc(|z|) for z >= 0, erfc(|z|) below, so that the negative side keeps
+// its relative precision instead of cancelling.
+float one_plus_erf(float z) {
+  float a = abs(z);
+  float t = 1.0 / (1.0 + 0.5 * a);
+  float r = t * exp(-a * a - 1.26551223 +
                     t * (1.00002368 +
                          t * (0.37409196 +
                               t * (0.09678418 +
@@ -36,8 +37,7 @@ float erf_approx(float x) {
                                              t * (-1.13520398 +
                                                   t * (1.48851587 +
                                                        t * (-0.82215223 + t * 0.17087277)))))))));
-  float e = 1.0 - r;
-  return x >= 0.0 ? e : -e;
+  return z >= 0.0 ? 2.0 - r : r;
 }
 
 float apply(float x, float z) {
@@ -48,11 +48,9 @@ float apply(float x, float z) {
     case 3: return x / z;
     case 4: return x * P.f.x;
     case 5: return x / (1.0 + exp(-x));
-    case 6: return 0.5 * x * (1.0 + erf_approx(x * 0.70710678118654752));
-    case 7: {
-      float u = 0.7978845608028654 * (x + 0.044715 * x * x * x);
-      return 0.5 * x * (1.0 + tanh(u));
-    }
+    case 6: return 0.5 * x * one_plus_erf(x * 0.70710678118654752);
+    // 0.5 x (1 + tanh(u)) = x / (1 + exp(-2u)): no cancellation for negative x.
+    case 7: return x / (1.0 + exp(-1.5957691216057307 * (x + 0.044715 * x * x * x)));
     case 8: return max(x, 0.0);
     default: return exp(x);
   }

@@ -60,11 +60,13 @@ double unary(OpKind k, const OpAttrs& a, double x) {
     case OpKind::silu:
       return x / (1.0 + std::exp(-x));
     case OpKind::gelu:
+      // Written so that neither form cancels for negative x: 0.5 x (1 + tanh(u)) is
+      // x / (1 + exp(-2u)), and 1 + erf(z) is erfc(-z).
       if (a.gelu_approx == GeluApprox::tanh) {
         const double c = std::sqrt(2.0 / std::numbers::pi);
-        return 0.5 * x * (1.0 + std::tanh(c * (x + 0.044715 * x * x * x)));
+        return x / (1.0 + std::exp(-2.0 * c * (x + 0.044715 * x * x * x)));
       }
-      return 0.5 * x * (1.0 + std::erf(x / std::numbers::sqrt2));
+      return 0.5 * x * std::erfc(-x / std::numbers::sqrt2);
     default:
       return x;
   }

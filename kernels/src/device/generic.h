@@ -54,10 +54,11 @@ DUET_DEV float eltwise_apply(EwOp op, float x, float y, float alpha) {
       return x * alpha;
     case EwOp::silu:
       return x / (1.f + expf(-x));
+    // Both forms without the cancellation of 1 + erf / 1 + tanh for negative x.
     case EwOp::gelu:
-      return 0.5f * x * (1.f + erff(x * 0.70710678118654752f));
+      return 0.5f * x * erfcf(x * -0.70710678118654752f);
     case EwOp::gelu_tanh:
-      return 0.5f * x * (1.f + tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x)));
+      return x / (1.f + expf(-1.5957691216057307f * (x + 0.044715f * x * x * x)));
     case EwOp::relu:
       return x > 0.f ? x : 0.f;
     case EwOp::exp:
