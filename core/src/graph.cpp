@@ -196,49 +196,43 @@ ValueId GraphBuilder::add_value(GraphValue v) {
   return ValueId{id};
 }
 
-ValueId GraphBuilder::input(std::string name, DType dtype, std::vector<int64_t> shape) {
-  if (!take_name(name, "input")) return {};
+std::optional<GraphValue> GraphBuilder::declare(std::string name, ValueKind kind, DType dtype,
+                                                const std::vector<int64_t>& shape) {
+  const std::string what(value_kind_name(kind));
+  if (!take_name(name, what.c_str())) return std::nullopt;
   if (shape.size() > static_cast<size_t>(kMaxRank)) {
     status_ = graph_error(g_.name_, Err(Code::invalid_argument)
                                         .tensor(name)
                                         .expected("rank <= " + std::to_string(kMaxRank))
                                         .got("rank " + std::to_string(shape.size())));
-    return {};
+    return std::nullopt;
   }
   GraphValue v;
   v.name = std::move(name);
-  v.kind = ValueKind::input;
+  v.kind = kind;
   v.desc = TensorDesc::contiguous(dtype, shape);
   if (Status s = validate(v.desc); !s.ok()) {
-    status_ = graph_error(g_.name_, s.with_context("input '" + v.name + "'"));
-    return {};
+    status_ = graph_error(g_.name_, s.with_context(what + " '" + v.name + "'"));
+    return std::nullopt;
   }
-  ValueId id = add_value(std::move(v));
+  return v;
+}
+
+ValueId GraphBuilder::input(std::string name, DType dtype, std::vector<int64_t> shape) {
+  std::optional<GraphValue> v = declare(std::move(name), ValueKind::input, dtype, shape);
+  if (!v) return {};
+  ValueId id = add_value(std::move(*v));
   g_.inputs_.push_back(id.id);
   return id;
 }
 
 ValueId GraphBuilder::constant(std::string name, DType dtype, std::vector<int64_t> shape,
                                ConstantSource source) {
-  if (!take_name(name, "constant")) return {};
-  if (shape.size() > static_cast<size_t>(kMaxRank)) {
-    status_ = graph_error(g_.name_, Err(Code::invalid_argument)
-                                        .tensor(name)
-                                        .expected("rank <= " + std::to_string(kMaxRank))
-                                        .got("rank " + std::to_string(shape.size())));
-    return {};
-  }
-  GraphValue v;
-  v.name = std::move(name);
-  v.kind = ValueKind::constant;
-  v.desc = TensorDesc::contiguous(dtype, shape);
-  v.source = std::move(source);
-  if (!v.source.empty() && v.source.key.empty()) v.source.key = v.name;
-  if (Status s = validate(v.desc); !s.ok()) {
-    status_ = graph_error(g_.name_, s.with_context("constant '" + v.name + "'"));
-    return {};
-  }
-  return add_value(std::move(v));
+  std::optional<GraphValue> v = declare(std::move(name), ValueKind::constant, dtype, shape);
+  if (!v) return {};
+  v->source = std::move(source);
+  if (!v->source.empty() && v->source.key.empty()) v->source.key = v->name;
+  return add_value(std::move(*v));
 }
 
 ValueId GraphBuilder::constant(std::string name, HostTensor data) {

@@ -152,6 +152,10 @@ class DUET_API GraphBuilder {
   bool take_name(const std::string& name, const char* what);
   bool check_id(ValueId v, const std::string& context);
   ValueId add_value(GraphValue v);
+  // A new input or constant named `name` (dense, rank checked and validated), or nothing with
+  // the error recorded.
+  std::optional<GraphValue> declare(std::string name, ValueKind kind, DType dtype,
+                                    const std::vector<int64_t>& shape);
 
   Graph g_;
   Status status_;
