@@ -326,13 +326,16 @@ TEST(Executor, UnboundConstantsAreAnErrorWhenTheEngineIsMade) {
   EXPECT_HAS(e.status().message(), "bind_constant");
 }
 
-TEST(Executor, ACpuAndVulkanGraphMatchesTheReference) {
-  Device* vk = nullptr;
+// The first Vulkan device of the shared registry (lavapipe in CI), or null.
+Device* first_vulkan_device() {
   for (Device* d : shared_registry()->devices())
-    if (d->caps().backend == BackendKind::vulkan) vk = d;
-  if (!vk)
-    GTEST_SKIP() << "no Vulkan device opened (waits on the Vulkan backend, branch vulkan, "
-                    "landing on main; then lavapipe runs it)";
+    if (d->caps().backend == BackendKind::vulkan) return d;
+  return nullptr;
+}
+
+TEST(Executor, ACpuAndVulkanGraphMatchesTheReference) {
+  Device* vk = first_vulkan_device();
+  if (!vk) GTEST_SKIP() << "no Vulkan device opened on this machine (duet devices says why)";
   Graph g = block_graph(DType::f32);
   // Work on both: the CPU may not run attention, Vulkan may not run the norm.
   TestDevice vk_part(*vk, {OpKind::rmsnorm});
@@ -355,12 +358,8 @@ namespace {
 // On a Vulkan device with bf16 storage the graph runs as asked; without it, in f16 with the
 // casts on the CPU (which can read bf16).
 TEST(Executor, Bf16OnCpuAndVulkanMatches) {
-  Device* vk = nullptr;
-  for (Device* d : shared_registry()->devices())
-    if (d->caps().backend == BackendKind::vulkan) vk = d;
-  if (!vk)
-    GTEST_SKIP() << "no Vulkan device opened (waits on the Vulkan backend, branch vulkan, "
-                    "landing on main; then lavapipe runs it)";
+  Device* vk = first_vulkan_device();
+  if (!vk) GTEST_SKIP() << "no Vulkan device opened on this machine (duet devices says why)";
   Graph g = block_graph(DType::bf16);
   TestDevice cpu_part("cpu:1");
   auto e = Engine::create(g, {vk, &cpu_part});
