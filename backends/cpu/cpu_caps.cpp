@@ -66,7 +66,8 @@ DeviceCaps probe_caps(int threads) {
   // Two FMA pipes per core, 2 flops per FMA: an upper bound the cost model scales down.
   c.peak_gflops_f32 = threads * c.clock_mhz * 1e-3 * lanes * 2 * 2;
   c.peak_gflops_f16 = c.peak_gflops_bf16 = c.peak_gflops_f32;
-  c.memory_gbps = 25.0 * std::min(threads, 8);  // rough (a 2-core VM streams ~45 GB/s); cost model only
+  c.memory_gbps =
+      25.0 * std::min(threads, 8);  // rough (a 2-core VM streams ~45 GB/s); cost model only
   const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
   c.memory_bytes =
       pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : 0;
