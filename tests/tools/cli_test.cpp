@@ -210,6 +210,32 @@ TEST_F(Cli, BenchReportsGflopsForTheCpu) {
   EXPECT_NE(r.out.find("add f32 2048x4096"), std::string::npos) << r.out;
 }
 
+TEST_F(Cli, BenchMeasuresTheMemoryBandwidthAndSaysWhatBoundsEachRow) {
+  CliRun r =
+      duet("bench --device cpu:0 --op add --repeats 1 --min-seconds 0 --json " + path("b.json"));
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("memory read bandwidth"), std::string::npos) << r.out;
+  std::ifstream f(path("b.json"));
+  auto j = nlohmann::json::parse(f);
+  EXPECT_GT(j["read_bandwidth"]["gbps"].get<double>(), 0) << j.dump();
+  ASSERT_FALSE(j["rows"].empty()) << j.dump();
+  for (const auto& row : j["rows"]) {
+    EXPECT_EQ(row["bound"], "memory") << row.dump();  // an add reads 12 bytes per flop
+    EXPECT_GT(row["bandwidth_fraction"].get<double>(), 0) << row.dump();
+  }
+}
+
+TEST_F(Cli, BenchListsDecodeShapedCasesWithoutRunningThem) {
+  CliRun r = duet("bench --list --dtype f16");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out.find("memory read bandwidth"), std::string::npos) << r.out;  // nothing ran
+  for (const char* name : {"matmul f16 decode M1 N4096 K14336", "matmul f16 decode M8 N4096 K14336",
+                           "attention f16 decode MHA Hq32 Lk8192 D128",
+                           "attention f16 decode GQA Hq32 Hkv8 Lk32768 D128"})
+    EXPECT_NE(r.out.find(name), std::string::npos) << name << "\n" << r.out;
+  EXPECT_EQ(r.out.find(" f32 "), std::string::npos) << r.out;  // --dtype filters the list
+}
+
 TEST_F(Cli, BenchPlotToAnUnwritablePathFailsNamingIt) {
   const std::string png = path("no-such-dir/b.png");
   CliRun r = duet("bench --device cpu:0 --op add --repeats 1 --min-seconds 0 --plot " + png);

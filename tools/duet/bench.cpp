@@ -11,6 +11,7 @@
 
 #include "check/check.h"
 #include "duet/backends.h"
+#include "duet/bandwidth.h"
 #include "duet/commands.h"
 #include "duet/common.h"
 
@@ -23,6 +24,7 @@ struct Options {
   std::string json_path, plot_path;
   int repeats = 10;
   double min_seconds = 1.0;
+  bool list = false;
 };
 
 struct Row {
@@ -30,7 +32,19 @@ struct Row {
   int runs = 0;
   double median = 0, min = 0, max = 0;  // seconds
   double gflops = 0, gbps = 0, flop_fraction = 0, bw_fraction = 0;
+  bool memory_bound = false;  // flops per byte below the device's peak flops per byte of bandwidth
   std::string error;
+};
+
+// What the rows' fractions are measured against: the host's measured read bandwidth for devices
+// that read host memory, the capability record's figures otherwise.
+struct Yardstick {
+  ReadBandwidth host;
+  double host_ridge = 0;  // the host CPU's peak f32 flops per byte of measured bandwidth
+
+  double bandwidth(const DeviceCaps& c) const {
+    return c.type == DeviceType::cpu && host.gbps > 0 ? host.gbps : c.memory_gbps;
+  }
 };
 
 check::Case make(std::string name, OpKind k, std::vector<TensorDesc> in, OpAttrs a = {}) {
@@ -65,6 +79,37 @@ std::vector<check::Case> bench_cases() {
   }
   v.push_back(make("matmul f32 2048x2048x2048", OpKind::matmul,
                    {D(DType::f32, {2048, 2048}), D(DType::f32, {2048, 2048})}));
+  // Prefill through a linear layer in bf16 and f32: the low-precision arithmetic's gain.
+  for (DType t : {DType::f32, DType::bf16})
+    v.push_back(make("matmul " + std::string(dtype_name(t)) + " M512 N2048 K2048", OpKind::matmul,
+                     {D(t, {512, 2048}), D(t, {2048, 2048})}));
+  // Decode: one row (and a batch of 8) through a weight stored [N, K] as checkpoints store it,
+  // and attention of one query against a long cache; each reads far more than the last-level
+  // cache holds, so it is bound by memory bandwidth.
+  OpAttrs tb;
+  tb.transpose_b = true;
+  for (DType t : {DType::f32, DType::f16, DType::bf16})
+    v.push_back(make("matmul " + std::string(dtype_name(t)) + " decode M1 N4096 K14336",
+                     OpKind::matmul, {D(t, {1, 14336}), D(t, {4096, 14336})}, tb));
+  v.push_back(make("matmul f16 decode M8 N4096 K14336", OpKind::matmul,
+                   {D(DType::f16, {8, 14336}), D(DType::f16, {4096, 14336})}, tb));
+  struct Decode {
+    const char* kind;
+    int64_t hq, hkv, lk, d;
+  };
+  // K and V of 128 MiB in f16: four times a 32 MiB last-level cache.
+  for (const Decode& a : {Decode{"MHA", 32, 32, 8192, 128}, Decode{"GQA", 32, 8, 32768, 128},
+                          Decode{"MHA", 32, 32, 16384, 64}, Decode{"GQA", 64, 8, 65536, 64}}) {
+    for (DType t : {DType::f16, DType::f32}) {
+      if (t == DType::f32 && a.d != 128) continue;  // f32 beside f16 for one head dim
+      const std::string name = "attention " + std::string(dtype_name(t)) + " decode " + a.kind +
+                               " Hq" + std::to_string(a.hq) +
+                               (a.hq == a.hkv ? "" : " Hkv" + std::to_string(a.hkv)) + " Lk" +
+                               std::to_string(a.lk) + " D" + std::to_string(a.d);
+      const TensorDesc kv = D(t, {1, a.hkv, a.lk, a.d});
+      v.push_back(make(name, OpKind::attention, {D(t, {1, a.hq, 1, a.d}), kv, kv}));
+    }
+  }
   const TensorDesc big = D(DType::f32, {2048, 4096});
   v.push_back(make("add f32 2048x4096", OpKind::add, {big, big}));
   v.push_back(make("silu f32 2048x4096", OpKind::silu, {big}));
@@ -106,7 +151,7 @@ nlohmann::json fraction_or_null(double fraction) {
 }
 
 Row bench_one(Device& d, const KernelChoice& k, const OpDesc& op,
-              std::span<const HostTensor> inputs, const Options& o) {
+              std::span<const HostTensor> inputs, const Options& o, const Yardstick& y) {
   Row r{op.name, d.id(), k.tier, std::string(precision_name(k.precision))};
   std::vector<std::shared_ptr<Buffer>> keep;
   std::vector<TensorRef> refs;
@@ -159,9 +204,14 @@ Row bench_one(Device& d, const KernelChoice& k, const OpDesc& op,
   r.max = times.back();
   r.gflops = op_flops(op) / r.median * 1e-9;
   r.gbps = op_bytes(op) / r.median * 1e-9;
-  const double peak = peak_for(d.caps(), k.precision);
+  const double peak = peak_for(d.caps(), k.precision), bw = y.bandwidth(d.caps());
   if (peak > 0) r.flop_fraction = r.gflops / peak;
-  if (d.caps().memory_gbps > 0) r.bw_fraction = r.gbps / d.caps().memory_gbps;
+  if (bw > 0) r.bw_fraction = r.gbps / bw;
+  // Memory-bound when the op does fewer flops per byte than the device can per byte it reads;
+  // a device that states no peak (Vulkan) is judged by the host CPU's ratio.
+  const double ridge = peak > 0 && bw > 0 ? peak / bw : y.host_ridge;
+  const double bytes = op_bytes(op);
+  r.memory_bound = bytes > 0 && op_flops(op) / bytes < ridge;
   return r;
 }
 
@@ -220,12 +270,41 @@ int run_bench(const CLI::App& cmd, const Options& o) {
   auto devices = select_devices(reg, o.devices);
   if (!devices.ok()) return fail(cmd, devices.status().message(), 2);
 
+  std::vector<check::Case> cases;
+  for (check::Case& c : bench_cases())
+    if (selected(o.ops, op_name(c.kind)) && selected(o.dtypes, dtype_name(c.inputs[0].dtype)))
+      cases.push_back(std::move(c));
+  int width = 2;
+  for (const check::Case& c : cases) width = std::max(width, static_cast<int>(c.name.size()));
+  if (o.list) {
+    std::printf("%-*s %12s %12s %s\n", width, "case", "GFLOP", "MB", "op");
+    for (const check::Case& c : cases) {
+      auto op = check::case_op(c);
+      if (!op.ok()) return fail(cmd, op.status().message(), 70);
+      OpDesc unnamed = *op;
+      unnamed.name.clear();
+      std::printf("%-*s %12.3f %12.1f %s\n", width, c.name.c_str(), op_flops(*op) * 1e-9,
+                  op_bytes(*op) * 1e-6, describe(unnamed).c_str());
+    }
+    return 0;
+  }
+
+  // The yardstick for memory-bound rows, measured on as many threads as the CPU device runs.
+  Yardstick y;
+  const Device* host = reg.find("cpu:0");
+  y.host = measure_read_bandwidth(host ? host->caps().compute_units : 0);
+  if (host && y.host.gbps > 0) y.host_ridge = host->caps().peak_gflops_f32 / y.host.gbps;
+  if (y.host.gbps > 0)
+    std::printf(
+        "memory read bandwidth: %.1f GB/s (fastest of %d passes over %s on %d threads; median "
+        "%.1f); %%bw of CPU-type devices is against it\n",
+        y.host.gbps, y.host.passes, format_bytes(y.host.bytes).c_str(), y.host.threads,
+        y.host.median_gbps);
+
   std::vector<Row> rows;
-  std::printf("%-40s %-10s %-9s %-5s %10s %16s %9s %8s %6s %6s\n", "op", "device", "tier", "prec",
-              "median ms", "min..max ms", "GFLOP/s", "GB/s", "%peak", "%bw");
-  for (const check::Case& c : bench_cases()) {
-    if (!selected(o.ops, op_name(c.kind)) || !selected(o.dtypes, dtype_name(c.inputs[0].dtype)))
-      continue;
+  std::printf("%-*s %-10s %-9s %-5s %10s %16s %9s %8s %6s %6s %s\n", width, "op", "device", "tier",
+              "prec", "median ms", "min..max ms", "GFLOP/s", "GB/s", "%peak", "%bw", "bound");
+  for (const check::Case& c : cases) {
     auto op = check::case_op(c);
     if (!op.ok()) return fail(cmd, op.status().message(), 70);
     const std::vector<HostTensor> inputs = check::case_inputs(c);
@@ -233,17 +312,17 @@ int run_bench(const CLI::App& cmd, const Options& o) {
       for (const KernelChoice& k : d->choices(*op)) {
         // A kernel reading other dtypes would time a different op (the planner casts first).
         if (!k.ok || k.tier == "reference" || !k.reads_as_given(*op)) continue;
-        Row r = bench_one(*d, k, *op, inputs, o);
+        Row r = bench_one(*d, k, *op, inputs, o, y);
         if (!r.error.empty()) {
-          std::printf("%-40s %-10s %-9s %-5s  error: %s\n", r.name.c_str(), r.device.c_str(),
+          std::printf("%-*s %-10s %-9s %-5s  error: %s\n", width, r.name.c_str(), r.device.c_str(),
                       r.tier.c_str(), r.precision.c_str(), r.error.c_str());
         } else {
           char range[40];
           std::snprintf(range, sizeof range, "%.3f..%.3f", r.min * 1e3, r.max * 1e3);
-          std::printf("%-40s %-10s %-9s %-5s %10.3f %16s %9.2f %8.2f %6s %6s\n", r.name.c_str(),
-                      r.device.c_str(), r.tier.c_str(), r.precision.c_str(), r.median * 1e3, range,
-                      r.gflops, r.gbps, percent(r.flop_fraction).c_str(),
-                      percent(r.bw_fraction).c_str());
+          std::printf("%-*s %-10s %-9s %-5s %10.3f %16s %9.2f %8.2f %6s %6s %s\n", width,
+                      r.name.c_str(), r.device.c_str(), r.tier.c_str(), r.precision.c_str(),
+                      r.median * 1e3, range, r.gflops, r.gbps, percent(r.flop_fraction).c_str(),
+                      percent(r.bw_fraction).c_str(), r.memory_bound ? "memory" : "compute");
         }
         std::fflush(stdout);
         rows.push_back(std::move(r));
@@ -251,21 +330,29 @@ int run_bench(const CLI::App& cmd, const Options& o) {
     }
   }
   if (!o.json_path.empty()) {
-    nlohmann::json j = nlohmann::json::array();
+    nlohmann::json j = nlohmann::json::object();
+    j["read_bandwidth"] = y.host.gbps > 0 ? nlohmann::json{{"gbps", y.host.gbps},
+                                                           {"median_gbps", y.host.median_gbps},
+                                                           {"threads", y.host.threads},
+                                                           {"passes", y.host.passes},
+                                                           {"bytes", y.host.bytes}}
+                                          : nlohmann::json(nullptr);
+    nlohmann::json& jr = j["rows"] = nlohmann::json::array();
     for (const Row& r : rows)
-      j.push_back({{"op", r.name},
-                   {"device", r.device},
-                   {"tier", r.tier},
-                   {"precision", r.precision},
-                   {"runs", r.runs},
-                   {"median_s", r.median},
-                   {"min_s", r.min},
-                   {"max_s", r.max},
-                   {"gflops", r.gflops},
-                   {"gbps", r.gbps},
-                   {"peak_fraction", fraction_or_null(r.flop_fraction)},
-                   {"bandwidth_fraction", fraction_or_null(r.bw_fraction)},
-                   {"error", r.error}});
+      jr.push_back({{"op", r.name},
+                    {"device", r.device},
+                    {"tier", r.tier},
+                    {"precision", r.precision},
+                    {"runs", r.runs},
+                    {"median_s", r.median},
+                    {"min_s", r.min},
+                    {"max_s", r.max},
+                    {"gflops", r.gflops},
+                    {"gbps", r.gbps},
+                    {"peak_fraction", fraction_or_null(r.flop_fraction)},
+                    {"bandwidth_fraction", fraction_or_null(r.bw_fraction)},
+                    {"bound", r.memory_bound ? "memory" : "compute"},
+                    {"error", r.error}});
     if (Status s = write_file_atomically(o.json_path, j.dump(2) + "\n"); !s.ok())
       return fail(cmd, s.message());
   }
@@ -295,6 +382,7 @@ Command add_bench(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--min-seconds", o->min_seconds, "Keep repeating until this much time is spent")
       ->capture_default_str();
+  sub->add_flag("--list", o->list, "List the cases (flops, bytes, shapes) without running them");
   auto run = std::make_shared<std::function<int()>>([sub, o] { return run_bench(*sub, *o); });
   return {sub, run};
 }
