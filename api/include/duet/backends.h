@@ -13,7 +13,7 @@ namespace duet {
 DUET_API std::vector<BackendFactory> builtin_backends();
 
 // Opens the registry with the built-in backends. Options also come from the environment:
-// DUET_CPU_THREADS, DUET_VULKAN_VALIDATION, ... (see docs/configuration.md).
+// DUET_CPU_THREADS, DUET_VULKAN_VALIDATION, ... (the Configuration table of README.md).
 DUET_API Registry open_registry(const BackendOptions& options = {});
 
 // The selection rules of a backend, for planning against capability profiles. Usable whether or
