@@ -1,0 +1,447 @@
+// Placement: for each op, every device's kernel choices filtered by the policy and ranked by
+// precision, the cost of each device (kernel, moving its inputs, casts) against its memory budget,
+// and the decision with a reason for the pick and for every alternative (docs/planner.md).
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <set>
+
+#include "cost_model.h"
+#include "duet/planner.h"
+#include "planner.h"
+
+namespace duet::planning {
+
+DeviceEval Planner::evaluate(const GraphNode& n, int d, Precision asked,
+                             std::optional<Precision> forced,
+                             const std::string& forced_term) const {
+  DeviceEval e;
+  e.device = d;
+  const PlanDevice& pd = dev(d);
+  if (std::string term = policy_.device_denied(pd.caps.backend, pd.id); !term.empty()) {
+    e.denied = true;
+    e.why_not = "device not used by policy (" + term + ")";
+    e.policy.push_back(term);
+    Alternative a;
+    a.device = pd.id;
+    a.by_policy = true;
+    a.term = term;
+    a.reason = e.why_not;
+    e.alternatives.push_back(a);
+    return e;
+  }
+  if (single_ >= 0 && d != single_) {
+    e.denied = true;
+    e.why_not = "the whole graph runs on " + dev(single_).id + " (split=off)";
+    return e;
+  }
+  // Precisions acceptable for this op, best first.
+  std::vector<Precision> order;
+  if (forced) {
+    order = {*forced};
+  } else if (data_movement(n.kind())) {
+    order = {asked, Precision::f32, Precision::f16, Precision::bf16};
+  } else if (asked == Precision::bf16) {
+    order = {Precision::bf16, policy_.bf16_fallback, Precision::f32};
+  } else if (asked == Precision::f16) {
+    order = {Precision::f16, Precision::f32};
+  } else {
+    order = {asked};
+  }
+  auto rank_of = [&](Precision p) {
+    for (size_t i = 0; i < order.size(); ++i)
+      if (order[i] == p) return static_cast<int>(i);
+    return -1;
+  };
+
+  e.all = pd.rules ? pd.rules->choices(pd.caps, n.op) : std::vector<KernelChoice>{};
+  int best = -1, best_rank = 0;
+  std::vector<std::string> reasons;  // for why_not
+  for (size_t i = 0; i < e.all.size(); ++i) {
+    const KernelChoice& c = e.all[i];
+    if (!c.ok) continue;
+    if (!policy_.tier_denied(pd.caps.backend, pd.id, c.tier).empty()) continue;
+    const int r = rank_of(c.precision);
+    if (r < 0) continue;
+    if (best < 0 || r < best_rank) {
+      best = static_cast<int>(i);
+      best_rank = r;
+    }
+  }
+  // Why each other choice lost.
+  for (size_t i = 0; i < e.all.size(); ++i) {
+    const KernelChoice& c = e.all[i];
+    if (static_cast<int>(i) == best) continue;
+    Alternative a;
+    a.device = pd.id;
+    a.tier = c.tier;
+    a.precision = c.precision;
+    a.usable = c.ok;
+    const std::string deny = policy_.tier_denied(pd.caps.backend, pd.id, c.tier);
+    const int r = rank_of(c.precision);
+    if (!c.ok) {
+      a.reason = c.reason;
+    } else if (!deny.empty()) {
+      a.by_policy = true;
+      a.term = deny;
+      a.reason = "tier " + c.tier + " denied by policy (" + deny + ")";
+      e.policy.push_back(deny);
+    } else if (r < 0) {
+      if (forced) {
+        a.by_policy = true;
+        a.term = forced_term;
+        a.reason = "policy forces " + pname(*forced) + " (" + forced_term + ")";
+        e.policy.push_back(forced_term);
+      } else if (c.precision == Precision::f64) {
+        a.reason = "f64 is the checking precision (select it with precision=f64)";
+      } else {
+        a.reason = pname(c.precision) + " is less precise than the " + pname(asked) +
+                   " the graph asks for";
+      }
+    } else if (best >= 0) {
+      const KernelChoice& b = e.all[u(best)];
+      a.reason = r > best_rank ? pname(b.precision) + " preferred (" + choice_name(b) + " chosen)"
+                               : "backend prefers " + b.tier + " (listed first)";
+    }
+    e.alternatives.push_back(a);
+    reasons.push_back(choice_name(c) + ": " + a.reason);
+  }
+  if (best < 0) {
+    std::string s;
+    for (const std::string& r : reasons) s += (s.empty() ? "" : "; ") + r;
+    e.why_not = s.empty() ? "the backend offers no kernel for this op" : s;
+    return e;
+  }
+  e.ok = true;
+  e.pick = e.all[u(best)];
+  e.rank = best_rank;
+  // Tiers the backend ranks before the pick, and why they were not used.
+  std::set<std::string> said;
+  for (size_t i = 0; i < u(best); ++i) {
+    const KernelChoice& c = e.all[i];
+    if (c.tier == e.pick.tier || said.count(c.tier)) continue;
+    // Prefer the explanation at the chosen precision, else the first seen.
+    const KernelChoice* at = &c;
+    for (size_t j = 0; j < u(best); ++j)
+      if (e.all[j].tier == c.tier && e.all[j].precision == e.pick.precision) at = &e.all[j];
+    std::string why;
+    const std::string deny = policy_.tier_denied(pd.caps.backend, pd.id, at->tier);
+    if (!at->ok)
+      why = at->reason;
+    else if (!deny.empty())
+      why = "denied by policy (" + deny + ")";
+    else if (forced)
+      why = "policy forces " + pname(*forced) + " (" + forced_term + ")";
+    else
+      why = "not at an acceptable precision";
+    e.skipped.push_back(c.tier + " skipped: " + why);
+    said.insert(c.tier);
+  }
+  return e;
+}
+
+// Bytes of non-constant values alive on a device when node `node_index` runs (conservatively:
+// until the graph's last use of the value), plus resident constants.
+uint64_t Planner::live_bytes(int d, int node_index) const {
+  uint64_t live = 0;
+  for (size_t gv = 0; gv < reps_.size(); ++gv) {
+    const bool alive = is_output_[gv] || last_use_[gv] >= node_index;
+    for (int r : reps_[gv]) {
+      const PlanValue& v = plan_.values[u(r)];
+      if (v.device != d || v.root != r) continue;
+      if (v.constant || alive) live += v.storage_bytes();
+    }
+  }
+  return live;
+}
+
+void Planner::cost(const GraphNode& n, int node_index, DeviceEval& e) const {
+  const int d = e.device;
+  const DeviceCaps& caps = dev(d).caps;
+  double us = estimate_kernel_us(n.op, e.pick, caps);
+  uint64_t bytes =
+      static_cast<uint64_t>(dtype_bytes(n.op.output.dtype, n.op.output.numel()));  // the output
+  uint64_t largest = bytes;
+  std::set<std::pair<int, DType>> seen;  // an input read twice (attention(x, x, x)) comes once
+  std::set<int> moved_storage;
+  for (size_t i = 0; i < n.inputs.size(); ++i) {
+    const int gv = n.inputs[i];
+    const DType want =
+        i < e.pick.input_dtypes.size() ? e.pick.input_dtypes[i] : n.op.inputs[i].dtype;
+    if (find_rep(gv, d, want) || !seen.insert({gv, want}).second) continue;
+    const uint64_t cast_bytes = static_cast<uint64_t>(dtype_bytes(want, n.op.inputs[i].numel()));
+    bool here = false;
+    for (int r : reps_[u(gv)]) here = here || plan_.values[u(r)].device == d;
+    const int sv = storage_value(gv);
+    for (int r : reps_[u(sv)]) here = here || plan_.values[u(r)].device == d;
+    if (!here && moved_storage.insert(sv).second) {
+      // The cheapest source of the storage.
+      double best = std::numeric_limits<double>::infinity();
+      uint64_t moved = 0;
+      for (int r : reps_[u(sv)]) {
+        const PlanValue& v = plan_.values[u(r)];
+        if (v.root != r) continue;
+        const double t = v.constant && v.device == kHost
+                             ? 0.0  // uploaded once, when the plan is loaded
+                             : estimate_transfer_us(v.storage_bytes(), caps_of(v.device), &caps);
+        if (t < best) {
+          best = t;
+          moved = v.storage_bytes();
+        }
+      }
+      if (std::isfinite(best)) us += best;
+      bytes += moved;
+      largest = std::max(largest, moved);
+    }
+    if (n.op.inputs[i].dtype != want) {
+      // A cast: an elementwise pass on this device.
+      us += estimate_cast_us(cast_bytes, caps);
+      bytes += cast_bytes;
+      largest = std::max(largest, cast_bytes);
+    }
+  }
+  if (is_output_[u(n.output)])
+    us += estimate_transfer_us(static_cast<uint64_t>(n.op.output.nbytes()), &caps, nullptr);
+  e.est_us = us;
+  e.new_bytes = bytes;
+  const uint64_t live = live_bytes(d, node_index);
+  const uint64_t b = budget(d);
+  if (caps.max_allocation > 0 && largest > caps.max_allocation) {
+    e.fits = false;
+    e.fit_reason = "a buffer of " + format_bytes(largest) + " exceeds " + dev(d).id +
+                   "'s largest allocation (" + format_bytes(caps.max_allocation) + ")";
+  } else if (b != std::numeric_limits<uint64_t>::max() && live + bytes > b) {
+    e.fits = false;
+    e.fit_reason = dev(d).id + " would hold " + format_bytes(live + bytes) +
+                   ", over its budget of " + format_bytes(b);
+  }
+}
+
+Status Planner::choose_single_device() {
+  // split=off: the cheapest device that can run every op.
+  double best = std::numeric_limits<double>::infinity();
+  std::string refusals;
+  for (size_t d = 0; d < plan_.devices.size(); ++d) {
+    double total = 0;
+    bool all = true;
+    for (const GraphNode& n : g_.nodes()) {
+      if (is_view(n.kind())) continue;
+      std::string term;
+      const auto forced = data_movement(n.kind()) && !policy_.op_precision.count(n.kind())
+                              ? std::nullopt
+                              : policy_.forced_precision(n.kind(), &term);
+      DeviceEval e = evaluate(n, static_cast<int>(d), asked_precision(n.op), forced, term);
+      if (!e.ok) {
+        refusals += (refusals.empty() ? "" : "; ") + dev(static_cast<int>(d)).id + " cannot run " +
+                    std::string(op_name(n.kind())) + " '" + n.name + "' (" + e.why_not + ")";
+        all = false;
+        break;
+      }
+      total += estimate_kernel_us(n.op, e.pick, dev(static_cast<int>(d)).caps);
+    }
+    if (all && total < best) {
+      best = total;
+      single_ = static_cast<int>(d);
+    }
+  }
+  if (single_ < 0)
+    return Status(Code::unsupported, "graph '" + g_.name() +
+                                         "': splitting is forbidden by policy (split=off) and no "
+                                         "single device can run every op: " +
+                                         refusals);
+  return {};
+}
+
+Status Planner::place(int node_index) {
+  const GraphNode& n = g_.nodes()[u(node_index)];
+  if (is_view(n.kind())) return {};  // made where their consumers need them
+  std::string forced_term;
+  const auto forced = data_movement(n.kind()) && !policy_.op_precision.count(n.kind())
+                          ? std::nullopt
+                          : policy_.forced_precision(n.kind(), &forced_term);
+  const Precision asked = asked_precision(n.op);
+  std::vector<DeviceEval> evals;
+  for (size_t d = 0; d < plan_.devices.size(); ++d)
+    evals.push_back(evaluate(n, static_cast<int>(d), asked, forced, forced_term));
+
+  int chosen = -1, cheapest = -1;
+  for (DeviceEval& e : evals) {
+    if (!e.ok) continue;
+    cost(n, node_index, e);
+    if (cheapest < 0 || e.est_us < evals[u(cheapest)].est_us) cheapest = e.device;
+    if (!e.fits) continue;
+    // Precision as asked beats a fallback; then time.
+    if (chosen < 0 || e.rank < evals[u(chosen)].rank ||
+        (e.rank == evals[u(chosen)].rank && e.est_us < evals[u(chosen)].est_us))
+      chosen = e.device;
+  }
+  const std::string what = std::string(op_name(n.kind())) + " '" + n.name + "'";
+  if (cheapest < 0) {
+    std::string why;
+    for (const DeviceEval& e : evals)
+      why += "\n  " + dname(e.device) + ": " + (e.why_not.empty() ? "no kernel" : e.why_not);
+    std::string pol = policy_.str();
+    return Err(Code::unsupported)
+        .op(op_name(n.kind()), n.name)
+        .note("cannot be placed on any device" +
+              (pol.empty() ? std::string() : " under policy '" + pol + "'") + ":" + why);
+  }
+  if (chosen < 0) {
+    std::string why;
+    for (const DeviceEval& e : evals)
+      if (e.ok) why += "\n  " + dname(e.device) + ": " + e.fit_reason;
+    return Err(Code::out_of_memory)
+        .op(op_name(n.kind()), n.name)
+        .note("no device has memory for it" +
+              std::string(policy_.split ? "" : " (splitting is forbidden by policy: split=off)") +
+              ":" + why);
+  }
+  DeviceEval& e = evals[u(chosen)];
+  const int d = chosen;
+
+  PlanStep st;
+  st.kind = StepKind::kernel;
+  st.name = n.name;
+  st.node = node_index;
+  st.device = d;
+  st.requested = forced ? *forced : asked;
+  st.est_us = e.est_us;
+  st.skipped = e.skipped;
+
+  // Why this device.
+  int usable = 0;
+  for (const DeviceEval& x : evals) usable += x.ok ? 1 : 0;
+  if (single_ >= 0) {
+    st.device_reason = "the whole graph runs on " + dev(d).id + " (policy split=off)";
+  } else if (usable == 1) {
+    st.device_reason = "the only device that can run it";
+  } else {
+    st.device_reason = "estimated " + format_us(e.est_us);
+    if (cheapest != d && !evals[u(cheapest)].fits) {
+      st.device_reason +=
+          "; " + evals[u(cheapest)].fit_reason + ", so the work moves to " + dev(d).id;
+      plan_.notes.push_back(what + " moved from " + dev(cheapest).id + " to " + dev(d).id + ": " +
+                            evals[u(cheapest)].fit_reason);
+    } else if (e.rank > 0) {
+      st.device_reason += ", no device runs it at " + pname(asked);
+    } else {
+      st.device_reason += ", the lowest of " + std::to_string(usable) + " devices";
+    }
+  }
+  // Why this precision.
+  if (forced) {
+    st.precision_reason = pname(*forced) + " forced by policy (" + forced_term + ")";
+    st.policy.push_back(forced_term + " set the precision to " + pname(*forced));
+  } else if (e.pick.precision == asked) {
+    st.precision_reason = pname(asked) + " as the graph asks";
+  } else if (data_movement(n.kind())) {
+    st.precision_reason = pname(e.pick.precision) + " (data movement; the backend's kernel)";
+  } else {
+    std::string missing;
+    for (const KernelChoice& c : e.all)
+      if (c.precision == asked)
+        missing += (missing.empty() ? "" : "; ") + c.tier + " " + pname(asked) + ": " +
+                   (c.ok ? "denied by policy" : c.reason);
+    st.precision_reason =
+        pname(asked) + " asked, but " + dev(d).id + " has no " + pname(asked) + " kernel for it" +
+        (missing.empty() ? "" : " (" + missing + ")") + "; " + pname(e.pick.precision) +
+        (e.pick.precision == Precision::f32 ? "" : " with f32 accumulation") + " instead";
+    if (asked == Precision::bf16 && e.pick.precision == policy_.bf16_fallback)
+      st.precision_reason += " (fallback=" + pname(policy_.bf16_fallback) + ")";
+  }
+  st.tier_reason = e.pick.tier + ": " + e.pick.reason;
+  // What each policy term removed, one line per term.
+  std::vector<std::pair<std::string, std::string>> removed;  // term -> "cuda:0 flash bf16, ..."
+  auto note_removed = [&](const std::string& term, const std::string& item) {
+    for (auto& [t, list] : removed)
+      if (t == term) {
+        list += ", " + item;
+        return;
+      }
+    removed.emplace_back(term, item);
+  };
+  for (const DeviceEval& x : evals) {
+    for (const Alternative& a : x.alternatives) {
+      st.rejected.push_back(a);
+      if (a.by_policy && !a.term.empty())
+        note_removed(a.term, a.tier.empty() ? a.device + " (the device)"
+                                            : a.device + " " + a.tier + " " + pname(a.precision));
+    }
+    if (x.device != d && x.ok) {
+      Alternative a;
+      a.device = dev(x.device).id;
+      a.tier = x.pick.tier;
+      a.precision = x.pick.precision;
+      a.usable = true;
+      a.reason = !x.fits           ? x.fit_reason
+                 : x.rank > e.rank ? pname(x.pick.precision) + " only, " + pname(e.pick.precision) +
+                                         " on " + dev(d).id
+                                   : "estimated " + format_us(x.est_us) + " vs " +
+                                         format_us(e.est_us) + " on " + dev(d).id;
+      st.rejected.push_back(a);
+    }
+    if (x.device != d && x.denied && single_ >= 0 && x.device != single_) {
+      Alternative a;
+      a.device = dev(x.device).id;
+      a.by_policy = true;
+      a.term = "split=off";
+      a.reason = x.why_not;
+      st.rejected.push_back(a);
+    }
+  }
+  for (const auto& [term, list] : removed) st.policy.push_back(term + " removed " + list);
+
+  // Inputs, cast and copied as the kernel needs them.
+  std::vector<int> ins;
+  std::vector<TensorDesc> descs;
+  std::vector<std::string> names;
+  for (size_t i = 0; i < n.inputs.size(); ++i) {
+    const DType want =
+        i < e.pick.input_dtypes.size() ? e.pick.input_dtypes[i] : n.op.inputs[i].dtype;
+    DUET_ASSIGN_OR_RETURN(int r, need(n.inputs[i], d, want, what));
+    ins.push_back(r);
+    descs.push_back(plan_.values[u(r)].desc);
+    names.push_back(g_.value(n.inputs[i]).name);
+  }
+  auto op = make_op(n.kind(), n.op.attrs, descs, names, n.name);
+  if (!op.ok())
+    return Status(Code::internal, op.status().message())
+        .with_context("planner: " + what + " with the kernel's input dtypes on " + dev(d).id);
+  // The launch shape for the op as executed (its dtypes and strides), when the backend agrees.
+  KernelChoice choice = e.pick;
+  bool agreed = false;
+  std::string refusal;
+  for (KernelChoice& c : dev(d).rules->choices(dev(d).caps, *op)) {
+    if (c.tier != e.pick.tier || c.precision != e.pick.precision) continue;
+    if (c.ok) {
+      choice = std::move(c);
+      agreed = true;
+      break;
+    }
+    refusal = c.reason;
+  }
+  if (!agreed)
+    plan_.notes.push_back(what + " on " + dev(d).id + ": the backend " +
+                          (refusal.empty() ? std::string("does not list ") + e.pick.tier + " " +
+                                                 pname(e.pick.precision)
+                                           : "refuses " + e.pick.tier + " (" + refusal + ")") +
+                          " for the op as executed (" + describe(*op) +
+                          "); the launch shape is the one chosen for the graph's op");
+  bool constant = true;
+  for (int r : ins) constant = constant && plan_.values[u(r)].constant;
+  home_[u(n.output)] = d;
+  PlanValue out;
+  out.name = rep_name(n.output, d, op->output.dtype);
+  out.desc = op->output;
+  out.device = d;
+  out.graph_value = n.output;
+  out.constant = constant;
+  st.once = constant;
+  st.inputs = std::move(ins);
+  st.op = PlannedOp{std::move(*op), std::move(choice)};
+  st.output = add_value(std::move(out));
+  add_step(std::move(st));
+  return {};
+}
+
+}  // namespace duet::planning

@@ -1,0 +1,114 @@
+// The planner's working state, shared by its three parts: placement (placement.cpp: which device,
+// precision and tier for each op, and why), graph rewriting (rewrite.cpp: the casts, copies and
+// views that bring each input to where and how the chosen kernel reads it) and the plan's assembly
+// (planner.cpp: inputs, outputs, memory, budgets). The cost model is cost_model.h. Internal.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "duet/graph.h"
+#include "duet/plan.h"
+#include "duet/policy.h"
+
+namespace duet::planning {
+
+inline size_t u(int i) {
+  return static_cast<size_t>(i);
+}
+
+inline bool data_movement(OpKind k) {
+  return k == OpKind::cast || k == OpKind::copy || k == OpKind::concat || k == OpKind::embedding;
+}
+
+// The precision an op's tensors ask for: that of its first floating-point input.
+inline Precision asked_precision(const OpDesc& op) {
+  for (const TensorDesc& t : op.inputs)
+    if (is_float(t.dtype)) return precision_of(t.dtype);
+  return is_float(op.output.dtype) ? precision_of(op.output.dtype) : Precision::f32;
+}
+
+inline std::string pname(Precision p) {
+  return std::string(precision_name(p));
+}
+
+inline std::string choice_name(const KernelChoice& c) {
+  return c.tier + " " + pname(c.precision);
+}
+
+// What the planner thinks of one device for one op.
+struct DeviceEval {
+  int device = -1;
+  bool denied = false;  // the policy keeps the device out
+  bool ok = false;      // an acceptable choice exists
+  KernelChoice pick;
+  int rank = 0;  // precision rank of the pick (0 = as asked)
+  std::vector<KernelChoice> all;
+  std::vector<Alternative> alternatives;  // every choice other than the pick
+  std::vector<std::string> skipped;       // better tiers than the pick on this device
+  std::vector<std::string> policy;        // policy terms that removed choices
+  std::string why_not;                    // when !ok: why, in one line
+  // Filled when the op is placed:
+  double est_us = 0;
+  uint64_t new_bytes = 0;
+  bool fits = true;
+  std::string fit_reason;
+};
+
+class Planner {
+ public:
+  Planner(const Graph& g, std::vector<PlanDevice> devices, const Policy& policy,
+          std::vector<uint64_t> cut)
+      : g_(g), policy_(policy), cut_(std::move(cut)) {
+    plan_.graph = g.name();
+    plan_.devices = std::move(devices);
+    plan_.policy = policy;
+  }
+
+  Result<Plan> run();
+
+ private:
+  const PlanDevice& dev(int d) const { return plan_.devices[u(d)]; }
+  const DeviceCaps* caps_of(int d) const { return d == kHost ? nullptr : &dev(d).caps; }
+  std::string dname(int d) const { return plan_.device_name(d); }
+
+  uint64_t budget(int d) const;
+  int storage_value(int gv) const;
+  std::string rep_name(int gv, int d, DType t) const;
+  std::optional<int> find_rep(int gv, int d, DType t) const;
+
+  int add_value(PlanValue v);
+  int add_step(PlanStep s);
+
+  DeviceEval evaluate(const GraphNode& n, int d, Precision asked, std::optional<Precision> forced,
+                      const std::string& forced_term) const;
+  void cost(const GraphNode& n, int node_index, DeviceEval& e) const;
+  uint64_t live_bytes(int d, int node_index) const;
+
+  bool is_view_value(int gv) const;
+  int pick_source(int gv, int d, DType preferred) const;
+  DType available_dtype(int gv, int d, DType preferred) const;
+  Result<int> on_device(int gv, int d, DType preferred, const std::string& why);
+  Result<int> need(int gv, int d, DType t, const std::string& why);
+  Result<int> cast_to(int gv, DType t, int d, const std::string& why);
+  std::optional<KernelChoice> cast_choice(int d, const OpDesc& op) const;
+  Result<int> add_view(int gv, const GraphNode& n, int base);
+  int add_transfer(int src, int d, int gv);
+
+  Status choose_single_device();
+  Status place(int node_index);
+  Status finish_outputs();
+
+  const Graph& g_;
+  const Policy& policy_;
+  std::vector<uint64_t> cut_;  // bytes taken off each device's budget to move work away
+  Plan plan_;
+  std::vector<std::vector<int>> reps_;  // graph value -> plan values holding it
+  std::vector<int> last_use_;
+  std::vector<bool> is_output_;
+  std::vector<int> home_;  // graph value -> device of the kernel that computed it
+  int single_ = -1;        // split=off: the one device
+};
+
+}  // namespace duet::planning
