@@ -5,37 +5,14 @@
 #include <new>
 #include <vector>
 
+#include <gtest/gtest.h>
+
 #include "duet/kernels/launch.h"
+#include "duet/profiles.h"
 
 namespace duet::kernels::testing {
 
 namespace {
-
-DeviceCaps nvidia(std::string name, int major, int minor, int sms, uint64_t optin_kib) {
-  DeviceCaps c;
-  c.backend = BackendKind::cuda;
-  c.name = std::move(name);
-  c.vendor = "nvidia";
-  c.type = DeviceType::discrete_gpu;
-  c.cc_major = major;
-  c.cc_minor = minor;
-  c.arch = "sm_" + std::to_string(major * 10 + minor);
-  c.compute_units = sms;
-  c.fp16_arith = c.fp16_storage = true;
-  c.bf16_arith = c.bf16_storage = major >= 8;
-  c.tensor_cores = major * 10 + minor >= 70;
-  c.async_copy = major >= 8;
-  c.subgroup_size = c.subgroup_min = c.subgroup_max = 32;
-  c.shared_mem_per_block = 48 * 1024;
-  c.shared_mem_per_block_optin = optin_kib * 1024;
-  c.registers_per_block = 65536;
-  c.max_threads_per_block = 1024;
-  c.max_block_dims = {1024, 1024, 64};
-  c.max_grid_dims = {0x7fffffffu, 65535, 65535};
-  c.memory_bytes = 16ull << 30;
-  c.source = "test profile";
-  return c;
-}
 
 class Rules final : public BackendRules {
  public:
@@ -110,32 +87,10 @@ class EmuDevice final : public Device {
 
 }  // namespace
 
-DeviceCaps a100_caps() {
-  return nvidia("NVIDIA A100-SXM4-40GB", 8, 0, 108, 163);
-}
-DeviceCaps rtx4090_caps() {
-  return nvidia("NVIDIA GeForce RTX 4090", 8, 9, 128, 99);
-}
-DeviceCaps h100_caps() {
-  return nvidia("NVIDIA H100 80GB HBM3", 9, 0, 132, 227);
-}
-DeviceCaps orin_nano_caps() {
-  DeviceCaps c = nvidia("NVIDIA Jetson Orin Nano", 8, 7, 8, 163);
-  c.type = DeviceType::integrated_gpu;
-  return c;
-}
-DeviceCaps t4_caps() {
-  return nvidia("Tesla T4", 7, 5, 40, 64);
-}
-DeviceCaps gtx1660_caps() {
-  DeviceCaps c = nvidia("NVIDIA GeForce GTX 1660 SUPER", 7, 5, 22, 64);
-  c.tensor_cores = false;  // Turing without tensor cores
-  return c;
-}
-DeviceCaps gtx1060_caps() {
-  DeviceCaps c = nvidia("NVIDIA GeForce GTX 1060 6GB", 6, 1, 10, 48);
-  c.fp16_arith = false;
-  return c;
+DeviceCaps profile(const std::string& name) {
+  auto caps = load_profile(name);
+  if (!caps.ok()) ADD_FAILURE() << caps.status().message();
+  return caps.ok() ? *caps : DeviceCaps{};
 }
 
 BuildArchs full_build() {

@@ -11,14 +11,9 @@
 
 namespace duet::kernels::testing {
 
-// Capability records of GPU models, as a CUDA backend would probe them.
-DeviceCaps a100_caps();       // sm_80, 108 SMs, 163 KiB shared per block
-DeviceCaps rtx4090_caps();    // sm_89, 128 SMs, 99 KiB
-DeviceCaps h100_caps();       // sm_90, 132 SMs, 227 KiB
-DeviceCaps orin_nano_caps();  // sm_87, 8 SMs, 163 KiB: small grids are not split
-DeviceCaps t4_caps();         // sm_75, 40 SMs, 64 KiB, f16 tensor cores, no bf16
-DeviceCaps gtx1660_caps();    // sm_75 without tensor cores
-DeviceCaps gtx1060_caps();    // sm_61
+// The capability record of a GPU model from profiles/<name>.json ("t4", "a100",
+// "jetson-orin-nano", ...), as a CUDA backend would probe it; a missing profile fails the test.
+DeviceCaps profile(const std::string& name);
 
 // Every architecture of the release build (sm_75..sm_90, sm_120 + PTX).
 BuildArchs full_build();

@@ -33,10 +33,13 @@ struct Target {
 std::vector<Target>& targets() {
   static std::vector<Target> t = [] {
     std::vector<Target> v;
-    v.push_back(
-        {make_emu_device("emu-a100", testing::a100_caps()), {"flash", "tiled", "generic"}, false});
-    v.push_back({make_emu_device("emu-t4", testing::t4_caps()), {"tiled"}, false});
-    v.push_back({make_emu_device("emu-orin", testing::orin_nano_caps()), {"flash", "tiled"}, true});
+    v.push_back({make_emu_device("emu-a100", testing::profile("a100")),
+                 {"flash", "tiled", "generic"},
+                 false});
+    v.push_back({make_emu_device("emu-t4", testing::profile("t4")), {"tiled"}, false});
+    v.push_back({make_emu_device("emu-orin", testing::profile("jetson-orin-nano")),
+                 {"flash", "tiled"},
+                 true});
     return v;
   }();
   return t;

@@ -39,7 +39,7 @@ bool contains(const std::string& s, const std::string& part) {
 
 TEST(Selection, ChoicesComeBestFirst) {
   const auto cs =
-      choices(testing::a100_caps(), attention(DType::bf16, 8, 8, 128, 128, 128), full_build());
+      choices(testing::profile("a100"), attention(DType::bf16, 8, 8, 128, 128, 128), full_build());
   ASSERT_EQ(cs.size(), 4u);
   EXPECT_EQ(cs[0].tier, "flash");
   EXPECT_EQ(cs[0].precision, Precision::bf16);  // the op's own precision first
@@ -52,7 +52,7 @@ TEST(Selection, ChoicesComeBestFirst) {
 
 TEST(Selection, FlashAttentionIsRefusedOnTuringWithTheReason) {
   const auto cs =
-      choices(testing::t4_caps(), attention(DType::f16, 8, 8, 64, 64, 64), full_build());
+      choices(testing::profile("t4"), attention(DType::f16, 8, 8, 64, 64, 64), full_build());
   const KernelChoice flash = find(cs, "flash", Precision::f16);
   EXPECT_FALSE(flash.ok);
   EXPECT_TRUE(contains(flash.reason, "flash attention: requires sm_80, device is sm_75"))
@@ -62,7 +62,7 @@ TEST(Selection, FlashAttentionIsRefusedOnTuringWithTheReason) {
 
 TEST(Selection, Bf16OnTuringFallsBackToTiledFp16) {
   const auto cs =
-      choices(testing::t4_caps(), attention(DType::bf16, 8, 8, 64, 64, 64), full_build());
+      choices(testing::profile("t4"), attention(DType::bf16, 8, 8, 64, 64, 64), full_build());
   EXPECT_FALSE(find(cs, "flash", Precision::bf16).ok);
   const KernelChoice tiled = find(cs, "tiled", Precision::f16);
   ASSERT_TRUE(tiled.ok) << tiled.reason;
@@ -74,7 +74,7 @@ TEST(Selection, Bf16OnTuringFallsBackToTiledFp16) {
 TEST(Selection, TuringWithoutTensorCoresGetsTheGenericTier) {
   for (const OpDesc& op :
        {attention(DType::f16, 8, 8, 64, 64, 64), matmul(DType::f16, 64, 64, 64)}) {
-    const auto cs = choices(testing::gtx1660_caps(), op, full_build());
+    const auto cs = choices(testing::profile("gtx1660super"), op, full_build());
     for (const KernelChoice& k : cs) {
       if (k.tier == "generic") {
         EXPECT_TRUE(k.ok) << k.reason;
@@ -88,7 +88,7 @@ TEST(Selection, TuringWithoutTensorCoresGetsTheGenericTier) {
 
 TEST(Selection, AHeadDimWithoutAKernelIsRefusedByTheTensorCoreTiers) {
   const auto cs =
-      choices(testing::a100_caps(), attention(DType::f16, 4, 4, 64, 64, 72), full_build());
+      choices(testing::profile("a100"), attention(DType::f16, 4, 4, 64, 64, 72), full_build());
   for (const KernelChoice& k : cs) {
     if (k.tier == "generic") continue;
     EXPECT_FALSE(k.ok);
@@ -100,14 +100,14 @@ TEST(Selection, AHeadDimWithoutAKernelIsRefusedByTheTensorCoreTiers) {
 TEST(Selection, TilesAreSizedFromTheDevicesSharedMemory) {
   const OpDesc op = attention(DType::f16, 16, 16, 512, 512, 256);
   // 227 KiB (H100) and 99 KiB (RTX 4090) fit two K/V stages at head dim 256...
-  for (const DeviceCaps& caps : {testing::h100_caps(), testing::rtx4090_caps()}) {
+  for (const DeviceCaps& caps : {testing::profile("h100"), testing::profile("rtx4090")}) {
     const KernelChoice k = find(choices(caps, op, full_build()), "flash", Precision::f16);
     ASSERT_TRUE(k.ok) << k.reason;
     EXPECT_EQ(k.launch.stages, 2);
     EXPECT_LE(k.launch.shared_bytes, caps.shared_mem_per_block_optin);
   }
   // ...a device with 48 KiB gets one stage, and one with 32 KiB none at all.
-  DeviceCaps small = testing::a100_caps();
+  DeviceCaps small = testing::profile("a100");
   small.shared_mem_per_block_optin = 48 * 1024;
   const KernelChoice one = find(choices(small, op, full_build()), "flash", Precision::f16);
   ASSERT_TRUE(one.ok) << one.reason;
@@ -119,9 +119,9 @@ TEST(Selection, TilesAreSizedFromTheDevicesSharedMemory) {
       << none.reason;
   // Turing's 64 KiB: the tiled tier fits every head dim.
   for (int hd : kAttentionHeadDims) {
-    const KernelChoice t =
-        find(choices(testing::t4_caps(), attention(DType::f16, 8, 8, 512, 512, hd), full_build()),
-             "tiled", Precision::f16);
+    const KernelChoice t = find(
+        choices(testing::profile("t4"), attention(DType::f16, 8, 8, 512, 512, hd), full_build()),
+        "tiled", Precision::f16);
     EXPECT_TRUE(t.ok) << t.reason;
     EXPECT_LE(t.launch.shared_bytes, 64u * 1024) << "head dim " << hd;
   }
@@ -129,16 +129,16 @@ TEST(Selection, TilesAreSizedFromTheDevicesSharedMemory) {
 
 TEST(Selection, BlocksFollowTheRowsAndTheRegisterFile) {
   // Decode with GQA 4:1 packs the 4 query heads of a kv head into one warp's rows.
-  const KernelChoice d =
-      find(choices(testing::a100_caps(), attention(DType::f16, 32, 8, 1, 4096, 128), full_build()),
-           "flash", Precision::f16);
+  const KernelChoice d = find(
+      choices(testing::profile("a100"), attention(DType::f16, 32, 8, 1, 4096, 128), full_build()),
+      "flash", Precision::f16);
   EXPECT_EQ(d.launch.block_threads, 32);
   // Prefill fills 8 warps, unless the register file holds fewer 255-register warps.
   const OpDesc prefill = attention(DType::f16, 8, 8, 1024, 1024, 128);
-  EXPECT_EQ(find(choices(testing::a100_caps(), prefill, full_build()), "flash", Precision::f16)
+  EXPECT_EQ(find(choices(testing::profile("a100"), prefill, full_build()), "flash", Precision::f16)
                 .launch.block_threads,
             256);
-  DeviceCaps half = testing::a100_caps();
+  DeviceCaps half = testing::profile("a100");
   half.registers_per_block = 32768;
   EXPECT_EQ(
       find(choices(half, prefill, full_build()), "flash", Precision::f16).launch.block_threads,
@@ -148,15 +148,16 @@ TEST(Selection, BlocksFollowTheRowsAndTheRegisterFile) {
 TEST(Selection, DecodeSplitsTheKeysAcrossIdleSms) {
   const OpDesc decode = attention(DType::bf16, 32, 8, 1, 8192, 128);  // 8 blocks, 128 key tiles
   const KernelChoice k =
-      find(choices(testing::a100_caps(), decode, full_build()), "flash", Precision::bf16);
+      find(choices(testing::profile("a100"), decode, full_build()), "flash", Precision::bf16);
   ASSERT_TRUE(k.ok) << k.reason;
   EXPECT_GT(k.launch.splits, 1);
   EXPECT_LE(k.launch.splits * 8, 2 * 108 + 8) << "about two blocks per SM";
   EXPECT_GT(workspace_bytes(Tier::flash, decode, k.launch), 0u) << "partials need a workspace";
   // A grid that already fills the SMs is not split.
-  const KernelChoice big = find(
-      choices(testing::a100_caps(), attention(DType::bf16, 32, 32, 4096, 4096, 128), full_build()),
-      "flash", Precision::bf16);
+  const KernelChoice big =
+      find(choices(testing::profile("a100"), attention(DType::bf16, 32, 32, 4096, 4096, 128),
+                   full_build()),
+           "flash", Precision::bf16);
   EXPECT_EQ(big.launch.splits, 1);
 }
 
@@ -164,7 +165,7 @@ TEST(Selection, AQueryWithoutADenseLastDimNeedsACopyForTheTensorCoreTiers) {
   const TensorDesc q = *transpose(TensorDesc::contiguous(DType::f16, {1, 4, 64, 40}), -1, -2);
   const TensorDesc kv = TensorDesc::contiguous(DType::f16, {1, 4, 40, 64});
   const OpDesc op = *make_op(OpKind::attention, {}, {q, kv, kv}, {"q", "k", "v"});
-  const auto cs = choices(testing::a100_caps(), op, full_build());
+  const auto cs = choices(testing::profile("a100"), op, full_build());
   const KernelChoice flash = find(cs, "flash", Precision::f16);
   EXPECT_FALSE(flash.ok);
   EXPECT_TRUE(contains(flash.reason, "'q'")) << flash.reason;
@@ -176,14 +177,14 @@ TEST(Selection, AnArchitectureMissingFromTheBuildIsRoutedAround) {
   const OpDesc op = attention(DType::f16, 8, 8, 64, 64, 64);
   // Built for sm_75 only: an sm_86 GPU has no image of any tier (an sm_75 cubin does not run on
   // sm_86, and there is no PTX).
-  for (const KernelChoice& k : choices(testing::rtx4090_caps(), op, BuildArchs{{75}, 0})) {
+  for (const KernelChoice& k : choices(testing::profile("rtx4090"), op, BuildArchs{{75}, 0})) {
     EXPECT_FALSE(k.ok);
     EXPECT_TRUE(contains(k.reason, "no kernel image for sm_89 in this build (sm_75)")) << k.reason;
   }
   // The default build (sm_75, sm_80 + PTX 80): sm_89 runs the sm_80 cubins, sm_120 JITs the PTX.
   const BuildArchs def{{75, 80}, 80};
-  for (const DeviceCaps& caps : {testing::rtx4090_caps(), [] {
-                                   DeviceCaps c = testing::rtx4090_caps();
+  for (const DeviceCaps& caps : {testing::profile("rtx4090"), [] {
+                                   DeviceCaps c = testing::profile("rtx4090");
                                    c.cc_major = 12;
                                    c.cc_minor = 0;
                                    return c;
@@ -191,14 +192,14 @@ TEST(Selection, AnArchitectureMissingFromTheBuildIsRoutedAround) {
     for (const KernelChoice& k : choices(caps, op, def)) EXPECT_TRUE(k.ok) << k.reason;
   }
   // A build without CUDA says so.
-  const auto none = choices(testing::a100_caps(), op, BuildArchs{});
+  const auto none = choices(testing::profile("a100"), op, BuildArchs{});
   EXPECT_TRUE(contains(none.back().reason, "this build has no CUDA kernels")) << none.back().reason;
 }
 
 TEST(Selection, APascalCardIsRefusedByEveryTierOfACuda13Build) {
   // CUDA 13 builds start at sm_75; a GTX 1060 (sm_61) gets the reason, not a crash.
-  for (const KernelChoice& k :
-       choices(testing::gtx1060_caps(), attention(DType::f16, 8, 8, 64, 64, 64), full_build())) {
+  for (const KernelChoice& k : choices(testing::profile("gtx1060"),
+                                       attention(DType::f16, 8, 8, 64, 64, 64), full_build())) {
     EXPECT_FALSE(k.ok);
     if (k.tier == "generic") {
       EXPECT_TRUE(contains(k.reason, "no kernel image for sm_61")) << k.reason;
@@ -221,7 +222,7 @@ TEST(Selection, EveryOpOfV1HasAGenericKernelWithItsLaunchShape) {
     if (kind == OpKind::cast) a.to = DType::i8;
     auto op = make_op(kind, a, in);
     ASSERT_TRUE(op.ok()) << op_name(kind) << ": " << op.status().message();
-    const auto cs = choices(testing::t4_caps(), *op, full_build());
+    const auto cs = choices(testing::profile("t4"), *op, full_build());
     const KernelChoice g = cs.back();
     EXPECT_EQ(g.tier, "generic") << op_name(kind);
     EXPECT_TRUE(g.ok) << op_name(kind) << ": " << g.reason;
