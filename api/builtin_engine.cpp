@@ -1,5 +1,5 @@
-// Glue between the engine (core) and the built-in backends: rules for profiles, devices for
-// engines.
+// Engines and planner devices with the built-in backends: rules for profiles, this machine's
+// devices for engines.
 #include <map>
 #include <mutex>
 
@@ -7,28 +7,7 @@
 #include "duet/builtin_engine.h"
 #include "duet/profiles.h"
 
-// The CUDA backend's kernel-image check (backends/cuda/rules.h, from the CUDA host branch): a
-// probed CUDA device's record says which kernel image it gets; a profile's record gets the same
-// line from this build's architecture list.
-#if __has_include("cuda/rules.h")
-#include "cuda/rules.h"
-#define DUET_HAVE_CUDA_IMAGE_CHECK 1
-#endif
-
 namespace duet {
-
-namespace {
-void note_kernel_image(DeviceCaps& c) {
-#ifdef DUET_HAVE_CUDA_IMAGE_CHECK
-  if (c.backend != BackendKind::cuda) return;
-  const std::string key(cuda::kKernelImageKey);
-  if (!c.extra.count(key))
-    c.extra[key] = cuda::check_image(cuda::this_build(), c.cc_major, c.cc_minor).text;
-#else
-  (void)c;
-#endif
-}
-}  // namespace
 
 std::vector<PlanDevice> profile_devices(std::span<const DeviceCaps> caps,
                                         std::span<const std::string> labels) {
@@ -39,8 +18,8 @@ std::vector<PlanDevice> profile_devices(std::span<const DeviceCaps> caps,
     PlanDevice d;
     d.id = std::string(backend_name(c.backend)) + ":" + std::to_string(next[c.backend]++);
     d.caps = c;
-    note_kernel_image(d.caps);
     d.rules = &builtin_rules(c.backend);
+    d.rules->annotate_profile(d.caps);
     d.label = i < labels.size() ? labels[i] : c.name;
     out.push_back(std::move(d));
   }

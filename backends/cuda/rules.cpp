@@ -1,6 +1,5 @@
 // The CUDA backend's rules: kernel image first, then the kernels' own choices, with cuBLASLt
 // in front for matmul. Pure functions of the capability record and the build's architectures.
-#include <algorithm>
 #include <utility>
 
 #include "cuda_backend.h"
@@ -8,38 +7,9 @@
 #include "gemm.h"
 #include "rules.h"
 
-namespace duet::kernels {
-struct BuildArchs;  // the kernels' own build description, where select.h defines it
-}  // namespace duet::kernels
-
 namespace duet::cuda {
 
 namespace {
-
-template <class, class U>
-struct Dependent {
-  using type = U;
-};
-
-// The kernels' choices for a build carrying `archs`, so that per-tier image checks follow the
-// rules' architecture list (what-if planning, and builds without CUDA, plan like the list
-// says). Uses kernels::choices(caps, op, build) where the kernels' selection offers it, else
-// the kernels' view of this build.
-template <class Caps>
-std::vector<KernelChoice> kernel_choices(const Caps& caps, const OpDesc& op,
-                                         const BuildArchs& archs) {
-  using KernelBuild = typename Dependent<Caps, kernels::BuildArchs>::type;
-  if constexpr (requires(const KernelBuild& b) { kernels::choices(caps, op, b); }) {
-    KernelBuild b;
-    b.cubins = archs.cubins;
-    b.cubins.insert(b.cubins.end(), archs.arch_specific.begin(), archs.arch_specific.end());
-    std::sort(b.cubins.begin(), b.cubins.end());
-    b.ptx = archs.ptx;
-    return kernels::choices(caps, op, b);
-  } else {
-    return kernels::choices(caps, op);
-  }
-}
 
 std::string extra(const DeviceCaps& caps, std::string_view key) {
   auto it = caps.extra.find(std::string(key));
@@ -67,7 +37,7 @@ class CudaRules final : public BackendRules {
   std::vector<KernelChoice> choices(const DeviceCaps& caps, const OpDesc& op) const override {
     std::vector<KernelChoice> out;
     if (op.kind == OpKind::matmul) out = cublas_choices(caps, op);
-    for (KernelChoice& c : kernel_choices(caps, op, archs_)) out.push_back(std::move(c));
+    for (KernelChoice& c : kernels::choices(caps, op, archs_)) out.push_back(std::move(c));
     const ImageCheck image = check_image(archs_, caps.cc_major, caps.cc_minor);
     for (KernelChoice& c : out) {
       if (!image.ok()) {
@@ -77,6 +47,14 @@ class CudaRules final : public BackendRules {
       enforce_arithmetic(caps, c);
     }
     return out;
+  }
+
+  // A profile's record says which kernel image the device would load from this build, as a
+  // probed device's does.
+  void annotate_profile(DeviceCaps& caps) const override {
+    const std::string key(kKernelImageKey);
+    if (!caps.extra.count(key))
+      caps.extra[key] = check_image(archs_, caps.cc_major, caps.cc_minor).text;
   }
 
  private:

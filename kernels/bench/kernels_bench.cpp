@@ -197,7 +197,7 @@ int main(int argc, char** argv) {
                 e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
     return 0;
   }
-  std::printf("kernels built for %s\n", kernels::built_archs().str().c_str());
+  std::printf("kernels built for %s\n", kernels::this_build().str().c_str());
   const int reps = quick ? 5 : 20;
   for (int d = 0; d < n; ++d) {
     cudaSetDevice(d);

@@ -179,7 +179,9 @@ TEST(Selection, AnArchitectureMissingFromTheBuildIsRoutedAround) {
   // sm_86, and there is no PTX).
   for (const KernelChoice& k : choices(testing::profile("rtx4090"), op, BuildArchs{{75}, 0})) {
     EXPECT_FALSE(k.ok);
-    EXPECT_TRUE(contains(k.reason, "no kernel image for sm_89 in this build (sm_75)")) << k.reason;
+    EXPECT_TRUE(
+        contains(k.reason, "no kernel image for sm_89 in this build (cubins sm_75; PTX none)"))
+        << k.reason;
   }
   // The default build (sm_75, sm_80 + PTX 80): sm_89 runs the sm_80 cubins, sm_120 JITs the PTX.
   const BuildArchs def{{75, 80}, 80};

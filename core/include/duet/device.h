@@ -151,6 +151,9 @@ class DUET_API BackendRules {
   // Every kernel choice the backend knows for this op, best first, each ok or refused with a
   // reason. Choices for all precisions the backend has appear; the planner filters by policy.
   virtual std::vector<KernelChoice> choices(const DeviceCaps& caps, const OpDesc& op) const = 0;
+  // Completes a profile's record with what a probed device of this build would report and a
+  // profile cannot know (CUDA: which kernel image of this build the device loads).
+  virtual void annotate_profile(DeviceCaps& caps) const { (void)caps; }
 };
 
 // One device. Execution is asynchronous: execute() may only record work; synchronize() waits for

@@ -56,14 +56,6 @@ struct Draft {
   }
 };
 
-// Whether the build holds an image of a tier for architecture `sm`: a cubin of the same major
-// version no newer than the device, or PTX no newer than the device (JIT).
-bool has_image(const BuildArchs& build, int sm, int min_arch) {
-  for (int a : build.cubins)
-    if (a >= min_arch && a / 10 == sm / 10 && a <= sm) return true;
-  return build.ptx > 0 && build.ptx >= min_arch && build.ptx <= sm;
-}
-
 // The kernels are written for 32-wide warps (mma fragments, shuffles).
 void need_warp32(Draft& d, const DeviceCaps& caps) {
   d.need(
@@ -71,13 +63,10 @@ void need_warp32(Draft& d, const DeviceCaps& caps) {
       "the kernels assume 32-wide warps, the device reports " + std::to_string(caps.subgroup_size));
 }
 
-void need_image(Draft& d, const BuildArchs& build, int sm, int min_arch) {
-  if (build.cubins.empty() && build.ptx == 0) {
-    d.need(false, "this build has no CUDA kernels (no CUDA toolkit at configure time)");
-    return;
-  }
-  d.need(has_image(build, sm, min_arch),
-         "no kernel image for " + sm_name(sm) + " in this build (" + build.str() + ")");
+// The build holds an image of a tier built for `min_arch` and newer that the device can load.
+void need_image(Draft& d, const DeviceCaps& caps, const BuildArchs& build, int min_arch) {
+  const ImageCheck image = check_image(build, caps.cc_major, caps.cc_minor, min_arch);
+  d.need(image.ok(), image.refusal());
 }
 
 // Storage layout the tensor-core attention reads: last dim dense, rows 16-byte aligned.
@@ -187,7 +176,7 @@ void attention_choices(const DeviceCaps& caps, const OpDesc& op, const BuildArch
            "needs " + kib(cfg.shared_bytes) + " of shared memory per block, the device allows " +
                kib(smem_limit(caps)));
     need_warp32(d, caps);
-    if (sm >= 80) need_image(d, build, sm, 80);
+    if (sm >= 80) need_image(d, caps, build, 80);
     cfg.variant = "flash_attention_" + std::string(precision_name(p)) + "_hd" + std::to_string(D);
     d.c.launch = cfg;
     d.c.input_dtypes = inputs_at(precision_storage(p));
@@ -209,7 +198,7 @@ void attention_choices(const DeviceCaps& caps, const OpDesc& op, const BuildArch
            "needs " + kib(cfg.shared_bytes) + " of shared memory per block, the device allows " +
                kib(smem_limit(caps)));
     need_warp32(d, caps);
-    if (sm >= 75) need_image(d, build, sm, 75);
+    if (sm >= 75) need_image(d, caps, build, 75);
     cfg.variant = "tiled_attention_f16_hd" + std::to_string(D);
     d.c.launch = cfg;
     d.c.input_dtypes = inputs_at(DType::f16);
@@ -232,7 +221,7 @@ void attention_choices(const DeviceCaps& caps, const OpDesc& op, const BuildArch
                " of shared memory, the device allows " + kib(caps.shared_mem_per_block));
     d.need(a.Lq <= 0x7fffffff && a.Hq <= 65535 && a.B <= 65535,
            "grid too large (Hq and B at most 65535)");
-    need_image(d, build, sm, 0);
+    need_image(d, caps, build, 0);
     d.c.launch = cfg;
     d.c.input_dtypes = op_dtypes(op);
     d.c.output_dtype = op.output.dtype;
@@ -282,7 +271,7 @@ void matmul_choices(const DeviceCaps& caps, const OpDesc& op, const BuildArchs& 
            "needs " + kib(cfg.shared_bytes) + " of shared memory per block, the device allows " +
                kib(smem_limit(caps)));
     need_warp32(d, caps);
-    if (sm >= 80) need_image(d, build, sm, 80);
+    if (sm >= 80) need_image(d, caps, build, 80);
     cfg.variant = "flash_matmul_" + std::string(precision_name(p)) + (b_nmajor ? "_bn" : "_bk");
     d.c.launch = cfg;
     d.c.input_dtypes = {precision_storage(p), precision_storage(p)};
@@ -301,7 +290,7 @@ void matmul_choices(const DeviceCaps& caps, const OpDesc& op, const BuildArchs& 
            "needs " + kib(cfg.shared_bytes) + " of shared memory per block, the device allows " +
                kib(smem_limit(caps)));
     need_warp32(d, caps);
-    if (sm >= 75) need_image(d, build, sm, 75);
+    if (sm >= 75) need_image(d, caps, build, 75);
     cfg.variant = std::string("tiled_matmul_f16") + (b_nmajor ? "_bn" : "_bk");
     d.c.launch = cfg;
     d.c.input_dtypes = {DType::f16, DType::f16};
@@ -312,7 +301,7 @@ void matmul_choices(const DeviceCaps& caps, const OpDesc& op, const BuildArchs& 
   {
     Draft d("generic", Precision::f32);
     d.need(grid_ok, grid_msg);
-    need_image(d, build, sm, 0);
+    need_image(d, caps, build, 0);
     LaunchConfig cfg;
     cfg.block_threads = shapes::kGenMatmulThreads;
     cfg.tile_m = cfg.tile_n = 64;
@@ -332,9 +321,8 @@ void matmul_choices(const DeviceCaps& caps, const OpDesc& op, const BuildArchs& 
 
 void generic_choice(const DeviceCaps& caps, const OpDesc& op, const BuildArchs& build,
                     std::vector<KernelChoice>& out) {
-  const int sm = device_sm(caps);
   Draft d("generic", Precision::f32);
-  need_image(d, build, sm, 0);
+  need_image(d, caps, build, 0);
   LaunchConfig cfg;
   cfg.subgroup = 32;
   switch (op.kind) {
@@ -358,13 +346,6 @@ void generic_choice(const DeviceCaps& caps, const OpDesc& op, const BuildArchs& 
 }
 
 }  // namespace
-
-std::string BuildArchs::str() const {
-  std::string s;
-  for (int a : cubins) s += (s.empty() ? "" : ", ") + sm_name(a);
-  if (ptx) s += (s.empty() ? "" : " + ") + std::string("PTX compute_") + std::to_string(ptx);
-  return s.empty() ? "no CUDA architectures" : s;
-}
 
 std::vector<KernelChoice> choices(const DeviceCaps& caps, const OpDesc& op,
                                   const BuildArchs& build) {
@@ -396,25 +377,7 @@ std::vector<KernelChoice> choices(const DeviceCaps& caps, const OpDesc& op,
 }
 
 std::vector<KernelChoice> choices(const DeviceCaps& caps, const OpDesc& op) {
-  return choices(caps, op, built_archs());
-}
-
-const BuildArchs& built_archs() {
-  static const BuildArchs b = [] {
-    BuildArchs r;
-#ifdef DUET_KERNELS_CUDA_ARCHS
-    std::istringstream s(DUET_KERNELS_CUDA_ARCHS);
-    std::string a;
-    while (std::getline(s, a, ','))
-      if (!a.empty()) r.cubins.push_back(std::stoi(a));
-    std::sort(r.cubins.begin(), r.cubins.end());
-#endif
-#ifdef DUET_KERNELS_CUDA_PTX_ARCH
-    r.ptx = DUET_KERNELS_CUDA_PTX_ARCH;
-#endif
-    return r;
-  }();
-  return b;
+  return choices(caps, op, this_build());
 }
 
 }  // namespace duet::kernels

@@ -8,24 +8,14 @@
 #include <vector>
 
 #include "duet/device.h"
+#include "duet/kernels/build_archs.h"
 
 namespace duet::kernels {
-
-// The architectures a build carries kernel images for: real (cubin) architectures, as
-// major*10 + minor, and the architecture whose PTX is embedded for JIT on newer GPUs (0: none).
-// The flash tier is compiled only for the architectures >= 80 of the list.
-struct BuildArchs {
-  std::vector<int> cubins;
-  int ptx = 0;
-  std::string str() const;  // "sm_75, sm_80 + PTX compute_80"
-};
-// This build's list (DUET_CUDA_ARCHS / DUET_CUDA_PTX_ARCH); empty when CUDA was not built.
-const BuildArchs& built_archs();
 
 // Every kernel choice for `op`, best first (flash, tiled, generic; within a tier the precision
 // of the op's dtype first), ok or refused with a reason. Launch configurations are derived from
 // caps (shared memory per block, subgroup size, SMs). A tier whose image is missing from the
-// build for the device's architecture is refused with that reason.
+// build for the device's architecture is refused with that reason. Against this_build().
 std::vector<KernelChoice> choices(const DeviceCaps& caps, const OpDesc& op);
 // The same against an explicit build (tests; planning for another build).
 std::vector<KernelChoice> choices(const DeviceCaps& caps, const OpDesc& op,

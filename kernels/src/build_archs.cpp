@@ -2,12 +2,17 @@
 // can load. The rules mirror the CUDA runtime's: a cubin runs on its own major version at an
 // equal or higher minor; sm_XYa cubins (arch-specific features) run on exactly X.Y; PTX is
 // JIT-compiled by the driver for any equal or newer architecture.
+#include "duet/kernels/build_archs.h"
+
 #include <algorithm>
 #include <charconv>
 
-#include "rules.h"
+// Defined by kernels/CMakeLists.txt from DUET_CUDA_ARCHS and DUET_CUDA_PTX_ARCH.
+#ifndef DUET_CUDA_BUILD_CUBINS
+#error "DUET_CUDA_BUILD_CUBINS must be defined by kernels/CMakeLists.txt"
+#endif
 
-namespace duet::cuda {
+namespace duet::kernels {
 
 namespace {
 
@@ -54,7 +59,13 @@ BuildArchs parse_build_archs(std::string_view cubins, std::string_view ptx) {
   return b;
 }
 
-std::string describe(const BuildArchs& a) {
+const BuildArchs& this_build() {
+  static const BuildArchs archs = parse_build_archs(DUET_CUDA_BUILD_CUBINS, DUET_CUDA_BUILD_PTX);
+  return archs;
+}
+
+std::string BuildArchs::str() const {
+  const BuildArchs& a = *this;
   std::string s = "cubins ";
   std::string c = join_archs(a.cubins, "sm_", "");
   const std::string spec = join_archs(a.arch_specific, "sm_", "a");
@@ -79,15 +90,21 @@ std::string_view image_match_name(ImageMatch m) {
   return "?";
 }
 
-ImageCheck check_image(const BuildArchs& archs, int cc_major, int cc_minor) {
+ImageCheck check_image(const BuildArchs& archs, int cc_major, int cc_minor, int min_arch) {
   const int dev = cc_major * 10 + cc_minor;
   ImageCheck r;
   if (cc_major <= 0) {
     r.text = "none: the device record has no compute capability";
     return r;
   }
-  const bool exact = std::count(archs.cubins.begin(), archs.cubins.end(), dev) > 0 ||
-                     std::count(archs.arch_specific.begin(), archs.arch_specific.end(), dev) > 0;
+  if (archs.empty()) {
+    r.text = "none: this build has no CUDA kernels (no CUDA toolkit at configure time)";
+    return r;
+  }
+  auto usable = [min_arch](int a) { return a >= min_arch; };
+  const bool exact =
+      usable(dev) && (std::count(archs.cubins.begin(), archs.cubins.end(), dev) > 0 ||
+                      std::count(archs.arch_specific.begin(), archs.arch_specific.end(), dev) > 0);
   if (exact) {
     r.match = ImageMatch::exact_cubin;
     r.arch = dev;
@@ -96,15 +113,15 @@ ImageCheck check_image(const BuildArchs& archs, int cc_major, int cc_minor) {
   }
   int best = 0;  // newest cubin of the same major version at a lower minor
   for (int a : archs.cubins)
-    if (a / 10 == cc_major && a < dev) best = std::max(best, a);
+    if (usable(a) && a / 10 == cc_major && a < dev) best = std::max(best, a);
   if (best) {
     r.match = ImageMatch::compatible_cubin;
     r.arch = best;
     r.text = "compatible cubin " + sm(best) + " runs on " + sm(dev);
     return r;
   }
-  const bool ptx_fits =
-      archs.ptx && (archs.ptx_arch_specific ? archs.ptx == dev : archs.ptx <= dev);
+  const bool ptx_fits = archs.ptx && usable(archs.ptx) &&
+                        (archs.ptx_arch_specific ? archs.ptx == dev : archs.ptx <= dev);
   if (ptx_fits) {
     r.match = ImageMatch::ptx_jit;
     r.arch = archs.ptx;
@@ -112,10 +129,12 @@ ImageCheck check_image(const BuildArchs& archs, int cc_major, int cc_minor) {
              " by the driver (slow first launch; a cubin for " + sm(dev) + " avoids it)";
     return r;
   }
-  r.text = "none: no kernel image for " + sm(dev) + " in this build (" + describe(archs) +
-           "); rebuild with " + std::to_string(dev) + " in DUET_CUDA_ARCHS";
+  r.text = "none: no kernel image for " + sm(dev) + " in this build (" + archs.str() + ")";
+  if (min_arch > 0)
+    r.text += ", whose kernels of this tier are built for " + sm(min_arch) + " and newer";
+  r.text += "; rebuild with " + std::to_string(dev) + " in DUET_CUDA_ARCHS";
   if (dev < 75) r.text += " (CUDA 13 toolkits build sm_75 and newer only: use a CUDA 12 toolkit)";
   return r;
 }
 
-}  // namespace duet::cuda
+}  // namespace duet::kernels

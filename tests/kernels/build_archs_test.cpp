@@ -1,9 +1,9 @@
 // Which of a build's kernel images a device can load.
 #include <gtest/gtest.h>
 
-#include "rules.h"
+#include "duet/kernels/build_archs.h"
 
-namespace duet::cuda {
+namespace duet::kernels {
 namespace {
 
 const BuildArchs kDefault = parse_build_archs("75;80", "80");  // the default preset
@@ -72,22 +72,39 @@ TEST(KernelImage, NoComputeCapabilityMeansNone) {
   EXPECT_FALSE(check_image(kDefault, 0, 0).ok());
 }
 
+TEST(KernelImage, ATierUsesOnlyTheImagesItIsBuiltFor) {
+  // Flash kernels are compiled for sm_80 and newer only: an sm_86 device runs this build's
+  // generic kernels through the compute_75 PTX, but there is no flash image it can load.
+  const BuildArchs b = parse_build_archs("75", "75");
+  EXPECT_EQ(check_image(b, 8, 6).match, ImageMatch::ptx_jit);
+  const ImageCheck flash = check_image(b, 8, 6, 80);
+  EXPECT_FALSE(flash.ok());
+  EXPECT_NE(flash.text.find("built for sm_80 and newer"), std::string::npos) << flash.text;
+  EXPECT_EQ(check_image(parse_build_archs("75;80", ""), 8, 6, 80).match,
+            ImageMatch::compatible_cubin);
+}
+
+TEST(KernelImage, AnEmptyBuildSaysItHasNoKernels) {
+  EXPECT_NE(check_image(BuildArchs{}, 8, 0).text.find("this build has no CUDA kernels"),
+            std::string::npos);
+}
+
 TEST(BuildArchs, ParsesCMakeLists) {
   BuildArchs b = parse_build_archs("90a;75;80-real,86 86", "80");
   EXPECT_EQ(b.cubins, (std::vector<int>{75, 80, 86}));
   EXPECT_EQ(b.arch_specific, (std::vector<int>{90}));
   EXPECT_EQ(b.ptx, 80);
   EXPECT_FALSE(b.ptx_arch_specific);
-  EXPECT_EQ(describe(b), "cubins sm_75, sm_80, sm_86, sm_90a; PTX compute_80");
-  EXPECT_EQ(describe(parse_build_archs("", "")), "cubins none; PTX none");
+  EXPECT_EQ(b.str(), "cubins sm_75, sm_80, sm_86, sm_90a; PTX compute_80");
+  EXPECT_EQ(parse_build_archs("", "").str(), "cubins none; PTX none");
   EXPECT_EQ(parse_build_archs("100f;junk", "").cubins, (std::vector<int>{100}));
 }
 
 TEST(BuildArchs, ThisBuildCarriesKernels) {
   const BuildArchs b = this_build();
-  EXPECT_FALSE(b.cubins.empty()) << describe(b);
-  EXPECT_NE(b.ptx, 0) << describe(b);
+  EXPECT_FALSE(b.cubins.empty()) << b.str();
+  EXPECT_NE(b.ptx, 0) << b.str();
 }
 
 }  // namespace
-}  // namespace duet::cuda
+}  // namespace duet::kernels
