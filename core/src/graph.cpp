@@ -312,6 +312,11 @@ void GraphBuilder::output(ValueId v) {
   g_.outputs_.push_back(v.id);
 }
 
+const TensorDesc* GraphBuilder::desc(ValueId v) const {
+  if (v.id < 0 || u(v.id) >= g_.values_.size()) return nullptr;
+  return &g_.values_[u(v.id)].desc;
+}
+
 Result<Graph> GraphBuilder::build() {
   if (!status_.ok()) return status_;
   if (built_) return graph_error(g_.name_, Status(Code::invalid_argument, "build() called twice"));

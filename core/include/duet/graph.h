@@ -144,6 +144,9 @@ class DUET_API GraphBuilder {
                 std::string name = {});
 
   const Status& status() const { return status_; }
+  // The descriptor of a value added so far (nullptr for a handle not of this builder), for code
+  // that translates other formats and needs shapes as it goes.
+  const TensorDesc* desc(ValueId v) const;
   // The graph, or the first error. Requires at least one output.
   Result<Graph> build();
 
