@@ -14,6 +14,7 @@
 #include "duet/duet.h"
 #include "duet/engine.h"
 #include "duet/graph_file.h"
+#include "duet/model_file.h"
 #include "duet/planner.h"
 #include "duet/safetensors.h"
 
@@ -327,7 +328,7 @@ duet_status duet_graph_load(const char* path, duet_graph** out) {
     DUET_REQUIRE("duet_graph_load", out);
     *out = nullptr;
     DUET_REQUIRE("duet_graph_load", path);
-    DUET_ASSIGN_OR_RETURN(duet::Graph g, duet::load_graph(path));
+    DUET_ASSIGN_OR_RETURN(duet::Graph g, duet::load_model(path));
     *out = new duet_graph{std::move(g)};
     return {};
   });

@@ -13,6 +13,9 @@ packages=(
   # validation layers for the tests, vulkaninfo
   libvulkan-dev libvulkan-volk-dev glslang-tools spirv-tools mesa-vulkan-drivers
   vulkan-validationlayers vulkan-tools
+  # ONNX import (protobuf through Debian's ONNX build), ONNX's node test suite as an outside
+  # conformance test, and the Python that regenerates the exported test models in tools/onnx
+  libonnx-dev libprotobuf-dev libonnx-testdata python3-onnx python3-torch
   # `duet bench --plot`
   gnuplot-nox
 )

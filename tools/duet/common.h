@@ -1,9 +1,12 @@
 // Pieces shared by the `duet` subcommands.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include <CLI/CLI.hpp>
 
 #include "duet/graph.h"
 #include "duet/policy.h"
@@ -36,8 +39,28 @@ struct ChosenPolicy {
 };
 Result<ChosenPolicy> choose_policy(const std::optional<std::string>& cli_text);
 
-// A graph file, with an error that names the file when it cannot be read or parsed.
-Result<Graph> load_graph_file(const std::string& path, bool load_constants);
+// A model file, duet-graph JSON or ONNX, with an error that names the file when it cannot be read
+// or parsed. ONNX only: `dims` ("batch=4") size symbolic dimensions, `inputs` (the tensors of an
+// inputs file) fix the inputs' shapes, and the importer's remarks are appended to `notes`.
+struct ModelArgs {
+  std::string path;
+  std::vector<std::string> dims;
+};
+Result<Graph> load_graph_file(const ModelArgs& model, bool load_constants,
+                              const std::map<std::string, HostTensor>* inputs = nullptr,
+                              std::vector<std::string>* notes = nullptr);
+// Adds --dim to a command that reads model files.
+void add_dim_option(CLI::App& cmd, ModelArgs& model);
+
+// The tensors of an inputs .safetensors file; I64 tensors (the ids ONNX models take) become i32
+// when every value fits.
+Result<std::map<std::string, HostTensor>> read_inputs_file(const std::string& path);
+// The graph's inputs: `given` (from the inputs file at `path`, names checked against the graph)
+// or, without one, deterministic random values (floats in +-[0.05, 1], integers in the range of
+// the embedding they index). `note` says which.
+Result<std::map<std::string, HostTensor>> graph_inputs(
+    const Graph& g, const std::map<std::string, HostTensor>* given, const std::string& path,
+    std::string& note);
 
 // Splits "a,b,,c" into {"a", "b", "c"}.
 std::vector<std::string> split_list(const std::vector<std::string>& items);

@@ -17,7 +17,7 @@ namespace duet::cli {
 namespace {
 
 struct Options {
-  std::string graph;
+  ModelArgs model;
   std::vector<std::string> profiles;
   std::string policy;
   const CLI::Option* policy_given = nullptr;
@@ -39,8 +39,10 @@ int run_plan(const CLI::App& cmd, const Options& o) {
   if (!policy.ok()) return fail(cmd, policy.status().message(), 2);
   const std::vector<std::string> profiles = split_list(o.profiles);
   // Planning needs shapes, not weights: constants' files are not read.
-  auto graph = load_graph_file(o.graph, false);
+  std::vector<std::string> notes;
+  auto graph = load_graph_file(o.model, false, nullptr, &notes);
   if (!graph.ok()) return fail(cmd, graph.status().message(), 2);
+  for (const std::string& n : notes) std::fprintf(stderr, "duet plan: import: %s\n", n.c_str());
   std::optional<Registry> registry;
   auto devices = planner_devices(profiles, registry);
   if (!devices.ok()) return fail(cmd, devices.status().message(), 2);
@@ -64,10 +66,12 @@ int run_plan(const CLI::App& cmd, const Options& o) {
 Command add_plan(CLI::App& app) {
   auto* sub = app.add_subcommand(
       "plan",
-      "Plan a graph file for this machine's devices or for capability profiles (no hardware "
+      "Plan a model file (duet-graph JSON or ONNX) for this machine's devices or for capability "
+      "profiles (no hardware "
       "needed): per op the device, precision and kernel tier, and with --explain why");
   auto o = std::make_shared<Options>();
-  sub->add_option("graph", o->graph, "Graph file (duet-graph JSON)")->required();
+  sub->add_option("graph", o->model.path, "Model file: duet-graph JSON or ONNX")->required();
+  add_dim_option(*sub, o->model);
   sub->add_option("--profile", o->profiles,
                   "Plan for these capability profiles instead of this machine's devices "
                   "(comma-separated or repeated; names from profiles/ or paths to .json)");

@@ -21,7 +21,8 @@ namespace duet::cli {
 namespace {
 
 struct Options {
-  std::string graph, inputs_path, outputs_path, json_path;
+  ModelArgs model;
+  std::string inputs_path, outputs_path, json_path;
   std::string policy;
   const CLI::Option* policy_given = nullptr;
   int repeats = 1;
@@ -29,57 +30,6 @@ struct Options {
 
 size_t u(int i) {
   return static_cast<size_t>(i);
-}
-
-// Deterministic inputs when none are given: floats in +-[0.05, 1]; integers in [0, n) where n is
-// the row count of the embedding table they index (else 10).
-HostTensor random_input(const Graph& g, int value, uint64_t seed) {
-  const GraphValue& v = g.value(value);
-  HostTensor t = HostTensor::empty(v.desc);
-  int64_t range = 0;
-  for (const GraphNode& n : g.nodes())
-    if (n.kind() == OpKind::embedding && n.inputs.size() == 2 && n.inputs[1] == value) {
-      const int64_t rows = g.value(n.inputs[0]).desc.dim(0);
-      range = range == 0 ? rows : std::min(range, rows);
-    }
-  if (range == 0) range = 10;
-  std::vector<double> x(static_cast<size_t>(t.numel()));
-  uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
-  for (double& e : x) {
-    s = s * 6364136223846793005ull + 1442695040888963407ull;
-    const double r = static_cast<double>(s >> 11) / 9007199254740992.0;  // [0, 1)
-    if (is_float(v.desc.dtype))
-      e = (0.05 + 0.95 * r) * ((s >> 7) & 1 ? 1 : -1);
-    else
-      e = std::floor(r * static_cast<double>(range));
-  }
-  t.from_doubles(x);
-  return t;
-}
-
-Result<std::map<std::string, HostTensor>> gather_inputs(const Graph& g, const Options& o,
-                                                        std::string& note) {
-  std::map<std::string, HostTensor> in;
-  if (o.inputs_path.empty()) {
-    for (int id : g.inputs()) in[g.value(id).name] = random_input(g, id, static_cast<uint64_t>(id));
-    note = g.inputs().empty() ? "" : "inputs: random (no --inputs given)";
-    return in;
-  }
-  DUET_ASSIGN_OR_RETURN(in, load_safetensors(o.inputs_path));
-  std::string names;
-  for (int id : g.inputs()) names += (names.empty() ? "" : ", ") + g.value(id).name;
-  for (const auto& [name, t] : in)
-    if (!g.find(name) || g.value(*g.find(name)).kind != ValueKind::input)
-      return Status(Code::invalid_argument, "inputs file '" + o.inputs_path + "': tensor '" + name +
-                                                "' is not an input of graph '" + g.name() +
-                                                "' (its inputs: " + names + ")");
-  for (int id : g.inputs())
-    if (!in.count(g.value(id).name))
-      return Status(Code::invalid_argument, "inputs file '" + o.inputs_path + "': no tensor '" +
-                                                g.value(id).name + "' (graph '" + g.name() +
-                                                "' needs: " + names + ")");
-  note = "inputs: " + o.inputs_path;
-  return in;
 }
 
 std::string stats(const HostTensor& t) {
@@ -107,7 +57,14 @@ int run_graph(const CLI::App& cmd, const Options& o) {
   if (o.repeats < 1) return fail(cmd, "--repeats must be at least 1", 2);
   auto policy = choose_policy(o.policy_given->count() ? std::optional(o.policy) : std::nullopt);
   if (!policy.ok()) return fail(cmd, policy.status().message(), 2);
-  auto graph = load_graph_file(o.graph, true);
+  std::optional<std::map<std::string, HostTensor>> given;
+  if (!o.inputs_path.empty()) {
+    auto read = read_inputs_file(o.inputs_path);
+    if (!read.ok()) return fail(cmd, read.status().message(), 2);
+    given = std::move(*read);
+  }
+  std::vector<std::string> notes;
+  auto graph = load_graph_file(o.model, true, given ? &*given : nullptr, &notes);
   if (!graph.ok()) return fail(cmd, graph.status().message(), 2);
   if (auto missing = graph->unbound_constants(); !missing.empty()) {
     std::string names;
@@ -118,7 +75,7 @@ int run_graph(const CLI::App& cmd, const Options& o) {
                 2);
   }
   std::string inputs_note;
-  auto inputs = gather_inputs(*graph, o, inputs_note);
+  auto inputs = graph_inputs(*graph, given ? &*given : nullptr, o.inputs_path, inputs_note);
   if (!inputs.ok()) return fail(cmd, inputs.status().message(), 2);
 
   // A registry of this command's own, closed before the process exits (not the process-wide
@@ -153,6 +110,7 @@ int run_graph(const CLI::App& cmd, const Options& o) {
               o.repeats == 1 ? "" : "s (times: median per step)", devices_line(plan).c_str(),
               policy->line().c_str());
   if (!inputs_note.empty()) std::printf("%s\n", inputs_note.c_str());
+  for (const std::string& n : notes) std::printf("import: %s\n", n.c_str());
   struct Line {
     std::string step, op, device, precision, tier, time;
   };
@@ -235,12 +193,13 @@ int run_graph(const CLI::App& cmd, const Options& o) {
 }  // namespace
 
 Command add_run(CLI::App& app) {
-  auto* sub = app.add_subcommand(
-      "run",
-      "Run a graph file on this machine's devices: per op the device, precision, tier and time; "
-      "inputs and outputs as .safetensors");
+  auto* sub = app.add_subcommand("run",
+                                 "Run a model file (duet-graph JSON or ONNX) on this machine's "
+                                 "devices: per op the device, precision, tier and time; "
+                                 "inputs and outputs as .safetensors");
   auto o = std::make_shared<Options>();
-  sub->add_option("graph", o->graph, "Graph file (duet-graph JSON)")->required();
+  sub->add_option("graph", o->model.path, "Model file: duet-graph JSON or ONNX")->required();
+  add_dim_option(*sub, o->model);
   sub->add_option("--inputs", o->inputs_path,
                   "Inputs as .safetensors, one tensor per graph input by name (default: random "
                   "values)");

@@ -114,7 +114,9 @@ DUET_C_API duet_status duet_tensors_save(const char* safetensors_path, const cha
 
 typedef struct duet_graph duet_graph;
 
-/* A graph file (duet-graph JSON; constants' .safetensors files are read relative to it). */
+/* A graph file: duet-graph JSON (constants' .safetensors files are read relative to it) or an
+ * ONNX model (told apart by content; symbolic dimensions are set to 1, see duet/onnx.h for the
+ * C++ options). */
 DUET_C_API duet_status duet_graph_load(const char* path, duet_graph** out);
 /* A graph from JSON text; `base_dir` (may be NULL: ".") resolves constants' files. */
 DUET_C_API duet_status duet_graph_parse(const char* json, const char* base_dir, duet_graph** out);

@@ -1,0 +1,283 @@
+#include "fuse.h"
+
+#include <cmath>
+#include <map>
+#include <optional>
+#include <set>
+
+#include "array.h"
+#include "proto.h"
+
+namespace duet::onnx_import {
+
+namespace {
+
+class Matcher {
+ public:
+  Matcher(const onnx::GraphProto& g, std::vector<onnx::NodeProto>& nodes) : nodes_(nodes) {
+    for (const auto& o : g.output()) graph_outputs_.insert(o.name());
+    for (const auto& t : g.initializer()) initializers_[t.name()] = &t;
+    for (size_t i = 0; i < nodes_.size(); ++i) {
+      for (const auto& in : nodes_[i].input()) ++uses_[in];
+      for (const auto& out : nodes_[i].output()) producer_[out] = i;
+    }
+  }
+
+  // The node making `name`, when it is of `type` (default domain).
+  const onnx::NodeProto* made_by(const std::string& name, std::string_view type) const {
+    auto it = producer_.find(name);
+    if (it == producer_.end()) return nullptr;
+    const onnx::NodeProto& n = nodes_[it->second];
+    if (n.op_type() != type || !(n.domain().empty() || n.domain() == "ai.onnx")) return nullptr;
+    return &n;
+  }
+
+  // Whether `name` is read once, by the pattern, and is not a graph output.
+  bool inner(const std::string& name) const {
+    auto it = uses_.find(name);
+    return it != uses_.end() && it->second == 1 && !graph_outputs_.count(name);
+  }
+
+  // A float scalar constant (initializer or Constant node) close to `want`.
+  bool is(const std::string& name, double want) const {
+    std::optional<double> v = scalar(name);
+    return v && std::fabs(*v - want) <= 1e-4 * std::fabs(want);
+  }
+
+  // For a binary node, the operand that is not `name` when one of them is (else "").
+  static std::string other(const onnx::NodeProto& n, const std::string& name) {
+    if (n.input_size() != 2) return {};
+    if (n.input(0) == name) return n.input(1);
+    if (n.input(1) == name) return n.input(0);
+    return {};
+  }
+
+  // The single node reading `name`, when it is of `type`.
+  const onnx::NodeProto* read_by(const std::string& name, std::string_view type) const {
+    const onnx::NodeProto* found = nullptr;
+    for (const auto& n : nodes_)
+      for (const auto& in : n.input())
+        if (in == name) {
+          if (found && found != &n) return nullptr;
+          found = &n;
+        }
+    return found && found->op_type() == type ? found : nullptr;
+  }
+
+  size_t index(const onnx::NodeProto* n) const { return static_cast<size_t>(n - nodes_.data()); }
+
+ private:
+  std::optional<double> scalar(const std::string& name) const {
+    onnx::TensorProto t;
+    if (auto it = initializers_.find(name); it != initializers_.end()) {
+      t = *it->second;
+    } else if (const auto* c = made_by(name, "Constant")) {
+      if (c->attribute_size() != 1 || c->attribute(0).name() != "value") return std::nullopt;
+      t = c->attribute(0).t();
+    } else {
+      return std::nullopt;
+    }
+    if (is_external(t) || !elem_is_float(t.data_type())) return std::nullopt;
+    auto a = tensor_array(t, ".");
+    if (!a.ok() || a->numel() != 1) return std::nullopt;
+    return a->real_at(0);
+  }
+
+  std::vector<onnx::NodeProto>& nodes_;
+  std::set<std::string> graph_outputs_;
+  std::map<std::string, const onnx::TensorProto*> initializers_;
+  std::map<std::string, int> uses_;
+  std::map<std::string, size_t> producer_;
+};
+
+struct Match {
+  std::vector<size_t> remove;  // every node of the pattern but the last
+  size_t last = 0;
+  std::string x, out, type, approximate;
+};
+
+// The tail shared by both GELU forms: from a = 1 + f(x) to 0.5 * x * a, in the three orders
+// exporters write it. Fills `m.last`, `m.out` and the nodes it passes through.
+bool gelu_tail(const Matcher& mt, const std::string& a, const std::string& x, Match& m) {
+  const onnx::NodeProto* mul = mt.read_by(a, "Mul");
+  if (!mul || !mt.inner(a)) return false;
+  const std::string other = Matcher::other(*mul, a);
+  auto finish = [&](const onnx::NodeProto* last) {
+    m.last = mt.index(last);
+    m.out = last->output(0);
+    return true;
+  };
+  if (other == x) {  // (x * a) * 0.5
+    const onnx::NodeProto* half = mt.read_by(mul->output(0), "Mul");
+    if (!half || !mt.inner(mul->output(0)) || !mt.is(Matcher::other(*half, mul->output(0)), 0.5))
+      return false;
+    m.remove.push_back(mt.index(mul));
+    return finish(half);
+  }
+  if (const auto* h = mt.made_by(other, "Mul"); h && mt.inner(other)) {  // (x * 0.5) * a
+    if (!mt.is(Matcher::other(*h, x), 0.5)) return false;
+    m.remove.push_back(mt.index(h));
+    return finish(mul);
+  }
+  if (mt.is(other, 0.5)) {  // x * (a * 0.5)
+    const onnx::NodeProto* last = mt.read_by(mul->output(0), "Mul");
+    if (!last || !mt.inner(mul->output(0)) || Matcher::other(*last, mul->output(0)) != x)
+      return false;
+    m.remove.push_back(mt.index(mul));
+    return finish(last);
+  }
+  return false;
+}
+
+// x * 0.5 * (1 + erf(x / sqrt(2)))
+std::optional<Match> gelu_erf(const Matcher& mt, const onnx::NodeProto& erf) {
+  Match m;
+  const std::string& t = erf.input(0);
+  if (!mt.inner(t)) return std::nullopt;
+  if (const auto* d = mt.made_by(t, "Div"); d && mt.is(d->input(1), std::sqrt(2.0))) {
+    m.x = d->input(0);
+    m.remove.push_back(mt.index(d));
+  } else if (const auto* s = mt.made_by(t, "Mul")) {
+    for (int k = 0; k < 2 && m.x.empty(); ++k)
+      if (mt.is(s->input(1 - k), std::sqrt(0.5))) m.x = s->input(k);
+    if (m.x.empty()) return std::nullopt;
+    m.remove.push_back(mt.index(s));
+  } else {
+    return std::nullopt;
+  }
+  m.remove.push_back(mt.index(&erf));
+  const onnx::NodeProto* add = mt.read_by(erf.output(0), "Add");
+  if (!add || !mt.inner(erf.output(0)) || !mt.is(Matcher::other(*add, erf.output(0)), 1.0))
+    return std::nullopt;
+  m.remove.push_back(mt.index(add));
+  if (!gelu_tail(mt, add->output(0), m.x, m)) return std::nullopt;
+  m.type = "Gelu";
+  m.approximate = "none";
+  return m;
+}
+
+// x * 0.5 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3)))
+std::optional<Match> gelu_tanh(const Matcher& mt, const onnx::NodeProto& tanh) {
+  Match m;
+  const std::string& u = tanh.input(0);
+  const auto* scale = mt.made_by(u, "Mul");
+  if (!scale || !mt.inner(u)) return std::nullopt;
+  std::string v;
+  for (int k = 0; k < 2 && v.empty(); ++k)
+    if (mt.is(scale->input(1 - k), std::sqrt(2.0 / M_PI))) v = scale->input(k);
+  const auto* add = v.empty() ? nullptr : mt.made_by(v, "Add");
+  if (!add || !mt.inner(v)) return std::nullopt;
+  // One operand of the add is x, the other 0.044715 * x^3.
+  for (int k = 0; k < 2 && m.x.empty(); ++k) {
+    const std::string& w = add->input(1 - k);
+    const auto* cube_scale = mt.made_by(w, "Mul");
+    if (!cube_scale || !mt.inner(w)) continue;
+    std::string cube;
+    for (int j = 0; j < 2 && cube.empty(); ++j)
+      if (mt.is(cube_scale->input(1 - j), 0.044715)) cube = cube_scale->input(j);
+    const std::string x = add->input(k);
+    if (cube.empty() || !mt.inner(cube)) continue;
+    if (const auto* p = mt.made_by(cube, "Pow"); p && p->input(0) == x && mt.is(p->input(1), 3)) {
+      m.remove.push_back(mt.index(p));
+    } else if (const auto* m2 = mt.made_by(cube, "Mul")) {  // x * (x * x)
+      const std::string sq = Matcher::other(*m2, x);
+      const auto* m1 = mt.made_by(sq, "Mul");
+      if (!m1 || !mt.inner(sq) || m1->input(0) != x || m1->input(1) != x) continue;
+      m.remove.push_back(mt.index(m1));
+      m.remove.push_back(mt.index(m2));
+    } else {
+      continue;
+    }
+    m.remove.push_back(mt.index(cube_scale));
+    m.x = x;
+  }
+  if (m.x.empty()) return std::nullopt;
+  m.remove.push_back(mt.index(add));
+  m.remove.push_back(mt.index(scale));
+  m.remove.push_back(mt.index(&tanh));
+  const onnx::NodeProto* one = mt.read_by(tanh.output(0), "Add");
+  if (!one || !mt.inner(tanh.output(0)) || !mt.is(Matcher::other(*one, tanh.output(0)), 1.0))
+    return std::nullopt;
+  m.remove.push_back(mt.index(one));
+  if (!gelu_tail(mt, one->output(0), m.x, m)) return std::nullopt;
+  m.type = "Gelu";
+  m.approximate = "tanh";
+  return m;
+}
+
+// x * sigmoid(x)
+std::optional<Match> silu(const Matcher& mt, const onnx::NodeProto& sig) {
+  const std::string& s = sig.output(0);
+  const onnx::NodeProto* mul = mt.read_by(s, "Mul");
+  if (!mul || !mt.inner(s) || Matcher::other(*mul, s) != sig.input(0)) return std::nullopt;
+  Match m;
+  m.x = sig.input(0);
+  m.remove = {mt.index(&sig)};
+  m.last = mt.index(mul);
+  m.out = mul->output(0);
+  m.type = "Silu";
+  return m;
+}
+
+}  // namespace
+
+std::vector<onnx::NodeProto> fuse(onnx::GraphProto& g, std::vector<std::string>* notes) {
+  std::vector<onnx::NodeProto> nodes;
+  nodes.reserve(static_cast<size_t>(g.node_size()));
+  for (auto& n : *g.mutable_node()) nodes.push_back(std::move(n));
+  g.clear_node();
+
+  std::vector<Match> found;
+  {
+    const Matcher mt(g, nodes);
+    std::set<size_t> claimed;
+    for (const auto& n : nodes) {
+      if (!(n.domain().empty() || n.domain() == "ai.onnx") || n.input_size() != 1 ||
+          n.output_size() != 1)
+        continue;
+      std::optional<Match> m;
+      if (n.op_type() == "Erf") m = gelu_erf(mt, n);
+      if (n.op_type() == "Tanh") m = gelu_tanh(mt, n);
+      if (n.op_type() == "Sigmoid") m = silu(mt, n);
+      if (!m) continue;
+      bool overlaps = claimed.count(m->last) > 0;
+      for (size_t r : m->remove) overlaps = overlaps || claimed.count(r) > 0;
+      if (overlaps) continue;
+      claimed.insert(m->remove.begin(), m->remove.end());
+      claimed.insert(m->last);
+      found.push_back(std::move(*m));
+    }
+  }
+  if (found.empty()) return nodes;
+
+  std::map<std::string, int> counts;
+  std::set<size_t> drop;
+  for (const Match& m : found) {
+    onnx::NodeProto fused;
+    fused.set_domain(kFusedDomain);
+    fused.set_op_type(m.type);
+    fused.set_name(nodes[m.last].name());
+    fused.add_input(m.x);
+    fused.add_output(m.out);
+    if (!m.approximate.empty()) {
+      auto* a = fused.add_attribute();
+      a->set_name("approximate");
+      a->set_type(onnx::AttributeProto::STRING);
+      a->set_s(m.approximate);
+    }
+    nodes[m.last] = std::move(fused);
+    drop.insert(m.remove.begin(), m.remove.end());
+    ++counts[m.type + (m.approximate.empty() ? "" : " (" + m.approximate + ")")];
+  }
+  std::vector<onnx::NodeProto> out;
+  out.reserve(nodes.size() - drop.size());
+  for (size_t i = 0; i < nodes.size(); ++i)
+    if (!drop.count(i)) out.push_back(std::move(nodes[i]));
+  if (notes)
+    for (const auto& [what, n] : counts)
+      notes->push_back("fused " + std::to_string(n) + " " + what +
+                       (n == 1 ? " pattern" : " patterns") + " into one op each");
+  return out;
+}
+
+}  // namespace duet::onnx_import

@@ -1,0 +1,385 @@
+#include "importer.h"
+
+#include <algorithm>
+
+#include "fuse.h"
+
+namespace duet::onnx_import {
+
+namespace {
+
+constexpr int kMinOpset = 7, kMaxOpset = 18;
+
+std::string node_label(const onnx::NodeProto& n, int opset) {
+  std::string who = !n.name().empty()     ? "node '" + n.name() + "'"
+                    : n.output_size() > 0 ? "the node making '" + n.output(0) + "'"
+                                          : "a node";
+  return who + " (" + n.op_type() + ", opset " + std::to_string(opset) + ")";
+}
+
+const Mapping* find_mapping(std::string_view type) {
+  for (auto family : {math_mappings(), shape_mappings(), nn_mappings()})
+    for (const Mapping& m : family)
+      if (m.type == type) return &m;
+  return nullptr;
+}
+
+}  // namespace
+
+// ---- Node -----------------------------------------------------------------------------------
+
+bool Node::has(size_t i) const {
+  return i < num_inputs() && !p_.input(static_cast<int>(i)).empty();
+}
+
+const Value& Node::in(size_t i) const {
+  return im_.values_.find(p_.input(static_cast<int>(i)))->second;
+}
+
+bool Node::all_known() const {
+  for (size_t i = 0; i < num_inputs(); ++i)
+    if (has(i) && !known(i)) return false;
+  return true;
+}
+
+std::vector<int64_t> Node::shape(size_t i) const {
+  const Value& v = in(i);
+  if (v.known) return v.known->dims();
+  const TensorDesc& d = desc(v.id);
+  return {d.dims().begin(), d.dims().end()};
+}
+
+Result<std::vector<int64_t>> Node::ints(size_t i, std::string_view what) const {
+  if (!has(i)) return invalid(std::string(what) + " is missing");
+  if (!known(i))
+    return unsupported(std::string(what) + " '" + p_.input(static_cast<int>(i)) +
+                       "' is computed at run time; duet needs it known at import (a constant or "
+                       "shape arithmetic)");
+  if (elem_is_float(elem(i)))
+    return invalid(std::string(what) + " must be an integer tensor, got " + elem_name(elem(i)));
+  return array(i).ints();
+}
+
+Result<ValueId> Node::runtime(size_t i) {
+  const std::string& name = p_.input(static_cast<int>(i));
+  return im_.materialize(name, im_.values_.find(name)->second);
+}
+
+Result<ValueId> Node::constant(Array a, std::string_view purpose) {
+  Value v;
+  v.elem = a.elem();
+  v.known = std::make_shared<const Array>(std::move(a));
+  return im_.materialize(output_name(0) + "/" + std::string(purpose), v);
+}
+
+const TensorDesc& Node::desc(ValueId v) const {
+  return *im_.b_->desc(v);
+}
+
+const onnx::AttributeProto* Node::attr(std::string_view name) const {
+  for (const auto& a : p_.attribute())
+    if (a.name() == name) return &a;
+  return nullptr;
+}
+
+int64_t Node::attr_int(std::string_view name, int64_t dflt) const {
+  const auto* a = attr(name);
+  return a ? a->i() : dflt;
+}
+
+float Node::attr_float(std::string_view name, float dflt) const {
+  const auto* a = attr(name);
+  return a ? a->f() : dflt;
+}
+
+std::string Node::attr_string(std::string_view name, std::string dflt) const {
+  const auto* a = attr(name);
+  return a ? a->s() : dflt;
+}
+
+std::optional<std::vector<int64_t>> Node::attr_ints(std::string_view name) const {
+  const auto* a = attr(name);
+  if (!a) return std::nullopt;
+  return std::vector<int64_t>(a->ints().begin(), a->ints().end());
+}
+
+Result<Array> Node::tensor_attr(const onnx::AttributeProto& a) const {
+  onnx::TensorProto t = a.t();
+  return tensor_array(t, im_.base_dir_);
+}
+
+ValueId Node::reshape(ValueId x, std::vector<int64_t> shape, std::string_view purpose, size_t out) {
+  const TensorDesc* d = im_.b_->desc(x);
+  if (d && !duet::reshape(*d, shape).ok())
+    x = op(OpKind::copy, {x}, {}, purpose.empty() ? "dense" : std::string(purpose) + "/dense");
+  OpAttrs at;
+  at.shape = std::move(shape);
+  return op(OpKind::reshape, {x}, at, purpose, out);
+}
+
+bool Node::output_used(size_t i) const {
+  const std::string& n = output_name(i);
+  if (n.empty()) return false;
+  auto it = im_.readers_.find(n);
+  return (it != im_.readers_.end() && it->second > 0) || im_.outputs_.count(n);
+}
+
+ValueId Node::op(OpKind kind, std::vector<ValueId> inputs, OpAttrs attrs, std::string_view purpose,
+                 size_t out) {
+  std::string name = purpose.empty() ? im_.unique(output_name(out), true)
+                                     : im_.unique(output_name(0) + "/" + std::string(purpose));
+  return im_.add_op(kind, std::move(inputs), std::move(attrs), std::move(name));
+}
+
+void Node::set(size_t i, ValueId v, int elem) {
+  if (i >= num_outputs() || output_name(i).empty()) return;
+  Value& val = im_.values_[output_name(i)];
+  val = Value{};
+  val.id = v;
+  val.elem = elem;
+}
+
+void Node::set_known(size_t i, Array a) {
+  if (i >= num_outputs() || output_name(i).empty()) return;
+  Value& val = im_.values_[output_name(i)];
+  val = Value{};
+  val.elem = a.elem();
+  val.known = std::make_shared<const Array>(std::move(a));
+}
+
+Status Node::unsupported(std::string_view why) const {
+  return Status(Code::unsupported, std::string(why));
+}
+
+Status Node::invalid(std::string_view why) const {
+  return Status(Code::invalid_argument, std::string(why));
+}
+
+// ---- Importer -------------------------------------------------------------------------------
+
+void Importer::note(std::string text) {
+  if (options_.notes) options_.notes->push_back(std::move(text));
+}
+
+std::string Importer::unique(const std::string& base, bool owner) {
+  auto free = [&](const std::string& n) {
+    return !n.empty() && !taken_.count(n) && (owner || !reserved_.count(n));
+  };
+  std::string name = base.empty() ? "value" : base;
+  for (int k = 1; !free(name); ++k) {
+    name = (base.empty() ? "value" : base) + "#" + std::to_string(k);
+    owner = false;
+  }
+  taken_.insert(name);
+  return name;
+}
+
+ValueId Importer::add_op(OpKind kind, std::vector<ValueId> inputs, OpAttrs attrs,
+                         std::string name) {
+  ValueId v = b_->op(kind, std::move(inputs), std::move(attrs), name);
+  if (v.valid()) {
+    names_.resize(std::max(names_.size(), static_cast<size_t>(v.id) + 1));
+    names_[static_cast<size_t>(v.id)] = std::move(name);
+  }
+  return v;
+}
+
+Result<ValueId> Importer::materialize(const std::string& name, Value& v) {
+  if (v.id.valid()) return v.id;
+  if (!v.known) return Status(Code::internal, "value '" + name + "' has no data and no id");
+  const Array& a = *v.known;
+  const std::string cname = unique(name);
+  if (!options_.load_constants) {
+    // Planning: shape and type only.
+    auto host = a.to_host(name);  // checks type, rank, and that int64 values fit
+    if (!host.ok()) return host.status();
+    v.id = b_->constant(cname, host->dtype(), a.dims());
+  } else {
+    auto host = a.to_host(name);
+    if (!host.ok()) return host.status();
+    v.id = b_->constant(cname, std::move(*host));
+  }
+  if (!b_->status().ok()) return b_->status();
+  names_.resize(std::max(names_.size(), static_cast<size_t>(v.id.id) + 1));
+  names_[static_cast<size_t>(v.id.id)] = cname;
+  return v.id;
+}
+
+Status Importer::read_initializers(onnx::GraphProto& g) {
+  if (g.sparse_initializer_size() > 0)
+    return Status(
+        Code::unsupported,
+        "sparse initializers ('" + g.sparse_initializer(0).values().name() + "') are not imported");
+  for (onnx::TensorProto& t : *g.mutable_initializer()) {
+    if (t.name().empty()) return Status(Code::invalid_argument, "an initializer has no name");
+    if (values_.count(t.name()))
+      return Status(Code::invalid_argument, "two initializers named '" + t.name() + "'");
+    DUET_ASSIGN_OR_RETURN(Array a, tensor_array(t, base_dir_));
+    Value v;
+    v.elem = a.elem();
+    v.known = std::make_shared<const Array>(std::move(a));
+    values_[t.name()] = std::move(v);
+  }
+  return {};
+}
+
+Status Importer::declare_inputs(const onnx::GraphProto& g) {
+  for (const auto& in : g.input()) {
+    if (values_.count(in.name())) continue;  // an initializer listed as input (IR < 4): a constant
+    auto fail = [&](Code c, const std::string& why) {
+      return Status(c, "graph input '" + in.name() + "': " + why);
+    };
+    if (auto f = options_.frozen_inputs.find(in.name()); f != options_.frozen_inputs.end()) {
+      const HostTensor t = f->second.contiguous();
+      const int elem = in.type().has_tensor_type() ? in.type().tensor_type().elem_type() : 0;
+      if (elem_of(t.dtype()) != elem && !(elem == kInt64 && t.dtype() == DType::i32))
+        return fail(Code::invalid_argument,
+                    "frozen as " + t.desc().str() + ", the model says " + elem_name(elem));
+      std::string bytes(reinterpret_cast<const char*>(t.data<std::byte>()),
+                        static_cast<size_t>(t.desc().nbytes()));
+      DUET_ASSIGN_OR_RETURN(
+          Array a,
+          Array::from_bytes(elem_of(t.dtype()), {t.desc().dims().begin(), t.desc().dims().end()},
+                            std::move(bytes)));
+      Value v;
+      v.elem = elem;
+      v.known = std::make_shared<const Array>(elem == kInt64 ? a.cast(kInt64) : std::move(a));
+      values_[in.name()] = std::move(v);
+      continue;
+    }
+    if (!in.type().has_tensor_type())
+      return fail(Code::unsupported,
+                  "only tensor inputs are imported (not sequences, maps or "
+                  "optionals)");
+    const auto& tt = in.type().tensor_type();
+    auto dtype = runtime_dtype(tt.elem_type());
+    if (!dtype.ok()) return fail(Code::unsupported, dtype.status().message());
+    std::vector<int64_t> shape;
+    if (auto it = options_.input_shapes.find(in.name()); it != options_.input_shapes.end()) {
+      shape = it->second;
+    } else if (!tt.has_shape()) {
+      return fail(Code::invalid_argument,
+                  "the model gives no shape; pass one (OnnxOptions::input_shapes, or --inputs)");
+    } else {
+      for (int d = 0; d < tt.shape().dim_size(); ++d) {
+        const auto& dim = tt.shape().dim(d);
+        if (dim.has_dim_value()) {
+          shape.push_back(dim.dim_value());
+          continue;
+        }
+        const std::string& sym = dim.dim_param();
+        if (auto found = options_.dims.find(sym); !sym.empty() && found != options_.dims.end()) {
+          shape.push_back(found->second);
+          continue;
+        }
+        shape.push_back(1);
+        note("input '" + in.name() + "' dim " + std::to_string(d) +
+             (sym.empty() ? " has no size" : " is '" + sym + "'") + ": set to 1" +
+             (sym.empty() ? "" : " (--dim " + sym + "=N to choose)"));
+      }
+    }
+    taken_.insert(in.name());
+    Value v;
+    v.elem = tt.elem_type();
+    v.id = b_->input(in.name(), *dtype, shape);
+    if (!b_->status().ok()) return b_->status();
+    names_.resize(std::max(names_.size(), static_cast<size_t>(v.id.id) + 1));
+    names_[static_cast<size_t>(v.id.id)] = in.name();
+    values_[in.name()] = std::move(v);
+  }
+  return {};
+}
+
+Status Importer::map_node(const onnx::NodeProto& n) {
+  const std::string label = node_label(n, opset_);
+  auto in_context = [&](const Status& s) { return s.with_context(what_ + ": " + label); };
+  if (!n.domain().empty() && n.domain() != "ai.onnx" && n.domain() != kFusedDomain)
+    return in_context(Status(Code::unsupported, "the domain '" + n.domain() +
+                                                    "' is not imported (only ONNX's own ops)"));
+  const Mapping* m = find_mapping(n.op_type());
+  if (!m)
+    return in_context(Status(Code::unsupported, "op type '" + n.op_type() +
+                                                    "' is not mapped onto duet's op set "
+                                                    "(docs/onnx.md lists the ops)"));
+  for (int i = 0; i < n.input_size(); ++i)
+    if (!n.input(i).empty() && !values_.count(n.input(i)))
+      return in_context(Status(Code::invalid_argument,
+                               "input '" + n.input(i) +
+                                   "' is neither a graph input, an initializer nor made by an "
+                                   "earlier node"));
+  for (int i = 0; i < n.output_size(); ++i)
+    if (!n.output(i).empty() && values_.count(n.output(i)))
+      return in_context(
+          Status(Code::invalid_argument, "output '" + n.output(i) + "' is already defined"));
+  Node node(*this, n, opset_);
+  if (Status s = m->fn(node); !s.ok()) return in_context(s);
+  if (!b_->status().ok()) return in_context(b_->status());
+  for (size_t i = 0; i < node.num_outputs(); ++i)
+    if (node.output_used(i) && !values_.count(node.output_name(i)))
+      return in_context(
+          Status(Code::unsupported, "output " + std::to_string(i) + " ('" + node.output_name(i) +
+                                        "') is used, and duet computes only the first"));
+  return {};
+}
+
+Status Importer::finish_outputs(const onnx::GraphProto& g) {
+  std::set<std::string> seen;
+  for (const auto& o : g.output()) {
+    if (!seen.insert(o.name()).second)
+      return Status(Code::invalid_argument, "graph output '" + o.name() + "' listed twice");
+    auto it = values_.find(o.name());
+    if (it == values_.end())
+      return Status(Code::invalid_argument, "graph output '" + o.name() + "' is never computed");
+    Value& v = it->second;
+    DUET_ASSIGN_OR_RETURN(ValueId id, materialize(o.name(), v));
+    // An output aliasing another value (an input, a constant, an Identity) gets its own copy
+    // under its own name, so outputs come back by their ONNX names.
+    if (names_[static_cast<size_t>(id.id)] != o.name() || v.known)
+      id = add_op(OpKind::copy, {id}, {}, unique(o.name(), true));
+    b_->output(id);
+    if (!b_->status().ok()) return b_->status();
+  }
+  return {};
+}
+
+Result<Graph> Importer::run(onnx::ModelProto& model) {
+  int opset = 0;
+  std::string domains;
+  for (const auto& o : model.opset_import()) {
+    if (o.domain().empty() || o.domain() == "ai.onnx") opset = static_cast<int>(o.version());
+    domains += (domains.empty() ? "" : ", ") + o.domain();
+  }
+  if (model.opset_import_size() == 0) opset = 1;  // IR version 1/2 models: opset 1
+  if (opset == 0)
+    return Status(Code::unsupported, what_ +
+                                         ": the model uses no opset of ONNX's default "
+                                         "domain, only " +
+                                         domains);
+  if (opset < kMinOpset || opset > kMaxOpset)
+    return Status(Code::unsupported, what_ + ": opset " + std::to_string(opset) +
+                                         " of the default domain; duet imports opsets " +
+                                         std::to_string(kMinOpset) + " to " +
+                                         std::to_string(kMaxOpset));
+  opset_ = opset;
+  onnx::GraphProto& g = *model.mutable_graph();
+  b_ = std::make_unique<GraphBuilder>(g.name().empty() ? std::string("onnx") : g.name());
+  for (const auto& o : g.output()) {
+    outputs_.insert(o.name());
+    reserved_.insert(o.name());
+  }
+  if (outputs_.empty()) return Status(Code::invalid_argument, what_ + ": the graph has no output");
+  auto ctx = [&](const Status& s) { return s.with_context(what_); };
+  if (Status s = read_initializers(g); !s.ok()) return ctx(s);
+  if (Status s = declare_inputs(g); !s.ok()) return ctx(s);
+  std::vector<onnx::NodeProto> nodes = fuse(g, options_.notes);
+  for (const auto& n : nodes)
+    for (const auto& i : n.input()) ++readers_[i];
+  for (const auto& n : nodes) {
+    DUET_TRY(map_node(n));
+    for (const auto& i : n.input()) --readers_[i];
+  }
+  if (Status s = finish_outputs(g); !s.ok()) return ctx(s);
+  return b_->build();
+}
+
+}  // namespace duet::onnx_import

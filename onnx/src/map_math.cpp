@@ -1,0 +1,280 @@
+// Element-wise ops: duet's element-wise kernels at run time; folded at import when every input
+// is known.
+#include <cmath>
+#include <limits>
+
+#include "fold.h"
+#include "importer.h"
+
+namespace duet::onnx_import {
+
+namespace {
+
+// Both operands at run time, of one float type (ONNX gives both the same type).
+Result<std::pair<ValueId, ValueId>> float_operands(Node& n) {
+  if (n.elem(0) != n.elem(1))
+    return n.invalid("operands of types " + elem_name(n.elem(0)) + " and " + elem_name(n.elem(1)));
+  if (!elem_is_float(n.elem(0)))
+    return n.unsupported(elem_name(n.elem(0)) +
+                         " arithmetic at run time (duet's element-wise ops are float)");
+  DUET_ASSIGN_OR_RETURN(ValueId a, n.runtime(0));
+  DUET_ASSIGN_OR_RETURN(ValueId b, n.runtime(1));
+  return std::make_pair(a, b);
+}
+
+int64_t int_div(int64_t a, int64_t b) {
+  return b == 0 ? 0 : a / b;  // ONNX leaves integer division by zero undefined
+}
+
+Status binary(Node& n, OpKind kind) {
+  if (n.all_known()) {
+    std::function<double(double, double)> real;
+    std::function<int64_t(int64_t, int64_t)> integer;
+    switch (kind) {
+      case OpKind::add:
+        real = [](double a, double b) { return a + b; };
+        integer = [](int64_t a, int64_t b) { return a + b; };
+        break;
+      case OpKind::sub:
+        real = [](double a, double b) { return a - b; };
+        integer = [](int64_t a, int64_t b) { return a - b; };
+        break;
+      case OpKind::mul:
+        real = [](double a, double b) { return a * b; };
+        integer = [](int64_t a, int64_t b) { return a * b; };
+        break;
+      default:
+        real = [](double a, double b) { return a / b; };
+        integer = int_div;
+        break;
+    }
+    auto r = fold_binary(n.array(0), n.array(1), n.elem(0), real, integer);
+    if (!r.ok()) return n.invalid(r.status().message());
+    n.set_known(0, std::move(*r));
+    return {};
+  }
+  // x * c with c a known scalar: duet's scale, which reads no second tensor.
+  if (kind == OpKind::mul && elem_is_float(n.elem(0)) && n.elem(0) == n.elem(1)) {
+    for (size_t k = 0; k < 2; ++k) {
+      const size_t other = 1 - k;
+      if (!n.known(k) || n.array(k).numel() != 1 || n.rank(k) > n.rank(other)) continue;
+      const double c = n.array(k).real_at(0);
+      if (!std::isfinite(c)) break;
+      DUET_ASSIGN_OR_RETURN(ValueId x, n.runtime(other));
+      OpAttrs at;
+      at.alpha = static_cast<float>(c);
+      n.set(0, n.op(OpKind::scale, {x}, at), n.elem(0));
+      return {};
+    }
+  }
+  DUET_ASSIGN_OR_RETURN(auto ab, float_operands(n));
+  n.set(0, n.op(kind, {ab.first, ab.second}), n.elem(0));
+  return {};
+}
+
+Status map_add(Node& n) {
+  return binary(n, OpKind::add);
+}
+Status map_sub(Node& n) {
+  return binary(n, OpKind::sub);
+}
+Status map_mul(Node& n) {
+  return binary(n, OpKind::mul);
+}
+Status map_div(Node& n) {
+  return binary(n, OpKind::div);
+}
+
+// A unary op: folded when known (`f`), else duet's `kind` (or unsupported when duet has none).
+Status unary(Node& n, std::optional<OpKind> kind, double (*f)(double), OpAttrs attrs = {}) {
+  if (n.known(0)) {
+    if (!f) return n.unsupported("folding " + std::string(n.type()));
+    n.set_known(0, fold_unary(n.array(0), f));
+    return {};
+  }
+  if (!kind) return n.unsupported("duet has no " + std::string(n.type()) + " op yet");
+  if (!elem_is_float(n.elem(0)))
+    return n.unsupported(std::string(n.type()) + " of " + elem_name(n.elem(0)) + " at run time");
+  DUET_ASSIGN_OR_RETURN(ValueId x, n.runtime(0));
+  n.set(0, n.op(*kind, {x}, attrs), n.elem(0));
+  return {};
+}
+
+double relu(double x) {
+  return x > 0 ? x : (x == 0 || x < 0 ? 0.0 : x);  // NaN stays NaN
+}
+double neg(double x) {
+  return -x;
+}
+double exp_(double x) {
+  return std::exp(x);
+}
+double sqrt_(double x) {
+  return std::sqrt(x);
+}
+double sigmoid(double x) {
+  return 1.0 / (1.0 + std::exp(-x));
+}
+double tanh_(double x) {
+  return std::tanh(x);
+}
+double erf_(double x) {
+  return std::erf(x);
+}
+double abs_(double x) {
+  return std::fabs(x);
+}
+double reciprocal(double x) {
+  return 1.0 / x;
+}
+double log_(double x) {
+  return std::log(x);
+}
+
+Status map_relu(Node& n) {
+  return unary(n, OpKind::relu, relu);
+}
+Status map_exp(Node& n) {
+  return unary(n, OpKind::exp, exp_);
+}
+Status map_neg(Node& n) {
+  if (!n.known(0) && !elem_is_float(n.elem(0)))
+    return n.unsupported("Neg of " + elem_name(n.elem(0)) + " at run time");
+  OpAttrs at;
+  at.alpha = -1.0f;
+  return unary(n, OpKind::scale, neg, at);
+}
+Status map_sqrt(Node& n) {
+  return unary(n, std::nullopt, sqrt_);
+}
+Status map_sigmoid(Node& n) {
+  return unary(n, std::nullopt, sigmoid);
+}
+Status map_tanh(Node& n) {
+  return unary(n, std::nullopt, tanh_);
+}
+Status map_erf(Node& n) {
+  return unary(n, std::nullopt, erf_);
+}
+Status map_abs(Node& n) {
+  return unary(n, std::nullopt, abs_);
+}
+Status map_reciprocal(Node& n) {
+  return unary(n, std::nullopt, reciprocal);
+}
+Status map_log(Node& n) {
+  return unary(n, std::nullopt, log_);
+}
+
+Status map_pow(Node& n) {
+  if (n.all_known()) {
+    auto r = fold_binary(
+        n.array(0), n.array(1), n.elem(0), [](double a, double b) { return std::pow(a, b); },
+        [](int64_t a, int64_t b) {
+          return static_cast<int64_t>(std::pow(static_cast<double>(a), static_cast<double>(b)));
+        });
+    if (!r.ok()) return n.invalid(r.status().message());
+    n.set_known(0, std::move(*r));
+    return {};
+  }
+  if (!n.known(1) || n.array(1).numel() != 1)
+    return n.unsupported("Pow with an exponent computed at run time or not a scalar");
+  if (!elem_is_float(n.elem(0)))
+    return n.unsupported("Pow of " + elem_name(n.elem(0)) + " at run time");
+  const double e = n.array(1).real_at(0);
+  DUET_ASSIGN_OR_RETURN(ValueId x, n.runtime(0));
+  if (e == 1.0) {
+    n.set(0, n.op(OpKind::copy, {x}), n.elem(0));
+  } else if (e == 2.0) {
+    n.set(0, n.op(OpKind::mul, {x, x}), n.elem(0));
+  } else {
+    return n.unsupported("Pow with exponent " + std::to_string(e) + " (duet has no pow op yet)");
+  }
+  return {};
+}
+
+Status map_dropout(Node& n) {
+  // Inference: the identity. Training mode asks for randomness duet does not provide.
+  if (n.opset() >= 12 && n.has(2)) {
+    if (!n.known(2)) return n.unsupported("training_mode computed at run time");
+    if (n.array(2).int_at(0) != 0) return n.unsupported("Dropout in training mode");
+  }
+  if (n.opset() < 7 && n.attr_int("is_test", 0) == 0)
+    return n.unsupported("Dropout in training mode (is_test = 0)");
+  if (n.known(0))
+    n.set_known(0, n.array(0));
+  else
+    n.set(0, n.in(0).id, n.elem(0));
+  if (n.num_outputs() > 1 && n.output_used(1)) {
+    const std::vector<int64_t> dims = n.shape(0);
+    DUET_ASSIGN_OR_RETURN(int64_t count_, count(dims));
+    n.set_known(1,
+                Array::of_ints(kBool, dims, std::vector<int64_t>(static_cast<size_t>(count_), 1)));
+  }
+  return {};
+}
+
+Status map_gelu(Node& n) {
+  const std::string approx = n.attr_string("approximate", "none");
+  OpAttrs at;
+  if (approx == "tanh")
+    at.gelu_approx = GeluApprox::tanh;
+  else if (approx != "none")
+    return n.invalid("approximate '" + approx + "'");
+  return unary(n, OpKind::gelu, nullptr, at);
+}
+
+Status map_silu(Node& n) {
+  return unary(n, OpKind::silu, nullptr);
+}
+
+// Comparisons and selection appear in exported shape arithmetic; they fold, nothing more.
+Status map_equal(Node& n) {
+  if (!n.all_known()) return n.unsupported("Equal at run time (duet has no boolean tensors)");
+  auto r = fold_binary(
+      n.array(0), n.array(1), kBool, [](double a, double b) { return a == b ? 1.0 : 0.0; },
+      [](int64_t a, int64_t b) -> int64_t { return a == b; });
+  if (!r.ok()) return n.invalid(r.status().message());
+  n.set_known(0, std::move(*r));
+  return {};
+}
+
+Status map_where(Node& n) {
+  if (!n.all_known()) return n.unsupported("Where at run time (duet has no boolean tensors)");
+  DUET_ASSIGN_OR_RETURN(std::vector<int64_t> xy, broadcast(n.shape(1), n.shape(2)));
+  DUET_ASSIGN_OR_RETURN(std::vector<int64_t> out, broadcast(n.shape(0), xy));
+  const std::vector<int64_t> ic = broadcast_index(n.shape(0), out);
+  const Array x = pick(n.array(1), out, broadcast_index(n.shape(1), out));
+  const Array y = pick(n.array(2), out, broadcast_index(n.shape(2), out));
+  std::vector<int64_t> index(ic.size());
+  std::string bytes;
+  const auto es = static_cast<size_t>(elem_size(x.elem()));
+  for (size_t i = 0; i < ic.size(); ++i) {
+    const Array& from = n.array(0).int_at(ic[i]) ? x : y;
+    bytes.append(from.bytes().data() + i * es, es);
+  }
+  DUET_ASSIGN_OR_RETURN(Array r, Array::from_bytes(x.elem(), out, std::move(bytes)));
+  n.set_known(0, std::move(r));
+  return {};
+}
+
+const Mapping kMath[] = {
+    {"Add", map_add},     {"Sub", map_sub},
+    {"Mul", map_mul},     {"Div", map_div},
+    {"Pow", map_pow},     {"Relu", map_relu},
+    {"Exp", map_exp},     {"Neg", map_neg},
+    {"Sqrt", map_sqrt},   {"Sigmoid", map_sigmoid},
+    {"Tanh", map_tanh},   {"Erf", map_erf},
+    {"Abs", map_abs},     {"Reciprocal", map_reciprocal},
+    {"Log", map_log},     {"Dropout", map_dropout},
+    {"Gelu", map_gelu},   {"Silu", map_silu},
+    {"Equal", map_equal}, {"Where", map_where},
+};
+
+}  // namespace
+
+std::span<const Mapping> math_mappings() {
+  return kMath;
+}
+
+}  // namespace duet::onnx_import

@@ -1,0 +1,208 @@
+// Contractions, normalisations and softmax.
+#include <cmath>
+
+#include "fold.h"
+#include "importer.h"
+
+namespace duet::onnx_import {
+
+namespace {
+
+int64_t product(const std::vector<int64_t>& d, size_t from, size_t to) {
+  int64_t n = 1;
+  for (size_t i = from; i < to; ++i) n *= d[i];
+  return n;
+}
+
+Status float_input(Node& n, size_t i) {
+  if (elem_is_float(n.elem(i)) && n.elem(i) != kDouble) return {};
+  return n.unsupported(std::string(n.type()) + " of " + elem_name(n.elem(i)));
+}
+
+// numpy matmul: 1-D operands are promoted to matrices and the added dim dropped after.
+Status map_matmul(Node& n) {
+  DUET_TRY(float_input(n, 0));
+  DUET_TRY(float_input(n, 1));
+  std::vector<int64_t> sa = n.shape(0), sb = n.shape(1);
+  DUET_ASSIGN_OR_RETURN(ValueId a, n.runtime(0));
+  DUET_ASSIGN_OR_RETURN(ValueId b, n.runtime(1));
+  const bool va = sa.size() == 1, vb = sb.size() == 1;
+  if (va) a = n.reshape(a, {1, sa[0]}, "a");
+  if (vb) b = n.reshape(b, {sb[0], 1}, "b");
+  if (!va && !vb) {
+    n.set(0, n.op(OpKind::matmul, {a, b}), n.elem(0));
+    return {};
+  }
+  ValueId y = n.op(OpKind::matmul, {a, b}, {}, "matmul");
+  std::vector<int64_t> out(n.desc(y).dims().begin(), n.desc(y).dims().end());
+  out.erase(out.end() - (vb ? 1 : 2));  // the promoted dim: N of b, else M of a
+  if (va && vb) out.clear();
+  n.set(0, n.reshape(y, out), n.elem(0));
+  return {};
+}
+
+// Y = alpha * A' B' + beta * C. beta folds into a known C; alpha and a run-time beta are scales.
+Status map_gemm(Node& n) {
+  DUET_TRY(float_input(n, 0));
+  DUET_TRY(float_input(n, 1));
+  const float alpha = n.attr_float("alpha", 1.0f), beta = n.attr_float("beta", 1.0f);
+  if (n.rank(0) != 2 || n.rank(1) != 2) return n.invalid("A and B must be matrices");
+  DUET_ASSIGN_OR_RETURN(ValueId a, n.runtime(0));
+  DUET_ASSIGN_OR_RETURN(ValueId b, n.runtime(1));
+  OpAttrs mm;
+  mm.transpose_a = n.attr_int("transA", 0) != 0;
+  mm.transpose_b = n.attr_int("transB", 0) != 0;
+  const bool bias = n.has(2) && beta != 0.0f;
+  const bool scaled = alpha != 1.0f;
+  ValueId y = n.op(OpKind::matmul, {a, b}, mm, bias || scaled ? "matmul" : "");
+  if (scaled) {
+    OpAttrs s;
+    s.alpha = alpha;
+    y = n.op(OpKind::scale, {y}, s, bias ? "alpha" : "");
+  }
+  if (bias) {
+    ValueId c;
+    if (n.known(2) && beta != 1.0f) {
+      const Array scaled_c = fold_unary(n.array(2), [beta](double v) { return beta * v; });
+      DUET_ASSIGN_OR_RETURN(c, n.constant(scaled_c, "beta_c"));
+    } else {
+      DUET_ASSIGN_OR_RETURN(c, n.runtime(2));
+      if (beta != 1.0f) {
+        OpAttrs s;
+        s.alpha = beta;
+        c = n.op(OpKind::scale, {c}, s, "beta_c");
+      }
+    }
+    y = n.op(OpKind::add, {y, c});
+  }
+  n.set(0, y, n.elem(0));
+  return {};
+}
+
+// Softmax over one axis (opset 13) or over the dims from `axis` on, flattened (before 13).
+Status map_softmax(Node& n) {
+  DUET_TRY(float_input(n, 0));
+  const std::vector<int64_t> dims = n.shape(0);
+  const int r = static_cast<int>(dims.size());
+  DUET_ASSIGN_OR_RETURN(
+      int axis, normalize_axis(n.attr_int("axis", n.opset() >= 13 ? -1 : 1), std::max(r, 1)));
+  DUET_ASSIGN_OR_RETURN(ValueId x, n.runtime(0));
+  if (r == 0) return n.invalid("softmax of a scalar");
+  if (n.opset() < 13 && axis != r - 1) {
+    const int64_t rows = product(dims, 0, static_cast<size_t>(axis));
+    ValueId flat =
+        n.reshape(x, {rows, product(dims, static_cast<size_t>(axis), dims.size())}, "rows");
+    ValueId s = n.op(OpKind::softmax, {flat}, {}, "softmax");
+    n.set(0, n.reshape(s, dims), n.elem(0));
+    return {};
+  }
+  if (axis == r - 1) {
+    n.set(0, n.op(OpKind::softmax, {x}), n.elem(0));
+    return {};
+  }
+  // Another axis: swap it with the last (a view), softmax, swap back (a view).
+  OpAttrs t;
+  t.dim0 = axis;
+  t.dim1 = r - 1;
+  ValueId xt = n.op(OpKind::transpose, {x}, t, "to_last");
+  ValueId s = n.op(OpKind::softmax, {xt}, {}, "softmax");
+  n.set(0, n.op(OpKind::transpose, {s}, t), n.elem(0));
+  return {};
+}
+
+// LayerNormalization over the dims from `axis` on: duet's layernorm over the last dim, with
+// those dims flattened into one (views of dense tensors).
+Status map_layer_norm(Node& n) {
+  DUET_TRY(float_input(n, 0));
+  for (size_t k = 1; k < n.num_outputs(); ++k)
+    if (n.output_used(k))
+      return n.unsupported("the Mean and InvStdDev outputs (duet's layernorm returns Y only)");
+  const std::vector<int64_t> dims = n.shape(0);
+  const int r = static_cast<int>(dims.size());
+  DUET_ASSIGN_OR_RETURN(int axis, normalize_axis(n.attr_int("axis", -1), r));
+  const float eps = n.attr_float("epsilon", 1e-5f);
+  if (!(eps > 0.0f)) return n.unsupported("epsilon " + std::to_string(eps) + " (duet needs > 0)");
+  const int64_t width = product(dims, static_cast<size_t>(axis), dims.size());
+  std::vector<int64_t> flat(dims.begin(), dims.begin() + axis);
+  flat.push_back(width);
+  DUET_ASSIGN_OR_RETURN(ValueId x, n.runtime(0));
+  const bool reshape = axis != r - 1;
+  if (reshape) x = n.reshape(x, flat, "rows");
+  std::vector<ValueId> ins = {x};
+  for (size_t k = 1; k < 3 && n.has(k); ++k) {
+    const std::vector<int64_t> s = n.shape(k);
+    // Scale and B broadcast to the normalised dims; duet wants one vector of their size.
+    if (product(s, 0, s.size()) != width) {
+      if (!n.known(k)) return n.unsupported("a broadcast Scale or B computed at run time");
+      const Array& a = n.array(k);
+      DUET_ASSIGN_OR_RETURN(std::vector<int64_t> full,
+                            broadcast(a.dims(), {dims.begin() + axis, dims.end()}));
+      if (product(full, 0, full.size()) != width) return n.invalid("Scale/B shape " + dims_str(s));
+      Array v = pick(a, {width}, broadcast_index(a.dims(), full));
+      DUET_ASSIGN_OR_RETURN(ValueId c, n.constant(std::move(v), k == 1 ? "scale" : "bias"));
+      ins.push_back(c);
+      continue;
+    }
+    DUET_ASSIGN_OR_RETURN(ValueId w, n.runtime(k));
+    if (s.size() != 1) w = n.reshape(w, {width}, k == 1 ? "scale" : "bias");
+    ins.push_back(w);
+  }
+  OpAttrs at;
+  at.eps = eps;
+  ValueId y = n.op(OpKind::layernorm, ins, at, reshape ? "layernorm" : "");
+  n.set(0, reshape ? n.reshape(y, dims) : y, n.elem(0));
+  return {};
+}
+
+Status map_reduce_mean(Node& n) {
+  if (!n.known(0)) return n.unsupported("duet has no ReduceMean op yet");
+  std::vector<int64_t> axes;
+  if (n.opset() >= 18) {
+    if (n.has(1)) {
+      DUET_ASSIGN_OR_RETURN(axes, n.ints(1, "axes"));
+    }
+  } else {
+    axes = n.attr_ints("axes").value_or(std::vector<int64_t>{});
+  }
+  const Array& a = n.array(0);
+  const std::vector<int64_t>& dims = a.dims();
+  std::vector<bool> reduce(dims.size(), axes.empty() && n.attr_int("noop_with_empty_axes", 0) == 0);
+  for (int64_t ax : axes) {
+    DUET_ASSIGN_OR_RETURN(int d, normalize_axis(ax, static_cast<int>(dims.size())));
+    reduce[static_cast<size_t>(d)] = true;
+  }
+  std::vector<int64_t> kept;
+  for (size_t d = 0; d < dims.size(); ++d) kept.push_back(reduce[d] ? 1 : dims[d]);
+  std::vector<double> sum(static_cast<size_t>(product(kept, 0, kept.size())), 0.0);
+  std::vector<int64_t> at(dims.size(), 0);
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    int64_t o = 0;
+    for (size_t d = 0; d < dims.size(); ++d) o = o * kept[d] + (reduce[d] ? 0 : at[d]);
+    sum[static_cast<size_t>(o)] += a.real_at(i);
+    for (size_t d = dims.size(); d-- > 0;) {
+      if (++at[d] < dims[d]) break;
+      at[d] = 0;
+    }
+  }
+  const double per = static_cast<double>(a.numel()) / static_cast<double>(sum.size());
+  for (double& s : sum) s /= per;
+  std::vector<int64_t> out;
+  for (size_t d = 0; d < dims.size(); ++d)
+    if (!reduce[d] || n.attr_int("keepdims", 1) != 0) out.push_back(kept[d]);
+  n.set_known(0, Array::of_reals(a.elem(), out, sum));
+  return {};
+}
+
+const Mapping kNn[] = {
+    {"MatMul", map_matmul},          {"Gemm", map_gemm},
+    {"Softmax", map_softmax},        {"LayerNormalization", map_layer_norm},
+    {"ReduceMean", map_reduce_mean},
+};
+
+}  // namespace
+
+std::span<const Mapping> nn_mappings() {
+  return kNn;
+}
+
+}  // namespace duet::onnx_import

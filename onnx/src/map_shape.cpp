@@ -1,0 +1,486 @@
+// Shape and data-movement ops: on known values they fold at import; at run time they become
+// duet views (reshape, permute, slice) where a view can express them, else copies or gathers.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include "fold.h"
+#include "importer.h"
+
+namespace duet::onnx_import {
+
+namespace {
+
+int64_t product(const std::vector<int64_t>& d, size_t from, size_t to) {
+  int64_t n = 1;
+  for (size_t i = from; i < to; ++i) n *= d[i];
+  return n;
+}
+
+// Output 0 is input 0 under another shape.
+Status reshaped(Node& n, std::vector<int64_t> shape) {
+  if (n.known(0)) {
+    n.set_known(0, n.array(0).reshaped(std::move(shape)));
+    return {};
+  }
+  DUET_ASSIGN_OR_RETURN(ValueId x, n.runtime(0));
+  n.set(0, n.reshape(x, std::move(shape)), n.elem(0));
+  return {};
+}
+
+Status alias(Node& n) {
+  if (n.known(0)) {
+    n.set_known(0, n.array(0));
+    return {};
+  }
+  n.set(0, n.in(0).id, n.elem(0));
+  return {};
+}
+
+Status map_identity(Node& n) {
+  return alias(n);
+}
+
+Status map_constant(Node& n) {
+  if (n.proto().attribute_size() != 1) return n.invalid("expected exactly one value attribute");
+  const onnx::AttributeProto& a = n.proto().attribute(0);
+  if (a.name() == "value") {
+    DUET_ASSIGN_OR_RETURN(Array v, n.tensor_attr(a));
+    n.set_known(0, std::move(v));
+  } else if (a.name() == "value_float") {
+    n.set_known(0, Array::of_reals(kFloat, {}, {a.f()}));
+  } else if (a.name() == "value_floats") {
+    std::vector<double> v(a.floats().begin(), a.floats().end());
+    n.set_known(0, Array::of_reals(kFloat, {static_cast<int64_t>(v.size())}, v));
+  } else if (a.name() == "value_int") {
+    n.set_known(0, Array::of_ints(kInt64, {}, {a.i()}));
+  } else if (a.name() == "value_ints") {
+    std::vector<int64_t> v(a.ints().begin(), a.ints().end());
+    n.set_known(0, Array::of_ints(kInt64, {static_cast<int64_t>(v.size())}, v));
+  } else {
+    return n.unsupported("Constant with attribute '" + a.name() + "'");
+  }
+  return {};
+}
+
+Status map_constant_of_shape(Node& n) {
+  DUET_ASSIGN_OR_RETURN(std::vector<int64_t> shape, n.ints(0, "shape"));
+  Array value = Array::of_reals(kFloat, {1}, {0.0});
+  if (const auto* a = n.attr("value")) {
+    DUET_ASSIGN_OR_RETURN(value, n.tensor_attr(*a));
+    if (value.numel() != 1) return n.invalid("value must hold one element");
+  }
+  DUET_ASSIGN_OR_RETURN(int64_t count_, count(shape));
+  n.set_known(0, pick(value, shape, std::vector<int64_t>(static_cast<size_t>(count_), 0)));
+  return {};
+}
+
+Status map_shape(Node& n) {
+  std::vector<int64_t> dims = n.shape(0);
+  const auto r = static_cast<int64_t>(dims.size());
+  auto clamp = [&](int64_t v) { return std::clamp(v < 0 ? v + r : v, int64_t{0}, r); };
+  const int64_t start = clamp(n.attr_int("start", 0));
+  const int64_t end = clamp(n.attr_int("end", r));
+  std::vector<int64_t> v;
+  for (int64_t i = start; i < end; ++i) v.push_back(dims[static_cast<size_t>(i)]);
+  n.set_known(0, Array::of_ints(kInt64, {static_cast<int64_t>(v.size())}, v));
+  return {};
+}
+
+Status map_size(Node& n) {
+  const std::vector<int64_t> dims = n.shape(0);
+  n.set_known(0, Array::scalar_int(product(dims, 0, dims.size())));
+  return {};
+}
+
+Status map_cast(Node& n) {
+  const int to = n.type() == "CastLike" ? n.elem(1) : static_cast<int>(n.attr_int("to", 0));
+  if (n.known(0)) {
+    if (elem_size(to) == 0) return n.unsupported("Cast to " + elem_name(to));
+    n.set_known(0, n.array(0).cast(to));
+    return {};
+  }
+  auto dtype = runtime_dtype(to);
+  if (!dtype.ok()) return n.unsupported("Cast to " + dtype.status().message());
+  DUET_ASSIGN_OR_RETURN(ValueId x, n.runtime(0));
+  if (n.desc(x).dtype == *dtype) {  // int64 <-> int32: one duet dtype
+    n.set(0, x, to);
+    return {};
+  }
+  OpAttrs at;
+  at.to = *dtype;
+  n.set(0, n.op(OpKind::cast, {x}, at), to);
+  return {};
+}
+
+Status map_reshape(Node& n) {
+  std::vector<int64_t> shape;
+  if (n.opset() < 5) {
+    shape = n.attr_ints("shape").value_or(std::vector<int64_t>{});
+  } else {
+    DUET_ASSIGN_OR_RETURN(shape, n.ints(1, "shape"));
+  }
+  const std::vector<int64_t> in = n.shape(0);
+  const bool allowzero = n.attr_int("allowzero", 0) != 0;
+  int infer = -1;
+  int64_t known_count = 1;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] == 0 && !allowzero) {
+      if (i >= in.size())
+        return n.invalid("shape " + dims_str(shape) + ": 0 past the input's rank");
+      shape[i] = in[i];
+    }
+    if (shape[i] == -1) {
+      if (infer >= 0) return n.invalid("shape " + dims_str(shape) + " has two -1");
+      infer = static_cast<int>(i);
+      continue;
+    }
+    if (shape[i] < 0) return n.invalid("shape " + dims_str(shape) + " has a negative size");
+    known_count *= shape[i];
+  }
+  const int64_t total = product(in, 0, in.size());
+  if (infer >= 0) {
+    if (known_count == 0 || total % known_count != 0)
+      return n.invalid("cannot infer -1 in " + dims_str(shape) + " for " + dims_str(in));
+    shape[static_cast<size_t>(infer)] = total / known_count;
+  } else if (known_count != total) {
+    return n.invalid("shape " + dims_str(shape) + " does not hold the " + std::to_string(total) +
+                     " elements of " + dims_str(in));
+  }
+  return reshaped(n, shape);
+}
+
+Status map_flatten(Node& n) {
+  const std::vector<int64_t> in = n.shape(0);
+  const int r = static_cast<int>(in.size());
+  int64_t axis = n.attr_int("axis", 1);
+  if (axis < -r || axis > r)
+    return n.invalid("axis " + std::to_string(axis) + " outside [-" + std::to_string(r) + ", " +
+                     std::to_string(r) + "]");
+  const auto a = static_cast<size_t>(axis < 0 ? axis + r : axis);
+  return reshaped(n, {product(in, 0, a), product(in, a, in.size())});
+}
+
+Result<std::vector<int64_t>> axes_of(Node& n) {
+  if (n.opset() >= 13) {
+    if (!n.has(1)) return std::vector<int64_t>{};
+    return n.ints(1, "axes");
+  }
+  return n.attr_ints("axes").value_or(std::vector<int64_t>{});
+}
+
+Status map_squeeze(Node& n) {
+  DUET_ASSIGN_OR_RETURN(std::vector<int64_t> axes, axes_of(n));
+  const std::vector<int64_t> in = n.shape(0);
+  std::vector<bool> drop(in.size(), axes.empty());
+  if (axes.empty())
+    for (size_t d = 0; d < in.size(); ++d) drop[d] = in[d] == 1;
+  for (int64_t a : axes) {
+    DUET_ASSIGN_OR_RETURN(int d, normalize_axis(a, static_cast<int>(in.size())));
+    if (in[static_cast<size_t>(d)] != 1)
+      return n.invalid("axis " + std::to_string(a) + " of " + dims_str(in) + " is not 1");
+    drop[static_cast<size_t>(d)] = true;
+  }
+  std::vector<int64_t> out;
+  for (size_t d = 0; d < in.size(); ++d)
+    if (!drop[d]) out.push_back(in[d]);
+  return reshaped(n, out);
+}
+
+Status map_unsqueeze(Node& n) {
+  DUET_ASSIGN_OR_RETURN(std::vector<int64_t> axes, axes_of(n));
+  const std::vector<int64_t> in = n.shape(0);
+  const int r = static_cast<int>(in.size() + axes.size());
+  std::vector<bool> added(static_cast<size_t>(r), false);
+  for (int64_t a : axes) {
+    DUET_ASSIGN_OR_RETURN(int d, normalize_axis(a, r));
+    if (added[static_cast<size_t>(d)]) return n.invalid("axis " + std::to_string(a) + " repeated");
+    added[static_cast<size_t>(d)] = true;
+  }
+  std::vector<int64_t> out;
+  size_t k = 0;
+  for (int d = 0; d < r; ++d) out.push_back(added[static_cast<size_t>(d)] ? 1 : in[k++]);
+  return reshaped(n, out);
+}
+
+Status map_transpose(Node& n) {
+  const int r = n.rank(0);
+  std::vector<int64_t> perm = n.attr_ints("perm").value_or(std::vector<int64_t>{});
+  if (perm.empty())
+    for (int d = r - 1; d >= 0; --d) perm.push_back(d);
+  std::vector<int64_t> sorted = perm;
+  std::sort(sorted.begin(), sorted.end());
+  for (int d = 0; d < r; ++d)
+    if (sorted.size() != static_cast<size_t>(r) || sorted[static_cast<size_t>(d)] != d)
+      return n.invalid("perm " + dims_str(perm) + " is not a permutation of rank " +
+                       std::to_string(r));
+  if (n.known(0)) {
+    n.set_known(0, transpose(n.array(0), perm));
+    return {};
+  }
+  DUET_ASSIGN_OR_RETURN(ValueId x, n.runtime(0));
+  OpAttrs at;
+  at.perm.assign(perm.begin(), perm.end());
+  n.set(0, n.op(OpKind::permute, {x}, at), n.elem(0));
+  return {};
+}
+
+// One axis of a Slice, with start and stop clamped as ONNX does.
+struct Cut {
+  int axis;
+  int64_t start, stop, step;
+};
+
+Result<Cut> clamp_cut(Node& n, int64_t axis, int64_t start, int64_t stop, int64_t step,
+                      const std::vector<int64_t>& dims) {
+  DUET_ASSIGN_OR_RETURN(int a, normalize_axis(axis, static_cast<int>(dims.size())));
+  const int64_t d = dims[static_cast<size_t>(a)];
+  if (step == 0) return n.invalid("a step of 0");
+  auto fix = [&](int64_t v, int64_t lo, int64_t hi) {
+    if (v < 0) v += d;  // counts from the end; still negative clamps to the low end
+    return std::clamp(v, lo, hi);
+  };
+  if (step > 0) return Cut{a, fix(start, 0, d), fix(stop, 0, d), step};
+  return Cut{a, fix(start, 0, d - 1), fix(stop, -1, d - 1), step};
+}
+
+Status map_slice(Node& n) {
+  std::vector<int64_t> starts, ends, axes, steps;
+  if (n.opset() < 10) {
+    starts = n.attr_ints("starts").value_or(std::vector<int64_t>{});
+    ends = n.attr_ints("ends").value_or(std::vector<int64_t>{});
+    axes = n.attr_ints("axes").value_or(std::vector<int64_t>{});
+  } else {
+    DUET_ASSIGN_OR_RETURN(starts, n.ints(1, "starts"));
+    DUET_ASSIGN_OR_RETURN(ends, n.ints(2, "ends"));
+    if (n.has(3)) {
+      DUET_ASSIGN_OR_RETURN(axes, n.ints(3, "axes"));
+    }
+    if (n.has(4)) {
+      DUET_ASSIGN_OR_RETURN(steps, n.ints(4, "steps"));
+    }
+  }
+  if (axes.empty())
+    for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
+  if (steps.empty()) steps.assign(starts.size(), 1);
+  if (ends.size() != starts.size() || axes.size() != starts.size() || steps.size() != starts.size())
+    return n.invalid("starts, ends, axes and steps of different lengths");
+  const std::vector<int64_t> dims = n.shape(0);
+  std::vector<Cut> cuts;
+  std::vector<bool> seen(dims.size(), false);
+  for (size_t i = 0; i < starts.size(); ++i) {
+    DUET_ASSIGN_OR_RETURN(Cut c, clamp_cut(n, axes[i], starts[i], ends[i], steps[i], dims));
+    if (seen[static_cast<size_t>(c.axis)]) return n.invalid("an axis sliced twice");
+    seen[static_cast<size_t>(c.axis)] = true;
+    cuts.push_back(c);
+  }
+  if (n.known(0)) {
+    Array a = n.array(0);
+    for (const Cut& c : cuts) a = slice(a, c.axis, c.start, c.stop, c.step);
+    n.set_known(0, std::move(a));
+    return {};
+  }
+  DUET_ASSIGN_OR_RETURN(ValueId x, n.runtime(0));
+  for (size_t i = 0; i < cuts.size(); ++i) {
+    const Cut& c = cuts[i];
+    if (c.step < 0) return n.unsupported("negative steps at run time (duet views do not reverse)");
+    if (c.start == 0 && c.stop == dims[static_cast<size_t>(c.axis)] && c.step == 1) continue;
+    if (c.stop <= c.start) return n.unsupported("an empty slice (duet tensors are never empty)");
+    OpAttrs at;
+    at.axis = c.axis;
+    at.start = c.start;
+    at.stop = c.stop;
+    at.step = c.step;
+    x = n.op(OpKind::slice, {x}, at, i + 1 == cuts.size() ? "" : "axis" + std::to_string(c.axis));
+  }
+  n.set(0, x, n.elem(0));
+  return {};
+}
+
+Status map_split(Node& n) {
+  const std::vector<int64_t> dims = n.shape(0);
+  DUET_ASSIGN_OR_RETURN(int axis,
+                        normalize_axis(n.attr_int("axis", 0), static_cast<int>(dims.size())));
+  const int64_t d = dims[static_cast<size_t>(axis)];
+  std::vector<int64_t> sizes;
+  if (n.opset() >= 13 && n.has(1)) {
+    DUET_ASSIGN_OR_RETURN(sizes, n.ints(1, "split"));
+  } else if (n.opset() < 13) {
+    sizes = n.attr_ints("split").value_or(std::vector<int64_t>{});
+  }
+  if (sizes.empty()) {
+    const auto parts =
+        static_cast<int64_t>(n.attr_int("num_outputs", static_cast<int64_t>(n.num_outputs())));
+    if (parts <= 0) return n.invalid("no outputs");
+    const int64_t each = (d + parts - 1) / parts;  // the last part may be smaller (opset 18)
+    for (int64_t k = 0; k < parts; ++k) sizes.push_back(std::min(each, d - k * each));
+  }
+  if (sizes.size() != n.num_outputs())
+    return n.invalid(std::to_string(sizes.size()) + " split sizes for " +
+                     std::to_string(n.num_outputs()) + " outputs");
+  if (std::accumulate(sizes.begin(), sizes.end(), int64_t{0}) != d)
+    return n.invalid("split sizes " + dims_str(sizes) + " do not add up to " + std::to_string(d));
+  int64_t start = 0;
+  for (size_t k = 0; k < sizes.size(); start += sizes[k], ++k) {
+    if (n.known(0)) {
+      n.set_known(k, slice(n.array(0), axis, start, start + sizes[k], 1));
+      continue;
+    }
+    if (!n.output_used(k)) continue;
+    if (sizes[k] <= 0) return n.unsupported("an empty split (duet tensors are never empty)");
+    DUET_ASSIGN_OR_RETURN(ValueId x, n.runtime(0));
+    OpAttrs at;
+    at.axis = axis;
+    at.start = start;
+    at.stop = start + sizes[k];
+    n.set(k, n.op(OpKind::slice, {x}, at, {}, k), n.elem(0));
+  }
+  return {};
+}
+
+Status map_concat(Node& n) {
+  std::vector<size_t> parts;
+  for (size_t i = 0; i < n.num_inputs(); ++i)
+    if (n.has(i)) parts.push_back(i);
+  if (parts.empty()) return n.invalid("no inputs");
+  const int r = n.rank(parts[0]);
+  DUET_ASSIGN_OR_RETURN(int axis, normalize_axis(n.attr_int("axis", 0), r));
+  for (size_t i : parts)
+    if (n.rank(i) != r || n.elem(i) != n.elem(parts[0]))
+      return n.invalid("inputs of different ranks or types");
+  if (n.all_known()) {
+    std::vector<const Array*> arrays;
+    for (size_t i : parts) arrays.push_back(&n.array(i));
+    n.set_known(0, concat(arrays, axis));
+    return {};
+  }
+  std::vector<ValueId> xs;
+  for (size_t i : parts) {
+    if (n.shape(i)[static_cast<size_t>(axis)] == 0) continue;  // an empty part adds nothing
+    DUET_ASSIGN_OR_RETURN(ValueId x, n.runtime(i));
+    xs.push_back(x);
+  }
+  OpAttrs at;
+  at.axis = axis;
+  n.set(0, xs.size() == 1 ? xs[0] : n.op(OpKind::concat, xs, at), n.elem(parts[0]));
+  return {};
+}
+
+Status map_gather(Node& n) {
+  const std::vector<int64_t> dims = n.shape(0);
+  DUET_ASSIGN_OR_RETURN(int axis,
+                        normalize_axis(n.attr_int("axis", 0), static_cast<int>(dims.size())));
+  const int64_t d = dims[static_cast<size_t>(axis)];
+  const std::vector<int64_t> index_dims = n.shape(1);
+  if (n.known(1)) {
+    DUET_ASSIGN_OR_RETURN(std::vector<int64_t> idx, n.ints(1, "indices"));
+    for (int64_t& i : idx) {
+      if (i < -d || i >= d)
+        return n.invalid("index " + std::to_string(i) + " outside [-" + std::to_string(d) + ", " +
+                         std::to_string(d) + ")");
+      if (i < 0) i += d;
+    }
+    if (n.known(0)) {
+      n.set_known(0, gather(n.array(0), idx, index_dims, axis));
+      return {};
+    }
+    // A run of consecutive indices is a slice view (a scalar index also drops the axis).
+    bool run = !idx.empty();
+    for (size_t k = 1; k < idx.size(); ++k) run = run && idx[k] == idx[k - 1] + 1;
+    if (run && index_dims.size() <= 1) {
+      DUET_ASSIGN_OR_RETURN(ValueId x, n.runtime(0));
+      OpAttrs at;
+      at.axis = axis;
+      at.start = idx.front();
+      at.stop = idx.back() + 1;
+      if (!index_dims.empty()) {
+        n.set(0, n.op(OpKind::slice, {x}, at), n.elem(0));
+        return {};
+      }
+      std::vector<int64_t> out = dims;
+      out.erase(out.begin() + axis);
+      ValueId s = n.op(OpKind::slice, {x}, at, "slice");
+      n.set(0, n.reshape(s, out), n.elem(0));
+      return {};
+    }
+  }
+  // Rows of a matrix: duet's embedding (negative run-time indices are refused by the backend).
+  if (axis == 0 && dims.size() <= 2 && elem_is_float(n.elem(0)) && !index_dims.empty() &&
+      index_dims.size() <= 3) {
+    DUET_ASSIGN_OR_RETURN(ValueId table, n.runtime(0));
+    if (dims.size() == 1) table = n.reshape(table, {d, 1}, "table");
+    ValueId ids;
+    if (n.known(1)) {  // known indices, negatives made positive
+      std::vector<int64_t> idx = n.array(1).ints();
+      for (int64_t& i : idx) i = i < 0 ? i + d : i;
+      DUET_ASSIGN_OR_RETURN(ids, n.constant(Array::of_ints(kInt32, index_dims, idx), "ids"));
+    } else {
+      DUET_ASSIGN_OR_RETURN(ids, n.runtime(1));
+    }
+    if (dims.size() == 1) {
+      ValueId rows = n.op(OpKind::embedding, {table, ids}, {}, "rows");
+      n.set(0, n.reshape(rows, index_dims), n.elem(0));
+    } else {
+      n.set(0, n.op(OpKind::embedding, {table, ids}), n.elem(0));
+    }
+    return {};
+  }
+  return n.unsupported("Gather on axis " + std::to_string(axis) + " of " + dims_str(dims) +
+                       " with indices " + dims_str(index_dims) +
+                       " at run time (duet gathers rows of a matrix)");
+}
+
+Status map_expand(Node& n) {
+  DUET_ASSIGN_OR_RETURN(std::vector<int64_t> shape, n.ints(1, "shape"));
+  DUET_ASSIGN_OR_RETURN(std::vector<int64_t> out, broadcast(n.shape(0), shape));
+  if (n.known(0)) {
+    n.set_known(0, pick(n.array(0), out, broadcast_index(n.array(0).dims(), out)));
+    return {};
+  }
+  if (out == n.shape(0)) return alias(n);
+  return n.unsupported("Expand of a run-time value to " + dims_str(out));
+}
+
+Status map_range(Node& n) {
+  if (!n.all_known()) return n.unsupported("Range with run-time bounds");
+  const Array& s = n.array(0);
+  const double start = s.real_at(0), limit = n.array(1).real_at(0), delta = n.array(2).real_at(0);
+  if (delta == 0) return n.invalid("delta 0");
+  const auto count_ = static_cast<int64_t>(std::max(0.0, std::ceil((limit - start) / delta)));
+  if (count_ > (int64_t{1} << 28)) return n.invalid("more than 2^28 elements");
+  std::vector<double> v(static_cast<size_t>(count_));
+  for (int64_t i = 0; i < count_; ++i)
+    v[static_cast<size_t>(i)] = start + static_cast<double>(i) * delta;
+  n.set_known(0, Array::of_reals(s.elem(), std::vector<int64_t>{count_}, v));
+  return {};
+}
+
+const Mapping kShape[] = {
+    {"Identity", map_identity},
+    {"Constant", map_constant},
+    {"ConstantOfShape", map_constant_of_shape},
+    {"Shape", map_shape},
+    {"Size", map_size},
+    {"Cast", map_cast},
+    {"CastLike", map_cast},
+    {"Reshape", map_reshape},
+    {"Flatten", map_flatten},
+    {"Squeeze", map_squeeze},
+    {"Unsqueeze", map_unsqueeze},
+    {"Transpose", map_transpose},
+    {"Slice", map_slice},
+    {"Split", map_split},
+    {"Concat", map_concat},
+    {"Gather", map_gather},
+    {"Expand", map_expand},
+    {"Range", map_range},
+};
+
+}  // namespace
+
+std::span<const Mapping> shape_mappings() {
+  return kShape;
+}
+
+}  // namespace duet::onnx_import

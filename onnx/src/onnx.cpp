@@ -1,0 +1,48 @@
+// The public entry points of the ONNX importer.
+#include "duet/onnx.h"
+
+#include <filesystem>
+
+#include "importer.h"
+#include "proto.h"
+
+namespace duet {
+
+namespace {
+std::span<const std::byte> as_bytes(const std::string& s) {
+  return {reinterpret_cast<const std::byte*>(s.data()), s.size()};
+}
+}  // namespace
+
+bool onnx_supported() {
+  return true;
+}
+
+Result<Graph> import_onnx(const std::string& path, const OnnxOptions& options) {
+  DUET_ASSIGN_OR_RETURN(std::string bytes, onnx_import::read_file(path, kOnnxMaxModelBytes));
+  const std::string dir = std::filesystem::path(path).parent_path().string();
+  return import_onnx(as_bytes(bytes), dir.empty() ? "." : dir, path, options);
+}
+
+Result<Graph> import_onnx(std::span<const std::byte> model, const std::string& base_dir,
+                          std::string_view what, const OnnxOptions& options) {
+  DUET_ASSIGN_OR_RETURN(onnx::ModelProto m, onnx_import::parse_model(model, what));
+  if (!m.has_graph())
+    return Status(Code::parse_error, std::string(what) + ": the model has no graph");
+  onnx_import::Importer im{std::string(what), base_dir, options};
+  return im.run(m);
+}
+
+Result<HostTensor> read_onnx_tensor(const std::string& path, std::string* name) {
+  DUET_ASSIGN_OR_RETURN(std::string bytes, onnx_import::read_file(path, kOnnxMaxModelBytes));
+  DUET_ASSIGN_OR_RETURN(onnx::TensorProto t, onnx_import::parse_tensor(as_bytes(bytes), path));
+  if (name) *name = t.name();
+  const std::string dir = std::filesystem::path(path).parent_path().string();
+  auto a = onnx_import::tensor_array(t, dir.empty() ? "." : dir);
+  if (!a.ok()) return a.status().with_context(path);
+  auto h = a->to_host(t.name());
+  if (!h.ok()) return h.status().with_context(path);
+  return h;
+}
+
+}  // namespace duet

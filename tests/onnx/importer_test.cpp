@@ -1,0 +1,466 @@
+// The ONNX importer on models built here, op by op: what folds at import, what maps onto which
+// duet op, what the errors say, and numerics through the CPU device against hand-computed values.
+#include <gtest/gtest.h>
+#include <onnx/onnx_pb.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "check/graph_check.h"
+#include "duet/backends.h"
+#include "duet/engine.h"
+#include "duet/model_file.h"
+#include "duet/onnx.h"
+
+namespace duet {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A model under construction: a graph of the default domain at `opset`.
+class Model {
+ public:
+  explicit Model(int opset = 17) {
+    m_.set_ir_version(8);
+    auto* o = m_.add_opset_import();
+    o->set_domain("");
+    o->set_version(opset);
+    m_.mutable_graph()->set_name("g");
+  }
+
+  Model& input(const std::string& name, int elem, std::vector<int64_t> dims,
+               std::vector<std::string> symbols = {}) {
+    auto* v = m_.mutable_graph()->add_input();
+    type(v, name, elem, dims, symbols);
+    return *this;
+  }
+  Model& output(const std::string& name, int elem = onnx::TensorProto::FLOAT) {
+    auto* v = m_.mutable_graph()->add_output();
+    v->set_name(name);
+    v->mutable_type()->mutable_tensor_type()->set_elem_type(elem);
+    return *this;
+  }
+  onnx::TensorProto& init(const std::string& name, std::vector<int64_t> dims,
+                          std::vector<float> values) {
+    auto* t = m_.mutable_graph()->add_initializer();
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::FLOAT);
+    for (int64_t d : dims) t->add_dims(d);
+    for (float v : values) t->add_float_data(v);
+    return *t;
+  }
+  onnx::TensorProto& init_i64(const std::string& name, std::vector<int64_t> dims,
+                              std::vector<int64_t> values) {
+    auto* t = m_.mutable_graph()->add_initializer();
+    t->set_name(name);
+    t->set_data_type(onnx::TensorProto::INT64);
+    for (int64_t d : dims) t->add_dims(d);
+    for (int64_t v : values) t->add_int64_data(v);
+    return *t;
+  }
+  onnx::NodeProto& node(const std::string& type, std::vector<std::string> in,
+                        std::vector<std::string> out, const std::string& name = {}) {
+    auto* n = m_.mutable_graph()->add_node();
+    n->set_op_type(type);
+    n->set_name(name);
+    for (auto& i : in) n->add_input(i);
+    for (auto& o : out) n->add_output(o);
+    return *n;
+  }
+  static void attr(onnx::NodeProto& n, const std::string& name, int64_t v) {
+    auto* a = n.add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::INT);
+    a->set_i(v);
+  }
+  static void attr(onnx::NodeProto& n, const std::string& name, float v) {
+    auto* a = n.add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::FLOAT);
+    a->set_f(v);
+  }
+  static void attr(onnx::NodeProto& n, const std::string& name, std::vector<int64_t> v) {
+    auto* a = n.add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::INTS);
+    for (int64_t x : v) a->add_ints(x);
+  }
+
+  Result<Graph> import(OnnxOptions o = {}) const {
+    const std::string bytes = m_.SerializeAsString();
+    return import_onnx({reinterpret_cast<const std::byte*>(bytes.data()), bytes.size()}, ".",
+                       "model.onnx", o);
+  }
+  void save(const std::string& path) const {
+    std::ofstream f(path, std::ios::binary);
+    m_.SerializeToOstream(&f);
+  }
+  onnx::ModelProto& proto() { return m_; }
+
+ private:
+  static void type(onnx::ValueInfoProto* v, const std::string& name, int elem,
+                   const std::vector<int64_t>& dims, const std::vector<std::string>& symbols) {
+    v->set_name(name);
+    auto* t = v->mutable_type()->mutable_tensor_type();
+    t->set_elem_type(elem);
+    auto* s = t->mutable_shape();
+    for (size_t i = 0; i < dims.size(); ++i) {
+      auto* d = s->add_dim();
+      if (i < symbols.size() && !symbols[i].empty())
+        d->set_dim_param(symbols[i]);
+      else
+        d->set_dim_value(dims[i]);
+    }
+  }
+  onnx::ModelProto m_;
+};
+
+constexpr int kF32 = onnx::TensorProto::FLOAT;
+constexpr int kI64 = onnx::TensorProto::INT64;
+
+int count_kind(const Graph& g, OpKind k) {
+  int n = 0;
+  for (const GraphNode& node : g.nodes()) n += node.kind() == k;
+  return n;
+}
+
+HostTensor tensor(std::vector<int64_t> shape, std::vector<float> values) {
+  HostTensor t = HostTensor::empty(DType::f32, shape);
+  std::copy(values.begin(), values.end(), t.data<float>());
+  return t;
+}
+
+// Runs a graph on the CPU device.
+std::map<std::string, HostTensor> run_cpu(const Graph& g,
+                                          const std::map<std::string, HostTensor>& inputs) {
+  static Registry reg = open_registry();
+  Device* cpu = reg.find("cpu:0");
+  auto e = Engine::create(g, {cpu});
+  EXPECT_TRUE(e.ok()) << e.status().message();
+  if (!e.ok()) return {};
+  auto out = (*e)->run(inputs);
+  EXPECT_TRUE(out.ok()) << out.status().message();
+  return out.ok() ? *out : std::map<std::string, HostTensor>{};
+}
+
+TEST(OnnxImport, ShapeArithmeticFoldsAtImport) {
+  // y = reshape(x, concat(shape(x)[0:1], [-1])): the exporter's way of writing flatten.
+  Model m;
+  m.input("x", kF32, {2, 3, 4}).output("y");
+  m.init_i64("zero", {1}, {0});
+  m.init_i64("minus_one", {1}, {-1});
+  m.node("Shape", {"x"}, {"s"});
+  m.node("Gather", {"s", "zero"}, {"batch"});
+  Model::attr(m.node("Concat", {"batch", "minus_one"}, {"shape"}), "axis", int64_t{0});
+  m.node("Reshape", {"x", "shape"}, {"y"});
+  auto g = m.import();
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  EXPECT_EQ(g->nodes().size(), 1u);
+  EXPECT_EQ(g->nodes()[0].kind(), OpKind::reshape);
+  EXPECT_EQ(g->constants().size(), 0u);
+  const TensorDesc& y = g->value(g->outputs()[0]).desc;
+  EXPECT_EQ(y.shape_str(), "[2,12]");
+}
+
+TEST(OnnxImport, AnUnmappedOpNamesTheNodeTheTypeAndTheOpset) {
+  Model m(15);
+  m.input("x", kF32, {4}).output("y");
+  m.node("Hardmax", {"x"}, {"y"}, "the_node");
+  auto g = m.import();
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.status().code(), Code::unsupported);
+  const std::string& msg = g.status().message();
+  EXPECT_NE(msg.find("model.onnx"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("node 'the_node'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("Hardmax"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("opset 15"), std::string::npos) << msg;
+}
+
+TEST(OnnxImport, OpsetsOutsideTheImportedRangeAreRefused) {
+  Model old(6), ok(13);
+  for (Model* m : {&old, &ok}) {
+    m->input("x", kF32, {4}).output("y");
+    m->node("Relu", {"x"}, {"y"});
+  }
+  auto g = old.import();
+  ASSERT_FALSE(g.ok());
+  EXPECT_NE(g.status().message().find("opset 6"), std::string::npos) << g.status().message();
+  EXPECT_TRUE(ok.import().ok());
+}
+
+TEST(OnnxImport, Int64ThatDoesNotFitI32IsAnErrorNamingTheTensor) {
+  Model m;
+  m.input("table", kF32, {4, 2}).output("y");
+  m.init_i64("ids", {2}, {1, int64_t{1} << 40});
+  m.node("Gather", {"table", "ids"}, {"y"});
+  auto g = m.import();
+  ASSERT_FALSE(g.ok());
+  EXPECT_NE(g.status().message().find("1099511627776"), std::string::npos) << g.status().message();
+}
+
+TEST(OnnxImport, GatherOfRowsMapsOntoEmbeddingWithNegativeIndicesMadePositive) {
+  Model m;
+  m.input("table", kF32, {4, 2}).output("y");
+  m.init_i64("ids", {3}, {3, -4, 1});
+  m.node("Gather", {"table", "ids"}, {"y"});
+  auto g = m.import();
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  EXPECT_EQ(count_kind(*g, OpKind::embedding), 1);
+  auto out = run_cpu(*g, {{"table", tensor({4, 2}, {0, 1, 2, 3, 4, 5, 6, 7})}});
+  ASSERT_TRUE(out.count("y"));
+  const float* y = out.at("y").data<float>();
+  EXPECT_EQ(std::vector<float>(y, y + 6), (std::vector<float>{6, 7, 0, 1, 2, 3}));
+}
+
+TEST(OnnxImport, AScalarGatherIndexIsASliceView) {
+  Model m;
+  m.input("x", kF32, {2, 3}).output("y");
+  m.init_i64("last", {}, {-1});
+  Model::attr(m.node("Gather", {"x", "last"}, {"y"}), "axis", int64_t{1});
+  auto g = m.import();
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  EXPECT_EQ(count_kind(*g, OpKind::slice), 1);
+  auto out = run_cpu(*g, {{"x", tensor({2, 3}, {1, 2, 3, 4, 5, 6})}});
+  ASSERT_TRUE(out.count("y"));
+  EXPECT_EQ(out.at("y").desc().shape_str(), "[2]");
+  EXPECT_EQ(out.at("y").data<float>()[0], 3.0f);
+  EXPECT_EQ(out.at("y").data<float>()[1], 6.0f);
+}
+
+TEST(OnnxImport, GemmWithEveryAttributeMatchesItsDefinition) {
+  // y = 0.5 * A^T B^T + 2 * C
+  Model m;
+  m.input("a", kF32, {2, 3}).input("b", kF32, {2, 2}).output("y");
+  m.init("c", {1, 2}, {1, -1});
+  auto& n = m.node("Gemm", {"a", "b", "c"}, {"y"});
+  Model::attr(n, "alpha", 0.5f);
+  Model::attr(n, "beta", 2.0f);
+  Model::attr(n, "transA", int64_t{1});
+  Model::attr(n, "transB", int64_t{1});
+  OnnxOptions o;
+  o.input_shapes["a"] = {2, 3};
+  auto g = m.import(o);
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  const std::vector<float> a = {1, 2, 3, 4, 5, 6}, b = {1, 2, 3, 4};
+  auto out = run_cpu(*g, {{"a", tensor({2, 3}, a)}, {"b", tensor({2, 2}, b)}});
+  ASSERT_TRUE(out.count("y"));
+  const float c[2] = {1, -1};
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 2; ++j) {
+      float s = 0;
+      for (int k = 0; k < 2; ++k)
+        s += a[static_cast<size_t>(k * 3 + i)] * b[static_cast<size_t>(j * 2 + k)];
+      EXPECT_FLOAT_EQ(out.at("y").data<float>()[i * 2 + j], 0.5f * s + 2.0f * c[j])
+          << i << "," << j;
+    }
+}
+
+TEST(OnnxImport, SoftmaxAxisFollowsTheOpsetsSemantics) {
+  const std::vector<float> x = {1, 2, 3, 4, 5, 6, 7, 8};
+  for (int opset : {11, 13}) {
+    Model m(opset);
+    m.input("x", kF32, {2, 2, 2}).output("y");
+    Model::attr(m.node("Softmax", {"x"}, {"y"}), "axis", int64_t{1});
+    auto g = m.import();
+    ASSERT_TRUE(g.ok()) << g.status().message();
+    auto out = run_cpu(*g, {{"x", tensor({2, 2, 2}, x)}});
+    ASSERT_TRUE(out.count("y"));
+    const float* y = out.at("y").data<float>();
+    if (opset == 11) {  // over the 4 trailing elements of each batch row, flattened
+      double z = 0;
+      for (int k = 0; k < 4; ++k) z += std::exp(x[static_cast<size_t>(k)]);
+      EXPECT_NEAR(y[0], std::exp(1.0) / z, 1e-6);
+    } else {  // over axis 1 alone: pairs (x[0], x[2])
+      EXPECT_NEAR(y[0], std::exp(1.0) / (std::exp(1.0) + std::exp(3.0)), 1e-6);
+    }
+  }
+}
+
+TEST(OnnxImport, LayerNormalizationOverSeveralAxesFlattensThem) {
+  Model m;
+  m.input("x", kF32, {2, 2, 2}).output("y");
+  m.init("scale", {2, 2}, {1, 2, 3, 4});
+  Model::attr(m.node("LayerNormalization", {"x", "scale"}, {"y"}), "axis", int64_t{1});
+  auto g = m.import();
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  EXPECT_EQ(count_kind(*g, OpKind::layernorm), 1);
+  const std::vector<float> x = {1, 2, 3, 4, 10, 20, 30, 40};
+  auto out = run_cpu(*g, {{"x", tensor({2, 2, 2}, x)}});
+  ASSERT_TRUE(out.count("y"));
+  const double mean = 2.5, var = 1.25;
+  EXPECT_NEAR(out.at("y").data<float>()[3], 4.0 * (4 - mean) / std::sqrt(var + 1e-5), 1e-4);
+}
+
+TEST(OnnxImport, GeluWrittenOutByTheExporterBecomesOneOp) {
+  // y = x * 0.5 * (1 + erf(x / sqrt(2))), as PyTorch exports nn.GELU below opset 20.
+  Model m;
+  m.input("x", kF32, {8}).output("y");
+  m.init("sqrt2", {}, {1.4142135f});
+  m.init("one", {}, {1.0f});
+  m.init("half", {}, {0.5f});
+  m.node("Div", {"x", "sqrt2"}, {"t"});
+  m.node("Erf", {"t"}, {"e"});
+  m.node("Add", {"e", "one"}, {"a"});
+  m.node("Mul", {"x", "a"}, {"m"});
+  m.node("Mul", {"m", "half"}, {"y"});
+  std::vector<std::string> notes;
+  OnnxOptions o;
+  o.notes = &notes;
+  auto g = m.import(o);
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  ASSERT_EQ(g->nodes().size(), 1u);
+  EXPECT_EQ(g->nodes()[0].kind(), OpKind::gelu);
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_NE(notes[0].find("Gelu"), std::string::npos) << notes[0];
+}
+
+TEST(OnnxImport, APatternWhoseInnerValueIsReadElsewhereIsNotFused) {
+  Model m;
+  m.input("x", kF32, {8}).output("y").output("s");
+  m.node("Sigmoid", {"x"}, {"s"});
+  m.node("Mul", {"x", "s"}, {"y"});
+  auto g = m.import();
+  // Sigmoid is needed on its own then, which duet maps only when known.
+  EXPECT_FALSE(g.ok() && count_kind(*g, OpKind::silu) == 1);
+  Model fused;
+  fused.input("x", kF32, {8}).output("y");
+  fused.node("Sigmoid", {"x"}, {"s"});
+  fused.node("Mul", {"s", "x"}, {"y"});
+  auto f = fused.import();
+  ASSERT_TRUE(f.ok()) << f.status().message();
+  EXPECT_EQ(count_kind(*f, OpKind::silu), 1);
+}
+
+TEST(OnnxImport, SymbolicDimsComeFromTheOptionsOrAreOneWithANote) {
+  Model m;
+  m.input("x", kF32, {0, 0, 8}, {"batch", "seq"}).output("y");
+  m.node("Relu", {"x"}, {"y"});
+  std::vector<std::string> notes;
+  OnnxOptions o;
+  o.dims["seq"] = 5;
+  o.notes = &notes;
+  auto g = m.import(o);
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  EXPECT_EQ(g->value(g->inputs()[0]).desc.shape_str(), "[1,5,8]");
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_NE(notes[0].find("'batch'"), std::string::npos) << notes[0];
+  o.input_shapes["x"] = {3, 4, 8};
+  auto g2 = m.import(o);
+  ASSERT_TRUE(g2.ok());
+  EXPECT_EQ(g2->value(g2->inputs()[0]).desc.shape_str(), "[3,4,8]");
+}
+
+TEST(OnnxImport, InputsKeepTheirNamesAndAliasedOutputsGetCopies) {
+  Model m;
+  m.input("input.1", kF32, {4}).output("same").output("flat");
+  m.node("Identity", {"input.1"}, {"same"});
+  m.node("Dropout", {"input.1"}, {"flat"});
+  auto g = m.import();
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  EXPECT_EQ(g->value(g->inputs()[0]).name, "input.1");
+  ASSERT_EQ(g->outputs().size(), 2u);
+  EXPECT_EQ(g->value(g->outputs()[0]).name, "same");
+  EXPECT_EQ(g->value(g->outputs()[1]).name, "flat");
+  EXPECT_EQ(count_kind(*g, OpKind::copy), 2);
+}
+
+TEST(OnnxImport, FrozenInputsBecomeConstantsAndFold) {
+  Model m;
+  m.input("x", kF32, {2, 6}).input("shape", kI64, {2}).output("y");
+  m.node("Reshape", {"x", "shape"}, {"y"});
+  EXPECT_FALSE(m.import().ok());  // the shape is computed at run time
+  OnnxOptions o;
+  HostTensor s = HostTensor::empty(DType::i32, std::vector<int64_t>{2});
+  s.data<int32_t>()[0] = 3;
+  s.data<int32_t>()[1] = -1;
+  o.frozen_inputs["shape"] = s;
+  auto g = m.import(o);
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  EXPECT_EQ(g->inputs().size(), 1u);
+  EXPECT_EQ(g->value(g->outputs()[0]).desc.shape_str(), "[3,4]");
+}
+
+TEST(OnnxImport, MatMulWithVectorsDropsThePromotedDims) {
+  Model m;
+  m.input("v", kF32, {3}).input("w", kF32, {3, 2}).output("y");
+  m.node("MatMul", {"v", "w"}, {"y"});
+  auto g = m.import();
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  EXPECT_EQ(g->value(g->outputs()[0]).desc.shape_str(), "[2]");
+}
+
+TEST(OnnxImport, MalformedBytesAreAParseError) {
+  const std::string junk = "\x08\x07\x12\xff\xff\xff\xff\x0f garbage";
+  auto g = import_onnx({reinterpret_cast<const std::byte*>(junk.data()), junk.size()}, ".", "junk");
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.status().code(), Code::parse_error) << g.status().message();
+}
+
+TEST(OnnxImport, NodesOfOtherDomainsAndNonTensorInputsAreRefused) {
+  Model m;
+  m.input("x", kF32, {4}).output("y");
+  m.node("FusedGemm", {"x"}, {"y"}).set_domain("com.microsoft");
+  auto g = m.import();
+  ASSERT_FALSE(g.ok());
+  EXPECT_NE(g.status().message().find("com.microsoft"), std::string::npos);
+
+  Model s;
+  auto* in = s.proto().mutable_graph()->add_input();
+  in->set_name("seq");
+  in->mutable_type()->mutable_sequence_type();
+  s.output("y");
+  s.node("Identity", {"seq"}, {"y"});
+  auto g2 = s.import();
+  ASSERT_FALSE(g2.ok());
+  EXPECT_NE(g2.status().message().find("'seq'"), std::string::npos) << g2.status().message();
+}
+
+class OnnxFiles : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::path(DUET_TEST_TMPDIR) /
+           ("onnx-" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  fs::path dir_;
+};
+
+TEST_F(OnnxFiles, ExternalDataIsReadBesideTheModel) {
+  Model m;
+  m.input("x", kF32, {4}).output("y");
+  auto& w = m.init("w", {4}, {});
+  w.clear_float_data();
+  w.set_data_location(onnx::TensorProto::EXTERNAL);
+  auto kv = [&](const char* k, const std::string& v) {
+    auto* e = w.add_external_data();
+    e->set_key(k);
+    e->set_value(v);
+  };
+  kv("location", "weights.bin");
+  kv("offset", "8");
+  kv("length", "16");
+  m.node("Mul", {"x", "w"}, {"y"});
+  m.save((dir_ / "m.onnx").string());
+  const float data[6] = {-1, -1, 1, 2, 3, 4};
+  std::ofstream((dir_ / "weights.bin").string(), std::ios::binary)
+      .write(reinterpret_cast<const char*>(data), sizeof data);
+  auto g = load_model((dir_ / "m.onnx").string());
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  auto out = run_cpu(*g, {{"x", tensor({4}, {1, 1, 1, 1})}});
+  ASSERT_TRUE(out.count("y"));
+  EXPECT_EQ(out.at("y").data<float>()[3], 4.0f);
+
+  kv("location", "../outside.bin");  // a second location entry wins when read last
+  w.mutable_external_data()->DeleteSubrange(0, 1);
+  m.save((dir_ / "escape.onnx").string());
+  auto bad = load_model((dir_ / "escape.onnx").string());
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("outside.bin"), std::string::npos)
+      << bad.status().message();
+}
+
+}  // namespace
+}  // namespace duet
