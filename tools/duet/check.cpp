@@ -10,6 +10,7 @@
 
 #include "check/check.h"
 #include "duet/backends.h"
+#include "duet/check_model.h"
 #include "duet/commands.h"
 #include "duet/common.h"
 #include "reference/reference.h"
@@ -23,6 +24,10 @@ struct Options {
   std::string json_path;
   bool full = false;
   bool verbose = false;
+  // A model instead of the op cases.
+  ModelArgs model;
+  std::string inputs_path, policy;
+  const CLI::Option* policy_given = nullptr;
 };
 
 struct Row {
@@ -147,6 +152,23 @@ void print_matrix(const std::vector<Row>& rows, const std::vector<Device*>& devi
 }
 
 int run_check(const CLI::App& cmd, const Options& o) {
+  if (!o.model.path.empty()) {
+    if (!o.ops.empty() || !o.dtypes.empty() || o.full)
+      return fail(cmd,
+                  "--op, --dtype and --full choose op cases; with a model, every op of the "
+                  "model is checked",
+                  2);
+    ModelCheckOptions m;
+    m.model = o.model;
+    m.inputs_path = o.inputs_path;
+    m.json_path = o.json_path;
+    m.policy = o.policy;
+    m.policy_given = o.policy_given->count() > 0;
+    m.devices = o.devices;
+    return check_model(cmd, m);
+  }
+  if (!o.inputs_path.empty() || !o.model.dims.empty() || o.policy_given->count())
+    return fail(cmd, "--inputs, --dim and --policy apply to a model (duet check MODEL)", 2);
   if (Status s = validate_ops(o.ops); !s.ok()) return fail(cmd, s.message(), 2);
   if (Status s = validate_dtypes(o.dtypes); !s.ok()) return fail(cmd, s.message(), 2);
   Registry reg = open_registry();
@@ -237,8 +259,17 @@ int run_check(const CLI::App& cmd, const Options& o) {
 Command add_check(CLI::App& app) {
   auto* sub = app.add_subcommand(
       "check",
-      "Run every op on every device and kernel tier and compare with the float64 CPU reference");
+      "Run every op on every device and kernel tier and compare with the float64 CPU reference; "
+      "with a MODEL, run that model on every device and tier and compare every op's value");
   auto o = std::make_shared<Options>();
+  sub->add_option("model", o->model.path,
+                  "A model to check op by op (duet-graph JSON or ONNX) instead of the op cases");
+  sub->add_option("--inputs", o->inputs_path,
+                  "With a model: its inputs as .safetensors, by input name (default: random)");
+  add_dim_option(*sub, o->model);
+  o->policy_given = sub->add_option("--policy", o->policy,
+                                    "With a model: overrides, e.g. 'precision=f16' (default: "
+                                    "$DUET_POLICY)");
   sub->add_option("--device", o->devices, "Device id to check (repeatable; default: all)");
   sub->add_option("--op", o->ops, "Op to check (repeatable; default: all)");
   sub->add_option("--dtype", o->dtypes, "Input dtype to check (repeatable; default: all)");

@@ -1,0 +1,213 @@
+// duet check MODEL: a user's own model (duet-graph JSON or ONNX) run on every device and kernel
+// tier that can run it, every value a kernel computes compared with the float64 reference, one
+// table with a row per op and a column per run, and the first op whose error leaves the
+// tolerance of its precision marked.
+#include <cmath>
+#include <cstdio>
+
+#include <nlohmann/json.hpp>
+
+#include "check/graph_check.h"
+#include "duet/backends.h"
+#include "duet/check_model.h"
+#include "duet/common.h"
+
+namespace duet::cli {
+
+namespace {
+
+size_t u(int i) {
+  return static_cast<size_t>(i);
+}
+
+std::string ratio_text(const check::NodeCheck& k) {
+  const check::Metrics& m = k.metrics;
+  if (m.nan) return "FAIL " + std::to_string(m.nan) + " NaN";
+  if (m.inf_mismatch) return "FAIL inf";
+  if (k.tol.exact) return m.mismatches ? "FAIL " + std::to_string(m.mismatches) + " differ" : "0";
+  char b[32];
+  std::snprintf(b, sizeof b, k.ratio < 0.01 ? "%.0e" : "%.2f", k.ratio);
+  return k.passed ? std::string(b) : "FAIL " + std::string(b);
+}
+
+std::string run_label(const check::GraphCheck& r) {
+  return r.device + (r.deny.empty() ? "" : " deny=" + r.deny);
+}
+
+std::string fmt(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.3g", v);
+  return b;
+}
+
+nlohmann::json run_json(const Graph& g, const check::GraphCheck& r) {
+  nlohmann::json j = {{"device", r.device}, {"deny", r.deny}, {"error", r.error}};
+  j["first_failure"] = r.first_failure < 0
+                           ? nlohmann::json()
+                           : nlohmann::json(g.nodes()[u(r.nodes[u(r.first_failure)].node)].name);
+  j["ops"] = nlohmann::json::array();
+  for (const check::NodeCheck& k : r.nodes) {
+    const GraphNode& n = g.nodes()[u(k.node)];
+    j["ops"].push_back(
+        {{"node", n.name},
+         {"op", op_name(n.kind())},
+         {"output", n.op.output.str()},
+         {"tier", k.tier},
+         {"precision", precision_name(k.precision)},
+         {"passed", k.passed},
+         {"ratio", std::isfinite(k.ratio) ? nlohmann::json(k.ratio) : nlohmann::json()},
+         {"nmse", k.metrics.nmse},
+         {"max_abs", k.metrics.max_abs},
+         {"max_rel", k.metrics.max_rel},
+         {"nan", k.metrics.nan},
+         {"mismatches", k.metrics.mismatches},
+         {"tolerance", k.tol.str()}});
+  }
+  if (r.alone_run)
+    j["first_failure_alone"] = {{"passed", r.alone.passed},
+                                {"nmse", r.alone.metrics.nmse},
+                                {"max_rel", r.alone.metrics.max_rel},
+                                {"message", r.alone.message}};
+  return j;
+}
+
+void print_table(const Graph& g, const std::vector<check::GraphCheck>& runs) {
+  std::vector<const check::GraphCheck*> cols;
+  for (const auto& r : runs)
+    if (r.error.empty()) cols.push_back(&r);
+  std::printf("runs:\n");
+  for (size_t c = 0; c < runs.size(); ++c) {
+    const auto& r = runs[c];
+    if (!r.error.empty())
+      std::printf("       %s: not run: %s\n", run_label(r).c_str(), r.error.c_str());
+  }
+  for (size_t c = 0; c < cols.size(); ++c)
+    std::printf("  [%zu]  %s\n", c + 1, run_label(*cols[c]).c_str());
+  if (cols.empty()) return;
+  std::printf(
+      "error / tolerance of each op's value in the graph (1 = at the bound of its precision)\n");
+  // Rows: every kernel node, in graph order.
+  struct Row {
+    std::vector<std::string> cells;
+  };
+  std::vector<std::string> head = {"#", "node", "op", "output", "tier"};
+  for (size_t c = 0; c < cols.size(); ++c) head.push_back("[" + std::to_string(c + 1) + "]");
+  std::vector<Row> rows = {{head}};
+  std::vector<int> seen;
+  int index = 0;
+  for (size_t i = 0; i < g.nodes().size(); ++i) {
+    const GraphNode& n = g.nodes()[i];
+    if (is_view(n.kind())) continue;
+    Row row;
+    row.cells = {std::to_string(++index), n.name, std::string(op_name(n.kind())), n.op.output.str(),
+                 ""};
+    std::string tiers;
+    for (const check::GraphCheck* r : cols) {
+      std::string cell = "-";
+      for (size_t k = 0; k < r->nodes.size(); ++k) {
+        const check::NodeCheck& nc = r->nodes[k];
+        if (u(nc.node) != i) continue;
+        cell = ratio_text(nc);
+        if (static_cast<int>(k) == r->first_failure) cell += " <- first";
+        const std::string t = nc.tier + " " + std::string(precision_name(nc.precision));
+        if (tiers.find(t) == std::string::npos) tiers += (tiers.empty() ? "" : ", ") + t;
+      }
+      row.cells.push_back(cell);
+    }
+    row.cells[4] = tiers;
+    rows.push_back(std::move(row));
+  }
+  std::vector<size_t> w(head.size(), 0);
+  for (const Row& r : rows)
+    for (size_t c = 0; c < r.cells.size(); ++c) w[c] = std::max(w[c], r.cells[c].size());
+  for (const Row& r : rows) {
+    std::string line = " ";
+    for (size_t c = 0; c < r.cells.size(); ++c) {
+      const std::string& s = r.cells[c];
+      if (c == 0)
+        line += std::string(w[c] - s.size(), ' ') + s;
+      else
+        line += "  " + s + (c + 1 < r.cells.size() ? std::string(w[c] - s.size(), ' ') : "");
+    }
+    std::printf("%s\n", line.c_str());
+  }
+}
+
+}  // namespace
+
+int check_model(const CLI::App& cmd, const ModelCheckOptions& o) {
+  auto policy = choose_policy(o.policy_given ? std::optional(o.policy) : std::nullopt);
+  if (!policy.ok()) return fail(cmd, policy.status().message(), 2);
+  std::optional<std::map<std::string, HostTensor>> given;
+  if (!o.inputs_path.empty()) {
+    auto read = read_inputs_file(o.inputs_path);
+    if (!read.ok()) return fail(cmd, read.status().message(), 2);
+    given = std::move(*read);
+  }
+  std::vector<std::string> notes;
+  auto graph = load_graph_file(o.model, true, given ? &*given : nullptr, &notes);
+  if (!graph.ok()) return fail(cmd, graph.status().message(), 2);
+  if (auto missing = graph->unbound_constants(); !missing.empty())
+    return fail(cmd, "graph '" + graph->name() + "': constant '" + missing[0] + "' has no data", 2);
+  std::string inputs_note;
+  auto inputs = graph_inputs(*graph, given ? &*given : nullptr, o.inputs_path, inputs_note);
+  if (!inputs.ok()) return fail(cmd, inputs.status().message(), 2);
+  Registry reg = open_registry();
+  auto devices = select_devices(reg, o.devices);
+  if (!devices.ok()) return fail(cmd, devices.status().message(), 2);
+
+  auto ref = check::reference_graph(*graph, *inputs);
+  if (!ref.ok()) return fail(cmd, "float64 reference: " + ref.status().message(), 1);
+  std::vector<check::GraphCheck> runs;
+  for (Device* d : *devices)
+    for (auto& r : check::check_graph(*graph, *ref, *inputs, *d, policy->policy))
+      runs.push_back(std::move(r));
+
+  int kernels = 0;
+  for (const GraphNode& n : graph->nodes()) kernels += !is_view(n.kind());
+  std::printf("model '%s': %d ops, %zu inputs; reference: float64, each value held in its dtype\n",
+              graph->name().c_str(), kernels, graph->inputs().size());
+  if (!inputs_note.empty()) std::printf("%s\n", inputs_note.c_str());
+  for (const std::string& n : notes) std::printf("import: %s\n", n.c_str());
+  std::printf("%s\n", policy->line().c_str());
+  print_table(*graph, runs);
+
+  int diverged = 0, ran = 0;
+  for (const auto& r : runs) {
+    if (!r.error.empty()) continue;
+    ++ran;
+    if (r.first_failure < 0) continue;
+    ++diverged;
+    const check::NodeCheck& k = r.nodes[u(r.first_failure)];
+    const GraphNode& n = graph->nodes()[u(k.node)];
+    std::printf("FIRST DIVERGENCE on %s: %s '%s' (%s %s): ", run_label(r).c_str(),
+                std::string(op_name(n.kind())).c_str(), n.name.c_str(), k.tier.c_str(),
+                std::string(precision_name(k.precision)).c_str());
+    if (k.tol.exact)
+      std::printf("%lld elements differ, exact expected\n",
+                  static_cast<long long>(k.metrics.mismatches + k.metrics.nan));
+    else
+      std::printf("nmse %s, max rel %s; tolerance %s\n", fmt(k.metrics.nmse).c_str(),
+                  fmt(k.metrics.max_rel).c_str(), k.tol.str().c_str());
+    if (r.alone.passed)
+      std::printf(
+          "  alone on the same kernel, fed the reference's inputs, it passes (nmse %s): "
+          "the error came in with its inputs\n",
+          fmt(r.alone.metrics.nmse).c_str());
+    else
+      std::printf("  alone on the same kernel, fed the reference's inputs, it fails too: %s\n",
+                  r.alone.message.c_str());
+  }
+  std::printf("%d runs on %zu devices: %d within tolerance, %d diverge, %zu not run\n", ran,
+              devices->size(), ran - diverged, diverged, runs.size() - static_cast<size_t>(ran));
+
+  if (!o.json_path.empty()) {
+    nlohmann::json j = {{"model", graph->name()}, {"runs", nlohmann::json::array()}};
+    for (const auto& r : runs) j["runs"].push_back(run_json(*graph, r));
+    if (Status st = write_file_atomically(o.json_path, j.dump(2) + "\n"); !st.ok())
+      return fail(cmd, st.message());
+  }
+  return diverged == 0 && ran > 0 ? 0 : 1;
+}
+
+}  // namespace duet::cli
