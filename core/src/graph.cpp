@@ -105,7 +105,7 @@ Result<Graph> Graph::with_input_shapes(const std::map<std::string, TensorDesc>& 
       map[i] =
           b.constant(v.name, v.desc.dtype,
                      std::vector<int64_t>(v.desc.dims().begin(), v.desc.dims().end()), v.source);
-      if (v.data) b.g_.values_[u(map[i].id)].data = v.data;
+      if (v.data && map[i].valid()) b.g_.values_[u(map[i].id)].data = v.data;
     } else {
       const GraphNode& n = nodes_[u(v.producer)];
       std::vector<ValueId> ins;

@@ -137,5 +137,18 @@ TEST(Graph, NewInputShapesReinferEveryOp) {
   EXPECT_FALSE(g3.ok());
 }
 
+TEST(Graph, NewInputShapesAnOpRefusesAreAnErrorEvenWithConstantsAfterIt) {
+  // Importers add constants between nodes; a failed re-inference must not reach past them.
+  GraphBuilder b("fixed");
+  ValueId x = b.input("x", DType::f32, {2, 8});
+  ValueId r = b.reshape(x, {4, 4}, "square");
+  ValueId w = b.constant("w", HostTensor::empty(DType::f32, std::vector<int64_t>{4}));
+  b.output(b.mul(r, w, "y"));
+  Graph g = *b.build();
+  auto g2 = g.with_input_shapes({{"x", TensorDesc::contiguous(DType::f32, {3, 8})}});
+  ASSERT_FALSE(g2.ok());
+  EXPECT_HAS(g2.status().message(), "square");
+}
+
 }  // namespace
 }  // namespace duet
