@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "check/graph_check.h"
+#include "check/inputs.h"
 #include "duet/backends.h"
 #include "duet/check_model.h"
 #include "duet/common.h"
@@ -26,7 +27,10 @@ std::string ratio_text(const check::NodeCheck& k) {
   if (m.inf_mismatch) return "FAIL inf";
   if (k.tol.exact) return m.mismatches ? "FAIL " + std::to_string(m.mismatches) + " differ" : "0";
   char b[32];
-  std::snprintf(b, sizeof b, k.ratio < 0.01 ? "%.0e" : "%.2f", k.ratio);
+  if (k.ratio == 0)
+    std::snprintf(b, sizeof b, "0");
+  else
+    std::snprintf(b, sizeof b, k.ratio < 0.01 ? "%.0e" : "%.2f", k.ratio);
   return k.passed ? std::string(b) : "FAIL " + std::string(b);
 }
 
@@ -140,7 +144,7 @@ int check_model(const CLI::App& cmd, const ModelCheckOptions& o) {
   if (!policy.ok()) return fail(cmd, policy.status().message(), 2);
   std::optional<std::map<std::string, HostTensor>> given;
   if (!o.inputs_path.empty()) {
-    auto read = read_inputs_file(o.inputs_path);
+    auto read = check::read_inputs_file(o.inputs_path);
     if (!read.ok()) return fail(cmd, read.status().message(), 2);
     given = std::move(*read);
   }
@@ -150,7 +154,7 @@ int check_model(const CLI::App& cmd, const ModelCheckOptions& o) {
   if (auto missing = graph->unbound_constants(); !missing.empty())
     return fail(cmd, "graph '" + graph->name() + "': constant '" + missing[0] + "' has no data", 2);
   std::string inputs_note;
-  auto inputs = graph_inputs(*graph, given ? &*given : nullptr, o.inputs_path, inputs_note);
+  auto inputs = check::graph_inputs(*graph, given ? &*given : nullptr, o.inputs_path, inputs_note);
   if (!inputs.ok()) return fail(cmd, inputs.status().message(), 2);
   Registry reg = open_registry();
   auto devices = select_devices(reg, o.devices);
@@ -165,8 +169,9 @@ int check_model(const CLI::App& cmd, const ModelCheckOptions& o) {
 
   int kernels = 0;
   for (const GraphNode& n : graph->nodes()) kernels += !is_view(n.kind());
-  std::printf("model '%s': %d ops, %zu inputs; reference: float64, each value held in its dtype\n",
-              graph->name().c_str(), kernels, graph->inputs().size());
+  const size_t n_in = graph->inputs().size();
+  std::printf("model '%s': %d ops, %zu input%s; reference: float64, each value held in its dtype\n",
+              graph->name().c_str(), kernels, n_in, n_in == 1 ? "" : "s");
   if (!inputs_note.empty()) std::printf("%s\n", inputs_note.c_str());
   for (const std::string& n : notes) std::printf("import: %s\n", n.c_str());
   std::printf("%s\n", policy->line().c_str());

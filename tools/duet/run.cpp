@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "check/inputs.h"
 #include "duet/backends.h"
 #include "duet/commands.h"
 #include "duet/common.h"
@@ -59,7 +60,7 @@ int run_graph(const CLI::App& cmd, const Options& o) {
   if (!policy.ok()) return fail(cmd, policy.status().message(), 2);
   std::optional<std::map<std::string, HostTensor>> given;
   if (!o.inputs_path.empty()) {
-    auto read = read_inputs_file(o.inputs_path);
+    auto read = check::read_inputs_file(o.inputs_path);
     if (!read.ok()) return fail(cmd, read.status().message(), 2);
     given = std::move(*read);
   }
@@ -75,7 +76,7 @@ int run_graph(const CLI::App& cmd, const Options& o) {
                 2);
   }
   std::string inputs_note;
-  auto inputs = graph_inputs(*graph, given ? &*given : nullptr, o.inputs_path, inputs_note);
+  auto inputs = check::graph_inputs(*graph, given ? &*given : nullptr, o.inputs_path, inputs_note);
   if (!inputs.ok()) return fail(cmd, inputs.status().message(), 2);
 
   // A registry of this command's own, closed before the process exits (not the process-wide
