@@ -15,6 +15,7 @@
 #include "duet/engine.h"
 #include "duet/graph_file.h"
 #include "duet/model_file.h"
+#include "duet/onnx.h"
 #include "duet/planner.h"
 #include "duet/safetensors.h"
 
@@ -329,6 +330,19 @@ duet_status duet_graph_load(const char* path, duet_graph** out) {
     *out = nullptr;
     DUET_REQUIRE("duet_graph_load", path);
     DUET_ASSIGN_OR_RETURN(duet::Graph g, duet::load_model(path));
+    *out = new duet_graph{std::move(g)};
+    return {};
+  });
+}
+
+duet_status duet_graph_load_onnx(const char* path, const char* dims, duet_graph** out) {
+  return guard("duet_graph_load_onnx", [&]() -> Status {
+    DUET_REQUIRE("duet_graph_load_onnx", out);
+    *out = nullptr;
+    DUET_REQUIRE("duet_graph_load_onnx", path);
+    duet::OnnxOptions o;
+    DUET_ASSIGN_OR_RETURN(o.dims, duet::parse_onnx_dims(dims ? dims : ""));
+    DUET_ASSIGN_OR_RETURN(duet::Graph g, duet::import_onnx(path, o));
     *out = new duet_graph{std::move(g)};
     return {};
   });

@@ -267,7 +267,8 @@ std::vector<onnx::NodeProto> fuse(onnx::GraphProto& g, std::vector<std::string>*
     }
     nodes[m.last] = std::move(fused);
     drop.insert(m.remove.begin(), m.remove.end());
-    ++counts[m.type + (m.approximate.empty() ? "" : " (" + m.approximate + ")")];
+    const std::string form = m.approximate == "none" ? "erf" : m.approximate;
+    ++counts[m.type + (form.empty() ? "" : " (" + form + " form)")];
   }
   std::vector<onnx::NodeProto> out;
   out.reserve(nodes.size() - drop.size());

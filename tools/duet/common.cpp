@@ -4,16 +4,12 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <charconv>
-#include <climits>
-#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 
 #include "duet/model_file.h"
-#include "duet/safetensors.h"
 
 namespace duet::cli {
 
@@ -123,15 +119,9 @@ Result<Graph> load_graph_file(const ModelArgs& model, bool load_constants,
   ModelOptions o;
   o.load_constants = load_constants;
   for (const std::string& d : split_list(model.dims)) {
-    const size_t eq = d.find('=');
-    int64_t n = 0;
-    const char* end = d.data() + d.size();
-    const bool number =
-        eq != std::string::npos && std::from_chars(d.data() + eq + 1, end, n).ptr == end && n > 0;
-    if (eq == 0 || !number)
-      return Status(Code::invalid_argument,
-                    "--dim '" + d + "': expected NAME=SIZE with a positive size, e.g. batch=4");
-    o.onnx.dims[d.substr(0, eq)] = n;
+    auto parsed = parse_onnx_dims(d);
+    if (!parsed.ok()) return Status(Code::invalid_argument, "--dim: " + parsed.status().message());
+    for (const auto& [name, n] : *parsed) o.onnx.dims[name] = n;
   }
   if (inputs)
     for (const auto& [name, t] : *inputs)
@@ -148,91 +138,6 @@ void add_dim_option(CLI::App& cmd, ModelArgs& model) {
   cmd.add_option("--dim", model.dims,
                  "ONNX models: the size of a symbolic dimension, NAME=SIZE (repeatable; unnamed "
                  "and unset dimensions are 1)");
-}
-
-Result<std::map<std::string, HostTensor>> read_inputs_file(const std::string& path) {
-  DUET_ASSIGN_OR_RETURN(SafetensorsFile f, read_safetensors(path));
-  std::map<std::string, HostTensor> out;
-  for (const SafetensorsEntry& e : f.tensors) {
-    if (e.dtype != "I64") {
-      auto t = f.tensor(e.name);
-      if (!t.ok()) return t.status().with_context("inputs file '" + path + "'");
-      out[e.name] = std::move(*t);
-      continue;
-    }
-    auto fail = [&](const std::string& why) {
-      return Status(Code::invalid_argument,
-                    "inputs file '" + path + "': tensor '" + e.name + "' (I64): " + why);
-    };
-    if (e.shape.size() > static_cast<size_t>(kMaxRank)) return fail("rank above 4");
-    const TensorDesc desc = TensorDesc::contiguous(DType::i32, e.shape);
-    if (Status s = validate(desc); !s.ok()) return fail(s.message());
-    HostTensor t = HostTensor::empty(desc);
-    for (int64_t i = 0; i < t.numel(); ++i) {
-      int64_t v;
-      std::memcpy(&v, f.data.data() + e.begin + static_cast<uint64_t>(i) * 8, 8);
-      if (v < INT32_MIN || v > INT32_MAX)
-        return fail("value " + std::to_string(v) + " at element " + std::to_string(i) +
-                    " does not fit the i32 duet holds ids in");
-      t.data<int32_t>()[i] = static_cast<int32_t>(v);
-    }
-    out[e.name] = std::move(t);
-  }
-  return out;
-}
-
-namespace {
-// Deterministic inputs when none are given: floats in +-[0.05, 1]; integers in [0, n) where n is
-// the row count of the embedding table they index (else 10).
-HostTensor random_input(const Graph& g, int value, uint64_t seed) {
-  const GraphValue& v = g.value(value);
-  HostTensor t = HostTensor::empty(v.desc);
-  int64_t range = 0;
-  for (const GraphNode& n : g.nodes())
-    if (n.kind() == OpKind::embedding && n.inputs.size() == 2 && n.inputs[1] == value) {
-      const int64_t rows = g.value(n.inputs[0]).desc.dim(0);
-      range = range == 0 ? rows : std::min(range, rows);
-    }
-  if (range == 0) range = 10;
-  std::vector<double> x(static_cast<size_t>(t.numel()));
-  uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
-  for (double& e : x) {
-    s = s * 6364136223846793005ull + 1442695040888963407ull;
-    const double r = static_cast<double>(s >> 11) / 9007199254740992.0;  // [0, 1)
-    if (is_float(v.desc.dtype))
-      e = (0.05 + 0.95 * r) * ((s >> 7) & 1 ? 1 : -1);
-    else
-      e = std::floor(r * static_cast<double>(range));
-  }
-  t.from_doubles(x);
-  return t;
-}
-}  // namespace
-
-Result<std::map<std::string, HostTensor>> graph_inputs(
-    const Graph& g, const std::map<std::string, HostTensor>* given, const std::string& path,
-    std::string& note) {
-  std::map<std::string, HostTensor> in;
-  if (!given) {
-    for (int id : g.inputs()) in[g.value(id).name] = random_input(g, id, static_cast<uint64_t>(id));
-    note = g.inputs().empty() ? "" : "inputs: random (no --inputs given)";
-    return in;
-  }
-  in = *given;
-  std::string names;
-  for (int id : g.inputs()) names += (names.empty() ? "" : ", ") + g.value(id).name;
-  for (const auto& [name, t] : in)
-    if (!g.find(name) || g.value(*g.find(name)).kind != ValueKind::input)
-      return Status(Code::invalid_argument, "inputs file '" + path + "': tensor '" + name +
-                                                "' is not an input of graph '" + g.name() +
-                                                "' (its inputs: " + names + ")");
-  for (int id : g.inputs())
-    if (!in.count(g.value(id).name))
-      return Status(Code::invalid_argument, "inputs file '" + path + "': no tensor '" +
-                                                g.value(id).name + "' (graph '" + g.name() +
-                                                "' needs: " + names + ")");
-  note = "inputs: " + path;
-  return in;
 }
 
 std::vector<std::string> split_list(const std::vector<std::string>& items) {

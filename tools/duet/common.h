@@ -52,16 +52,6 @@ Result<Graph> load_graph_file(const ModelArgs& model, bool load_constants,
 // Adds --dim to a command that reads model files.
 void add_dim_option(CLI::App& cmd, ModelArgs& model);
 
-// The tensors of an inputs .safetensors file; I64 tensors (the ids ONNX models take) become i32
-// when every value fits.
-Result<std::map<std::string, HostTensor>> read_inputs_file(const std::string& path);
-// The graph's inputs: `given` (from the inputs file at `path`, names checked against the graph)
-// or, without one, deterministic random values (floats in +-[0.05, 1], integers in the range of
-// the embedding they index). `note` says which.
-Result<std::map<std::string, HostTensor>> graph_inputs(
-    const Graph& g, const std::map<std::string, HostTensor>* given, const std::string& path,
-    std::string& note);
-
 // Splits "a,b,,c" into {"a", "b", "c"}.
 std::vector<std::string> split_list(const std::vector<std::string>& items);
 

@@ -115,9 +115,12 @@ DUET_C_API duet_status duet_tensors_save(const char* safetensors_path, const cha
 typedef struct duet_graph duet_graph;
 
 /* A graph file: duet-graph JSON (constants' .safetensors files are read relative to it) or an
- * ONNX model (told apart by content; symbolic dimensions are set to 1, see duet/onnx.h for the
- * C++ options). */
+ * ONNX model (told apart by content; its symbolic dimensions are 1). */
 DUET_C_API duet_status duet_graph_load(const char* path, duet_graph** out);
+/* An ONNX model with the sizes of its symbolic dimensions: `dims` is "batch=2,sequence=7" (NULL
+ * or "": every symbolic dimension is 1). An ONNX graph is specialised to its input shapes when
+ * loaded (its shape arithmetic folds), so run it with those shapes, or load it again. */
+DUET_C_API duet_status duet_graph_load_onnx(const char* path, const char* dims, duet_graph** out);
 /* A graph from JSON text; `base_dir` (may be NULL: ".") resolves constants' files. */
 DUET_C_API duet_status duet_graph_parse(const char* json, const char* base_dir, duet_graph** out);
 DUET_C_API void duet_graph_destroy(duet_graph* g);

@@ -46,6 +46,10 @@ struct DUET_API OnnxOptions {
   std::vector<std::string>* notes = nullptr;
 };
 
+// "batch=2,sequence=7" as sizes of symbolic dimensions (the --dim syntax), or an error naming
+// the term.
+DUET_API Result<std::map<std::string, int64_t>> parse_onnx_dims(std::string_view text);
+
 // Whether this build reads ONNX.
 DUET_API bool onnx_supported();
 
