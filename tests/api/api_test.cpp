@@ -136,6 +136,46 @@ TEST(CApi, EngineRunsAGraphAndMatchesTheMath) {
   duet_string_free(text);
 }
 
+#ifdef DUET_TEST_ONNX_MODELS
+TEST(CApi, LoadsAndRunsAnOnnxModel) {
+  const std::string dir = DUET_TEST_ONNX_MODELS;
+  Graph g;
+  EXPECT_EQ(duet_graph_load_onnx((dir + "/gpt2_block.onnx").c_str(), "batch=2,seq", &g.g),
+            DUET_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(duet_last_error()).find("'seq'"), std::string::npos) << duet_last_error();
+  ASSERT_EQ(duet_graph_load_onnx((dir + "/gpt2_block.onnx").c_str(), "batch=2,sequence=7", &g.g),
+            DUET_OK)
+      << duet_last_error();
+  ASSERT_EQ(duet_graph_input_count(g.g), 1u);
+  EXPECT_STREQ(duet_graph_input_name(g.g, 0), "x");
+  Tensor x, want, y;
+  ASSERT_EQ(duet_tensor_load((dir + "/gpt2_block.inputs.safetensors").c_str(), "x", &x.t), DUET_OK)
+      << duet_last_error();
+  ASSERT_EQ(duet_tensor_load((dir + "/gpt2_block.outputs.safetensors").c_str(), "y", &want.t),
+            DUET_OK)
+      << duet_last_error();
+  Engine e;
+  ASSERT_EQ(duet_engine_create(g.g, "", &e.e), DUET_OK) << duet_last_error();
+  const char* names[] = {"x"};
+  const duet_tensor* in[] = {x.t};
+  ASSERT_EQ(duet_engine_run(e.e, names, in, 1, &y.t, 1), DUET_OK) << duet_last_error();
+  const size_t n = static_cast<size_t>(duet_tensor_numel(want.t));
+  ASSERT_EQ(static_cast<size_t>(duet_tensor_numel(y.t)), n);
+  std::vector<float> a(n), b(n);
+  ASSERT_EQ(duet_tensor_to_float(y.t, a.data(), n), DUET_OK);
+  ASSERT_EQ(duet_tensor_to_float(want.t, b.data(), n), DUET_OK);
+  for (size_t i = 0; i < n; ++i) EXPECT_NEAR(a[i], b[i], 1e-4) << i;
+  // Loaded without sizes, the symbolic dimensions are 1: the graph is made for one token.
+  Graph one;
+  ASSERT_EQ(duet_graph_load((dir + "/gpt2_block.onnx").c_str(), &one.g), DUET_OK);
+  Engine e1;
+  ASSERT_EQ(duet_engine_create(one.g, "", &e1.e), DUET_OK) << duet_last_error();
+  Tensor y1;
+  EXPECT_NE(duet_engine_run(e1.e, names, in, 1, &y1.t, 1), DUET_OK);
+  EXPECT_EQ(y1.t, nullptr);
+}
+#endif
+
 TEST(CApi, ErrorsAreStatusesWithAMessageNamingTheProblem) {
   Graph g;
   EXPECT_EQ(duet_graph_parse("{not json", nullptr, &g.g), DUET_ERROR_PARSE);

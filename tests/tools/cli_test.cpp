@@ -426,4 +426,68 @@ TEST_F(Cli, RunOnAnUnknownDeviceIsRefused) {
   EXPECT_NE(r.err.find("vulkan:9"), std::string::npos) << r.err;
 }
 
+// ---- ONNX models --------------------------------------------------------------------------
+
+#ifdef DUET_TEST_ONNX_MODELS
+std::string onnx_model(const std::string& file) {
+  return std::string(DUET_TEST_ONNX_MODELS) + "/" + file;
+}
+
+TEST_F(Cli, RunsAnOnnxModelOnItsInputsFile) {
+  CliRun r = duet("run " + onnx_model("bert_layer.onnx") + " --inputs " +
+                  onnx_model("bert_layer.inputs.safetensors") + " --outputs " + path("y.st"));
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("embedding"), std::string::npos) << r.out;  // int64 ids became i32
+  auto got = duet::load_safetensors(path("y.st"));
+  auto want = duet::load_safetensors(onnx_model("bert_layer.outputs.safetensors"));
+  ASSERT_TRUE(got.ok() && want.ok());
+  const std::vector<double> g = got->at("y").to_doubles(), w = want->at("y").to_doubles();
+  ASSERT_EQ(g.size(), w.size());
+  for (size_t i = 0; i < g.size(); ++i) EXPECT_NEAR(g[i], w[i], 1e-4) << i;
+}
+
+TEST_F(Cli, ChecksAnOnnxModelOpByOp) {
+  CliRun r = duet("check " + onnx_model("gpt2_block.onnx") + " --inputs " +
+                  onnx_model("gpt2_block.inputs.safetensors") + " --json " + path("r.json"));
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("gelu"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("FIRST DIVERGENCE"), std::string::npos) << r.out;
+  const auto j = nlohmann::json::parse(slurp(path("r.json")));
+  ASSERT_GE(j["runs"].size(), 1u);
+  for (const auto& run : j["runs"]) {
+    EXPECT_TRUE(run["first_failure"].is_null()) << run.dump();
+    EXPECT_GT(run["ops"].size(), 10u);
+  }
+}
+
+TEST_F(Cli, AnOnnxOpDuetDoesNotMapIsAnErrorNamingItAndExitsTwo) {
+  // The GPT-2 block with its Softmax renamed Hardmax (same length: still a valid protobuf).
+  std::string bytes = slurp(onnx_model("gpt2_block.onnx"));
+  const std::string op_type("\x22\x07Softmax", 9);  // NodeProto field 4, 7 bytes
+  const size_t at = bytes.find(op_type);
+  ASSERT_NE(at, std::string::npos);
+  bytes.replace(at + 2, 7, "Hardmax");
+  const std::string m = write("hard.onnx", bytes);
+  for (const char* cmd : {"plan ", "run ", "check "}) {
+    CliRun r = duet(cmd + m);
+    EXPECT_EQ(r.status, 2) << cmd << r.err;
+    EXPECT_NE(r.err.find("'Hardmax'"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("opset 17"), std::string::npos) << r.err;
+    EXPECT_EQ(lines(r.err), 1) << r.err;
+  }
+}
+
+TEST_F(Cli, SymbolicDimensionsComeFromDim) {
+  CliRun r = duet("plan " + onnx_model("gpt2_block.onnx") + " --dim batch=3,sequence=5 --explain");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("f32[3,5,32]"), std::string::npos) << r.out;
+  CliRun one = duet("plan " + onnx_model("gpt2_block.onnx"));
+  EXPECT_EQ(one.status, 0) << one.err;
+  EXPECT_NE(one.err.find("'batch': set to 1"), std::string::npos) << one.err;
+  EXPECT_EQ(duet("plan " + onnx_model("gpt2_block.onnx") + " --dim batch=0").status, 2);
+  EXPECT_EQ(duet("plan " + write("tiny.json", kGraph) + " --dim batch=2").status, 2);
+  EXPECT_EQ(duet("check " + onnx_model("gpt2_block.onnx") + " --op matmul").status, 2);
+}
+#endif
+
 }  // namespace

@@ -1,0 +1,130 @@
+// Real exported models: a GPT-2-style decoder block and a BERT-style encoder layer with its
+// embeddings, exported by PyTorch at opset 17 (tools/onnx/export_test_models.py), run on the CPU
+// and every Vulkan device within tolerance of PyTorch's own outputs, and checked op by op on
+// every tier by the machinery of `duet check MODEL`.
+#include <gtest/gtest.h>
+
+#include "check/graph_check.h"
+#include "check/inputs.h"
+#include "duet/backends.h"
+#include "duet/engine.h"
+#include "duet/model_file.h"
+#include "duet/safetensors.h"
+
+namespace duet {
+namespace {
+
+Registry& registry() {
+  static Registry r = open_registry();
+  return r;
+}
+
+std::string model_path(const std::string& name, const std::string& suffix) {
+  return std::string(DUET_TEST_MODELS) + "/" + name + suffix;
+}
+
+struct Loaded {
+  Graph graph;
+  std::map<std::string, HostTensor> inputs;
+};
+
+Loaded load(const std::string& name, std::map<std::string, int64_t> dims = {}) {
+  Loaded l;
+  auto in = check::read_inputs_file(model_path(name, ".inputs.safetensors"));
+  EXPECT_TRUE(in.ok()) << in.status().message();
+  ModelOptions o;
+  if (dims.empty()) {
+    l.inputs = *in;
+    for (const auto& [n, t] : l.inputs)
+      o.onnx.input_shapes[n] = {t.desc().dims().begin(), t.desc().dims().end()};
+  }
+  o.onnx.dims = dims;
+  auto g = load_model(model_path(name, ".onnx"), o);
+  EXPECT_TRUE(g.ok()) << g.status().message();
+  if (g.ok()) l.graph = std::move(*g);
+  return l;
+}
+
+int count(const Graph& g, OpKind k) {
+  int n = 0;
+  for (const GraphNode& node : g.nodes()) n += node.kind() == k;
+  return n;
+}
+
+class ExportedModel : public testing::TestWithParam<std::string> {};
+
+TEST_P(ExportedModel, MatchesPyTorchOnTheCpuAndEveryVulkanDevice) {
+  Loaded m = load(GetParam());
+  ASSERT_FALSE(m.graph.nodes().empty());
+  auto want = load_safetensors(model_path(GetParam(), ".outputs.safetensors"));
+  ASSERT_TRUE(want.ok()) << want.status().message();
+  int ran = 0;
+  for (Device* d : registry().devices()) {
+    if (d->caps().backend == BackendKind::cuda) continue;  // tests/cuda covers GPUs
+    auto e = Engine::create(m.graph, {d});
+    ASSERT_TRUE(e.ok()) << d->id() << ": " << e.status().message();
+    auto out = (*e)->run(m.inputs);
+    ASSERT_TRUE(out.ok()) << d->id() << ": " << out.status().message();
+    const HostTensor& y = out->at("y");
+    const HostTensor& ref = want->at("y");
+    ASSERT_TRUE(y.desc().same_shape(ref.desc())) << y.desc().str() << " vs " << ref.desc().str();
+    const check::Metrics mt = check::compare(y.to_doubles(), ref.to_doubles(), false);
+    // PyTorch's f32 kernels are not a float64 reference: a few f32 roundings apart.
+    EXPECT_LT(mt.nmse, 1e-10) << d->id();
+    EXPECT_LT(mt.max_rel, 1e-4) << d->id();
+    ++ran;
+  }
+  EXPECT_GE(ran, 1);
+}
+
+TEST_P(ExportedModel, EveryOpAgreesWithTheReferenceOnEveryDeviceAndTier) {
+  Loaded m = load(GetParam());
+  auto ref = check::reference_graph(m.graph, m.inputs);
+  ASSERT_TRUE(ref.ok()) << ref.status().message();
+  for (Device* d : registry().devices()) {
+    for (const check::GraphCheck& r : check::check_graph(m.graph, *ref, m.inputs, *d, {})) {
+      EXPECT_TRUE(r.error.empty()) << r.device << " " << r.deny << ": " << r.error;
+      EXPECT_GT(r.nodes.size(), 10u);
+      if (r.first_failure >= 0) {
+        const check::NodeCheck& k = r.nodes[static_cast<size_t>(r.first_failure)];
+        ADD_FAILURE() << r.device << " " << r.deny << ": '"
+                      << m.graph.nodes()[static_cast<size_t>(k.node)].name << "' nmse "
+                      << k.metrics.nmse << ", tolerance " << k.tol.str();
+      }
+    }
+  }
+}
+
+TEST_P(ExportedModel, OtherSequenceLengthsFoldTheirShapeArithmeticAnew) {
+  Loaded m = load(GetParam(), {{"batch", 1}, {"sequence", 5}});
+  for (int id : m.graph.inputs()) {
+    EXPECT_EQ(m.graph.value(id).desc.dim(0), 1);
+    EXPECT_EQ(m.graph.value(id).desc.dim(1), 5);
+  }
+  std::string note;
+  auto inputs = check::graph_inputs(m.graph, nullptr, "", note);
+  ASSERT_TRUE(inputs.ok());
+  auto ref = check::reference_graph(m.graph, *inputs);
+  ASSERT_TRUE(ref.ok()) << ref.status().message();
+  for (const check::GraphCheck& r :
+       check::check_graph(m.graph, *ref, *inputs, *registry().find("cpu:0"), {})) {
+    EXPECT_TRUE(r.error.empty()) << r.error;
+    EXPECT_LT(r.first_failure, 0);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, ExportedModel, testing::Values("gpt2_block", "bert_layer"));
+
+TEST(ExportedModels, ExporterPatternsBecomeDuetOps) {
+  const Loaded gpt2 = load("gpt2_block");
+  EXPECT_EQ(count(gpt2.graph, OpKind::gelu), 1);  // tanh form, written out with Pow and Tanh
+  EXPECT_EQ(count(gpt2.graph, OpKind::layernorm), 2);
+  EXPECT_EQ(count(gpt2.graph, OpKind::softmax), 1);
+  const Loaded bert = load("bert_layer");
+  EXPECT_EQ(count(bert.graph, OpKind::gelu), 1);       // erf form
+  EXPECT_EQ(count(bert.graph, OpKind::embedding), 1);  // token ids (positions fold at import)
+  EXPECT_EQ(count(bert.graph, OpKind::cast), 1);       // the attention mask, int64 to float
+}
+
+}  // namespace
+}  // namespace duet
