@@ -66,7 +66,7 @@ class Matcher {
 
   size_t index(const onnx::NodeProto* n) const { return static_cast<size_t>(n - nodes_.data()); }
 
- private:
+  // The value of a float scalar constant (initializer or Constant node).
   std::optional<double> scalar(const std::string& name) const {
     onnx::TensorProto t;
     if (auto it = initializers_.find(name); it != initializers_.end()) {
@@ -83,6 +83,7 @@ class Matcher {
     return a->real_at(0);
   }
 
+ private:
   std::vector<onnx::NodeProto>& nodes_;
   std::set<std::string> graph_outputs_;
   std::map<std::string, const onnx::TensorProto*> initializers_;
@@ -94,6 +95,8 @@ struct Match {
   std::vector<size_t> remove;  // every node of the pattern but the last
   size_t last = 0;
   std::string x, out, type, approximate;
+  std::vector<std::string> more;  // inputs after x
+  std::optional<double> scale;    // attention
 };
 
 // The tail shared by both GELU forms: from a = 1 + f(x) to 0.5 * x * a, in the three orders
@@ -219,9 +222,64 @@ std::optional<Match> silu(const Matcher& mt, const onnx::NodeProto& sig) {
   return m;
 }
 
+// softmax(q @ kt * scale + mask) @ v, the scale (a Mul or a Div by a scalar) and the mask
+// optional: duet's attention. Whether the shapes fit is decided when the node is mapped.
+std::optional<Match> attention(const Matcher& mt, const onnx::NodeProto& softmax) {
+  if (const auto* a = softmax.attribute_size() ? &softmax.attribute(0) : nullptr;
+      a && (a->name() != "axis" || (a->i() != -1 && a->i() != 3)))
+    return std::nullopt;
+  Match m;
+  const std::string& probs = softmax.output(0);
+  const onnx::NodeProto* pv = mt.read_by(probs, "MatMul");
+  if (!pv || !mt.inner(probs) || pv->input(0) != probs) return std::nullopt;
+  std::string t = softmax.input(0), mask;
+  // The scores come from a MatMul, maybe through a Mul or Div by a scalar.
+  auto scores = [&](const std::string& v) {
+    if (mt.made_by(v, "MatMul")) return true;
+    const onnx::NodeProto* s = mt.made_by(v, "Mul");
+    if (!s) s = mt.made_by(v, "Div");
+    return s && (mt.made_by(s->input(0), "MatMul") || mt.made_by(s->input(1), "MatMul"));
+  };
+  if (const auto* add = mt.made_by(t, "Add"); add && mt.inner(t)) {
+    for (int k = 0; k < 2 && mask.empty(); ++k)
+      if (scores(add->input(k)) && !scores(add->input(1 - k))) {
+        mask = add->input(1 - k);
+        t = add->input(k);
+      }
+    if (mask.empty()) return std::nullopt;
+    m.remove.push_back(mt.index(add));
+  }
+  if (const auto* mul = mt.made_by(t, "Mul"); mul && mt.inner(t)) {
+    for (int k = 0; k < 2 && !m.scale; ++k)
+      if (mt.made_by(mul->input(k), "MatMul")) {
+        m.scale = mt.scalar(mul->input(1 - k));
+        t = mul->input(k);
+      }
+    if (!m.scale) return std::nullopt;
+    m.remove.push_back(mt.index(mul));
+  } else if (const auto* div = mt.made_by(t, "Div"); div && mt.inner(t)) {
+    const std::optional<double> c = mt.scalar(div->input(1));
+    if (!c || *c == 0) return std::nullopt;
+    m.scale = 1.0 / *c;
+    t = div->input(0);
+    m.remove.push_back(mt.index(div));
+  }
+  const onnx::NodeProto* qk = mt.made_by(t, "MatMul");
+  if (!qk || !mt.inner(t)) return std::nullopt;
+  m.remove.push_back(mt.index(qk));
+  m.remove.push_back(mt.index(&softmax));
+  m.x = qk->input(0);
+  m.more = {qk->input(1), pv->input(1)};
+  if (!mask.empty()) m.more.push_back(mask);
+  m.last = mt.index(pv);
+  m.out = pv->output(0);
+  m.type = "Attention";
+  return m;
+}
+
 }  // namespace
 
-std::vector<onnx::NodeProto> fuse(onnx::GraphProto& g, std::vector<std::string>* notes) {
+std::vector<onnx::NodeProto> fuse(onnx::GraphProto& g, int opset, std::vector<std::string>* notes) {
   std::vector<onnx::NodeProto> nodes;
   nodes.reserve(static_cast<size_t>(g.node_size()));
   for (auto& n : *g.mutable_node()) nodes.push_back(std::move(n));
@@ -236,6 +294,7 @@ std::vector<onnx::NodeProto> fuse(onnx::GraphProto& g, std::vector<std::string>*
           n.output_size() != 1)
         continue;
       std::optional<Match> m;
+      if (n.op_type() == "Softmax" && opset >= 13) m = attention(mt, n);
       if (n.op_type() == "Erf") m = gelu_erf(mt, n);
       if (n.op_type() == "Tanh") m = gelu_tanh(mt, n);
       if (n.op_type() == "Sigmoid") m = silu(mt, n);
@@ -258,7 +317,14 @@ std::vector<onnx::NodeProto> fuse(onnx::GraphProto& g, std::vector<std::string>*
     fused.set_op_type(m.type);
     fused.set_name(nodes[m.last].name());
     fused.add_input(m.x);
+    for (const std::string& in : m.more) fused.add_input(in);
     fused.add_output(m.out);
+    if (m.scale) {
+      auto* a = fused.add_attribute();
+      a->set_name("scale");
+      a->set_type(onnx::AttributeProto::FLOAT);
+      a->set_f(static_cast<float>(*m.scale));
+    }
     if (!m.approximate.empty()) {
       auto* a = fused.add_attribute();
       a->set_name("approximate");

@@ -371,7 +371,7 @@ Result<Graph> Importer::run(onnx::ModelProto& model) {
   auto ctx = [&](const Status& s) { return s.with_context(what_); };
   if (Status s = read_initializers(g); !s.ok()) return ctx(s);
   if (Status s = declare_inputs(g); !s.ok()) return ctx(s);
-  std::vector<onnx::NodeProto> nodes = fuse(g, options_.notes);
+  std::vector<onnx::NodeProto> nodes = fuse(g, opset_, options_.notes);
   for (const auto& n : nodes)
     for (const auto& i : n.input()) ++readers_[i];
   for (const auto& n : nodes) {

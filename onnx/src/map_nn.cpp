@@ -193,9 +193,89 @@ Status map_reduce_mean(Node& n) {
   return {};
 }
 
+// Whether a known additive mask is causal for [Lq, Lk] scores (end-aligned, as duet's causal
+// attention): 0 where key j is visible to query i (j <= i + Lk - Lq), at most -1e4 elsewhere
+// (exp of it is 0 even in double), in every slice of its leading dims.
+bool is_causal_mask(const Array& mask, int64_t lq, int64_t lk) {
+  if (lq > lk) return false;  // rows with no visible key: duet gives 0, softmax would give NaN
+  const std::vector<int64_t>& d = mask.dims();
+  const int r = static_cast<int>(d.size());
+  const int64_t mq = r >= 2 ? d[static_cast<size_t>(r - 2)] : 1;
+  const int64_t mk = r >= 1 ? d[static_cast<size_t>(r - 1)] : 1;
+  if ((mq != lq && mq != 1) || (mk != lk && mk != 1) || (mq == 1 && lq > 1) || mk == 1)
+    return false;
+  for (int64_t i = 0; i < mask.numel(); ++i) {
+    const int64_t q = (i / mk) % mq, k = i % mk;
+    const double v = mask.real_at(i);
+    if (k <= q + (lk - lq) ? v != 0.0 : !(v <= -1e4)) return false;
+  }
+  return true;
+}
+
+// softmax(q @ kt * scale + mask) @ v, found by the fusion pass: duet's attention when the
+// shapes are attention's (q [B,H,Lq,D], kt [B,H,D,Lk], v [B,H,Lk,D], one kv head or as many as
+// q), else the ops it was made of.
+Status map_attention(Node& n) {
+  const std::optional<float> scale =
+      n.has_attr("scale") ? std::optional<float>(n.attr_float("scale", 1.0f)) : std::nullopt;
+  const bool has_mask = n.has(3);
+  const std::vector<int64_t> q = n.shape(0), kt = n.shape(1), v = n.shape(2);
+  bool fits = q.size() == 4 && kt.size() == 4 && v.size() == 4 && n.elem(0) == n.elem(1) &&
+              n.elem(0) == n.elem(2) && elem_is_float(n.elem(0)) && n.elem(0) != kDouble;
+  fits = fits && kt[0] == q[0] && v[0] == q[0] && kt[1] == v[1] && (kt[1] == q[1] || kt[1] == 1) &&
+         kt[2] == q[3] && v[3] == q[3] && v[2] == kt[3];
+  DUET_ASSIGN_OR_RETURN(ValueId qv, n.runtime(0));
+  DUET_ASSIGN_OR_RETURN(ValueId ktv, n.runtime(1));
+  DUET_ASSIGN_OR_RETURN(ValueId vv, n.runtime(2));
+  bool causal = false;
+  ValueId mask;
+  if (has_mask) {
+    if (fits && n.known(3)) causal = is_causal_mask(n.array(3), q[2], kt[3]);
+    if (!causal) {
+      DUET_ASSIGN_OR_RETURN(mask, n.runtime(3));
+    }
+    if (mask.valid()) {
+      const TensorDesc& m = n.desc(mask);
+      const int64_t target[4] = {q[0], q[1], q[2], kt[3]};
+      fits = fits && (m.dtype == DType::f32 || m.dtype == n.desc(qv).dtype) &&
+             broadcast_to(m, target).ok();
+    }
+  }
+  if (fits) {
+    OpAttrs t;
+    t.dim0 = 2;
+    t.dim1 = 3;
+    ValueId k = n.op(OpKind::transpose, {ktv}, t, "k");
+    OpAttrs at;
+    at.scale = scale.value_or(1.0f);
+    at.causal = causal;
+    std::vector<ValueId> ins = {qv, k, vv};
+    if (mask.valid()) ins.push_back(mask);
+    n.set(0, n.op(OpKind::attention, ins, at), n.elem(0));
+    return {};
+  }
+  // Not attention's shapes: the ops as the model wrote them.
+  if (has_mask && !mask.valid()) {
+    DUET_ASSIGN_OR_RETURN(mask, n.runtime(3));
+  }
+  ValueId s = n.op(OpKind::matmul, {qv, ktv}, {}, "scores");
+  if (scale) {
+    OpAttrs sc;
+    sc.alpha = *scale;
+    s = n.op(OpKind::scale, {s}, sc, "scaled");
+  }
+  if (mask.valid()) s = n.op(OpKind::add, {s, mask}, {}, "masked");
+  ValueId p = n.op(OpKind::softmax, {s}, {}, "probs");
+  n.set(0, n.op(OpKind::matmul, {p, vv}), n.elem(0));
+  return {};
+}
+
 const Mapping kNn[] = {
-    {"MatMul", map_matmul},          {"Gemm", map_gemm},
-    {"Softmax", map_softmax},        {"LayerNormalization", map_layer_norm},
+    {"Attention", map_attention},
+    {"MatMul", map_matmul},
+    {"Gemm", map_gemm},
+    {"Softmax", map_softmax},
+    {"LayerNormalization", map_layer_norm},
     {"ReduceMean", map_reduce_mean},
 };
 

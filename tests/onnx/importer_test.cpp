@@ -315,6 +315,91 @@ TEST(OnnxImport, GeluWrittenOutByTheExporterBecomesOneOp) {
   EXPECT_NE(notes[0].find("Gelu"), std::string::npos) << notes[0];
 }
 
+// softmax(q @ kt * 0.5 + mask) @ v over q, kt, v of the given shapes, mask [L, L] causal.
+Model attention_model(std::vector<int64_t> q, std::vector<int64_t> kt, std::vector<int64_t> v) {
+  Model m;
+  m.input("q", kF32, q).input("kt", kF32, kt).input("v", kF32, v).output("y");
+  const int64_t l = q[q.size() - 2];
+  std::vector<float> mask;
+  for (int64_t i = 0; i < l; ++i)
+    for (int64_t j = 0; j < l; ++j) mask.push_back(j <= i ? 0.0f : -INFINITY);
+  m.init("mask", {l, l}, mask);
+  m.init("half", {}, {0.5f});
+  m.node("MatMul", {"q", "kt"}, {"s"});
+  m.node("Mul", {"s", "half"}, {"scaled"});
+  m.node("Add", {"scaled", "mask"}, {"masked"});
+  m.node("Softmax", {"masked"}, {"p"});
+  m.node("MatMul", {"p", "v"}, {"y"});
+  return m;
+}
+
+// The same computed op by op in double: what either form must give.
+std::vector<double> attention_by_hand(const std::vector<float>& q, const std::vector<float>& kt,
+                                      const std::vector<float>& v, int64_t heads, int64_t l,
+                                      int64_t d) {
+  std::vector<double> y(static_cast<size_t>(heads * l * d), 0.0);
+  for (int64_t h = 0; h < heads; ++h)
+    for (int64_t i = 0; i < l; ++i) {
+      std::vector<double> p(static_cast<size_t>(l));
+      double z = 0;
+      for (int64_t j = 0; j <= i; ++j) {
+        double s = 0;
+        for (int64_t c = 0; c < d; ++c)
+          s += q[static_cast<size_t>((h * l + i) * d + c)] *
+               kt[static_cast<size_t>((h * d + c) * l + j)];
+        p[static_cast<size_t>(j)] = std::exp(0.5 * s);
+        z += p[static_cast<size_t>(j)];
+      }
+      for (int64_t j = 0; j <= i; ++j)
+        for (int64_t c = 0; c < d; ++c)
+          y[static_cast<size_t>((h * l + i) * d + c)] +=
+              p[static_cast<size_t>(j)] / z * v[static_cast<size_t>((h * l + j) * d + c)];
+    }
+  return y;
+}
+
+std::vector<float> ramp(size_t n, float step) {
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = std::sin(static_cast<float>(i) * step);
+  return v;
+}
+
+TEST(OnnxImport, AttentionWrittenOutBecomesDuetsCausalAttention) {
+  const int64_t h = 2, l = 5, d = 4;
+  auto g = attention_model({1, h, l, d}, {1, h, d, l}, {1, h, l, d}).import();
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  ASSERT_EQ(count_kind(*g, OpKind::attention), 1);
+  EXPECT_EQ(count_kind(*g, OpKind::softmax), 0);
+  for (const GraphNode& n : g->nodes())
+    if (n.kind() == OpKind::attention) {
+      EXPECT_TRUE(n.op.attrs.causal);  // the known -inf mask above the diagonal
+      EXPECT_EQ(n.inputs.size(), 3u);
+    }
+  const auto q = ramp(40, 0.3f), kt = ramp(40, 0.7f), v = ramp(40, 1.1f);
+  auto out = run_cpu(*g, {{"q", tensor({1, h, l, d}, q)},
+                          {"kt", tensor({1, h, d, l}, kt)},
+                          {"v", tensor({1, h, l, d}, v)}});
+  ASSERT_TRUE(out.count("y"));
+  const std::vector<double> want = attention_by_hand(q, kt, v, h, l, d);
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(out.at("y").data<float>()[i], want[i], 1e-5);
+}
+
+TEST(OnnxImport, AnAttentionPatternOfOtherShapesRunsAsItsOps) {
+  // Rank 3: not duet's attention, so the matmuls, scale, mask and softmax stay.
+  const int64_t h = 2, l = 5, d = 4;
+  auto g = attention_model({h, l, d}, {h, d, l}, {h, l, d}).import();
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  EXPECT_EQ(count_kind(*g, OpKind::attention), 0);
+  EXPECT_EQ(count_kind(*g, OpKind::softmax), 1);
+  const auto q = ramp(40, 0.3f), kt = ramp(40, 0.7f), v = ramp(40, 1.1f);
+  auto out = run_cpu(
+      *g,
+      {{"q", tensor({h, l, d}, q)}, {"kt", tensor({h, d, l}, kt)}, {"v", tensor({h, l, d}, v)}});
+  ASSERT_TRUE(out.count("y"));
+  const std::vector<double> want = attention_by_hand(q, kt, v, h, l, d);
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(out.at("y").data<float>()[i], want[i], 1e-5);
+}
+
 TEST(OnnxImport, APatternWhoseInnerValueIsReadElsewhereIsNotFused) {
   Model m;
   m.input("x", kF32, {8}).output("y").output("s");
