@@ -327,7 +327,7 @@ Array Array::cast(int to) const {
   return of_ints(to, dims_, ints());
 }
 
-Result<HostTensor> Array::to_host(std::string_view name) const {
+Result<DType> Array::host_dtype(std::string_view name) const {
   auto fail = [&](const std::string& why) {
     return Status(Code::unsupported, "tensor '" + std::string(name) + "' (" + elem_name(elem_) +
                                          dims_str(dims_) + "): " + why);
@@ -337,9 +337,7 @@ Result<HostTensor> Array::to_host(std::string_view name) const {
   if (dims_.size() > static_cast<size_t>(kMaxRank))
     return fail("duet tensors have rank <= " + std::to_string(kMaxRank));
   if (numel_ == 0) return fail("duet tensors have no zero-sized dimensions");
-  HostTensor t = HostTensor::empty(*dtype, dims_);
-  if (elem_ == kInt64) {
-    auto* out = t.data<int32_t>();
+  if (elem_ == kInt64)
     for (int64_t i = 0; i < numel_; ++i) {
       const int64_t v = load<int64_t>(bytes_, i);
       if (v < std::numeric_limits<int32_t>::min() || v > std::numeric_limits<int32_t>::max())
@@ -347,8 +345,16 @@ Result<HostTensor> Array::to_host(std::string_view name) const {
                                                   std::to_string(v) + " at element " +
                                                   std::to_string(i) +
                                                   " does not fit the int32 duet holds it in");
-      out[i] = static_cast<int32_t>(v);
     }
+  return *dtype;
+}
+
+Result<HostTensor> Array::to_host(std::string_view name) const {
+  DUET_ASSIGN_OR_RETURN(DType dtype, host_dtype(name));
+  HostTensor t = HostTensor::empty(dtype, dims_);
+  if (elem_ == kInt64) {
+    auto* out = t.data<int32_t>();
+    for (int64_t i = 0; i < numel_; ++i) out[i] = static_cast<int32_t>(load<int64_t>(bytes_, i));
   } else {
     std::memcpy(t.storage(), bytes_.data(), bytes_.size());
   }

@@ -71,6 +71,8 @@ class Array {
   Array cast(int to) const;
   // As a duet host tensor of its runtime dtype (int64 checked to fit i32), or why not.
   Result<HostTensor> to_host(std::string_view name) const;
+  // Whether to_host would succeed, and its dtype, without making the copy.
+  Result<DType> host_dtype(std::string_view name) const;
 
  private:
   int elem_ = kUndefined;

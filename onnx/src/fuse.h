@@ -15,7 +15,6 @@ namespace duet::onnx_import {
 inline constexpr const char* kFusedDomain = "duet.fused";
 
 // The graph's nodes (moved out of `g`) with the patterns replaced; a note per pattern kind.
-std::vector<onnx::NodeProto> fuse(onnx::GraphProto& g, int opset,
-                                  std::vector<std::string>* notes);
+std::vector<onnx::NodeProto> fuse(onnx::GraphProto& g, int opset, std::vector<std::string>* notes);
 
 }  // namespace duet::onnx_import

@@ -9,6 +9,9 @@ namespace duet::onnx_import {
 namespace {
 
 constexpr int kMinOpset = 7, kMaxOpset = 18;
+// Known values larger than this stop being known once they are graph constants (weights); shape
+// arithmetic never reads tensors this large.
+constexpr size_t kKeepKnownBytes = size_t{1} << 20;
 
 std::string node_label(const onnx::NodeProto& n, int opset) {
   std::string who = !n.name().empty()     ? "node '" + n.name() + "'"
@@ -139,6 +142,12 @@ void Node::set(size_t i, ValueId v, int elem) {
   val.elem = elem;
 }
 
+void Node::forward(size_t i, size_t j) {
+  if (i >= num_outputs() || output_name(i).empty()) return;
+  const Value copy = in(j);
+  im_.values_[output_name(i)] = copy;
+}
+
 void Node::set_known(size_t i, Array a) {
   if (i >= num_outputs() || output_name(i).empty()) return;
   Value& val = im_.values_[output_name(i)];
@@ -191,9 +200,8 @@ Result<ValueId> Importer::materialize(const std::string& name, Value& v) {
   const std::string cname = unique(name);
   if (!options_.load_constants) {
     // Planning: shape and type only.
-    auto host = a.to_host(name);  // checks type, rank, and that int64 values fit
-    if (!host.ok()) return host.status();
-    v.id = b_->constant(cname, host->dtype(), a.dims());
+    DUET_ASSIGN_OR_RETURN(DType dtype, a.host_dtype(name));
+    v.id = b_->constant(cname, dtype, a.dims());
   } else {
     auto host = a.to_host(name);
     if (!host.ok()) return host.status();
@@ -202,6 +210,7 @@ Result<ValueId> Importer::materialize(const std::string& name, Value& v) {
   if (!b_->status().ok()) return b_->status();
   names_.resize(std::max(names_.size(), static_cast<size_t>(v.id.id) + 1));
   names_[static_cast<size_t>(v.id.id)] = cname;
+  if (a.bytes().size() > kKeepKnownBytes) v.known.reset();
   return v.id;
 }
 

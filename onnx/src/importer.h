@@ -78,8 +78,10 @@ class Node {
   // cannot express it.
   ValueId reshape(ValueId x, std::vector<int64_t> shape, std::string_view purpose = {},
                   size_t out = 0);
-  // The result of output i: computed at run time, or known.
+  // The result of output i: computed at run time, or known, or input j itself (shared, not
+  // copied).
   void set(size_t i, ValueId v, int elem);
+  void forward(size_t i, size_t j);
   void set_known(size_t i, Array a);
 
   // The mapping's errors: `unsupported` for what duet cannot do (yet), `invalid` for a model
@@ -124,6 +126,8 @@ class Importer {
   // output's name is kept for the value of that name (`owner`).
   std::string unique(const std::string& base, bool owner = false);
   ValueId add_op(OpKind kind, std::vector<ValueId> inputs, OpAttrs attrs, std::string name);
+  // Value `v` as a graph constant (made once). Large data moves into the graph: the value is no
+  // longer known at import, so the importer never holds a model's weights twice.
   Result<ValueId> materialize(const std::string& name, Value& v);
 
   std::string what_, base_dir_;

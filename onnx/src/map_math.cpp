@@ -201,10 +201,7 @@ Status map_dropout(Node& n) {
   }
   if (n.opset() < 7 && n.attr_int("is_test", 0) == 0)
     return n.unsupported("Dropout in training mode (is_test = 0)");
-  if (n.known(0))
-    n.set_known(0, n.array(0));
-  else
-    n.set(0, n.in(0).id, n.elem(0));
+  n.forward(0, 0);
   if (n.num_outputs() > 1 && n.output_used(1)) {
     const std::vector<int64_t> dims = n.shape(0);
     DUET_ASSIGN_OR_RETURN(int64_t count_, count(dims));

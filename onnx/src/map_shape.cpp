@@ -30,11 +30,7 @@ Status reshaped(Node& n, std::vector<int64_t> shape) {
 }
 
 Status alias(Node& n) {
-  if (n.known(0)) {
-    n.set_known(0, n.array(0));
-    return {};
-  }
-  n.set(0, n.in(0).id, n.elem(0));
+  n.forward(0, 0);
   return {};
 }
 

@@ -18,19 +18,26 @@ bool onnx_supported() {
   return true;
 }
 
+namespace {
+Result<Graph> import_model(onnx::ModelProto& m, const std::string& base_dir, std::string_view what,
+                           const OnnxOptions& options) {
+  if (!m.has_graph())
+    return Status(Code::parse_error, std::string(what) + ": the model has no graph");
+  onnx_import::Importer im{std::string(what), base_dir, options};
+  return im.run(m);
+}
+}  // namespace
+
 Result<Graph> import_onnx(const std::string& path, const OnnxOptions& options) {
-  DUET_ASSIGN_OR_RETURN(std::string bytes, onnx_import::read_file(path, kOnnxMaxModelBytes));
+  DUET_ASSIGN_OR_RETURN(onnx::ModelProto m, onnx_import::read_model(path));
   const std::string dir = std::filesystem::path(path).parent_path().string();
-  return import_onnx(as_bytes(bytes), dir.empty() ? "." : dir, path, options);
+  return import_model(m, dir.empty() ? "." : dir, path, options);
 }
 
 Result<Graph> import_onnx(std::span<const std::byte> model, const std::string& base_dir,
                           std::string_view what, const OnnxOptions& options) {
   DUET_ASSIGN_OR_RETURN(onnx::ModelProto m, onnx_import::parse_model(model, what));
-  if (!m.has_graph())
-    return Status(Code::parse_error, std::string(what) + ": the model has no graph");
-  onnx_import::Importer im{std::string(what), base_dir, options};
-  return im.run(m);
+  return import_model(m, base_dir, what, options);
 }
 
 Result<HostTensor> read_onnx_tensor(const std::string& path, std::string* name) {

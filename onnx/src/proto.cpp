@@ -1,6 +1,10 @@
 #include "proto.h"
 
+#include <fcntl.h>
 #include <google/protobuf/io/coded_stream.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -18,20 +22,30 @@ namespace {
 // through control-flow subgraphs, which duet does not import).
 constexpr int kMaxDepth = 64;
 
+Status too_large(std::string_view what, uint64_t bytes) {
+  return Status(Code::invalid_argument,
+                std::string(what) + ": " + std::to_string(bytes) +
+                    " bytes, more than protobuf reads (2 GiB); keep weights in external data");
+}
+
 template <class M>
-Result<M> parse(std::span<const std::byte> bytes, std::string_view what, const char* kind) {
-  if (bytes.size() > kOnnxMaxModelBytes)
-    return Status(Code::invalid_argument,
-                  std::string(what) + ": " + std::to_string(bytes.size()) +
-                      " bytes, more than protobuf reads (2 GiB); keep weights in external data");
-  google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(bytes.data()),
-                                            static_cast<int>(bytes.size()));
+Result<M> parse(google::protobuf::io::CodedInputStream& in, std::string_view what,
+                const char* kind) {
   in.SetRecursionLimit(kMaxDepth);
+  in.SetTotalBytesLimit(static_cast<int>(kOnnxMaxModelBytes));
   M m;
   if (!m.ParseFromCodedStream(&in) || !in.ConsumedEntireMessage())
     return Status(Code::parse_error, std::string(what) + ": not a valid ONNX " + kind +
                                          " (the protobuf does not parse)");
   return m;
+}
+
+template <class M>
+Result<M> parse(std::span<const std::byte> bytes, std::string_view what, const char* kind) {
+  if (bytes.size() > kOnnxMaxModelBytes) return too_large(what, bytes.size());
+  google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(bytes.data()),
+                                            static_cast<int>(bytes.size()));
+  return parse<M>(in, what, kind);
 }
 
 bool safe_relative(const std::string& location) {
@@ -152,6 +166,35 @@ Result<std::string> read_file(const std::string& path, uint64_t limit) {
 
 Result<onnx::ModelProto> parse_model(std::span<const std::byte> bytes, std::string_view what) {
   return parse<onnx::ModelProto>(bytes, what, "model");
+}
+
+Result<onnx::ModelProto> read_model(const std::string& path) {
+  std::error_code ec;
+  if (fs::is_directory(path, ec))
+    return Status(Code::invalid_argument, "'" + path + "' is a folder, not a model file");
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Status(Code::not_found, "cannot open '" + path + "': " + std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return Status(Code::invalid_argument, "'" + path + "' is not a regular file");
+  }
+  if (static_cast<uint64_t>(st.st_size) > kOnnxMaxModelBytes) {
+    ::close(fd);
+    return too_large(path, static_cast<uint64_t>(st.st_size));
+  }
+  // Mapped, not read: the parsed message's strings are the only copy of the weights that
+  // counts (mapped pages are the file's and can be dropped).
+  const auto size = static_cast<size_t>(st.st_size);
+  void* map = size ? ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0) : nullptr;
+  const int err = errno;
+  ::close(fd);
+  if (size && map == MAP_FAILED)
+    return Status(Code::io_error, "cannot map '" + path + "': " + std::strerror(err));
+  auto m = parse<onnx::ModelProto>(
+      std::span<const std::byte>(static_cast<const std::byte*>(map), size), path, "model");
+  if (size) ::munmap(map, size);
+  return m;
 }
 
 Result<onnx::TensorProto> parse_tensor(std::span<const std::byte> bytes, std::string_view what) {

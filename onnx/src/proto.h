@@ -18,6 +18,9 @@ Result<std::string> read_file(const std::string& path, uint64_t limit);
 
 // A parsed ModelProto; `what` names it in errors.
 Result<onnx::ModelProto> parse_model(std::span<const std::byte> bytes, std::string_view what);
+// A ModelProto read straight from a file (the file's bytes are never held beside the parsed
+// message).
+Result<onnx::ModelProto> read_model(const std::string& path);
 Result<onnx::TensorProto> parse_tensor(std::span<const std::byte> bytes, std::string_view what);
 
 // Whether a tensor's data lives in an external file.

@@ -513,6 +513,17 @@ class OnnxFiles : public ::testing::Test {
   fs::path dir_;
 };
 
+TEST_F(OnnxFiles, OnlyRegularFilesAreReadAsModels) {
+  for (const char* p : {"/dev/zero", "/nonexistent/m.onnx"}) {
+    auto g = import_onnx(p);
+    ASSERT_FALSE(g.ok()) << p;
+    EXPECT_NE(g.status().message().find(p), std::string::npos) << g.status().message();
+  }
+  auto dir = import_onnx(dir_.string());
+  ASSERT_FALSE(dir.ok());
+  EXPECT_NE(dir.status().message().find("folder"), std::string::npos) << dir.status().message();
+}
+
 TEST_F(OnnxFiles, ExternalDataIsReadBesideTheModel) {
   Model m;
   m.input("x", kF32, {4}).output("y");
