@@ -14,13 +14,25 @@ namespace {
 
 class Matcher {
  public:
-  Matcher(const onnx::GraphProto& g, std::vector<onnx::NodeProto>& nodes) : nodes_(nodes) {
+  Matcher(const onnx::GraphProto& g, std::vector<onnx::NodeProto>& nodes, const KnownLookup& known)
+      : nodes_(nodes), known_(known) {
     for (const auto& o : g.output()) graph_outputs_.insert(o.name());
-    for (const auto& t : g.initializer()) initializers_[t.name()] = &t;
     for (size_t i = 0; i < nodes_.size(); ++i) {
-      for (const auto& in : nodes_[i].input()) ++uses_[in];
+      for (const auto& in : nodes_[i].input()) {
+        ++uses_[in];
+        auto& r = readers_[in];
+        if (r.empty() || r.back() != i) r.push_back(i);
+      }
       for (const auto& out : nodes_[i].output()) producer_[out] = i;
     }
+  }
+
+  // The nodes reading `name`, each once.
+  std::vector<const onnx::NodeProto*> readers(const std::string& name) const {
+    std::vector<const onnx::NodeProto*> out;
+    if (auto it = readers_.find(name); it != readers_.end())
+      for (size_t i : it->second) out.push_back(&nodes_[i]);
+    return out;
   }
 
   // The node making `name`, when it is of `type` (default domain).
@@ -31,6 +43,8 @@ class Matcher {
     if (n.op_type() != type || !(n.domain().empty() || n.domain() == "ai.onnx")) return nullptr;
     return &n;
   }
+
+  bool is_output(const std::string& name) const { return graph_outputs_.count(name) > 0; }
 
   // Whether `name` is read once, by the pattern, and is not a graph output.
   bool inner(const std::string& name) const {
@@ -54,40 +68,70 @@ class Matcher {
 
   // The single node reading `name`, when it is of `type`.
   const onnx::NodeProto* read_by(const std::string& name, std::string_view type) const {
-    const onnx::NodeProto* found = nullptr;
-    for (const auto& n : nodes_)
-      for (const auto& in : n.input())
-        if (in == name) {
-          if (found && found != &n) return nullptr;
-          found = &n;
-        }
-    return found && found->op_type() == type ? found : nullptr;
+    const std::vector<const onnx::NodeProto*> r = readers(name);
+    return r.size() == 1 && r[0]->op_type() == type ? r[0] : nullptr;
   }
 
   size_t index(const onnx::NodeProto* n) const { return static_cast<size_t>(n - nodes_.data()); }
 
-  // The value of a float scalar constant (initializer or Constant node).
-  std::optional<double> scalar(const std::string& name) const {
+  // The data of a constant (initializer or Constant node) held inline.
+  std::optional<Array> constant(const std::string& name) const {
     onnx::TensorProto t;
-    if (auto it = initializers_.find(name); it != initializers_.end()) {
-      t = *it->second;
-    } else if (const auto* c = made_by(name, "Constant")) {
+    if (const Array* a = known_(name)) {
+      if (a->numel() > 1 << 16) return std::nullopt;  // patterns read scalars and vectors
+      return *a;
+    }
+    if (const auto* c = made_by(name, "Constant")) {
       if (c->attribute_size() != 1 || c->attribute(0).name() != "value") return std::nullopt;
       t = c->attribute(0).t();
     } else {
       return std::nullopt;
     }
-    if (is_external(t) || !elem_is_float(t.data_type())) return std::nullopt;
+    if (is_external(t)) return std::nullopt;
     auto a = tensor_array(t, ".");
-    if (!a.ok() || a->numel() != 1) return std::nullopt;
+    if (!a.ok()) return std::nullopt;
+    return std::move(*a);
+  }
+
+  // The value of a float scalar constant.
+  std::optional<double> scalar(const std::string& name) const {
+    std::optional<Array> a = constant(name);
+    if (!a || !elem_is_float(a->elem()) || a->numel() != 1) return std::nullopt;
     return a->real_at(0);
+  }
+
+  // A constant of one value per channel of the last dim (every other dim 1): norm weights.
+  bool channel_vector(const std::string& name) const {
+    std::optional<Array> a = constant(name);
+    if (!a || !elem_is_float(a->elem()) || a->dims().empty()) return false;
+    for (size_t d = 0; d + 1 < a->dims().size(); ++d)
+      if (a->dims()[d] != 1) return false;
+    return true;
+  }
+
+  // A ReduceMean over the last axis alone, keeping it (axes as the attribute or, from opset 18,
+  // a constant input).
+  bool mean_of_last(const onnx::NodeProto& n) const {
+    if (n.op_type() != "ReduceMean") return false;
+    std::vector<int64_t> axes;
+    for (const auto& a : n.attribute()) {
+      if (a.name() == "axes") axes.assign(a.ints().begin(), a.ints().end());
+      if (a.name() == "keepdims" && a.i() == 0) return false;
+    }
+    if (n.input_size() > 1) {
+      std::optional<Array> a = constant(n.input(1));
+      if (!a) return false;
+      axes = a->ints();
+    }
+    return axes == std::vector<int64_t>{-1};
   }
 
  private:
   std::vector<onnx::NodeProto>& nodes_;
+  const KnownLookup& known_;
   std::set<std::string> graph_outputs_;
-  std::map<std::string, const onnx::TensorProto*> initializers_;
   std::map<std::string, int> uses_;
+  std::map<std::string, std::vector<size_t>> readers_;
   std::map<std::string, size_t> producer_;
 };
 
@@ -97,6 +141,7 @@ struct Match {
   std::string x, out, type, approximate;
   std::vector<std::string> more;  // inputs after x
   std::optional<double> scale;    // attention
+  std::optional<double> epsilon;  // norms
 };
 
 // The tail shared by both GELU forms: from a = 1 + f(x) to 0.5 * x * a, in the three orders
@@ -277,9 +322,120 @@ std::optional<Match> attention(const Matcher& mt, const onnx::NodeProto& softmax
   return m;
 }
 
+// x - mean(x) over the last axis, then divided by sqrt(mean of its square + eps), then times w and
+// plus b (each optional): LayerNormalization as exporters below opset 17 write it.
+std::optional<Match> layer_norm(const Matcher& mt, const onnx::NodeProto& mean) {
+  if (!mt.mean_of_last(mean)) return std::nullopt;
+  Match m;
+  m.x = mean.input(0);
+  const onnx::NodeProto* sub = mt.read_by(mean.output(0), "Sub");
+  if (!sub || !mt.inner(mean.output(0)) || sub->input(0) != m.x) return std::nullopt;
+  const std::string& d = sub->output(0);
+  // d is read twice: squared, and divided by the deviation.
+  const std::vector<const onnx::NodeProto*> r = mt.readers(d);
+  if (r.size() != 2 || mt.is_output(d)) return std::nullopt;
+  const onnx::NodeProto* sq = nullptr;
+  const onnx::NodeProto* div = nullptr;
+  for (const onnx::NodeProto* n : r) {
+    if ((n->op_type() == "Pow" && n->input(0) == d && mt.is(n->input(1), 2.0)) ||
+        (n->op_type() == "Mul" && n->input(0) == d && n->input(1) == d))
+      sq = n;
+    if (n->op_type() == "Div" && n->input(0) == d) div = n;
+  }
+  if (!sq || !div || !mt.inner(sq->output(0))) return std::nullopt;
+  const onnx::NodeProto* var = mt.read_by(sq->output(0), "ReduceMean");
+  if (!var || !mt.mean_of_last(*var) || !mt.inner(var->output(0))) return std::nullopt;
+  const onnx::NodeProto* add = mt.read_by(var->output(0), "Add");
+  if (!add || !mt.inner(add->output(0))) return std::nullopt;
+  m.epsilon = mt.scalar(Matcher::other(*add, var->output(0)));
+  const onnx::NodeProto* sqrt = mt.read_by(add->output(0), "Sqrt");
+  if (!m.epsilon || !(*m.epsilon > 0) || !sqrt || div->input(1) != sqrt->output(0) ||
+      !mt.inner(sqrt->output(0)))
+    return std::nullopt;
+  m.remove = {mt.index(&mean), mt.index(sub), mt.index(sq),
+              mt.index(var),   mt.index(add), mt.index(sqrt)};
+  const onnx::NodeProto* last = div;
+  if (const auto* mul = mt.read_by(div->output(0), "Mul"); mul && mt.inner(div->output(0))) {
+    const std::string w = Matcher::other(*mul, div->output(0));
+    if (mt.channel_vector(w)) {
+      m.more.push_back(w);
+      m.remove.push_back(mt.index(last));
+      last = mul;
+      if (const auto* plus = mt.read_by(mul->output(0), "Add"); plus && mt.inner(mul->output(0))) {
+        const std::string b = Matcher::other(*plus, mul->output(0));
+        if (mt.channel_vector(b)) {
+          m.more.push_back(b);
+          m.remove.push_back(mt.index(last));
+          last = plus;
+        }
+      }
+    }
+  }
+  m.last = mt.index(last);
+  m.out = last->output(0);
+  m.type = "LayerNormalization";
+  return m;
+}
+
+// x / sqrt(mean(x^2) over the last axis + eps), as a Div or times a reciprocal, then times w
+// (optional): RMSNorm as exporters write it.
+std::optional<Match> rms_norm(const Matcher& mt, const onnx::NodeProto& sqrt) {
+  Match m;
+  const onnx::NodeProto* add = mt.made_by(sqrt.input(0), "Add");
+  if (!add || !mt.inner(sqrt.input(0))) return std::nullopt;
+  const onnx::NodeProto* var = nullptr;
+  for (int k = 0; k < 2 && !var; ++k)
+    if (const auto* v = mt.made_by(add->input(k), "ReduceMean"); v && mt.mean_of_last(*v)) {
+      var = v;
+      m.epsilon = mt.scalar(add->input(1 - k));
+    }
+  if (!var || !mt.inner(var->output(0)) || !m.epsilon || !(*m.epsilon > 0)) return std::nullopt;
+  const std::string& p = var->input(0);
+  if (const auto* pow = mt.made_by(p, "Pow"); pow && mt.is(pow->input(1), 2.0)) {
+    m.x = pow->input(0);
+    m.remove.push_back(mt.index(pow));
+  } else if (const auto* sq = mt.made_by(p, "Mul"); sq && sq->input(0) == sq->input(1)) {
+    m.x = sq->input(0);
+    m.remove.push_back(mt.index(sq));
+  }
+  if (m.x.empty() || !mt.inner(p) || !mt.inner(sqrt.output(0))) return std::nullopt;
+  m.remove.push_back(mt.index(var));
+  m.remove.push_back(mt.index(add));
+  m.remove.push_back(mt.index(&sqrt));
+  // x / s, x * (1 / s) or x * reciprocal(s).
+  const onnx::NodeProto* last = nullptr;
+  const std::vector<const onnx::NodeProto*> r = mt.readers(sqrt.output(0));
+  const onnx::NodeProto* inv = r.empty() ? nullptr : r[0];
+  if (inv && inv->op_type() == "Div" && inv->input(0) == m.x) {
+    last = inv;
+  } else if (inv && ((inv->op_type() == "Div" && mt.is(inv->input(0), 1.0)) ||
+                     inv->op_type() == "Reciprocal")) {
+    const onnx::NodeProto* mul = mt.read_by(inv->output(0), "Mul");
+    if (!mul || !mt.inner(inv->output(0)) || Matcher::other(*mul, inv->output(0)) != m.x)
+      return std::nullopt;
+    m.remove.push_back(mt.index(inv));
+    last = mul;
+  } else {
+    return std::nullopt;
+  }
+  if (const auto* mul = mt.read_by(last->output(0), "Mul"); mul && mt.inner(last->output(0))) {
+    const std::string w = Matcher::other(*mul, last->output(0));
+    if (mt.channel_vector(w)) {
+      m.more.push_back(w);
+      m.remove.push_back(mt.index(last));
+      last = mul;
+    }
+  }
+  m.last = mt.index(last);
+  m.out = last->output(0);
+  m.type = "RmsNormalization";
+  return m;
+}
+
 }  // namespace
 
-std::vector<onnx::NodeProto> fuse(onnx::GraphProto& g, int opset, std::vector<std::string>* notes) {
+std::vector<onnx::NodeProto> fuse(onnx::GraphProto& g, int opset, const KnownLookup& known,
+                                  std::vector<std::string>* notes) {
   std::vector<onnx::NodeProto> nodes;
   nodes.reserve(static_cast<size_t>(g.node_size()));
   for (auto& n : *g.mutable_node()) nodes.push_back(std::move(n));
@@ -287,14 +443,14 @@ std::vector<onnx::NodeProto> fuse(onnx::GraphProto& g, int opset, std::vector<st
 
   std::vector<Match> found;
   {
-    const Matcher mt(g, nodes);
+    const Matcher mt(g, nodes, known);
     std::set<size_t> claimed;
     for (const auto& n : nodes) {
-      if (!(n.domain().empty() || n.domain() == "ai.onnx") || n.input_size() != 1 ||
-          n.output_size() != 1)
-        continue;
+      if (!(n.domain().empty() || n.domain() == "ai.onnx") || n.output_size() != 1) continue;
       std::optional<Match> m;
       if (n.op_type() == "Softmax" && opset >= 13) m = attention(mt, n);
+      if (n.op_type() == "ReduceMean") m = layer_norm(mt, n);
+      if (n.op_type() == "Sqrt") m = rms_norm(mt, n);
       if (n.op_type() == "Erf") m = gelu_erf(mt, n);
       if (n.op_type() == "Tanh") m = gelu_tanh(mt, n);
       if (n.op_type() == "Sigmoid") m = silu(mt, n);
@@ -319,12 +475,13 @@ std::vector<onnx::NodeProto> fuse(onnx::GraphProto& g, int opset, std::vector<st
     fused.add_input(m.x);
     for (const std::string& in : m.more) fused.add_input(in);
     fused.add_output(m.out);
-    if (m.scale) {
-      auto* a = fused.add_attribute();
-      a->set_name("scale");
-      a->set_type(onnx::AttributeProto::FLOAT);
-      a->set_f(static_cast<float>(*m.scale));
-    }
+    for (const auto& [name, v] : {std::pair{"scale", m.scale}, std::pair{"epsilon", m.epsilon}})
+      if (v) {
+        auto* a = fused.add_attribute();
+        a->set_name(name);
+        a->set_type(onnx::AttributeProto::FLOAT);
+        a->set_f(static_cast<float>(*v));
+      }
     if (!m.approximate.empty()) {
       auto* a = fused.add_attribute();
       a->set_name("approximate");

@@ -380,7 +380,11 @@ Result<Graph> Importer::run(onnx::ModelProto& model) {
   auto ctx = [&](const Status& s) { return s.with_context(what_); };
   if (Status s = read_initializers(g); !s.ok()) return ctx(s);
   if (Status s = declare_inputs(g); !s.ok()) return ctx(s);
-  std::vector<onnx::NodeProto> nodes = fuse(g, opset_, options_.notes);
+  const KnownLookup known = [this](const std::string& name) -> const Array* {
+    auto it = values_.find(name);
+    return it == values_.end() ? nullptr : it->second.known.get();
+  };
+  std::vector<onnx::NodeProto> nodes = fuse(g, opset_, known, options_.notes);
   for (const auto& n : nodes)
     for (const auto& i : n.input()) ++readers_[i];
   for (const auto& n : nodes) {

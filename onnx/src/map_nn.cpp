@@ -110,6 +110,23 @@ Status map_softmax(Node& n) {
   return {};
 }
 
+// Input k of a norm, a Scale or B broadcast to the normalised dims `norm`, as the one vector of
+// their size that duet's norms take.
+Result<ValueId> norm_vector(Node& n, size_t k, const std::vector<int64_t>& norm,
+                            std::string_view purpose) {
+  const int64_t width = product(norm, 0, norm.size());
+  const std::vector<int64_t> s = n.shape(k);
+  if (product(s, 0, s.size()) != width) {
+    if (!n.known(k)) return n.unsupported("a broadcast Scale or B computed at run time");
+    const Array& a = n.array(k);
+    DUET_ASSIGN_OR_RETURN(std::vector<int64_t> full, broadcast(a.dims(), norm));
+    if (product(full, 0, full.size()) != width) return n.invalid("Scale/B shape " + dims_str(s));
+    return n.constant(pick(a, {width}, broadcast_index(a.dims(), full)), purpose);
+  }
+  DUET_ASSIGN_OR_RETURN(ValueId w, n.runtime(k));
+  return s.size() == 1 ? w : n.reshape(w, {width}, purpose);
+}
+
 // LayerNormalization over the dims from `axis` on: duet's layernorm over the last dim, with
 // those dims flattened into one (views of dense tensors).
 Status map_layer_norm(Node& n) {
@@ -130,27 +147,31 @@ Status map_layer_norm(Node& n) {
   if (reshape) x = n.reshape(x, flat, "rows");
   std::vector<ValueId> ins = {x};
   for (size_t k = 1; k < 3 && n.has(k); ++k) {
-    const std::vector<int64_t> s = n.shape(k);
-    // Scale and B broadcast to the normalised dims; duet wants one vector of their size.
-    if (product(s, 0, s.size()) != width) {
-      if (!n.known(k)) return n.unsupported("a broadcast Scale or B computed at run time");
-      const Array& a = n.array(k);
-      DUET_ASSIGN_OR_RETURN(std::vector<int64_t> full,
-                            broadcast(a.dims(), {dims.begin() + axis, dims.end()}));
-      if (product(full, 0, full.size()) != width) return n.invalid("Scale/B shape " + dims_str(s));
-      Array v = pick(a, {width}, broadcast_index(a.dims(), full));
-      DUET_ASSIGN_OR_RETURN(ValueId c, n.constant(std::move(v), k == 1 ? "scale" : "bias"));
-      ins.push_back(c);
-      continue;
-    }
-    DUET_ASSIGN_OR_RETURN(ValueId w, n.runtime(k));
-    if (s.size() != 1) w = n.reshape(w, {width}, k == 1 ? "scale" : "bias");
+    DUET_ASSIGN_OR_RETURN(
+        ValueId w, norm_vector(n, k, {dims.begin() + axis, dims.end()}, k == 1 ? "scale" : "bias"));
     ins.push_back(w);
   }
   OpAttrs at;
   at.eps = eps;
   ValueId y = n.op(OpKind::layernorm, ins, at, reshape ? "layernorm" : "");
   n.set(0, reshape ? n.reshape(y, dims) : y, n.elem(0));
+  return {};
+}
+
+// RMSNorm over the last axis, found by the fusion pass: duet's rmsnorm.
+Status map_rms_norm(Node& n) {
+  DUET_TRY(float_input(n, 0));
+  const std::vector<int64_t> dims = n.shape(0);
+  if (dims.empty()) return n.invalid("RMSNorm of a scalar");
+  DUET_ASSIGN_OR_RETURN(ValueId x, n.runtime(0));
+  std::vector<ValueId> ins = {x};
+  if (n.has(1)) {
+    DUET_ASSIGN_OR_RETURN(ValueId w, norm_vector(n, 1, {dims.back()}, "weight"));
+    ins.push_back(w);
+  }
+  OpAttrs at;
+  at.eps = n.attr_float("epsilon", 1e-6f);
+  n.set(0, n.op(OpKind::rmsnorm, ins, at), n.elem(0));
   return {};
 }
 
@@ -276,6 +297,7 @@ const Mapping kNn[] = {
     {"Gemm", map_gemm},
     {"Softmax", map_softmax},
     {"LayerNormalization", map_layer_norm},
+    {"RmsNormalization", map_rms_norm},
     {"ReduceMean", map_reduce_mean},
 };
 

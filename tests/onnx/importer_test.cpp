@@ -400,6 +400,77 @@ TEST(OnnxImport, AnAttentionPatternOfOtherShapesRunsAsItsOps) {
   for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(out.at("y").data<float>()[i], want[i], 1e-5);
 }
 
+TEST(OnnxImport, NormsWrittenWithReduceMeanBecomeDuetsNorms) {
+  const std::vector<float> x = {1, 2, 3, 4, -1, 0.5f, 2, 8};
+  const std::vector<float> w = {1, 2, 0.5f, -1}, b = {0, 1, 0, -1};
+  {  // LayerNorm as PyTorch exports it below opset 17.
+    Model m(14);
+    m.input("x", kF32, {2, 4}).output("y");
+    m.init("two", {}, {2.0f});
+    m.init("eps", {}, {1e-5f});
+    m.init("w", {4}, w);
+    m.init("b", {4}, b);
+    Model::attr(m.node("ReduceMean", {"x"}, {"mean"}), "axes", std::vector<int64_t>{-1});
+    m.node("Sub", {"x", "mean"}, {"d"});
+    m.node("Pow", {"d", "two"}, {"d2"});
+    Model::attr(m.node("ReduceMean", {"d2"}, {"var"}), "axes", std::vector<int64_t>{-1});
+    m.node("Add", {"var", "eps"}, {"ve"});
+    m.node("Sqrt", {"ve"}, {"sd"});
+    m.node("Div", {"d", "sd"}, {"n"});
+    m.node("Mul", {"n", "w"}, {"nw"});
+    m.node("Add", {"nw", "b"}, {"y"});
+    auto g = m.import();
+    ASSERT_TRUE(g.ok()) << g.status().message();
+    ASSERT_EQ(g->nodes().size(), 1u);
+    EXPECT_EQ(g->nodes()[0].kind(), OpKind::layernorm);
+    auto out = run_cpu(*g, {{"x", tensor({2, 4}, x)}});
+    ASSERT_TRUE(out.count("y"));
+    for (int r = 0; r < 2; ++r) {
+      double mean = 0, var = 0;
+      for (int c = 0; c < 4; ++c) mean += x[static_cast<size_t>(r * 4 + c)] / 4.0;
+      for (int c = 0; c < 4; ++c)
+        var += std::pow(x[static_cast<size_t>(r * 4 + c)] - mean, 2) / 4.0;
+      for (int c = 0; c < 4; ++c)
+        EXPECT_NEAR(out.at("y").data<float>()[r * 4 + c],
+                    (x[static_cast<size_t>(r * 4 + c)] - mean) / std::sqrt(var + 1e-5) *
+                            w[static_cast<size_t>(c)] +
+                        b[static_cast<size_t>(c)],
+                    1e-5);
+    }
+  }
+  {  // RMSNorm as LLaMA-style models export it: w * (x * (1 / sqrt(mean(x^2) + eps))).
+    Model m(18);
+    m.input("x", kF32, {2, 4}).output("y");
+    m.init("two", {}, {2.0f});
+    m.init("eps", {}, {1e-6f});
+    m.init("one", {}, {1.0f});
+    m.init_i64("last", {1}, {-1});
+    m.init("w", {4}, w);
+    m.node("Pow", {"x", "two"}, {"x2"});
+    m.node("ReduceMean", {"x2", "last"}, {"ms"});
+    m.node("Add", {"ms", "eps"}, {"mse"});
+    m.node("Sqrt", {"mse"}, {"rms"});
+    m.node("Div", {"one", "rms"}, {"inv"});
+    m.node("Mul", {"x", "inv"}, {"n"});
+    m.node("Mul", {"w", "n"}, {"y"});
+    auto g = m.import();
+    ASSERT_TRUE(g.ok()) << g.status().message();
+    ASSERT_EQ(g->nodes().size(), 1u);
+    EXPECT_EQ(g->nodes()[0].kind(), OpKind::rmsnorm);
+    auto out = run_cpu(*g, {{"x", tensor({2, 4}, x)}});
+    ASSERT_TRUE(out.count("y"));
+    for (int r = 0; r < 2; ++r) {
+      double ms = 0;
+      for (int c = 0; c < 4; ++c) ms += std::pow(x[static_cast<size_t>(r * 4 + c)], 2) / 4.0;
+      for (int c = 0; c < 4; ++c)
+        EXPECT_NEAR(
+            out.at("y").data<float>()[r * 4 + c],
+            x[static_cast<size_t>(r * 4 + c)] / std::sqrt(ms + 1e-6) * w[static_cast<size_t>(c)],
+            1e-5);
+    }
+  }
+}
+
 TEST(OnnxImport, APatternWhoseInnerValueIsReadElsewhereIsNotFused) {
   Model m;
   m.input("x", kF32, {8}).output("y").output("s");
