@@ -2,6 +2,9 @@
 
 #include <cmath>
 #include <limits>
+#include <vector>
+
+#include "duet/quantize.h"
 
 namespace duet {
 
@@ -76,8 +79,16 @@ F load_as(const void* base, DType t, int64_t i) {
       return static_cast<F>(static_cast<const int8_t*>(base)[i]);
     case DType::i32:
       return static_cast<F>(static_cast<double>(static_cast<const int32_t*>(base)[i]));
+    default:
+      break;
   }
-  return F(0);
+  // A block format: decode the block holding element i (slow; bulk code uses dequantize()).
+  if (!is_quantized(t)) return F(0);
+  const int64_t be = dtype_block_elems(t);
+  UnpackedBlock u;
+  unpack_block(t, static_cast<const std::byte*>(base) + i / be * dtype_block_bytes(t), &u);
+  const int e = static_cast<int>(i % be), s = e / dtype_info(t).sub_elems;
+  return static_cast<F>(u.scale[s] * (u.q[e] - u.zero[s]) + u.offset[s]);
 }
 
 template <class F>
@@ -100,6 +111,8 @@ void store_as(void* base, DType t, int64_t i, F v) {
     case DType::i32:
       static_cast<int32_t*>(base)[i] = saturate_to<int32_t>(v);
       return;
+    default:
+      return;  // block formats are written a block at a time (quantize())
   }
 }
 
@@ -121,6 +134,19 @@ void store_from_float(void* base, DType t, int64_t i, float v) {
 void convert(const void* src, DType src_type, void* dst, DType dst_type, int64_t n) {
   if (src_type == dst_type) {
     std::memcpy(dst, src, static_cast<size_t>(dtype_bytes(src_type, n)));
+    return;
+  }
+  if (is_quantized(src_type)) {
+    // Whole blocks, dequantized exactly and rounded once to the destination.
+    std::vector<double> v(static_cast<size_t>(n));
+    dequantize(src_type, src, v.data(), n);
+    for (int64_t i = 0; i < n; ++i) store_from_double(dst, dst_type, i, v[static_cast<size_t>(i)]);
+    return;
+  }
+  if (is_quantized(dst_type)) {
+    std::vector<float> v(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = load_as_float(src, src_type, i);
+    (void)quantize(dst_type, v.data(), dst, n);  // non-finite values leave the blocks unspecified
     return;
   }
   if (src_type == DType::i32 || dst_type == DType::i32) {

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "duet/half.h"
+#include "duet/quantize.h"
 
 namespace duet {
 
@@ -44,6 +45,14 @@ Result<HostTensor> HostTensor::borrow(const TensorDesc& desc, void* storage,
   return t.view(desc);
 }
 
+Result<HostTensor> HostTensor::borrow(const TensorDesc& desc, void* storage, uint64_t storage_bytes,
+                                      std::shared_ptr<void> owner) {
+  HostTensor t;
+  t.storage_ = std::shared_ptr<std::byte[]>(std::move(owner), static_cast<std::byte*>(storage));
+  t.bytes_ = storage_bytes;
+  return t.view(desc);
+}
+
 Result<HostTensor> HostTensor::view(const TensorDesc& desc) const {
   DUET_TRY(validate(desc));
   if (static_cast<uint64_t>(dtype_bytes(desc.dtype, desc.storage_extent())) > bytes_)
@@ -55,8 +64,38 @@ Result<HostTensor> HostTensor::view(const TensorDesc& desc) const {
   return t;
 }
 
+namespace {
+
+// Calls f(row, storage element offset of the row's first element) for every row (last dim) of a
+// view, in row-major order.
+template <class F>
+void for_each_row(const TensorDesc& d, F&& f) {
+  const int64_t inner = d.rank ? d.dim(-1) : 1;
+  const int64_t rows = d.numel() / inner;
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t off = d.offset, rem = r;
+    for (int j = d.rank - 2; j >= 0; --j) {
+      off += rem % d.shape[static_cast<size_t>(j)] * d.strides[static_cast<size_t>(j)];
+      rem /= d.shape[static_cast<size_t>(j)];
+    }
+    f(r, off);
+  }
+}
+
+}  // namespace
+
 HostTensor HostTensor::contiguous() const {
   HostTensor out = empty(desc_.dtype, desc_.dims());
+  if (is_quantized(desc_.dtype)) {
+    // Rows of whole blocks (validate() keeps block formats' rows dense).
+    const int64_t row_bytes = dtype_bytes(desc_.dtype, desc_.rank ? desc_.dim(-1) : 1);
+    for_each_row(desc_, [&](int64_t r, int64_t off) {
+      std::memcpy(out.storage() + r * row_bytes,
+                  storage() + quantized_byte_offset(desc_.dtype, off),
+                  static_cast<size_t>(row_bytes));
+    });
+    return out;
+  }
   const size_t es = dtype_size(desc_.dtype);
   std::byte* dst = out.storage();
   const std::byte* src = storage();
@@ -68,6 +107,14 @@ HostTensor HostTensor::contiguous() const {
 
 std::vector<double> HostTensor::to_doubles() const {
   std::vector<double> v(static_cast<size_t>(numel()));
+  if (is_quantized(desc_.dtype)) {
+    const int64_t k = desc_.rank ? desc_.dim(-1) : 1;
+    for_each_row(desc_, [&](int64_t r, int64_t off) {
+      dequantize(desc_.dtype, storage() + quantized_byte_offset(desc_.dtype, off), v.data() + r * k,
+                 k);
+    });
+    return v;
+  }
   for_each_index(desc_, [&](int64_t linear, int64_t off) {
     v[static_cast<size_t>(linear)] = load_as_double(storage(), desc_.dtype, off);
   });
@@ -75,6 +122,17 @@ std::vector<double> HostTensor::to_doubles() const {
 }
 
 void HostTensor::from_doubles(std::span<const double> values) {
+  if (is_quantized(desc_.dtype)) {
+    const int64_t k = desc_.rank ? desc_.dim(-1) : 1;
+    std::vector<float> row(static_cast<size_t>(k));
+    for_each_row(desc_, [&](int64_t r, int64_t off) {
+      for (int64_t i = 0; i < k; ++i)
+        row[static_cast<size_t>(i)] = static_cast<float>(values[static_cast<size_t>(r * k + i)]);
+      (void)quantize(desc_.dtype, row.data(), storage() + quantized_byte_offset(desc_.dtype, off),
+                     k);
+    });
+    return;
+  }
   for_each_index(desc_, [&](int64_t linear, int64_t off) {
     store_from_double(storage(), desc_.dtype, off, values[static_cast<size_t>(linear)]);
   });

@@ -36,7 +36,7 @@ int st_dtype_bytes(std::string_view name) {
 }
 
 std::optional<DType> to_dtype(std::string_view name) {
-  for (DType t : kAllDTypes)
+  for (DType t : kElementDTypes)
     if (safetensors_dtype_name(t) == name) return t;
   return std::nullopt;
 }
@@ -195,6 +195,8 @@ std::string_view safetensors_dtype_name(DType t) {
       return "I8";
     case DType::i32:
       return "I32";
+    default:
+      break;  // block formats have no safetensors dtype
   }
   return "?";
 }

@@ -100,6 +100,21 @@ Status validate(const TensorDesc& t) {
       return Err(Code::invalid_argument).expected("non-negative strides").got(t.str());
   }
   if (t.offset < 0) return Err(Code::invalid_argument).expected("offset >= 0").got(t.str());
+  if (is_quantized(t.dtype)) {
+    // Rows of whole, dense blocks: the last dim is a multiple of the block and unit-strided, every
+    // other stride and the offset land on block starts.
+    const int64_t be = dtype_block_elems(t.dtype);
+    bool ok = t.rank >= 1 && t.shape[u(t.rank - 1)] % be == 0 && t.strides[u(t.rank - 1)] == 1 &&
+              t.offset % be == 0;
+    for (int i = 0; ok && i + 1 < t.rank; ++i) ok = t.strides[u(i)] % be == 0;
+    if (!ok)
+      return Err(Code::invalid_argument)
+          .expected("rows of whole " + std::string(dtype_name(t.dtype)) +
+                    " blocks (a last dim that is a multiple of " + std::to_string(be) +
+                    " with stride 1, other strides and the offset multiples of " +
+                    std::to_string(be) + ")")
+          .got(t.str());
+  }
   // Element counts and the storage a view spans must fit comfortably in 64 bits (as bytes too).
   constexpr int64_t kMaxElems = int64_t{1} << 48;
   int64_t n = 1, extent = t.offset;

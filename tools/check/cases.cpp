@@ -190,7 +190,7 @@ void attention_cases(Builder& b, DType t) {
 
 void data_cases(Builder& b, DType t) {
   OpAttrs c;
-  for (DType to : kAllDTypes) {
+  for (DType to : kElementDTypes) {
     if (to == t) continue;
     c.to = to;
     b.add(OpKind::cast, t, {dense(t, {3, 67})}, {is_integer(to) ? Fill::wide : Fill::unit}, c,
@@ -217,7 +217,7 @@ void data_cases(Builder& b, DType t) {
 void integer_cases(Builder& b) {
   OpAttrs c;
   for (DType from : {DType::i32, DType::i8}) {
-    for (DType to : kAllDTypes) {
+    for (DType to : kElementDTypes) {
       if (to == from) continue;
       c.to = to;
       b.add(OpKind::cast, from, {dense(from, {3, 67})}, {Fill::wide}, c,

@@ -42,13 +42,17 @@ DUET_API float f16_to_f32(uint16_t h);
 DUET_API uint16_t f32_to_f16(float f);
 
 // Reads element i of a buffer of type t as double / writes it from double (rounding once).
-// For integer types the write rounds toward zero and saturates; NaN becomes 0.
+// For integer types the write rounds toward zero and saturates; NaN becomes 0. Block formats
+// read by decoding the element's block (exactly) and are not written element by element (the
+// store does nothing; quantize whole blocks with duet/quantize.h).
 DUET_API double load_as_double(const void* base, DType t, int64_t i);
 DUET_API void store_from_double(void* base, DType t, int64_t i, double v);
 DUET_API float load_as_float(const void* base, DType t, int64_t i);
 DUET_API void store_from_float(void* base, DType t, int64_t i, float v);
 
-// Converts n contiguous elements. Float to f16/bf16 rounds to nearest even.
+// Converts n contiguous elements. Float to f16/bf16 rounds to nearest even. With a block
+// format on either side n is a whole number of blocks: dequantized exactly and rounded once, or
+// quantized (duet/quantize.h).
 DUET_API void convert(const void* src, DType src_type, void* dst, DType dst_type, int64_t n);
 
 }  // namespace duet

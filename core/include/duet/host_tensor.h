@@ -24,6 +24,10 @@ class DUET_API HostTensor {
   // A tensor over memory it does not own (e.g. a device's host-visible buffer); the caller keeps
   // the memory alive. Fails when the descriptor reaches past `storage_bytes`.
   static Result<HostTensor> borrow(const TensorDesc& desc, void* storage, uint64_t storage_bytes);
+  // A tensor over memory that `owner` keeps alive (a memory-mapped file): no copy is made, and
+  // the memory lives as long as any tensor over it.
+  static Result<HostTensor> borrow(const TensorDesc& desc, void* storage, uint64_t storage_bytes,
+                                   std::shared_ptr<void> owner);
   // Storage of `storage_bytes` and a descriptor over it (checked to fit).
   static Result<HostTensor> with_storage(const TensorDesc& desc, uint64_t storage_bytes);
 
@@ -49,9 +53,10 @@ class DUET_API HostTensor {
   Result<HostTensor> view(const TensorDesc& desc) const;
   // A dense copy (same dtype).
   HostTensor contiguous() const;
-  // Every element in row-major order, widened to double.
+  // Every element in row-major order, widened to double (block formats: dequantized exactly).
   std::vector<double> to_doubles() const;
-  // Sets every element from row-major doubles (rounded to the dtype).
+  // Sets every element from row-major doubles (rounded to the dtype; block formats: quantized
+  // row by row, non-finite values leaving their blocks unspecified).
   void from_doubles(std::span<const double> values);
   // Fills the whole storage with a byte pattern (poisoning before a run).
   void fill_bytes(uint8_t pattern);
