@@ -203,6 +203,11 @@ int duet_version_number(void) {
 
 // ---- tensors ----------------------------------------------------------------------------
 
+static_assert(DUET_Q4_Z == static_cast<int>(duet::DType::q4_z) &&
+                  DUET_Q8_0 == static_cast<int>(duet::DType::q8_0) &&
+                  DUET_Q6_K == static_cast<int>(duet::DType::q6_k),
+              "duet_dtype numbers the dtypes as duet::DType");
+
 duet_status duet_tensor_create(duet_dtype dtype, const int64_t* shape, int rank, const void* data,
                                duet_tensor** out) {
   return guard("duet_tensor_create", [&]() -> Status {

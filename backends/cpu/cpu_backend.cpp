@@ -43,6 +43,10 @@ class CpuRules final : public BackendRules {
                       .input_dtypes = in,
                       .output_dtype = op.output.dtype,
                       .launch = {}};
+    if (quantized_input(op)) {
+      fast.ok = false;
+      fast.reason = "the f32 kernels do not read block formats yet (the reference tier does)";
+    }
     KernelChoice ref{.tier = "reference",
                      .precision = Precision::f64,
                      .ok = true,

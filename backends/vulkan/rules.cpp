@@ -188,6 +188,7 @@ class Rules final : public BackendRules {
       k.reason = "views are resolved by the executor, not run as kernels";
       return {k};
     }
+    if (quantized_input(op)) return {no_quantized_kernel(op, "Vulkan")};
     switch (op.kind) {
       case OpKind::cast:
       case OpKind::copy:

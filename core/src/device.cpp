@@ -86,4 +86,22 @@ Status unsupported(const Device& device, const OpDesc& op, std::string_view why)
   return Err(Code::unsupported).op(op_name(op.kind), op.name).device(device.id()).note(why);
 }
 
+std::optional<size_t> quantized_input(const OpDesc& op) {
+  for (size_t i = 0; i < op.inputs.size(); ++i)
+    if (is_quantized(op.inputs[i].dtype)) return i;
+  return std::nullopt;
+}
+
+KernelChoice no_quantized_kernel(const OpDesc& op, std::string_view backend) {
+  KernelChoice k;
+  k.tier = "generic";
+  const size_t i = quantized_input(op).value_or(0);
+  k.reason = "no " + std::string(backend) + " kernel reads " +
+             std::string(dtype_name(op.inputs.empty() ? DType::f32 : op.inputs[i].dtype)) +
+             " weights yet ('" + op.input_name(i) + "'); they stay compressed elsewhere";
+  for (const TensorDesc& t : op.inputs) k.input_dtypes.push_back(t.dtype);
+  k.output_dtype = op.output.dtype;
+  return k;
+}
+
 }  // namespace duet

@@ -11,6 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "constant_files.h"
+#include "duet/gguf.h"
 #include "duet/safetensors.h"
 
 namespace duet {
@@ -269,7 +271,10 @@ Result<TensorDecl> decl_from(const json& j, const std::string& what) {
                 ? parse_dtype(j["dtype"].get<std::string>())
                 : std::nullopt;
   if (!dt)
-    return parse_err(where + " dtype", "f32, f16, bf16, i8 or i32", j.value("dtype", json()));
+    return parse_err(where + " dtype",
+                     "f32, f16, bf16, i8, i32 or a block format (q8_0, q4_0, q4_1, q5_0, q5_1, "
+                     "q2_k, q3_k, q4_k, q5_k, q6_k, q4_z)",
+                     j.value("dtype", json()));
   d.dtype = *dt;
   const json& s = j.contains("shape") ? j["shape"] : json();
   bool ok = s.is_array() && s.size() <= static_cast<size_t>(kMaxRank);
@@ -400,7 +405,8 @@ Result<Graph> graph_from_json(std::string_view text, const std::string& base_dir
     if (!v.is_array()) return parse_err(std::string("graph file ") + key, "an array", v);
     return v;
   };
-  std::map<std::string, SafetensorsFile> files;
+  ConstantFiles files;
+  std::map<std::string, HostTensor> bound;  // constants read from their files
 
   DUET_ASSIGN_OR_RETURN(json inputs, list("inputs"));
   for (const json& in : inputs) {
@@ -419,6 +425,12 @@ Result<Graph> graph_from_json(std::string_view text, const std::string& base_dir
           .expected("either \"file\" or \"values\"")
           .got("both");
     if (c.contains("values")) {
+      if (is_quantized(d.dtype))
+        return Err(Code::parse_error)
+            .tensor(where)
+            .expected("a \"file\" for a " + std::string(dtype_name(d.dtype)) +
+                      " constant (inline values would be quantized again)")
+            .got("\"values\"");
       DUET_ASSIGN_OR_RETURN(HostTensor t, inline_values(c["values"], d, where));
       ids[d.name] = b.constant(d.name, std::move(t));
       continue;
@@ -443,32 +455,11 @@ Result<Graph> graph_from_json(std::string_view text, const std::string& base_dir
     if (src.empty() || !options.load_constants || !b.status().ok()) continue;
     const fs::path path =
         fs::path(src.file).is_absolute() ? fs::path(src.file) : fs::path(base_dir) / src.file;
-    auto it = files.find(path.string());
-    if (it == files.end()) {
-      auto f = read_safetensors(path.string());
-      if (!f.ok()) return f.status().with_context(where);
-      it = files.emplace(path.string(), std::move(*f)).first;
-    }
-    auto t = it->second.tensor(src.key);
-    if (!t.ok()) return t.status().with_context(where + " from '" + path.string() + "'");
-    if (t->dtype() != d.dtype || !t->desc().same_shape(TensorDesc::contiguous(d.dtype, d.shape)))
-      return Err(Code::parse_error)
-          .tensor(where)
-          .expected(TensorDesc::contiguous(d.dtype, d.shape).str() + " as declared")
-          .got(t->desc().str() + " in '" + path.string() + "'");
-    DUET_TRY(b.status());
+    auto t = files.load(path.string(), src.key, d.dtype, d.shape);
+    if (!t.ok()) return t.status().with_context(where + " (key '" + src.key + "')");
+    bound.emplace(d.name, std::move(*t));
   }
   DUET_TRY(b.status());
-  // Constants with files: bind the data read above.
-  std::map<std::string, HostTensor> bound;
-  for (const json& c : constants) {
-    if (!c.contains("file") || !options.load_constants) continue;
-    const std::string name = c["name"].get<std::string>();
-    const std::string file = c["file"].get<std::string>();
-    const fs::path path = fs::path(file).is_absolute() ? fs::path(file) : fs::path(base_dir) / file;
-    auto t = files.at(path.string()).tensor(c.value("key", name));
-    bound.emplace(name, std::move(*t));
-  }
 
   DUET_ASSIGN_OR_RETURN(json nodes, list("nodes"));
   for (const json& n : nodes) {
@@ -532,17 +523,31 @@ Result<Graph> load_graph(const std::string& path, const GraphLoadOptions& option
 }
 
 Status save_graph(const Graph& g, const std::string& path, int64_t inline_limit) {
-  std::vector<std::pair<std::string, HostTensor>> external;
+  std::vector<std::pair<std::string, HostTensor>> external, quantized;
   std::map<std::string, ConstantSource> moved;
   const fs::path weights = fs::path(path).replace_extension(".safetensors");
+  const fs::path blocks = fs::path(path).replace_extension(".gguf");
   for (int id : g.constants()) {
     const GraphValue& v = g.value(id);
-    if (v.source.empty() && v.data && v.data->numel() > inline_limit) {
+    if (!v.source.empty() || !v.data) continue;
+    if (is_quantized(v.data->dtype())) {
+      // Block formats go to a GGUF file beside the graph (safetensors has no such dtypes, and
+      // inline values would be quantized again).
+      if (dtype_info(v.data->dtype()).ggml_type < 0)
+        return Err(Code::unsupported)
+            .tensor(v.name)
+            .expected("a constant GGUF can hold (" + std::string(dtype_name(v.data->dtype())) +
+                      " has no GGUF type; keep it in the checkpoint it was read from)")
+            .got(v.data->desc().str() + " without a source file");
+      quantized.emplace_back(v.name, *v.data);
+      moved[v.name] = ConstantSource{blocks.filename().string(), v.name};
+    } else if (v.data->numel() > inline_limit) {
       external.emplace_back(v.name, *v.data);
       moved[v.name] = ConstantSource{weights.filename().string(), v.name};
     }
   }
   if (!external.empty()) DUET_TRY(write_safetensors(weights.string(), external));
+  if (!quantized.empty()) DUET_TRY(write_gguf(blocks.string(), {}, quantized));
   std::ofstream out(path, std::ios::trunc);
   if (!out) return Err(Code::io_error).tensor(path).expected("a writable path").got("cannot open");
   out << graph_text(g, moved);

@@ -81,7 +81,20 @@ class Check {
   }
   Status float_dtype(size_t i) const {
     if (is_float(op_.inputs[i].dtype)) return {};
-    return fail(i).expected("a float dtype (f32, f16, bf16)").got(op_.inputs[i].str());
+    return fail(i)
+        .expected(is_quantized(op_.inputs[i].dtype)
+                      ? "a float dtype (f32, f16, bf16): a quantized tensor is read by matmul "
+                        "(as 'b'), embedding (as the table) and cast (to a float dtype)"
+                      : "a float dtype (f32, f16, bf16)")
+        .got(op_.inputs[i].str());
+  }
+  Status not_quantized(size_t i) const {
+    if (!is_quantized(op_.inputs[i].dtype)) return {};
+    return fail(i)
+        .expected(
+            "an element dtype: a quantized tensor is read by matmul (as 'b'), embedding (as "
+            "the table) and cast (to a float dtype)")
+        .got(op_.inputs[i].str());
   }
   Status same_dtype(size_t i, size_t j) const {
     if (op_.inputs[i].dtype == op_.inputs[j].dtype) return {};
@@ -116,11 +129,33 @@ class Check {
   const OpDesc& op_;
 };
 
+// A quantized 'b' is a weight as checkpoints store it: [N, K] with rows of K (transpose_b), read
+// by the kernel block by block; 'a' is a float activation whose dtype the output takes.
+Status check_quantized_b(const Check& c, const OpDesc& op) {
+  const TensorDesc& b = op.inputs[1];
+  DUET_TRY(c.rank(1, 2, 2));
+  if (!op.attrs.transpose_b)
+    return c.fail(1)
+        .expected("a quantized weight stored [N, K] with transpose_b (rows of K in " +
+                  std::string(dtype_name(b.dtype)) + " blocks)")
+        .got(b.str() + " without transpose_b");
+  return {};
+}
+
 Status infer_matmul(const Check& c, OpDesc& op) {
   DUET_TRY(c.rank(0, 2, 4));
   DUET_TRY(c.rank(1, 2, 4));
+  if (is_quantized(op.inputs[0].dtype))
+    return c.fail(0)
+        .expected(
+            "a float activation (a quantized weight goes in 'b', stored [N, K] with "
+            "transpose_b)")
+        .got(op.inputs[0].str());
   DUET_TRY(c.float_dtype(0));
-  DUET_TRY(c.same_dtype(0, 1));
+  if (is_quantized(op.inputs[1].dtype))
+    DUET_TRY(check_quantized_b(c, op));
+  else
+    DUET_TRY(c.same_dtype(0, 1));
   const TensorDesc& a = op.inputs[0];
   const TensorDesc& b = op.inputs[1];
   int64_t m = op.attrs.transpose_a ? a.dim(-1) : a.dim(-2);
@@ -231,6 +266,7 @@ Status infer_concat(const Check& c, OpDesc& op) {
   out[u(axis)] = 0;
   for (size_t i = 0; i < op.inputs.size(); ++i) {
     const TensorDesc& t = op.inputs[i];
+    DUET_TRY(c.not_quantized(i));
     DUET_TRY(c.same_dtype(0, i));
     bool ok = t.rank == x0.rank;
     for (int d = 0; ok && d < t.rank; ++d) ok = d == axis || t.shape[u(d)] == x0.shape[u(d)];
@@ -248,13 +284,15 @@ Status infer_concat(const Check& c, OpDesc& op) {
 
 Status infer_embedding(const Check& c, OpDesc& op) {
   DUET_TRY(c.rank(0, 2, 2));
-  DUET_TRY(c.float_dtype(0));
+  const bool quantized = is_quantized(op.inputs[0].dtype);
+  if (!quantized) DUET_TRY(c.float_dtype(0));
   DUET_TRY(c.rank(1, 1, 3));
   if (op.inputs[1].dtype != DType::i32)
     return c.fail(1).expected("i32 ids").got(op.inputs[1].str());
   std::vector<int64_t> out(op.inputs[1].dims().begin(), op.inputs[1].dims().end());
   out.push_back(op.inputs[0].dim(1));
-  op.output = TensorDesc::contiguous(op.inputs[0].dtype, out);
+  // Rows of a quantized table come out dequantized, in f32.
+  op.output = TensorDesc::contiguous(quantized ? DType::f32 : op.inputs[0].dtype, out);
   return {};
 }
 
@@ -287,6 +325,10 @@ Status infer_view(const Check& c, OpDesc& op) {
                       (op.name.empty() ? "" : " '" + op.name + "'") + ": tensor '" +
                       op.input_name(0) + "'");
   }
+  if (Status s = validate(*r); !s.ok())  // a view that splits or transposes blocks
+    return s.with_context(std::string(op_name(op.kind)) +
+                          (op.name.empty() ? "" : " '" + op.name + "'") + ": tensor '" +
+                          op.input_name(0) + "'");
   (void)c;
   op.output = *r;
   return {};
@@ -322,9 +364,20 @@ Status infer(OpDesc& op) {
     case OpKind::attention:
       return infer_attention(c, op);
     case OpKind::cast:
+      if (is_quantized(op.attrs.to))
+        return c.fail_attr()
+            .expected(
+                "a float or integer 'to' (quantize weights with duet::quantize or "
+                "duet quantize, not in a graph)")
+            .got("to " + std::string(dtype_name(op.attrs.to)));
+      if (is_quantized(op.inputs[0].dtype) && !is_float(op.attrs.to))
+        return c.fail_attr()
+            .expected("a float 'to' (f32, f16, bf16) for the quantized '" + op.input_name(0) + "'")
+            .got("to " + std::string(dtype_name(op.attrs.to)));
       op.output = TensorDesc::contiguous(op.attrs.to, op.inputs[0].dims());
       return {};
     case OpKind::copy:
+      DUET_TRY(c.not_quantized(0));
       op.output = TensorDesc::contiguous(op.inputs[0].dtype, op.inputs[0].dims());
       return {};
     case OpKind::concat:

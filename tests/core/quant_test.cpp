@@ -9,6 +9,7 @@
 
 #include "duet/block_layout.h"
 #include "duet/half.h"
+#include "duet/op.h"
 #include "duet/quantize.h"
 
 namespace duet {
@@ -393,6 +394,102 @@ TEST(Formats, QuantizingATensorNamesItInErrors) {
   EXPECT_FALSE(quantize(i, DType::q4_0).ok());
   auto f = HostTensor::empty(DType::f32, std::vector<int64_t>{2, 32});
   EXPECT_FALSE(quantize(f, DType::f16).ok());
+}
+
+// ---- Ops that read block formats.
+
+#define EXPECT_HAS(text, part) EXPECT_NE((text).find(part), std::string::npos) << (text)
+
+TensorDesc q(DType t, std::vector<int64_t> s) {
+  return TensorDesc::contiguous(t, s);
+}
+
+TEST(QuantizedOps, MatmulReadsAWeightStoredNByKAndKeepsTheActivationDtype) {
+  OpAttrs tb;
+  tb.transpose_b = true;
+  for (DType a : {DType::f32, DType::f16, DType::bf16}) {
+    auto op = make_op(OpKind::matmul, tb, {q(a, {2, 3, 512}), q(DType::q4_k, {33, 512})});
+    ASSERT_TRUE(op.ok()) << op.status().message();
+    EXPECT_EQ(op->output, q(a, {2, 3, 33}));
+    EXPECT_EQ(op_bytes(*op),
+              2.0 * 3 * 512 * dtype_size(a) + 33 * 2 * 144 + 2.0 * 3 * 33 * dtype_size(a))
+        << "the weight counts its compressed bytes";
+  }
+  auto no_tb = make_op(OpKind::matmul, {}, {q(DType::f32, {3, 512}), q(DType::q8_0, {512, 64})},
+                       {"x", "w"}, "proj");
+  ASSERT_FALSE(no_tb.ok());
+  EXPECT_HAS(no_tb.status().message(), "matmul 'proj': tensor 'w'");
+  EXPECT_HAS(no_tb.status().message(), "transpose_b");
+  auto a_quant = make_op(OpKind::matmul, tb, {q(DType::q4_0, {3, 64}), q(DType::q4_0, {5, 64})});
+  ASSERT_FALSE(a_quant.ok());
+  EXPECT_HAS(a_quant.status().message(), "a float activation");
+  auto batched = make_op(OpKind::matmul, tb, {q(DType::f32, {3, 64}), q(DType::q4_0, {2, 5, 64})});
+  ASSERT_FALSE(batched.ok());
+  EXPECT_HAS(batched.status().message(), "rank 2");
+  auto k_mismatch = make_op(OpKind::matmul, tb, {q(DType::f32, {3, 96}), q(DType::q4_0, {5, 64})});
+  ASSERT_FALSE(k_mismatch.ok());
+  EXPECT_HAS(k_mismatch.status().message(), "K = 96");
+}
+
+TEST(QuantizedOps, EmbeddingOfAQuantizedTableGivesF32Rows) {
+  auto op = make_op(OpKind::embedding, {}, {q(DType::q6_k, {100, 256}), q(DType::i32, {2, 7})});
+  ASSERT_TRUE(op.ok()) << op.status().message();
+  EXPECT_EQ(op->output, q(DType::f32, {2, 7, 256}));
+}
+
+TEST(QuantizedOps, CastGoesFromABlockFormatToAFloatOnly) {
+  OpAttrs to;
+  to.to = DType::f16;
+  auto op = make_op(OpKind::cast, to, {q(DType::q5_k, {4, 256})});
+  ASSERT_TRUE(op.ok()) << op.status().message();
+  EXPECT_EQ(op->output, q(DType::f16, {4, 256}));
+  to.to = DType::i32;
+  EXPECT_FALSE(make_op(OpKind::cast, to, {q(DType::q5_k, {4, 256})}).ok());
+  to.to = DType::q4_0;
+  auto into = make_op(OpKind::cast, to, {q(DType::f32, {4, 256})});
+  ASSERT_FALSE(into.ok());
+  EXPECT_HAS(into.status().message(), "duet::quantize");
+}
+
+TEST(QuantizedOps, OtherOpsRefuseBlockFormatsSayingWhatReadsThem) {
+  for (OpKind k : {OpKind::add, OpKind::silu, OpKind::softmax, OpKind::copy}) {
+    std::vector<TensorDesc> in = {q(DType::q8_0, {4, 64})};
+    if (k == OpKind::add) in.push_back(q(DType::q8_0, {4, 64}));
+    auto op = make_op(k, {}, in, {"w"});
+    ASSERT_FALSE(op.ok()) << op_name(k);
+    EXPECT_HAS(op.status().message(), "matmul (as 'b'), embedding");
+  }
+  OpAttrs cat;
+  cat.axis = 0;
+  EXPECT_FALSE(
+      make_op(OpKind::concat, cat, {q(DType::q8_0, {4, 64}), q(DType::q8_0, {4, 64})}).ok());
+}
+
+TEST(QuantizedOps, ViewsKeepWholeBlocks) {
+  OpAttrs rows;
+  rows.axis = 0;
+  rows.start = 1;
+  rows.stop = 3;
+  auto part = make_op(OpKind::slice, rows, {q(DType::q4_k, {8, 512})}, {"w"}, "rows");
+  ASSERT_TRUE(part.ok()) << part.status().message();
+  EXPECT_EQ(part->output.offset, 512);
+  OpAttrs cols = rows;
+  cols.axis = 1;
+  cols.start = 0;
+  cols.stop = 100;
+  auto bad = make_op(OpKind::slice, cols, {q(DType::q4_k, {8, 512})}, {"w"}, "cols");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_HAS(bad.status().message(), "slice 'cols': tensor 'w'");
+  EXPECT_HAS(bad.status().message(), "whole q4_k blocks");
+  OpAttrs t;
+  t.dim0 = 0;
+  t.dim1 = 1;
+  EXPECT_FALSE(make_op(OpKind::transpose, t, {q(DType::q4_k, {8, 512})}).ok());
+  OpAttrs r;
+  r.shape = {16, 256};
+  EXPECT_TRUE(make_op(OpKind::reshape, r, {q(DType::q4_k, {8, 512})}).ok());
+  r.shape = {32, 128};
+  EXPECT_FALSE(make_op(OpKind::reshape, r, {q(DType::q4_k, {8, 512})}).ok());
 }
 
 }  // namespace

@@ -79,6 +79,19 @@ typedef enum duet_dtype {
   DUET_BF16 = 2, /* bfloat16, stored as uint16_t */
   DUET_I8 = 3,
   DUET_I32 = 4,
+  /* Block-quantized weights (duet/block_layout.h): rows of whole blocks along the last dim, whose
+   * size must be a multiple of the block (32, or 256 for the _K formats). */
+  DUET_Q8_0 = 5,
+  DUET_Q4_0 = 6,
+  DUET_Q4_1 = 7,
+  DUET_Q5_0 = 8,
+  DUET_Q5_1 = 9,
+  DUET_Q2_K = 10,
+  DUET_Q3_K = 11,
+  DUET_Q4_K = 12,
+  DUET_Q5_K = 13,
+  DUET_Q6_K = 14,
+  DUET_Q4_Z = 15,
   DUET_DTYPE_MAX_ENUM = 0x7FFFFFFF /* not a dtype: keeps the enum int-sized in C and C++ */
 } duet_dtype;
 
@@ -87,7 +100,8 @@ typedef enum duet_dtype {
 typedef struct duet_tensor duet_tensor;
 
 /* A dense row-major tensor of `rank` (0..4) dimensions. `data` (may be NULL: zero-filled) is
- * copied: numel * element size bytes. */
+ * copied: numel * element size bytes (block formats: numel / block elements * block bytes, as
+ * duet_tensor_nbytes says). */
 DUET_C_API duet_status duet_tensor_create(duet_dtype dtype, const int64_t* shape, int rank,
                                           const void* data, duet_tensor** out);
 DUET_C_API void duet_tensor_destroy(duet_tensor* t);

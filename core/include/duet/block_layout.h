@@ -73,13 +73,14 @@
 /* q4_k: w[e] = d * sc[s] * q - dmin * m[s], s = e / 32;
  *       q = qs[32 * (e / 64) + e % 32] & 0xF if (e % 64) < 32, else >> 4;
  *       sc, m (6 bits) for s < 4: scales[s] & 63, scales[s + 4] & 63; for s >= 4:
- *       (scales[s + 4] & 0xF) | (scales[s - 4] >> 6) << 4, (scales[s + 4] >> 4) | (scales[s] >> 6) << 4 */
+ *       sc = (scales[s + 4] & 0xF) | (scales[s - 4] >> 6) << 4,
+ *       m = (scales[s + 4] >> 4) | (scales[s] >> 6) << 4 */
 #define DUET_Q4_K_ELEMS 256
 #define DUET_Q4_K_BYTES 144
-#define DUET_Q4_K_D 0       /* f16 */
-#define DUET_Q4_K_DMIN 2    /* f16 */
-#define DUET_Q4_K_SCALES 4  /* 12 bytes of 6-bit scales and mins */
-#define DUET_Q4_K_QS 16     /* 128 bytes of nibbles */
+#define DUET_Q4_K_D 0      /* f16 */
+#define DUET_Q4_K_DMIN 2   /* f16 */
+#define DUET_Q4_K_SCALES 4 /* 12 bytes of 6-bit scales and mins */
+#define DUET_Q4_K_QS 16    /* 128 bytes of nibbles */
 
 /* q5_k: as q4_k with a fifth bit: q |= ((qh[e % 32] >> (2 * (e / 64) + (e % 64) / 32)) & 1) << 4 */
 #define DUET_Q5_K_ELEMS 256
@@ -104,9 +105,9 @@
  * zero point. */
 #define DUET_Q4_Z_ELEMS 32
 #define DUET_Q4_Z_BYTES 20
-#define DUET_Q4_Z_D 0  /* f16 */
+#define DUET_Q4_Z_D 0   /* f16 */
 #define DUET_Q4_Z_Z 2   /* uint8: the zero point z in the low nibble (the high nibble is 0) */
 #define DUET_Q4_Z_PAD 3 /* uint8, 0 */
-#define DUET_Q4_Z_QS 4 /* 16 bytes, as q4_0 */
+#define DUET_Q4_Z_QS 4  /* 16 bytes, as q4_0 */
 
 #endif /* DUET_BLOCK_LAYOUT_H */

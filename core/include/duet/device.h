@@ -181,4 +181,11 @@ class DUET_API Device {
 // Error for "this device cannot run this op", in the standard sentence form.
 DUET_API Status unsupported(const Device& device, const OpDesc& op, std::string_view why);
 
+// The index of the first block-quantized input of an op (a quantized matmul's weight, a
+// quantized embedding table, the source of a cast from a block format), if any.
+DUET_API std::optional<size_t> quantized_input(const OpDesc& op);
+// For rules that have no kernel reading a block format: the one choice, refused with a reason
+// naming the backend and the format.
+DUET_API KernelChoice no_quantized_kernel(const OpDesc& op, std::string_view backend);
+
 }  // namespace duet

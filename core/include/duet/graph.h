@@ -1,6 +1,6 @@
 // A graph of v1 ops over named tensors: inputs (given at run time), constants (weights, with
-// their data or a reference to a .safetensors file) and the values ops produce. Built with a
-// GraphBuilder, which validates every op as it is added (shape and dtype inference by make_op);
+// their data or a reference to a .safetensors or .gguf file) and the values ops produce. Built with
+// a GraphBuilder, which validates every op as it is added (shape and dtype inference by make_op);
 // saved and loaded as versioned JSON (see docs/planner.md, "Graph files").
 //
 // A node and the value it produces share one name. Views (reshape, transpose, permute, slice)
@@ -24,7 +24,8 @@ namespace duet {
 enum class ValueKind : uint8_t { input, constant, intermediate };
 DUET_API std::string_view value_kind_name(ValueKind k);
 
-// Where a constant's data lives on disk: a tensor of a .safetensors file. A relative `file` is
+// Where a constant's data lives on disk: a tensor of a .safetensors or .gguf file, or a GPTQ/AWQ
+// module of a safetensors checkpoint (see graph_file.h). A relative `file` is
 // relative to the graph file's folder.
 struct DUET_API ConstantSource {
   std::string file;

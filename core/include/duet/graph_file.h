@@ -4,6 +4,10 @@
 //    "inputs":    [{"name": "x", "dtype": "f16", "shape": [8, 64]}],
 //    "constants": [{"name": "w", "dtype": "f16", "shape": [64, 64],
 //                   "file": "mlp.safetensors", "key": "w"},          // data from a file,
+//                  {"name": "up", "dtype": "q4_k", "shape": [14336, 4096],
+//                   "file": "model.gguf", "key": "blk.0.ffn_up.weight"},  // a GGUF tensor,
+//                  {"name": "o", "dtype": "q4_z", "shape": [4096, 4096],  // a GPTQ/AWQ module:
+//                   "file": "model.safetensors", "key": "model.layers.0.self_attn.o_proj"},
 //                  {"name": "b", "dtype": "f32", "shape": [2], "values": [0.5, -1]}],  // inline,
 //                                                                    // or neither: bound later
 //    "nodes":     [{"name": "h", "op": "matmul", "inputs": ["x", "w"],
@@ -26,7 +30,10 @@ namespace duet {
 inline constexpr int kGraphFormatVersion = 1;
 
 struct DUET_API GraphLoadOptions {
-  // Read constants' data from their safetensors files (else they stay unbound).
+  // Read constants' data from their files (else they stay unbound). A file is GGUF when it starts
+  // with GGUF's magic, else safetensors; a safetensors key that names no tensor but has
+  // `<key>.qweight` is a GPTQ/AWQ int4 module (duet/int4_checkpoint.h). GGUF tensors are
+  // memory-mapped, not copied.
   bool load_constants = true;
 };
 
@@ -39,7 +46,8 @@ DUET_API std::string graph_to_json(const Graph& graph);
 
 DUET_API Result<Graph> load_graph(const std::string& path, const GraphLoadOptions& options = {});
 // Writes the graph; constants with data and no source of more than `inline_limit` elements are
-// written to "<path without .json>.safetensors" beside it and referenced from the graph.
+// written to "<path without .json>.safetensors" beside it and referenced from the graph; quantized
+// constants without a source go to "<path without .json>.gguf".
 DUET_API Status save_graph(const Graph& graph, const std::string& path,
                            int64_t inline_limit = 4096);
 

@@ -4,7 +4,10 @@
 //   matmul(a, b)          a[..., M, K] @ b[..., K, N] -> [..., M, N]; transpose_a / transpose_b
 //                         mean the operand is stored [..., K, M] / [..., N, K]. Batch dims
 //                         broadcast (numpy). f32/f16/bf16 inputs of one dtype, f32 accumulation,
-//                         output in the input dtype.
+//                         output in the input dtype. A quantized b (a block format, duet/
+//                         quantize.h) is a weight [N, K] read with transpose_b, the product
+//                         taken with its exact dequantization; the output has a's float dtype.
+//                         A kernel may quantize a's rows to 8 bits per 32 (as ggml does).
 //   add/sub/mul/div(a, b) numpy broadcasting, one float dtype.
 //   scale(x)              x * alpha
 //   silu, relu, exp, gelu elementwise; gelu uses erf unless gelu_approx is tanh.
@@ -22,10 +25,13 @@
 //                         sees keys j <= i + (Lk - Lq). With Lq > Lk the first queries see no
 //                         key and their output is 0. scale defaults to 1/sqrt(D).
 //   cast(x)               to attrs.to; float -> int rounds toward zero and saturates, NaN -> 0.
+//                         A quantized x casts to a float dtype only (its exact dequantization,
+//                         rounded once); nothing casts to a block format.
 //   copy(x)               a dense row-major copy (makes a view contiguous).
 //   concat(x0, x1, ...)   along attrs.axis; same dtype, equal other dims.
 //   embedding(table, ids) table[V, D], ids i32 of any shape (rank <= 3) -> ids.shape + [D].
-//                         An id outside [0, V) is an error reported by the backend.
+//                         An id outside [0, V) is an error reported by the backend. A quantized
+//                         table gives its rows dequantized, in f32.
 //   reshape/transpose/permute/slice
 //                         views: no kernel, the output aliases the input's storage.
 #pragma once
