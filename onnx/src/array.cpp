@@ -139,6 +139,8 @@ int elem_of(DType t) {
       return kInt8;
     case DType::i32:
       return kInt32;
+    default:
+      break;  // block formats have no ONNX element type
   }
   return kUndefined;
 }
