@@ -432,8 +432,8 @@ duet_status duet_plan_create(const duet_graph* g, const char* profiles, const ch
       if (s.kind != duet::StepKind::kernel) continue;
       h->ops.push_back({s.name, std::string(duet::op_name(s.op.op.kind)),
                         h->plan.devices[static_cast<size_t>(s.device)].id,
-                        std::string(duet::precision_name(s.op.choice.precision)), s.op.choice.tier,
-                        s.est_us});
+                        std::string(duet::precision_name(s.op.choice.precision)),
+                        std::string(duet::tier_name(s.op.choice.tier)), s.est_us});
     }
     *out = h.release();
     return {};

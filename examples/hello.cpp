@@ -27,6 +27,6 @@ int main() {
       std::printf("%s: %s, %s, %s\n", s.name.c_str(),
                   (*engine)->plan().device_name(s.device).c_str(),
                   std::string(duet::precision_name(s.op.choice.precision)).c_str(),
-                  s.op.choice.tier.c_str());
+                  std::string(duet::tier_name(s.op.choice.tier)).c_str());
   return 0;
 }

@@ -1,4 +1,4 @@
-// Operands read through uniform texel buffers (bindings 7..10), for the "subgroup" kernels. On a
+// Operands read through uniform texel buffers (bindings 7..10), for the "register_blocked" kernels. On a
 // CPU device (lavapipe) a texel fetch is one vector gather over the invocations of a subgroup,
 // where a storage-buffer read is a loop over them: 2-4x cheaper per element, measured.
 //

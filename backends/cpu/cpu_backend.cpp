@@ -36,7 +36,7 @@ class CpuRules final : public BackendRules {
   std::vector<KernelChoice> choices(const DeviceCaps&, const OpDesc& op) const override {
     std::vector<DType> in;
     for (const auto& t : op.inputs) in.push_back(t.dtype);
-    KernelChoice fast{.tier = "simd",
+    KernelChoice fast{.tier = Tier::simd,
                       .precision = Precision::f32,
                       .ok = true,
                       .reason = "f32 compute on the host, every input dtype read directly",
@@ -47,7 +47,7 @@ class CpuRules final : public BackendRules {
       fast.ok = false;
       fast.reason = "the f32 kernels do not read block formats yet (the reference tier does)";
     }
-    KernelChoice ref{.tier = "reference",
+    KernelChoice ref{.tier = Tier::reference,
                      .precision = Precision::f64,
                      .ok = true,
                      .reason = "float64 reference loops (slow; for checking)",
@@ -101,7 +101,7 @@ class CpuDevice final : public Device {
     }
     DUET_TRY(check_arg(op, output, op.output, "output"));
     HostArg out = host_arg(output);
-    if (p.choice.tier == "reference") return run_reference(op, in, out);
+    if (p.choice.tier == Tier::reference) return run_reference(op, in, out);
     OpArgs args{op, in, out, pool_, id_};
     switch (op.kind) {
       case OpKind::matmul:

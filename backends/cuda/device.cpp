@@ -185,33 +185,37 @@ class Device final : public CudaDevice {
       return unsupported(*this, op, "views are resolved by the executor, not run as kernels");
     if (!image_.ok()) return unsupported(*this, op, image_.refusal());
     if (!choice.ok)
-      return unsupported(
-          *this, op,
-          "the plan chose a refused kernel (" + choice.tier + ": " + choice.reason + ")");
+      return unsupported(*this, op,
+                         "the plan chose a refused kernel (" + std::string(tier_name(choice.tier)) +
+                             ": " + choice.reason + ")");
     for (size_t i = 0; i < op.inputs.size() && i < choice.input_dtypes.size(); ++i)
       if (choice.input_dtypes[i] != op.inputs[i].dtype)
         return err(Code::invalid_argument)
             .tensor(op.input_name(i))
             .expected(std::string(dtype_name(choice.input_dtypes[i])) + " (what the " +
-                      choice.tier + " kernel reads)")
+                      std::string(tier_name(choice.tier)) + " kernel reads)")
             .got(op.inputs[i].str());
     if (choice.output_dtype != op.output.dtype)
       return err(Code::invalid_argument)
           .tensor("output")
-          .expected(std::string(dtype_name(choice.output_dtype)) + " (what the " + choice.tier +
-                    " kernel writes)")
+          .expected(std::string(dtype_name(choice.output_dtype)) + " (what the " +
+                    std::string(tier_name(choice.tier)) + " kernel writes)")
           .got(op.output.str());
 
     DUET_TRY(start());
-    if (choice.tier == "cublas") return run_gemm(op, in, out);
-    kernels::Tier tier{};
-    if (!kernels::parse_tier(choice.tier, &tier))
-      return err(Code::invalid_argument).expected("a CUDA kernel tier").got(choice.tier);
+    const Tier tier = choice.tier;
+    if (tier == Tier::cublas) return run_gemm(op, in, out);
+    if (tier != Tier::generic && tier != Tier::tiled && tier != Tier::flash &&
+        tier != Tier::pipelined)
+      return err(Code::invalid_argument)
+          .expected("a CUDA kernel tier (cublas, generic, tiled, flash, pipelined)")
+          .got(std::string(tier_name(tier)));
     const uint64_t ws = kernels::workspace_bytes(tier, op, choice.launch);
     DUET_ASSIGN_OR_RETURN(void* workspace, ensure_workspace(op, ws));
     kernels::Launch l{choice.launch, stream_, workspace, props_.major * 10 + props_.minor};
     Status s = check(drv().launch(tier, op, in, out, l));
-    if (!s.ok()) return err(s.code()).note(choice.tier + " kernel: " + s.message());
+    if (!s.ok())
+      return err(s.code()).note(std::string(tier_name(tier)) + " kernel: " + s.message());
     // Data errors (an embedding id out of range) sit at the start of the workspace; copy them
     // out on the stream before a later op reuses the workspace, and judge them at synchronize.
     if (const uint64_t eb = kernels::error_bytes(op); eb > 0) {

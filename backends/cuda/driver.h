@@ -71,7 +71,7 @@ class Driver {
   virtual Status copy_to_host(void* dst, const void* src, uint64_t bytes, Stream s) = 0;
 
   // A kernel of the given tier (kernels::gpu::launch on a GPU).
-  virtual Status launch(kernels::Tier tier, const OpDesc& op, std::span<const kernels::View> in,
+  virtual Status launch(Tier tier, const OpDesc& op, std::span<const kernels::View> in,
                         const kernels::View& out, const kernels::Launch& l) = 0;
   // D = op(A) op(B) through cuBLASLt; `a`, `b`, `d` point at element 0 of each operand.
   virtual Status gemm(const GemmCall& g, const void* a, const void* b, void* d, Stream s,

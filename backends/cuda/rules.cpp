@@ -73,7 +73,7 @@ std::vector<KernelChoice> cublas_choices(const DeviceCaps& caps, const OpDesc& o
   for (Precision p : {Precision::f32, Precision::f16, Precision::bf16}) {
     const DType t = precision_storage(p);
     KernelChoice c;
-    c.tier = "cublas";
+    c.tier = Tier::cublas;
     c.precision = p;
     c.input_dtypes = {t, t};
     c.output_dtype = t;

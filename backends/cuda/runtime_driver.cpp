@@ -320,7 +320,7 @@ class RuntimeDriver final : public Driver {
         "cudaMemcpyAsync to the host");
   }
 
-  Status launch(kernels::Tier tier, const OpDesc& op, std::span<const kernels::View> in,
+  Status launch(Tier tier, const OpDesc& op, std::span<const kernels::View> in,
                 const kernels::View& out, const kernels::Launch& l) override {
 #if DUET_HAVE_KERNELS_GPU
     Status s = kernels::gpu::launch(tier, op, in, out, l);

@@ -309,9 +309,9 @@ Result<PhysicalInfo> probe(VkInstance instance, VkPhysicalDevice pd) {
   }
   c.extra["cooperative_matrix_nv"] = coop_nv;
 
-  // Uniform texel buffers: the "subgroup" kernels read their operands through them, because on a
-  // CPU device (lavapipe) a texel fetch is a vector gather while a storage-buffer read is a loop
-  // over the invocations. The formats are among those Vulkan requires; checked all the same.
+  // Uniform texel buffers: the "register_blocked" kernels read their operands through them, because
+  // on a CPU device (lavapipe) a texel fetch is a vector gather while a storage-buffer read is a
+  // loop over the invocations. The formats are among those Vulkan requires; checked all the same.
   bool texel_formats = true;
   for (VkFormat f : {VK_FORMAT_R32G32B32A32_UINT, VK_FORMAT_R32_UINT, VK_FORMAT_R16_UINT}) {
     VkFormatProperties fp{};

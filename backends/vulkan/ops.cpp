@@ -88,7 +88,8 @@ Result<std::pair<Window, GpuTensor>> bind(VulkanDevice& dev, const Arg& a, bool 
   return std::make_pair(w, gpu_tensor(a.desc, static_cast<uint32_t>((lo - start) / e)));
 }
 
-// ---- texel views (the "subgroup" kernels' operands) ---------------------------------------------
+// ---- texel views (the "register_blocked" kernels' operands)
+// ---------------------------------------------
 
 // Elements per vector texel (R32G32B32A32_UINT): 4 f32, or 8 16-bit values.
 int64_t texel_vec(DType t) {
@@ -216,7 +217,7 @@ struct Ctx {
     return {};
   }
   int block() const { return choice.launch.block_threads > 0 ? choice.launch.block_threads : 64; }
-  bool subgroup() const { return choice.tier == "subgroup"; }
+  bool register_blocked() const { return choice.tier == Tier::register_blocked; }
 };
 
 // ---- elementwise ----------------------------------------------------------------------------
@@ -531,13 +532,13 @@ Status matmul_emit_tiled(const Ctx& c, const MatmulJob& j) {
   return c.dev.recorder().record(d);
 }
 
-// The "subgroup" GEMM (matmul_sg.comp): each invocation a TM x TN register block, operands
-// through texel views, vector texels where both operands' layouts allow (mode 1: B along K, mode
-// 2: B along N), else one element per fetch (mode 0).
-Status matmul_emit_subgroup(const Ctx& c, const MatmulJob& j) {
+// The "register_blocked" GEMM (matmul_blocked.comp): each invocation a TM x TN register block,
+// operands through texel views, vector texels where both operands' layouts allow (mode 1: B along
+// K, mode 2: B along N), else one element per fetch (mode 0).
+Status matmul_emit_blocked(const Ctx& c, const MatmulJob& j) {
   const LaunchConfig& l = c.choice.launch;
   int tm = 0, tn = 0;
-  if (std::sscanf(l.variant.c_str(), "subgroup_%dx%d", &tm, &tn) != 2 || tm < 1 || tn < 1)
+  if (std::sscanf(l.variant.c_str(), "blocked_%dx%d", &tm, &tn) != 2 || tm < 1 || tn < 1)
     return Err(Code::internal).device(c.dev.id()).note("matmul launch variant " + l.variant);
   const int64_t M = j.y.desc.dim(2), N = j.y.desc.dim(3), K = j.a.desc.dim(3);
   const int64_t vec = texel_vec(j.a.desc.dtype);
@@ -549,7 +550,7 @@ Status matmul_emit_subgroup(const Ctx& c, const MatmulJob& j) {
       mode = 2;
   }
   Dispatch d;
-  d.shader = "matmul_sg_" + T(j.y.desc.dtype);
+  d.shader = "matmul_blocked_" + T(j.y.desc.dtype);
   d.spec = {static_cast<uint32_t>(l.block_threads), static_cast<uint32_t>(tm),
             static_cast<uint32_t>(tn), mode};
   DUET_TRY(c.bind_into(d, 1, 0, j.y, true, "output"));
@@ -571,13 +572,13 @@ Status matmul_emit_subgroup(const Ctx& c, const MatmulJob& j) {
 }
 
 // Splits until every operand fits what binds it (a storage-buffer window, or a texel view for
-// the "subgroup" kernel's A and B): batch first, then the dimension of the operand that is
+// the "register_blocked" kernel's A and B): batch first, then the dimension of the operand that is
 // outermost in its memory (M or K for A; K or N for B), accumulating over K.
 Status matmul_split(const Ctx& c, const MatmulJob& j) {
-  const bool sg = c.subgroup();
-  auto fits_in = [&](const Arg& a) { return sg ? texels_fit(c.dev, a) : fits(c.dev, a); };
+  const bool blocked = c.register_blocked();
+  auto fits_in = [&](const Arg& a) { return blocked ? texels_fit(c.dev, a) : fits(c.dev, a); };
   const bool fa = fits_in(j.a), fb = fits_in(j.b), fy = fits(c.dev, j.y);
-  if (fa && fb && fy) return sg ? matmul_emit_subgroup(c, j) : matmul_emit_tiled(c, j);
+  if (fa && fb && fy) return blocked ? matmul_emit_blocked(c, j) : matmul_emit_tiled(c, j);
   auto halves = [](int64_t n) {
     return std::array<std::pair<int64_t, int64_t>, 2>{{{0, n / 2}, {n / 2, n}}};
   };
@@ -603,7 +604,8 @@ Status matmul_split(const Ctx& c, const MatmulJob& j) {
     dim = j.b.desc.strides[3] > j.b.desc.strides[2] ? kN : kK;
   }
   const int64_t n = dim == kM ? M : dim == kN ? N : K;
-  if (n <= 1) return sg ? matmul_emit_subgroup(c, j) : matmul_emit_tiled(c, j);  // bind() says why
+  if (n <= 1)
+    return blocked ? matmul_emit_blocked(c, j) : matmul_emit_tiled(c, j);  // bind() says why
   bool first = true;
   for (auto [s, e] : halves(n)) {
     MatmulJob p = j;
@@ -667,13 +669,13 @@ Status record_attention(const Ctx& c, const Dispatch& d, const Arg& out,
   return c.dev.recorder().record(m);
 }
 
-// The "subgroup" attention (attention_sg.comp): R rows per invocation, LR invocations along rows
-// and LK along keys (variant "subgroup_RxLR"), keys split `splits` ways more; the LK x splits
-// partial results per row are merged by attention_combine.comp.
-Status attention_subgroup_emit(const Ctx& c, const std::vector<Arg>& p, int64_t G, int64_t D) {
+// The "register_blocked" attention (attention_blocked.comp): R rows per invocation, LR invocations
+// along rows and LK along keys (variant "subgroup_RxLR"), keys split `splits` ways more; the LK x
+// splits partial results per row are merged by attention_combine.comp.
+Status attention_blocked_emit(const Ctx& c, const std::vector<Arg>& p, int64_t G, int64_t D) {
   const LaunchConfig& l = c.choice.launch;
   int R = 0, LR = 0;
-  if (std::sscanf(l.variant.c_str(), "subgroup_%dx%d", &R, &LR) != 2 || R < 1 || LR < 1 ||
+  if (std::sscanf(l.variant.c_str(), "blocked_%dx%d", &R, &LR) != 2 || R < 1 || LR < 1 ||
       l.block_threads % LR != 0)
     return Err(Code::internal).device(c.dev.id()).note("attention launch variant " + l.variant);
   const int64_t Lq = p[1].desc.dim(2), Lk = p[2].desc.dim(2);
@@ -683,7 +685,7 @@ Status attention_subgroup_emit(const Ctx& c, const std::vector<Arg>& p, int64_t 
   const uint64_t bh = static_cast<uint64_t>(p[0].desc.dim(0) * p[2].desc.dim(1));
   const DType t = p[0].desc.dtype;
   Dispatch d;
-  d.shader = "attention_sg_" + T(t);
+  d.shader = "attention_blocked_" + T(t);
   const bool has_mask = p.size() > 4;
   const uint32_t qvec = vector_ok(p[1], 3), kvec = vector_ok(p[2], 3), vvec = vector_ok(p[3], 3);
   const uint32_t mask = !has_mask ? 0u : p[4].desc.dtype == DType::f32 ? 1u : 2u;
@@ -744,7 +746,7 @@ Status attention(const Ctx& c, const Arg& out, std::span<const Arg> in) {
   std::function<Status(std::vector<Arg>)> run = [&](std::vector<Arg> p) -> Status {
     bool ok = true;
     for (size_t i = 0; i < p.size(); ++i)
-      ok = ok && (c.subgroup() && i > 0 ? texels_fit(c.dev, p[i]) : fits(c.dev, p[i]));
+      ok = ok && (c.register_blocked() && i > 0 ? texels_fit(c.dev, p[i]) : fits(c.dev, p[i]));
     const int64_t b = p[0].desc.dim(0), hkv = p[2].desc.dim(1);
     if (!ok && (b > 1 || hkv > 1)) {
       const bool by_batch = b > 1;
@@ -760,7 +762,7 @@ Status attention(const Ctx& c, const Arg& out, std::span<const Arg> in) {
       }
       return {};
     }
-    if (c.subgroup()) return attention_subgroup_emit(c, p, G, D);
+    if (c.register_blocked()) return attention_blocked_emit(c, p, G, D);
     const uint64_t bh = static_cast<uint64_t>(b * hkv);
     Dispatch d;
     d.shader = "attention_" + T(t);

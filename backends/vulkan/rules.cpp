@@ -83,23 +83,23 @@ std::optional<MatmulTile> pick_matmul_tile(const DeviceCaps& c, int64_t M, int64
   return std::nullopt;
 }
 
-// The "subgroup" GEMM's register block: TM x TN outputs per invocation, WG invocations per
+// The "register_blocked" GEMM's register block: TM x TN outputs per invocation, WG invocations per
 // workgroup along N. On a CPU device (lavapipe: a workgroup is one core, its invocations the SIMD
 // lanes, every read a gather) large blocks amortise the fetches but cost LLVM compile time at
 // the first dispatch. Measured at 1024^3 on lavapipe, CPU time (first dispatch): f16 16x8 70 ms
 // (2 s), 16x16 62 ms (7.5 s), 32x16 67 ms (29 s), 8x8 78 ms (0.7 s); f32 alike. 16x8 it is, or
 // 1x16 .. 8x16 for a few rows. Elsewhere a block of 4x4 keeps to the registers a GPU invocation
 // has. Blocks shrink (rows first) until there are workgroups for every compute unit.
-struct SgTile {
+struct BlockTile {
   int wg, tm, tn;
 };
 
-SgTile pick_subgroup_tile(const DeviceCaps& c, const OpDesc& op, DType t) {
+BlockTile pick_register_block(const DeviceCaps& c, const OpDesc& op, DType t) {
   const int64_t M = op.output.dim(-2), N = op.output.dim(-1);
   int64_t batch = 1;
   for (int i = 0; i + 2 < op.output.rank; ++i) batch *= op.output.dim(i);
   const int sg = std::max(c.subgroup_size, 1);
-  SgTile s{std::min(sg, max_threads(c)), 4, 4};
+  BlockTile s{std::min(sg, max_threads(c)), 4, 4};
   if (c.type != DeviceType::cpu) {
     s.wg = std::max(s.wg, std::min(64, max_threads(c)) / s.wg * s.wg);
     return s;
@@ -184,7 +184,7 @@ class Rules final : public BackendRules {
   std::vector<KernelChoice> choices(const DeviceCaps& c, const OpDesc& op) const override {
     if (is_view(op.kind)) {
       KernelChoice k;
-      k.tier = "generic";
+      k.tier = Tier::generic;
       k.reason = "views are resolved by the executor, not run as kernels";
       return {k};
     }
@@ -203,13 +203,13 @@ class Rules final : public BackendRules {
       if (op.kind == OpKind::matmul) {
         // On a CPU device the register-blocked kernel first: its shared-memory reads are gathers.
         out.push_back(coopmat_choice(c, op, t));
-        if (c.type == DeviceType::cpu) out.push_back(subgroup_choice(c, op, t));
+        if (c.type == DeviceType::cpu) out.push_back(register_blocked_choice(c, op, t));
         out.push_back(compute_choice(c, op, t));
-        if (c.type != DeviceType::cpu) out.push_back(subgroup_choice(c, op, t));
+        if (c.type != DeviceType::cpu) out.push_back(register_blocked_choice(c, op, t));
       } else if (op.kind == OpKind::attention) {
-        if (c.type == DeviceType::cpu) out.push_back(subgroup_choice(c, op, t));
+        if (c.type == DeviceType::cpu) out.push_back(register_blocked_choice(c, op, t));
         out.push_back(compute_choice(c, op, t));
-        if (c.type != DeviceType::cpu) out.push_back(subgroup_choice(c, op, t));
+        if (c.type != DeviceType::cpu) out.push_back(register_blocked_choice(c, op, t));
       } else {
         out.push_back(compute_choice(c, op, t));
       }
@@ -218,7 +218,7 @@ class Rules final : public BackendRules {
   }
 
  private:
-  static KernelChoice base(const OpDesc& op, DType t, const char* tier) {
+  static KernelChoice base(const OpDesc& op, DType t, Tier tier) {
     KernelChoice k;
     k.tier = tier;
     k.precision = precision_of(t);
@@ -230,7 +230,7 @@ class Rules final : public BackendRules {
   // Cast, copy, concat, embedding: move or convert what is stored, at its own dtype.
   static KernelChoice data_choice(const DeviceCaps& c, const OpDesc& op) {
     KernelChoice k;
-    k.tier = "generic";
+    k.tier = Tier::generic;
     const DType src = op.inputs[0].dtype;
     k.precision = is_float(src) ? precision_of(src) : Precision::f32;
     for (const auto& t : op.inputs) k.input_dtypes.push_back(t.dtype);
@@ -249,7 +249,7 @@ class Rules final : public BackendRules {
   }
 
   static KernelChoice coopmat_choice(const DeviceCaps& c, const OpDesc& op, DType t) {
-    KernelChoice k = base(op, t, "coopmat");
+    KernelChoice k = base(op, t, Tier::coopmat);
     if (c.matrix_units.empty()) {
       auto nv = c.extra.find("cooperative_matrix_nv");
       if (nv != c.extra.end() && nv->second != "absent")
@@ -268,8 +268,8 @@ class Rules final : public BackendRules {
     return k;
   }
 
-  // Whether the device reads uniform texel buffers with the formats the "subgroup" kernels use
-  // (probed; a profile that does not say is assumed to: the formats are required by Vulkan).
+  // Whether the device reads uniform texel buffers with the formats the "register_blocked" kernels
+  // use (probed; a profile that does not say is assumed to: the formats are required by Vulkan).
   static bool texels_ok(const DeviceCaps& c, std::string* why) {
     auto it = c.extra.find("max_texel_buffer_elements");
     if (it != c.extra.end() && it->second == "0") {
@@ -283,18 +283,18 @@ class Rules final : public BackendRules {
     return t == DType::f32 ? "f32" : std::string(dtype_name(t)) + " storage, f32 compute";
   }
 
-  static KernelChoice subgroup_choice(const DeviceCaps& c, const OpDesc& op, DType t) {
-    KernelChoice k = base(op, t, "subgroup");
+  static KernelChoice register_blocked_choice(const DeviceCaps& c, const OpDesc& op, DType t) {
+    KernelChoice k = base(op, t, Tier::register_blocked);
     std::string why;
     if (!storage_ok(c, t, &why) || !texels_ok(c, &why)) return k.reason = why, k;
     LaunchConfig& l = k.launch;
     if (op.kind == OpKind::matmul) {
-      const SgTile s = pick_subgroup_tile(c, op, t);
+      const BlockTile s = pick_register_block(c, op, t);
       l.block_threads = s.wg;
       l.tile_m = s.tm;
       l.tile_n = s.wg * s.tn;
       l.subgroup = c.subgroup_size;
-      l.variant = "subgroup_" + std::to_string(s.tm) + "x" + std::to_string(s.tn);
+      l.variant = "blocked_" + std::to_string(s.tm) + "x" + std::to_string(s.tn);
       k.reason = "register-blocked GEMM without shared memory, " + compute_name(t) + ", " +
                  std::to_string(s.tm) + "x" + std::to_string(s.tn) + " outputs per invocation, " +
                  std::to_string(s.wg) + " per workgroup, operands read through texel buffers";
@@ -324,7 +324,7 @@ class Rules final : public BackendRules {
       l.tile_k = static_cast<int>(D);
       l.splits = static_cast<int>(splits);
       l.subgroup = c.subgroup_size;
-      l.variant = "subgroup_" + std::to_string(R) + "x" + std::to_string(lr);
+      l.variant = "blocked_" + std::to_string(R) + "x" + std::to_string(lr);
       k.reason = "attention without shared memory, " + compute_name(t) + ", " + std::to_string(R) +
                  " query rows per invocation, keys across " + std::to_string(lk) + " invocations" +
                  (splits > 1 ? " and " + std::to_string(splits) + " splits" : "") +
@@ -336,7 +336,7 @@ class Rules final : public BackendRules {
 
   static KernelChoice compute_choice(const DeviceCaps& c, const OpDesc& op, DType t) {
     const bool is_mm = op.kind == OpKind::matmul, is_attn = op.kind == OpKind::attention;
-    KernelChoice k = base(op, t, is_mm ? "tiled" : is_attn ? "flash" : "generic");
+    KernelChoice k = base(op, t, is_mm ? Tier::tiled : is_attn ? Tier::flash : Tier::generic);
     std::string why;
     if (!storage_ok(c, t, &why)) return k.reason = why, k;
     const std::string compute =

@@ -63,7 +63,8 @@ struct PhysicalInfo {
   uint32_t queue_family = UINT32_MAX;
   bool storage16 = false, storage8 = false, float16 = false, int8 = false, int16 = false;
   bool subgroup_size_control = false, int_dot = false;
-  // Uniform texel buffers with the formats the "subgroup" kernels read (0 texels: unusable).
+  // Uniform texel buffers with the formats the "register_blocked" kernels read (0 texels:
+  // unusable).
   uint32_t max_texels = 0;
   uint64_t texel_align = 16;  // alignment of a texel buffer view's offset, in bytes
   DeviceCaps caps;
@@ -154,7 +155,8 @@ class VkBuf final : public Buffer {
 
 // ---- pipelines.cpp ----------------------------------------------------------------------------
 inline constexpr uint32_t kBindings = 7;  // 0 params, 1 output, 2..5 inputs, 6 scratch
-// Bindings kBindings.. are uniform texel buffers (read-only operands of the "subgroup" kernels).
+// Bindings kBindings.. are uniform texel buffers (read-only operands of the "register_blocked"
+// kernels).
 inline constexpr uint32_t kTexelBindings = 4;
 // Binding 0 (the parameters) is a uniform buffer, 1..kBindings-1 storage buffers, the rest
 // uniform texel buffers.

@@ -76,7 +76,7 @@ Result<KernelChoice> Device::supports(const OpDesc& op, Precision precision) con
   for (KernelChoice& c : choices(op)) {
     if (c.precision != precision) continue;
     if (c.ok) return std::move(c);
-    why += (why.empty() ? "" : "; ") + c.tier + ": " + c.reason;
+    why += (why.empty() ? "" : "; ") + std::string(tier_name(c.tier)) + ": " + c.reason;
   }
   if (why.empty()) why = "no kernel at " + std::string(precision_name(precision));
   return unsupported(*this, op, why);
@@ -94,7 +94,7 @@ std::optional<size_t> quantized_input(const OpDesc& op) {
 
 KernelChoice no_quantized_kernel(const OpDesc& op, std::string_view backend) {
   KernelChoice k;
-  k.tier = "generic";
+  k.tier = Tier::generic;
   const size_t i = quantized_input(op).value_or(0);
   k.reason = "no " + std::string(backend) + " kernel reads " +
              std::string(dtype_name(op.inputs.empty() ? DType::f32 : op.inputs[i].dtype)) +

@@ -121,7 +121,7 @@ std::string explain(const Plan& plan) {
     bool first = true;
     for (const Alternative& a : s.rejected) {
       o << (first ? "    rejected   " : "               ") << a.device;
-      if (!a.tier.empty()) o << " " << a.tier << " " << precision_name(a.precision);
+      if (a.tier) o << " " << tier_name(*a.tier) << " " << precision_name(a.precision);
       o << ": " << a.reason << (a.by_policy ? " [policy]" : "") << "\n";
       first = false;
     }
@@ -191,7 +191,7 @@ std::string plan_json(const Plan& plan) {
     }
     if (s.kind == StepKind::kernel) {
       const KernelChoice& c = s.op.choice;
-      x["tier"] = c.tier;
+      x["tier"] = tier_name(c.tier);
       x["precision"] = precision_name(c.precision);
       x["requested"] = precision_name(s.requested);
       x["launch"] = c.launch.str();
@@ -203,7 +203,7 @@ std::string plan_json(const Plan& plan) {
       J rejected = J::array();
       for (const Alternative& a : s.rejected)
         rejected.push_back({{"device", a.device},
-                            {"tier", a.tier},
+                            {"tier", a.tier ? std::string(tier_name(*a.tier)) : std::string()},
                             {"precision", precision_name(a.precision)},
                             {"usable", a.usable},
                             {"by_policy", a.by_policy},

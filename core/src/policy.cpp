@@ -41,16 +41,15 @@ std::string backends_list() {
   return "cpu, vulkan or cuda";
 }
 
-std::string tiers_list() {
-  std::string s;
-  for (const std::string& t : policy_tier_names()) s += (s.empty() ? "" : ", ") + t;
-  return s;
-}
-
-bool known_tier(std::string_view t) {
-  for (const std::string& k : policy_tier_names())
-    if (k == t) return true;
-  return false;
+// A tier named in a policy, or the error: an old name says what it is called now.
+Result<Tier> policy_tier(std::string_view name, const std::string& target) {
+  if (auto t = parse_tier(name)) return *t;
+  const std::string what =
+      "'" + std::string(name) + "'" + (target == name ? "" : " in '" + target + "'");
+  const std::string renamed = renamed_tier(name);
+  if (!renamed.empty())
+    return Status(Code::invalid_argument, what + ": no longer a tier name: " + renamed);
+  return Status(Code::invalid_argument, what + ": not a kernel tier (" + tier_names() + ")");
 }
 
 Result<PolicyTarget> parse_target(std::string_view text) {
@@ -71,8 +70,8 @@ Result<PolicyTarget> parse_target(std::string_view text) {
     t.device = std::string(place);
   } else if (auto kind = parse_backend(place)) {
     t.backend = *kind;
-  } else if (tier.empty() && known_tier(place)) {
-    t.tier = std::string(place);  // a tier on every backend
+  } else if (tier.empty() && (parse_tier(place) || !renamed_tier(place).empty())) {
+    DUET_ASSIGN_OR_RETURN(t.tier, policy_tier(place, t.text));  // a tier on every backend
     return t;
   } else if (place.find(':') != std::string_view::npos) {
     return Status(Code::invalid_argument, "'" + std::string(place) +
@@ -81,13 +80,10 @@ Result<PolicyTarget> parse_target(std::string_view text) {
   } else {
     return Status(Code::invalid_argument,
                   "'" + std::string(place) + "': not a backend (" + backends_list() +
-                      "), a device (cuda:0) or a kernel tier (" + tiers_list() + ")");
+                      "), a device (cuda:0) or a kernel tier (" + tier_names() + ")");
   }
   if (!tier.empty()) {
-    if (!known_tier(tier))
-      return Status(Code::invalid_argument, "'" + std::string(tier) + "' in '" + t.text +
-                                                "': not a kernel tier (" + tiers_list() + ")");
-    t.tier = std::string(tier);
+    DUET_ASSIGN_OR_RETURN(t.tier, policy_tier(tier, t.text));
   }
   return t;
 }
@@ -121,22 +117,13 @@ std::string size_text(uint64_t bytes) {
 
 }  // namespace
 
-const std::vector<std::string>& policy_tier_names() {
-  // Every tier a backend offers (KernelChoice::tier). A backend that adds a tier adds its name
-  // here, so that a policy naming it is accepted and a typo is not.
-  static const std::vector<std::string> names = {"flash",   "tiled",    "generic", "cublas",
-                                                 "coopmat", "subgroup", "simd",    "reference"};
-  return names;
-}
-
 bool PolicyTarget::matches_device(BackendKind b, std::string_view device_id) const {
   if (backend && *backend != b) return false;
   return device.empty() || device == device_id;
 }
 
-bool PolicyTarget::matches_tier(BackendKind b, std::string_view device_id,
-                                std::string_view t) const {
-  return !tier.empty() && tier == t && matches_device(b, device_id);
+bool PolicyTarget::matches_tier(BackendKind b, std::string_view device_id, Tier t) const {
+  return tier == t && matches_device(b, device_id);
 }
 
 bool Policy::empty() const {
@@ -190,8 +177,7 @@ std::string Policy::device_denied(BackendKind b, std::string_view device_id) con
   return any_allow ? "allow=" + allowed : std::string();
 }
 
-std::string Policy::tier_denied(BackendKind b, std::string_view device_id,
-                                std::string_view tier) const {
+std::string Policy::tier_denied(BackendKind b, std::string_view device_id, Tier tier) const {
   for (const PolicyTarget& t : deny)
     if (t.matches_tier(b, device_id, tier)) return "deny=" + t.text;
   // Tier allows restrict the devices they name to the tiers listed.

@@ -90,8 +90,7 @@ struct Result {
 
 Result time_choice(const DeviceCaps& caps, const OpDesc& op, const KernelChoice& k, int reps) {
   Result r;
-  kernels::Tier tier;
-  kernels::parse_tier(k.tier, &tier);
+  const Tier tier = k.tier;
   std::vector<DeviceTensor> in(op.inputs.size());
   std::vector<kernels::View> views;
   for (size_t i = 0; i < op.inputs.size(); ++i) {
@@ -114,7 +113,7 @@ Result time_choice(const DeviceCaps& caps, const OpDesc& op, const KernelChoice&
   for (int i = 0; i < 2; ++i) {
     Status s = kernels::gpu::launch(tier, op, views, ov, l);
     if (!s.ok()) {
-      std::printf("  %s: %s\n", k.tier.c_str(), s.message().c_str());
+      std::printf("  %s: %s\n", std::string(tier_name(k.tier)).c_str(), s.message().c_str());
       return r;
     }
   }
@@ -145,23 +144,27 @@ void bench(const DeviceCaps& caps, const std::string& label, const OpDesc& op, i
   const auto cs = kernels::choices(caps, op);
   Result ref;  // the generic tier's output
   for (const KernelChoice& k : cs)
-    if (k.ok && k.tier == "generic") ref = time_choice(caps, op, k, 1);
+    if (k.ok && k.tier == Tier::generic) ref = time_choice(caps, op, k, 1);
   for (const KernelChoice& k : cs) {
     bool same_dtypes = true;
     for (size_t i = 0; i < op.inputs.size(); ++i)
       same_dtypes = same_dtypes && k.input_dtypes[i] == op.inputs[i].dtype;
     if (!same_dtypes) continue;
     if (!k.ok) {
-      std::printf("%-44s %-8s %-5s refused: %s\n", label.c_str(), k.tier.c_str(),
+      std::printf("%-44s %-8s %-5s refused: %s\n", label.c_str(),
+                  std::string(tier_name(k.tier)).c_str(),
                   std::string(precision_name(k.precision)).c_str(), k.reason.c_str());
       continue;
     }
-    const Result r = time_choice(caps, op, k, k.tier == "generic" ? std::max(1, reps / 10) : reps);
+    const Result r =
+        time_choice(caps, op, k, k.tier == Tier::generic ? std::max(1, reps / 10) : reps);
     if (!r.ok) continue;
-    std::printf("%-44s %-8s %-5s %9.3f ms %8.2f TFLOP/s", label.c_str(), k.tier.c_str(),
+    std::printf("%-44s %-8s %-5s %9.3f ms %8.2f TFLOP/s", label.c_str(),
+                std::string(tier_name(k.tier)).c_str(),
                 std::string(precision_name(k.precision)).c_str(), r.ms,
                 op_flops(op) / (r.ms * 1e-3) / 1e12);
-    if (ref.ok && k.tier != "generic") std::printf("  nmse vs generic %.2g", nmse(r.out, ref.out));
+    if (ref.ok && k.tier != Tier::generic)
+      std::printf("  nmse vs generic %.2g", nmse(r.out, ref.out));
     std::printf("  [%s]\n", k.launch.str().c_str());
   }
 }

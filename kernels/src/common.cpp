@@ -2,28 +2,6 @@
 
 namespace duet::kernels {
 
-std::string_view tier_name(Tier t) {
-  switch (t) {
-    case Tier::generic:
-      return "generic";
-    case Tier::tiled:
-      return "tiled";
-    case Tier::flash:
-      return "flash";
-  }
-  return "?";
-}
-
-bool parse_tier(std::string_view name, Tier* out) {
-  for (Tier t : {Tier::generic, Tier::tiled, Tier::flash}) {
-    if (tier_name(t) == name) {
-      *out = t;
-      return true;
-    }
-  }
-  return false;
-}
-
 View make_view(const TensorDesc& desc, void* storage_base) {
   View v;
   v.data = static_cast<std::byte*>(storage_base) +

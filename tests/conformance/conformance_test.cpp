@@ -27,7 +27,7 @@ const std::vector<check::Case>& all_cases() {
 struct Param {
   std::string device;
   size_t case_index;
-  std::string tier;
+  Tier tier;
   Precision precision;
 };
 
@@ -44,7 +44,7 @@ std::vector<Param> params() {
       auto op = check::case_op(all_cases()[i]);
       if (!op.ok()) continue;  // reported by CaseSetIsValid
       for (const KernelChoice& k : d->choices(*op))
-        if (k.ok && k.tier != "reference" && k.reads_as_given(*op))
+        if (k.ok && k.tier != Tier::reference && k.reads_as_given(*op))
           out.push_back({d->id(), i, k.tier, k.precision});
     }
   return out;
@@ -52,8 +52,8 @@ std::vector<Param> params() {
 
 std::string param_name(const testing::TestParamInfo<Param>& info) {
   const Param& p = info.param;
-  std::string s = p.device + "_" + p.tier + "_" + std::string(precision_name(p.precision)) + "_" +
-                  all_cases()[p.case_index].name;
+  std::string s = p.device + "_" + std::string(tier_name(p.tier)) + "_" +
+                  std::string(precision_name(p.precision)) + "_" + all_cases()[p.case_index].name;
   for (char& c : s)
     if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
   return s + "_" + std::to_string(info.index);

@@ -21,7 +21,7 @@ TEST(CpuDevice, OffersSimdAndReferenceTiersForEveryOp) {
   ASSERT_TRUE(op.ok());
   auto choices = cpu().choices(*op);
   ASSERT_EQ(choices.size(), 2u);
-  EXPECT_EQ(choices[0].tier, "simd");
+  EXPECT_EQ(choices[0].tier, Tier::simd);
   EXPECT_TRUE(choices[0].ok);
   EXPECT_EQ(choices[1].precision, Precision::f64);
   EXPECT_FALSE(cpu().supports(*op, Precision::bf16).ok());

@@ -43,9 +43,9 @@ OpDesc add_op(DType t = DType::f32) {
   return *make_op(OpKind::add, {}, {x, x}, {"x", "y"}, "residual");
 }
 
-KernelChoice usable(std::string tier, const OpDesc& op) {
+KernelChoice usable(Tier tier, const OpDesc& op) {
   KernelChoice c;
-  c.tier = std::move(tier);
+  c.tier = tier;
   c.ok = true;
   c.precision = precision_of(op.output.dtype);
   for (const auto& t : op.inputs) c.input_dtypes.push_back(t.dtype);
@@ -158,7 +158,7 @@ TEST(CudaDevice, ExecuteValidatesItsArgumentsLikeTheCpuBackend) {
   Rig r = rig();
   const OpDesc op = add_op();
   Args a = buffers_for(*r.device, op);
-  const PlannedOp p{op, usable("generic", op)};
+  const PlannedOp p{op, usable(Tier::generic, op)};
 
   Status s = r.device->execute(p, std::span(a.inputs).first(1), a.output);
   EXPECT_EQ(s.code(), Code::invalid_argument);
@@ -186,7 +186,7 @@ TEST(CudaDevice, ExecuteValidatesItsArgumentsLikeTheCpuBackend) {
   EXPECT_NE(s.message().find("tensor 'output'"), std::string::npos) << s.message();
   EXPECT_NE(s.message().find("another backend"), std::string::npos) << s.message();
 
-  KernelChoice reads_f16 = usable("generic", op);
+  KernelChoice reads_f16 = usable(Tier::generic, op);
   reads_f16.input_dtypes = {DType::f16, DType::f16};
   s = r.device->execute({op, reads_f16}, a.inputs, a.output);
   EXPECT_EQ(s.code(), Code::invalid_argument);
@@ -199,17 +199,17 @@ TEST(CudaDevice, ExecutePassesTheTierLaunchConfigAndArchitectureToTheKernel) {
   r.driver->emulate_kernels = false;
   const OpDesc op = add_op();
   Args a = buffers_for(*r.device, op);
-  for (const char* tier : {"generic", "tiled", "flash"}) {
+  for (Tier tier : {Tier::generic, Tier::tiled, Tier::flash}) {
     KernelChoice c = usable(tier, op);
     ASSERT_TRUE(r.device->execute({op, c}, a.inputs, a.output).ok());
     const FakeDriver::LaunchRecord& l = r.driver->launches.back();
-    EXPECT_EQ(kernels::tier_name(l.tier), tier);
+    EXPECT_EQ(l.tier, tier);
     EXPECT_EQ(l.op, OpKind::add);
     EXPECT_EQ(l.config, c.launch);
     EXPECT_EQ(l.sm, 80);
     EXPECT_NE(l.stream, nullptr);
   }
-  EXPECT_EQ(r.device->execute({op, usable("warp-magic", op)}, a.inputs, a.output).code(),
+  EXPECT_EQ(r.device->execute({op, usable(Tier::simd, op)}, a.inputs, a.output).code(),
             Code::invalid_argument);
   EXPECT_TRUE(r.device->synchronize().ok());
 }
@@ -218,7 +218,7 @@ TEST(CudaDevice, RefusedChoicesAndViewsAreNotExecuted) {
   Rig r = rig();
   const OpDesc op = add_op();
   Args a = buffers_for(*r.device, op);
-  KernelChoice refused = usable("flash", op);
+  KernelChoice refused = usable(Tier::flash, op);
   refused.ok = false;
   refused.reason = "flash attention needs sm_80";
   Status s = r.device->execute({op, refused}, a.inputs, a.output);
@@ -228,7 +228,7 @@ TEST(CudaDevice, RefusedChoicesAndViewsAreNotExecuted) {
   auto view = make_op(OpKind::transpose, {}, {TensorDesc::contiguous(DType::f32, {4, 33})});
   ASSERT_TRUE(view.ok());
   Args v = buffers_for(*r.device, *view);
-  s = r.device->execute({*view, usable("generic", *view)}, v.inputs, v.output);
+  s = r.device->execute({*view, usable(Tier::generic, *view)}, v.inputs, v.output);
   EXPECT_EQ(s.code(), Code::unsupported);
 }
 
@@ -236,7 +236,7 @@ TEST(CudaDevice, DeviceWithoutKernelImageRefusesToExecute) {
   Rig r = rig(rtx3090(), parse_build_archs("75", ""));
   const OpDesc op = add_op();
   Args a = buffers_for(*r.device, op);
-  Status s = r.device->execute({op, usable("generic", op)}, a.inputs, a.output);
+  Status s = r.device->execute({op, usable(Tier::generic, op)}, a.inputs, a.output);
   EXPECT_EQ(s.code(), Code::unsupported);
   EXPECT_NE(s.message().find("no kernel image for sm_86"), std::string::npos) << s.message();
   for (const KernelChoice& c : r.device->choices(op)) EXPECT_FALSE(c.ok) << c.tier;
@@ -247,7 +247,7 @@ TEST(CudaDevice, StickyErrorMarksTheDeviceLostAndLaterWorkFailsCleanly) {
   r.driver->emulate_kernels = false;
   const OpDesc op = add_op();
   Args a = buffers_for(*r.device, op);
-  ASSERT_TRUE(r.device->execute({op, usable("generic", op)}, a.inputs, a.output).ok());
+  ASSERT_TRUE(r.device->execute({op, usable(Tier::generic, op)}, a.inputs, a.output).ok());
   r.driver->fail_next_sync = Status(
       Code::device_lost, "an illegal memory access was encountered (cudaErrorIllegalAddress)");
   Status s = r.device->synchronize();
@@ -258,7 +258,7 @@ TEST(CudaDevice, StickyErrorMarksTheDeviceLostAndLaterWorkFailsCleanly) {
   for (Status later :
        {r.device->synchronize(), r.device->allocate(64).status(),
         r.device->write(*a.buffers[0], 0, bytes, 16), r.device->read(*a.buffers[0], 0, bytes, 16),
-        r.device->execute({op, usable("generic", op)}, a.inputs, a.output)}) {
+        r.device->execute({op, usable(Tier::generic, op)}, a.inputs, a.output)}) {
     EXPECT_EQ(later.code(), Code::device_lost) << later.message();
     EXPECT_NE(later.message().find("cuda:0"), std::string::npos) << later.message();
     EXPECT_NE(later.message().find("illegal memory access"), std::string::npos) << later.message();
@@ -272,7 +272,7 @@ TEST(CudaDevice, LaunchErrorsNameTheOpAndTierWithoutLosingTheDevice) {
   Args a = buffers_for(*r.device, op);
   r.driver->fail_next_launch =
       Status(Code::internal, "too many resources requested for launch (fake)");
-  Status s = r.device->execute({op, usable("tiled", op)}, a.inputs, a.output);
+  Status s = r.device->execute({op, usable(Tier::tiled, op)}, a.inputs, a.output);
   EXPECT_EQ(s.code(), Code::internal);
   EXPECT_NE(s.message().find("add 'residual'"), std::string::npos) << s.message();
   EXPECT_NE(s.message().find("tiled kernel"), std::string::npos) << s.message();
@@ -285,7 +285,7 @@ TEST(CudaDevice, ALaunchThatLosesTheDeviceMarksItLost) {
   const OpDesc op = add_op();
   Args a = buffers_for(*r.device, op);
   r.driver->fail_next_launch = Status(Code::device_lost, "unspecified launch failure (fake)");
-  EXPECT_EQ(r.device->execute({op, usable("generic", op)}, a.inputs, a.output).code(),
+  EXPECT_EQ(r.device->execute({op, usable(Tier::generic, op)}, a.inputs, a.output).code(),
             Code::device_lost);
   EXPECT_EQ(r.device->synchronize().code(), Code::device_lost);
 }
@@ -300,7 +300,7 @@ TEST(CudaDevice, CublasMatmulPassesEveryPlannableCase) {
     auto op = check::case_op(c);
     ASSERT_TRUE(op.ok());
     for (const KernelChoice& k : r.device->choices(*op)) {
-      if (k.tier != "cublas" || !k.ok) continue;
+      if (k.tier != Tier::cublas || !k.ok) continue;
       std::vector<HostTensor> in = check::case_inputs(c);
       auto ref = reference::evaluate(*op, in);
       ASSERT_TRUE(ref.ok());
@@ -324,7 +324,7 @@ TEST(CudaDevice, WorkspaceOutOfMemoryNamesTheOpAndTensor) {
       {"x", "w"}, "proj");
   Args a = buffers_for(*r.device, op);
   KernelChoice c = r.device->choices(op)[1];  // cublas f16
-  ASSERT_EQ(c.tier, "cublas");
+  ASSERT_EQ(c.tier, Tier::cublas);
   ASSERT_TRUE(c.ok) << c.reason;
   Status s = r.device->execute({op, c}, a.inputs, a.output);
   EXPECT_EQ(s.code(), Code::out_of_memory);
@@ -342,7 +342,7 @@ TEST(CudaDevice, EmulatedKernelsMatchTheReference) {
     auto op = check::case_op(c);
     ASSERT_TRUE(op.ok());
     for (const KernelChoice& k : r.device->choices(*op)) {
-      if (!k.ok || k.tier == "cublas") continue;
+      if (!k.ok || k.tier == Tier::cublas) continue;
       std::vector<HostTensor> in = check::case_inputs(c);
       auto ref = reference::evaluate(*op, in);
       ASSERT_TRUE(ref.ok());

@@ -261,7 +261,7 @@ Status FakeDriver::copy_to_host(void* dst, const void* src, uint64_t bytes, Stre
   });
 }
 
-Status FakeDriver::launch(kernels::Tier tier, const OpDesc& op, std::span<const kernels::View> in,
+Status FakeDriver::launch(Tier tier, const OpDesc& op, std::span<const kernels::View> in,
                           const kernels::View& out, const kernels::Launch& l) {
   DUET_TRY(sticky());
   launches.push_back({tier, op.kind, l.config, l.workspace, l.sm, l.stream});

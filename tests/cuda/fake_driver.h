@@ -46,7 +46,7 @@ class FakeDriver final : public Driver {
   std::optional<Status> fail_next_sync, fail_next_launch;
 
   struct LaunchRecord {
-    kernels::Tier tier;
+    Tier tier;
     OpKind op;
     LaunchConfig config;
     void* workspace;
@@ -77,7 +77,7 @@ class FakeDriver final : public Driver {
   Status event_sync(Event e) override;
   Status copy_to_device(void* dst, const void* src, uint64_t bytes, Stream s) override;
   Status copy_to_host(void* dst, const void* src, uint64_t bytes, Stream s) override;
-  Status launch(kernels::Tier tier, const OpDesc& op, std::span<const kernels::View> in,
+  Status launch(Tier tier, const OpDesc& op, std::span<const kernels::View> in,
                 const kernels::View& out, const kernels::Launch& l) override;
   Status gemm(const GemmCall& g, const void* a, const void* b, void* d, Stream s, void* workspace,
               uint64_t workspace_bytes) override;

@@ -152,11 +152,11 @@ TEST(CudaGpu, FastTiersAgreeWithTheGenericKernel) {
       std::vector<KernelChoice> choices = d->choices(*op);
       std::vector<HostTensor> in = check::case_inputs(c);
       for (const KernelChoice& generic : choices) {
-        if (generic.tier != "generic" || !generic.ok) continue;
+        if (generic.tier != Tier::generic || !generic.ok) continue;
         auto base = run(*d, generic, *op, in);
         ASSERT_TRUE(base.ok()) << base.status().message();
         for (const KernelChoice& fast : choices) {
-          if (fast.tier == "generic" || !fast.ok || fast.precision != generic.precision ||
+          if (fast.tier == Tier::generic || !fast.ok || fast.precision != generic.precision ||
               fast.input_dtypes != generic.input_dtypes)
             continue;
           auto got = run(*d, fast, *op, in);

@@ -121,7 +121,7 @@ TEST(CudaOpen, CublasCanBeSwitchedOff) {
       OpKind::matmul, {},
       {TensorDesc::contiguous(DType::f16, {16, 32}), TensorDesc::contiguous(DType::f16, {32, 8})});
   for (const KernelChoice& c : d.choices(*op))
-    if (c.tier == "cublas") {
+    if (c.tier == Tier::cublas) {
       EXPECT_FALSE(c.ok);
       EXPECT_NE(c.reason.find("disabled by cuda.cublas=off"), std::string::npos) << c.reason;
     }

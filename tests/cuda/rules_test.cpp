@@ -46,8 +46,7 @@ OpDesc add(DType t) {
 }
 
 // A copy of the choice (the vectors searched are often temporaries).
-std::optional<KernelChoice> find(const std::vector<KernelChoice>& v, std::string_view tier,
-                                 Precision p) {
+std::optional<KernelChoice> find(const std::vector<KernelChoice>& v, Tier tier, Precision p) {
   for (const KernelChoice& c : v)
     if (c.tier == tier && c.precision == p) return c;
   return std::nullopt;
@@ -72,7 +71,8 @@ TEST(CudaRules, EachDeviceOfAMixedBoxGetsItsOwnImage) {
   auto rules = make_rules(parse_build_archs("75;86", ""));
   const OpDesc op = matmul(DType::f16, {64, 128}, {128, 32});
   for (const DeviceProps& p : {rtx2080ti(), rtx3090()}) {
-    std::optional<KernelChoice> c = find(rules->choices(record(p), op), "cublas", Precision::f16);
+    std::optional<KernelChoice> c =
+        find(rules->choices(record(p), op), Tier::cublas, Precision::f16);
     ASSERT_TRUE(c.has_value());
     EXPECT_TRUE(c->ok) << p.name << ": " << c->reason;
   }
@@ -85,7 +85,7 @@ TEST(CudaRules, WhatIfThisBuildLackedSm86) {
   for (auto [cubins, ptx, ok] :
        {std::tuple{"75;80", "", true}, std::tuple{"75", "75", true}, std::tuple{"75", "", false}}) {
     std::optional<KernelChoice> c = find(
-        make_rules(parse_build_archs(cubins, ptx))->choices(rtx, op), "cublas", Precision::f16);
+        make_rules(parse_build_archs(cubins, ptx))->choices(rtx, op), Tier::cublas, Precision::f16);
     ASSERT_TRUE(c.has_value());
     EXPECT_EQ(c->ok, ok) << cubins << " / " << ptx << ": " << c->reason;
   }
@@ -97,7 +97,7 @@ TEST(CudaRules, KernelTiersFollowTheRulesArchitectureList) {
   // build's.
   auto rules = make_rules(parse_build_archs("75", "75"));
   for (const KernelChoice& c : rules->choices(record(a100()), attention(DType::f16)))
-    if (c.tier == "flash") {
+    if (c.tier == Tier::flash) {
       EXPECT_FALSE(c.ok) << c.reason;
     }
 }
@@ -110,7 +110,7 @@ TEST(CudaRules, KernelChoicesComeFromTheKernelsSelectionInOrder) {
          {attention(DType::f16), add(DType::f32), matmul(DType::f32, {8, 8}, {8, 8})}) {
       std::vector<KernelChoice> want = kernels::choices(c, op);
       std::vector<KernelChoice> got = rules->choices(c, op);
-      std::erase_if(got, [](const KernelChoice& k) { return k.tier == "cublas"; });
+      std::erase_if(got, [](const KernelChoice& k) { return k.tier == Tier::cublas; });
       ASSERT_EQ(got.size(), want.size()) << p.name << " " << describe(op);
       for (size_t i = 0; i < got.size(); ++i) {
         EXPECT_EQ(got[i].tier, want[i].tier);
@@ -130,12 +130,12 @@ TEST(CudaRules, Bf16OnTuringIsRefusedWithTheReason) {
   for (const KernelChoice& c : rules->choices(record(t4()), op)) {
     if (c.precision != Precision::bf16) continue;
     EXPECT_FALSE(c.ok) << c.tier;
-    if (c.tier == "cublas") {
+    if (c.tier == Tier::cublas) {
       EXPECT_NE(c.reason.find("bf16 arithmetic needs sm_80"), std::string::npos) << c.reason;
     }
   }
   std::optional<KernelChoice> on_a100 =
-      find(rules->choices(record(a100()), op), "cublas", Precision::bf16);
+      find(rules->choices(record(a100()), op), Tier::cublas, Precision::bf16);
   ASSERT_TRUE(on_a100.has_value());
   EXPECT_TRUE(on_a100->ok) << on_a100->reason;
 }
@@ -145,7 +145,7 @@ TEST(CudaRules, TuringWithoutTensorCoresGetsNoTensorCoreKernel) {
   for (const DeviceProps& p : {gtx1660(), mx450()})
     for (const OpDesc& op : {attention(DType::f16), matmul(DType::f16, {64, 128}, {128, 32})})
       for (const KernelChoice& c : rules->choices(record(p), op)) {
-        if (c.tier == "tiled" || c.tier == "flash") {
+        if (c.tier == Tier::tiled || c.tier == Tier::flash) {
           EXPECT_FALSE(c.ok) << p.name << " " << describe(op) << ": " << c.tier;
         }
       }
@@ -156,25 +156,25 @@ TEST(CudaRules, CublasComesFirstForMatmulWhenTheLibraryLoaded) {
   std::vector<KernelChoice> v =
       rules->choices(record(a100()), matmul(DType::f16, {64, 128}, {32, 128}, true));
   ASSERT_GE(v.size(), 3u);
-  EXPECT_EQ(v[0].tier, "cublas");
-  std::optional<KernelChoice> f16 = find(v, "cublas", Precision::f16);
+  EXPECT_EQ(v[0].tier, Tier::cublas);
+  std::optional<KernelChoice> f16 = find(v, Tier::cublas, Precision::f16);
   ASSERT_TRUE(f16.has_value());
   EXPECT_TRUE(f16->ok) << f16->reason;
   EXPECT_EQ(f16->input_dtypes, (std::vector<DType>{DType::f16, DType::f16}));
   EXPECT_EQ(f16->output_dtype, DType::f16);
-  EXPECT_NE(find(v, "cublas", Precision::f32)->reason.find("no TF32"), std::string::npos);
+  EXPECT_NE(find(v, Tier::cublas, Precision::f32)->reason.find("no TF32"), std::string::npos);
 }
 
 TEST(CudaRules, CublasIsRefusedWhenTheRecordDoesNotSayItLoaded) {
   auto rules = make_rules(parse_build_archs("75;80", "80"));
   const OpDesc op = matmul(DType::f16, {64, 128}, {128, 32});
   std::optional<KernelChoice> c =
-      find(rules->choices(record(a100(), false), op), "cublas", Precision::f16);
+      find(rules->choices(record(a100(), false), op), Tier::cublas, Precision::f16);
   ASSERT_TRUE(c.has_value());
   EXPECT_FALSE(c->ok);
   DeviceCaps missing = record(a100(), false);
   missing.extra[std::string(kCublasKey)] = "unavailable: libcublasLt.so.13 not found";
-  c = find(rules->choices(missing, op), "cublas", Precision::f16);
+  c = find(rules->choices(missing, op), Tier::cublas, Precision::f16);
   EXPECT_FALSE(c->ok);
   EXPECT_NE(c->reason.find("libcublasLt.so.13 not found"), std::string::npos) << c->reason;
 }
@@ -187,7 +187,7 @@ TEST(CudaRules, CublasIsRefusedForBatchesThatDoNotCollapse) {
                     {"a", "b"}, "bmm");
   ASSERT_TRUE(op.ok()) << op.status().message();
   std::optional<KernelChoice> c =
-      find(make_rules(this_build())->choices(record(a100()), *op), "cublas", Precision::f32);
+      find(make_rules(this_build())->choices(record(a100()), *op), Tier::cublas, Precision::f32);
   ASSERT_TRUE(c.has_value());
   EXPECT_FALSE(c->ok);
   EXPECT_NE(c->reason.find("do not collapse"), std::string::npos) << c->reason;

@@ -64,9 +64,7 @@ class EmuDevice final : public Device {
   }
   Status execute(const PlannedOp& p, std::span<const TensorRef> inputs,
                  const TensorRef& output) override {
-    Tier tier;
-    if (!parse_tier(p.choice.tier, &tier))
-      return Status(Code::invalid_argument, "unknown tier " + p.choice.tier);
+    const Tier tier = p.choice.tier;
     std::vector<View> in;
     for (const TensorRef& r : inputs) in.push_back(make_view(r.desc, r.buffer->host_ptr()));
     const View out = make_view(output.desc, output.buffer->host_ptr());

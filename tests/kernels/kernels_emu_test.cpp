@@ -22,8 +22,8 @@ using testing::make_emu_device;
 
 struct Target {
   std::unique_ptr<Device> device;
-  std::set<std::string> tiers;  // the tiers exercised on it
-  bool kernel_cases_only;       // only the "kernels/" cases, not the conformance set
+  std::set<Tier> tiers;    // the tiers exercised on it
+  bool kernel_cases_only;  // only the "kernels/" cases, not the conformance set
 };
 
 // sm_80 runs every tier; sm_75 shows the tiled tier at Turing's 64 KiB of shared memory. With
@@ -34,11 +34,11 @@ std::vector<Target>& targets() {
   static std::vector<Target> t = [] {
     std::vector<Target> v;
     v.push_back({make_emu_device("emu-a100", testing::profile("a100")),
-                 {"flash", "tiled", "generic"},
+                 {Tier::flash, Tier::pipelined, Tier::tiled, Tier::generic},
                  false});
-    v.push_back({make_emu_device("emu-t4", testing::profile("t4")), {"tiled"}, false});
+    v.push_back({make_emu_device("emu-t4", testing::profile("t4")), {Tier::tiled}, false});
     v.push_back({make_emu_device("emu-orin", testing::profile("jetson-orin-nano")),
-                 {"flash", "tiled"},
+                 {Tier::flash, Tier::pipelined, Tier::tiled},
                  true});
     return v;
   }();
@@ -143,7 +143,7 @@ const std::vector<check::Case>& all_cases() {
 struct Param {
   std::string device;
   size_t case_index;
-  std::string tier;
+  Tier tier;
   Precision precision;
 };
 
@@ -170,8 +170,8 @@ std::vector<Param> params() {
 
 std::string param_name(const ::testing::TestParamInfo<Param>& info) {
   const Param& p = info.param;
-  std::string s = p.device + "_" + p.tier + "_" + std::string(precision_name(p.precision)) + "_" +
-                  all_cases()[p.case_index].name;
+  std::string s = p.device + "_" + std::string(tier_name(p.tier)) + "_" +
+                  std::string(precision_name(p.precision)) + "_" + all_cases()[p.case_index].name;
   for (char& c : s)
     if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
   return s + "_" + std::to_string(info.index);
@@ -219,8 +219,8 @@ TEST(EmulatedKernel, EveryTensorCoreVariantIsExercised) {
     want.push_back("tiled_attention_f16_hd" + std::to_string(hd));
   }
   for (const char* b : {"_bn", "_bk"}) {
-    want.push_back(std::string("flash_matmul_f16") + b);
-    want.push_back(std::string("flash_matmul_bf16") + b);
+    want.push_back(std::string("pipelined_matmul_f16") + b);
+    want.push_back(std::string("pipelined_matmul_bf16") + b);
     want.push_back(std::string("tiled_matmul_f16") + b);
   }
   for (const std::string& w : want) EXPECT_TRUE(seen.count(w)) << w << " is never run";

@@ -107,7 +107,8 @@ const std::vector<Entry>& reports() {
 }
 
 bool tensor_core(const Entry& e) {
-  return e.source.rfind("flash_", 0) == 0 || e.source.rfind("tiled_", 0) == 0;
+  return e.source.rfind("flash_", 0) == 0 || e.source.rfind("pipelined_", 0) == 0 ||
+         e.source.rfind("tiled_", 0) == 0;
 }
 
 // The launch the selection makes for a kernel instance on an architecture, at its most demanding:
@@ -134,8 +135,9 @@ Demand selection_demand(const Entry& e) {
   Demand d;
   const DeviceCaps caps = caps_for(e.sm);
   BuildArchs all{{e.sm}, 0};
-  const bool flash = e.source.rfind("flash_", 0) == 0;
-  const std::string tier = flash ? "flash" : "tiled";
+  const Tier tier = e.source.rfind("flash_", 0) == 0       ? Tier::flash
+                    : e.source.rfind("pipelined_", 0) == 0 ? Tier::pipelined
+                                                           : Tier::tiled;
   auto take = [&](const OpDesc& op) {
     for (const KernelChoice& k : choices(caps, op, all))
       if (k.ok && k.tier == tier) {
@@ -178,7 +180,7 @@ TEST(PtxasReport, CoversEveryTensorCoreInstanceOnEveryArchitecture) {
     EXPECT_GE((count[{"generic", sm}]), 9) << "sm_" << sm;
     EXPECT_EQ((count[{"flash_attention_f16", sm}]), sm >= 80 ? 5 : 0) << "sm_" << sm;
     EXPECT_EQ((count[{"flash_attention_bf16", sm}]), sm >= 80 ? 5 : 0) << "sm_" << sm;
-    EXPECT_EQ((count[{"flash_matmul", sm}]), sm >= 80 ? 4 : 0) << "sm_" << sm;
+    EXPECT_EQ((count[{"pipelined_matmul", sm}]), sm >= 80 ? 4 : 0) << "sm_" << sm;
   }
 }
 
@@ -248,7 +250,7 @@ bool has(const std::string& ptx, const std::string& s) {
 TEST(Ptx, FlashKernelsUseMmaM16n8k16CpAsyncAndLdmatrix) {
   for (const auto& [src, type] :
        {std::pair{"flash_attention_bf16", "bf16.bf16"}, std::pair{"flash_attention_f16", "f16.f16"},
-        std::pair{"flash_matmul", "bf16.bf16"}, std::pair{"flash_matmul", "f16.f16"}}) {
+        std::pair{"pipelined_matmul", "bf16.bf16"}, std::pair{"pipelined_matmul", "f16.f16"}}) {
     const auto ptx = ptx_of(src);
     for (int sm : build_archs()) {
       if (sm >= 80) {

@@ -26,7 +26,7 @@ OpDesc matmul(DType t, int64_t M, int64_t N, int64_t K) {
                   {TensorDesc::contiguous(t, {M, K}), TensorDesc::contiguous(t, {K, N})});
 }
 
-KernelChoice find(const std::vector<KernelChoice>& cs, const std::string& tier, Precision p) {
+KernelChoice find(const std::vector<KernelChoice>& cs, Tier tier, Precision p) {
   for (const KernelChoice& k : cs)
     if (k.tier == tier && k.precision == p) return k;
   ADD_FAILURE() << "no " << tier << " " << precision_name(p) << " choice";
@@ -41,30 +41,30 @@ TEST(Selection, ChoicesComeBestFirst) {
   const auto cs =
       choices(testing::profile("a100"), attention(DType::bf16, 8, 8, 128, 128, 128), full_build());
   ASSERT_EQ(cs.size(), 4u);
-  EXPECT_EQ(cs[0].tier, "flash");
+  EXPECT_EQ(cs[0].tier, Tier::flash);
   EXPECT_EQ(cs[0].precision, Precision::bf16);  // the op's own precision first
-  EXPECT_EQ(cs[1].tier, "flash");
+  EXPECT_EQ(cs[1].tier, Tier::flash);
   EXPECT_EQ(cs[1].precision, Precision::f16);
-  EXPECT_EQ(cs[2].tier, "tiled");
-  EXPECT_EQ(cs[3].tier, "generic");
+  EXPECT_EQ(cs[2].tier, Tier::tiled);
+  EXPECT_EQ(cs[3].tier, Tier::generic);
   for (const KernelChoice& k : cs) EXPECT_TRUE(k.ok) << k.reason;
 }
 
 TEST(Selection, FlashAttentionIsRefusedOnTuringWithTheReason) {
   const auto cs =
       choices(testing::profile("t4"), attention(DType::f16, 8, 8, 64, 64, 64), full_build());
-  const KernelChoice flash = find(cs, "flash", Precision::f16);
+  const KernelChoice flash = find(cs, Tier::flash, Precision::f16);
   EXPECT_FALSE(flash.ok);
   EXPECT_TRUE(contains(flash.reason, "flash attention: requires sm_80, device is sm_75"))
       << flash.reason;
-  EXPECT_TRUE(find(cs, "tiled", Precision::f16).ok);
+  EXPECT_TRUE(find(cs, Tier::tiled, Precision::f16).ok);
 }
 
 TEST(Selection, Bf16OnTuringFallsBackToTiledFp16) {
   const auto cs =
       choices(testing::profile("t4"), attention(DType::bf16, 8, 8, 64, 64, 64), full_build());
-  EXPECT_FALSE(find(cs, "flash", Precision::bf16).ok);
-  const KernelChoice tiled = find(cs, "tiled", Precision::f16);
+  EXPECT_FALSE(find(cs, Tier::flash, Precision::bf16).ok);
+  const KernelChoice tiled = find(cs, Tier::tiled, Precision::f16);
   ASSERT_TRUE(tiled.ok) << tiled.reason;
   EXPECT_EQ(tiled.input_dtypes, (std::vector<DType>{DType::f16, DType::f16, DType::f16}))
       << "the planner casts the bf16 inputs to f16";
@@ -76,7 +76,7 @@ TEST(Selection, TuringWithoutTensorCoresGetsTheGenericTier) {
        {attention(DType::f16, 8, 8, 64, 64, 64), matmul(DType::f16, 64, 64, 64)}) {
     const auto cs = choices(testing::profile("gtx1660super"), op, full_build());
     for (const KernelChoice& k : cs) {
-      if (k.tier == "generic") {
+      if (k.tier == Tier::generic) {
         EXPECT_TRUE(k.ok) << k.reason;
       } else {
         EXPECT_FALSE(k.ok);
@@ -90,18 +90,18 @@ TEST(Selection, AHeadDimWithoutAKernelIsRefusedByTheTensorCoreTiers) {
   const auto cs =
       choices(testing::profile("a100"), attention(DType::f16, 4, 4, 64, 64, 72), full_build());
   for (const KernelChoice& k : cs) {
-    if (k.tier == "generic") continue;
+    if (k.tier == Tier::generic) continue;
     EXPECT_FALSE(k.ok);
     EXPECT_TRUE(contains(k.reason, "head dim 72 is not one of 64, 80, 96, 128, 256")) << k.reason;
   }
-  EXPECT_TRUE(find(cs, "generic", Precision::f32).ok);
+  EXPECT_TRUE(find(cs, Tier::generic, Precision::f32).ok);
 }
 
 TEST(Selection, TilesAreSizedFromTheDevicesSharedMemory) {
   const OpDesc op = attention(DType::f16, 16, 16, 512, 512, 256);
   // 227 KiB (H100) and 99 KiB (RTX 4090) fit two K/V stages at head dim 256...
   for (const DeviceCaps& caps : {testing::profile("h100"), testing::profile("rtx4090")}) {
-    const KernelChoice k = find(choices(caps, op, full_build()), "flash", Precision::f16);
+    const KernelChoice k = find(choices(caps, op, full_build()), Tier::flash, Precision::f16);
     ASSERT_TRUE(k.ok) << k.reason;
     EXPECT_EQ(k.launch.stages, 2);
     EXPECT_LE(k.launch.shared_bytes, caps.shared_mem_per_block_optin);
@@ -109,11 +109,11 @@ TEST(Selection, TilesAreSizedFromTheDevicesSharedMemory) {
   // ...a device with 48 KiB gets one stage, and one with 32 KiB none at all.
   DeviceCaps small = testing::profile("a100");
   small.shared_mem_per_block_optin = 48 * 1024;
-  const KernelChoice one = find(choices(small, op, full_build()), "flash", Precision::f16);
+  const KernelChoice one = find(choices(small, op, full_build()), Tier::flash, Precision::f16);
   ASSERT_TRUE(one.ok) << one.reason;
   EXPECT_EQ(one.launch.stages, 1);
   small.shared_mem_per_block = small.shared_mem_per_block_optin = 32 * 1024;
-  const KernelChoice none = find(choices(small, op, full_build()), "flash", Precision::f16);
+  const KernelChoice none = find(choices(small, op, full_build()), Tier::flash, Precision::f16);
   EXPECT_FALSE(none.ok);
   EXPECT_TRUE(contains(none.reason, "of shared memory per block, the device allows 32 KiB"))
       << none.reason;
@@ -121,7 +121,7 @@ TEST(Selection, TilesAreSizedFromTheDevicesSharedMemory) {
   for (int hd : kAttentionHeadDims) {
     const KernelChoice t = find(
         choices(testing::profile("t4"), attention(DType::f16, 8, 8, 512, 512, hd), full_build()),
-        "tiled", Precision::f16);
+        Tier::tiled, Precision::f16);
     EXPECT_TRUE(t.ok) << t.reason;
     EXPECT_LE(t.launch.shared_bytes, 64u * 1024) << "head dim " << hd;
   }
@@ -131,24 +131,25 @@ TEST(Selection, BlocksFollowTheRowsAndTheRegisterFile) {
   // Decode with GQA 4:1 packs the 4 query heads of a kv head into one warp's rows.
   const KernelChoice d = find(
       choices(testing::profile("a100"), attention(DType::f16, 32, 8, 1, 4096, 128), full_build()),
-      "flash", Precision::f16);
+      Tier::flash, Precision::f16);
   EXPECT_EQ(d.launch.block_threads, 32);
   // Prefill fills 8 warps, unless the register file holds fewer 255-register warps.
   const OpDesc prefill = attention(DType::f16, 8, 8, 1024, 1024, 128);
-  EXPECT_EQ(find(choices(testing::profile("a100"), prefill, full_build()), "flash", Precision::f16)
-                .launch.block_threads,
-            256);
+  EXPECT_EQ(
+      find(choices(testing::profile("a100"), prefill, full_build()), Tier::flash, Precision::f16)
+          .launch.block_threads,
+      256);
   DeviceCaps half = testing::profile("a100");
   half.registers_per_block = 32768;
   EXPECT_EQ(
-      find(choices(half, prefill, full_build()), "flash", Precision::f16).launch.block_threads,
+      find(choices(half, prefill, full_build()), Tier::flash, Precision::f16).launch.block_threads,
       128);
 }
 
 TEST(Selection, DecodeSplitsTheKeysAcrossIdleSms) {
   const OpDesc decode = attention(DType::bf16, 32, 8, 1, 8192, 128);  // 8 blocks, 128 key tiles
   const KernelChoice k =
-      find(choices(testing::profile("a100"), decode, full_build()), "flash", Precision::bf16);
+      find(choices(testing::profile("a100"), decode, full_build()), Tier::flash, Precision::bf16);
   ASSERT_TRUE(k.ok) << k.reason;
   EXPECT_GT(k.launch.splits, 1);
   EXPECT_LE(k.launch.splits * 8, 2 * 108 + 8) << "about two blocks per SM";
@@ -157,7 +158,7 @@ TEST(Selection, DecodeSplitsTheKeysAcrossIdleSms) {
   const KernelChoice big =
       find(choices(testing::profile("a100"), attention(DType::bf16, 32, 32, 4096, 4096, 128),
                    full_build()),
-           "flash", Precision::bf16);
+           Tier::flash, Precision::bf16);
   EXPECT_EQ(big.launch.splits, 1);
 }
 
@@ -166,11 +167,11 @@ TEST(Selection, AQueryWithoutADenseLastDimNeedsACopyForTheTensorCoreTiers) {
   const TensorDesc kv = TensorDesc::contiguous(DType::f16, {1, 4, 40, 64});
   const OpDesc op = *make_op(OpKind::attention, {}, {q, kv, kv}, {"q", "k", "v"});
   const auto cs = choices(testing::profile("a100"), op, full_build());
-  const KernelChoice flash = find(cs, "flash", Precision::f16);
+  const KernelChoice flash = find(cs, Tier::flash, Precision::f16);
   EXPECT_FALSE(flash.ok);
   EXPECT_TRUE(contains(flash.reason, "'q'")) << flash.reason;
   EXPECT_TRUE(contains(flash.reason, "copy it first")) << flash.reason;
-  EXPECT_TRUE(find(cs, "generic", Precision::f32).ok) << "the generic tier reads any strides";
+  EXPECT_TRUE(find(cs, Tier::generic, Precision::f32).ok) << "the generic tier reads any strides";
 }
 
 TEST(Selection, AnArchitectureMissingFromTheBuildIsRoutedAround) {
@@ -203,7 +204,7 @@ TEST(Selection, APascalCardIsRefusedByEveryTierOfACuda13Build) {
   for (const KernelChoice& k : choices(testing::profile("gtx1060"),
                                        attention(DType::f16, 8, 8, 64, 64, 64), full_build())) {
     EXPECT_FALSE(k.ok);
-    if (k.tier == "generic") {
+    if (k.tier == Tier::generic) {
       EXPECT_TRUE(contains(k.reason, "no kernel image for sm_61")) << k.reason;
     }
   }
@@ -226,7 +227,7 @@ TEST(Selection, EveryOpOfV1HasAGenericKernelWithItsLaunchShape) {
     ASSERT_TRUE(op.ok()) << op_name(kind) << ": " << op.status().message();
     const auto cs = choices(testing::profile("t4"), *op, full_build());
     const KernelChoice g = cs.back();
-    EXPECT_EQ(g.tier, "generic") << op_name(kind);
+    EXPECT_EQ(g.tier, Tier::generic) << op_name(kind);
     EXPECT_TRUE(g.ok) << op_name(kind) << ": " << g.reason;
     EXPECT_EQ(g.precision, Precision::f32);
     EXPECT_EQ(g.input_dtypes[0], DType::bf16)

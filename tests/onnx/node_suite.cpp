@@ -192,9 +192,10 @@ Outcome run_test(const std::vector<Device*>& devices, const Imported& im,
         if (std::string why = run_once(**e, im, d); !why.empty())
           return {"fail", dev->id() + tiers + ": " + one_line(why), o.runs};
       }
-      const std::vector<std::string> more = check::replaceable_tiers((*e)->plan(), dev->id());
+      const std::vector<Tier> more = check::replaceable_tiers((*e)->plan(), dev->id());
       if (more.empty()) break;
-      for (const std::string& t : more) deny += (deny.empty() ? "" : ",") + dev->id() + "." + t;
+      for (Tier t : more)
+        deny += (deny.empty() ? "" : ",") + dev->id() + "." + std::string(tier_name(t));
     }
   }
   return {"pass", "", o.runs};

@@ -7,7 +7,7 @@
 namespace duet::testing_planner {
 namespace {
 
-bool uses_tier(const Plan& p, const std::string& tier) {
+bool uses_tier(const Plan& p, Tier tier) {
   for (const PlanStep& s : p.steps)
     if (s.kind == StepKind::kernel && s.op.choice.tier == tier) return true;
   return false;
@@ -21,8 +21,8 @@ TEST(Failure1, Bf16AttentionOnRtx2080TiRunsFp16TiledSdpaAndSaysWhy) {
   const PlanStep* a = p.step("attn");
   ASSERT_NE(a, nullptr);
   EXPECT_EQ(a->op.choice.precision, Precision::f16) << explain(p);
-  EXPECT_EQ(a->op.choice.tier, "tiled") << explain(p);
-  EXPECT_FALSE(uses_tier(p, "flash"));
+  EXPECT_EQ(a->op.choice.tier, Tier::tiled) << explain(p);
+  EXPECT_FALSE(uses_tier(p, Tier::flash));
   EXPECT_HAS(a->precision_reason, "bf16 asked");
   bool flash_explained = false;
   for (const std::string& s : a->skipped)
@@ -36,7 +36,7 @@ TEST(Failure1, Bf16AttentionOnA100RunsBf16Flash) {
   const PlanStep* a = p.step("attn");
   ASSERT_NE(a, nullptr);
   EXPECT_EQ(a->op.choice.precision, Precision::bf16) << explain(p);
-  EXPECT_EQ(a->op.choice.tier, "flash") << explain(p);
+  EXPECT_EQ(a->op.choice.tier, Tier::flash) << explain(p);
 }
 
 // 2. A 2080 Ti (sm_75) and a 3090 (sm_86) in one box: each gets its own architecture's kernels;
@@ -63,7 +63,8 @@ TEST(Failure2, TuringAndAmpereEachGetTheirOwnKernels) {
   ASSERT_EQ(p.devices_used().size(), 2u) << explain(p);
   for (const PlanStep& s : p.steps) {
     if (s.kind != StepKind::kernel || s.op.op.kind != OpKind::attention) continue;
-    EXPECT_EQ(s.op.choice.tier, s.device == 0 ? "tiled" : "flash") << s.name << "\n" << explain(p);
+    EXPECT_EQ(s.op.choice.tier, s.device == 0 ? Tier::tiled : Tier::flash) << s.name << "\n"
+                                                                           << explain(p);
   }
 }
 
@@ -143,8 +144,8 @@ TEST(Failure4, AGtx1060WithACpuPlansEverything) {
   for (const PlanStep& s : p.steps) {
     if (s.kind != StepKind::kernel || s.node < 0) continue;
     if (s.device == 0) {
-      EXPECT_NE(s.op.choice.tier, "flash") << s.name;
-      EXPECT_NE(s.op.choice.tier, "tiled") << s.name;
+      EXPECT_NE(s.op.choice.tier, Tier::flash) << s.name;
+      EXPECT_NE(s.op.choice.tier, Tier::tiled) << s.name;
     } else {
       bool said = false;
       for (const Alternative& a : s.rejected)
@@ -157,8 +158,8 @@ TEST(Failure4, AGtx1060WithACpuPlansEverything) {
 TEST(Failure4, AGtx1060AloneEitherPlansOrSaysWhichOpAndWhy) {
   auto p = make_plan(attention_graph(DType::f16), real_devices({"gtx1060"}));
   if (p.ok()) {
-    EXPECT_FALSE(uses_tier(*p, "flash"));
-    EXPECT_FALSE(uses_tier(*p, "tiled"));
+    EXPECT_FALSE(uses_tier(*p, Tier::flash));
+    EXPECT_FALSE(uses_tier(*p, Tier::tiled));
   } else {
     EXPECT_HAS(p.status().message(), "cannot be placed");
     EXPECT_HAS(p.status().message(), "cuda:0 (gtx1060)");
@@ -171,7 +172,7 @@ TEST(Failure4, ACuda12BuildWithSm61RunsTheGenericTierOnThe1060) {
   Plan p = plan_ok(attention_graph(DType::f16), with_build({"gtx1060"}, archs, *rules));
   for (const PlanStep& s : p.steps)
     if (s.kind == StepKind::kernel && s.node >= 0) {
-      EXPECT_EQ(s.op.choice.tier, "generic") << s.name;
+      EXPECT_EQ(s.op.choice.tier, Tier::generic) << s.name;
     }
   const PlanStep* a = p.step("attn");
   ASSERT_NE(a, nullptr) << "the 1060 must run attention on the generic tier";
@@ -185,7 +186,7 @@ TEST(Failure4, ACuda12BuildWithSm61RunsTheGenericTierOnThe1060) {
 
 TEST(Failure5, DenyFlashOnA100IsHonouredAndExplainSaysThePolicyDecided) {
   Plan p = plan_ok(attention_graph(DType::bf16), real_devices({"a100"}), policy("deny=cuda.flash"));
-  EXPECT_FALSE(uses_tier(p, "flash")) << explain(p);
+  EXPECT_FALSE(uses_tier(p, Tier::flash)) << explain(p);
   const PlanStep* a = p.step("attn");
   ASSERT_NE(a, nullptr);
   EXPECT_FALSE(a->policy.empty());
@@ -194,7 +195,7 @@ TEST(Failure5, DenyFlashOnA100IsHonouredAndExplainSaysThePolicyDecided) {
   EXPECT_HAS(text, "flash skipped: denied by policy (deny=cuda.flash)");
   // The same from the environment variable's syntax, as a user would set it.
   Plan q = plan_ok(attention_graph(DType::bf16), real_devices({"a100"}), policy("deny=flash"));
-  EXPECT_FALSE(uses_tier(q, "flash"));
+  EXPECT_FALSE(uses_tier(q, Tier::flash));
 }
 
 TEST(Failure5, ForbiddingEveryAttentionKernelIsAnErrorNotAFallback) {

@@ -33,7 +33,7 @@ class TieredRules final : public BackendRules {
   std::vector<KernelChoice> choices(const DeviceCaps& c, const OpDesc& op) const override {
     const int sm = c.cc_major * 10 + c.cc_minor;
     const std::string arch = "sm_" + std::to_string(sm);
-    auto make = [&](const char* tier, Precision p) {
+    auto make = [&](Tier tier, Precision p) {
       KernelChoice k;
       k.tier = tier;
       k.precision = p;
@@ -50,7 +50,7 @@ class TieredRules final : public BackendRules {
     std::vector<KernelChoice> out;
     if (op.kind == OpKind::attention) {
       for (Precision p : {Precision::bf16, Precision::f16}) {
-        KernelChoice k = make("flash", p);
+        KernelChoice k = make(Tier::flash, p);
         k.launch.tile_m = 64;
         k.launch.tile_n = 64;
         k.launch.shared_bytes = 48 * 1024;
@@ -64,7 +64,7 @@ class TieredRules final : public BackendRules {
         out.push_back(k);
       }
       for (Precision p : {Precision::bf16, Precision::f16}) {
-        KernelChoice k = make("tiled", p);
+        KernelChoice k = make(Tier::tiled, p);
         k.launch.tile_m = 32;
         k.launch.tile_n = 32;
         if (p == Precision::bf16)
@@ -77,7 +77,7 @@ class TieredRules final : public BackendRules {
       }
     }
     for (Precision p : {Precision::bf16, Precision::f16, Precision::f32}) {
-      KernelChoice k = make("generic", p);
+      KernelChoice k = make(Tier::generic, p);
       if (p == Precision::bf16 && !c.bf16_arith)
         k.reason = "no bf16 arithmetic on " + arch;
       else if (p == Precision::f16 && !c.fp16_arith)

@@ -19,7 +19,7 @@ TEST(Planner, Bf16OnTuringFallsBackToFp16WithCastsAroundIt) {
   const PlanStep* a = p.step("attn");
   ASSERT_NE(a, nullptr);
   EXPECT_EQ(a->op.choice.precision, Precision::f16);
-  EXPECT_EQ(a->op.choice.tier, "tiled");
+  EXPECT_EQ(a->op.choice.tier, Tier::tiled);
   EXPECT_EQ(a->requested, Precision::bf16);
   EXPECT_HAS(a->precision_reason, "bf16 asked");
   EXPECT_HAS(a->precision_reason, "fallback=f16");
@@ -40,7 +40,7 @@ TEST(Planner, Bf16OnAmpereKeepsBf16AndFlash) {
   const PlanStep* a = p.step("attn");
   ASSERT_NE(a, nullptr);
   EXPECT_EQ(a->op.choice.precision, Precision::bf16);
-  EXPECT_EQ(a->op.choice.tier, "flash");
+  EXPECT_EQ(a->op.choice.tier, Tier::flash);
   EXPECT_EQ(count_casts(p), 0);
   EXPECT_HAS(a->precision_reason, "bf16 as the graph asks");
 }
@@ -51,7 +51,7 @@ TEST(Planner, SafetyFallbackComputesBf16InF32) {
   const PlanStep* a = p.step("attn");
   ASSERT_NE(a, nullptr);
   EXPECT_EQ(a->op.choice.precision, Precision::f32);
-  EXPECT_EQ(a->op.choice.tier, "generic");
+  EXPECT_EQ(a->op.choice.tier, Tier::generic);
   EXPECT_EQ(count_casts(p), 0) << "the f32 kernel reads bf16 directly";
 }
 
@@ -171,7 +171,7 @@ TEST(Planner, ExplainNamesEveryDeviceAndTheEstimate) {
   EXPECT_EQ(p.step("attn")->device, 1);
   bool other = false;
   for (const Alternative& a : p.step("attn")->rejected)
-    other = other || (a.device == "cuda:0" && a.tier == "tiled" && a.usable);
+    other = other || (a.device == "cuda:0" && a.tier == Tier::tiled && a.usable);
   EXPECT_TRUE(other) << text;
 }
 

@@ -17,12 +17,12 @@ TEST(Policy, TheDocumentedExampleParses) {
   Policy p = policy("deny=cuda.flash;precision=f32;device=vulkan:0");
   ASSERT_EQ(p.deny.size(), 1u);
   EXPECT_EQ(p.deny[0].backend, BackendKind::cuda);
-  EXPECT_EQ(p.deny[0].tier, "flash");
+  EXPECT_EQ(p.deny[0].tier, Tier::flash);
   EXPECT_EQ(p.precision, Precision::f32);
   ASSERT_EQ(p.allow.size(), 1u);
   EXPECT_EQ(p.allow[0].device, "vulkan:0");
-  EXPECT_EQ(p.tier_denied(BackendKind::cuda, "cuda:1", "flash"), "deny=cuda.flash");
-  EXPECT_EQ(p.tier_denied(BackendKind::cuda, "cuda:1", "tiled"), "");
+  EXPECT_EQ(p.tier_denied(BackendKind::cuda, "cuda:1", Tier::flash), "deny=cuda.flash");
+  EXPECT_EQ(p.tier_denied(BackendKind::cuda, "cuda:1", Tier::tiled), "");
   EXPECT_EQ(p.device_denied(BackendKind::cuda, "cuda:0"), "allow=vulkan:0");
   EXPECT_EQ(p.device_denied(BackendKind::vulkan, "vulkan:0"), "");
 }
@@ -52,9 +52,9 @@ TEST(Policy, EveryKeyParsesAndPrintsBack) {
 
 TEST(Policy, TierAllowsRestrictOnlyTheBackendTheyName) {
   Policy p = policy("allow=cuda.tiled");
-  EXPECT_EQ(p.tier_denied(BackendKind::cuda, "cuda:0", "flash"), "allow=cuda.tiled");
-  EXPECT_EQ(p.tier_denied(BackendKind::cuda, "cuda:0", "tiled"), "");
-  EXPECT_EQ(p.tier_denied(BackendKind::vulkan, "vulkan:0", "flash"), "");
+  EXPECT_EQ(p.tier_denied(BackendKind::cuda, "cuda:0", Tier::flash), "allow=cuda.tiled");
+  EXPECT_EQ(p.tier_denied(BackendKind::cuda, "cuda:0", Tier::tiled), "");
+  EXPECT_EQ(p.tier_denied(BackendKind::vulkan, "vulkan:0", Tier::flash), "");
   EXPECT_EQ(p.device_denied(BackendKind::vulkan, "vulkan:0"), "") << "tier allows place nothing";
 }
 
@@ -95,6 +95,23 @@ TEST(Policy, MistakesAreErrorsNamingTheTerm) {
   EXPECT_HAS(parse_error("device=cuda.flash"), "use allow= for tiers");
 }
 
+TEST(Policy, EveryTierIsNamedAndAnOldNameSaysTheNewOne) {
+  for (Tier t : all_tiers()) {
+    EXPECT_EQ(parse_tier(tier_name(t)), t);
+    Policy p = policy("deny=" + std::string(tier_name(t)));
+    ASSERT_EQ(p.deny.size(), 1u);
+    EXPECT_EQ(p.deny[0].tier, t);
+  }
+  // The Vulkan kernels without shared memory were called "subgroup", though they use no
+  // subgroup operations.
+  for (const char* text : {"deny=subgroup", "deny=vulkan.subgroup", "allow=vulkan:0.subgroup"}) {
+    EXPECT_HAS(parse_error(text), "no longer a tier name");
+    EXPECT_HAS(parse_error(text), "'register_blocked'");
+  }
+  EXPECT_EQ(policy("deny=vulkan.register_blocked").deny[0].tier, Tier::register_blocked);
+  EXPECT_EQ(policy("deny=cuda.pipelined").deny[0].tier, Tier::pipelined);
+}
+
 TEST(Policy, SizesParse) {
   EXPECT_EQ(*parse_size("4GiB"), 4ull << 30);
   EXPECT_EQ(*parse_size("1.5 GiB"), 3ull << 29);
@@ -128,7 +145,7 @@ TEST(PolicyInPlans, DeniedFlashIsNotUsedAndExplainSaysThePolicyDecided) {
   Plan p = plan_ok(attention_graph(DType::bf16), test_devices({"a100"}), policy("deny=cuda.flash"));
   const PlanStep* a = p.step("attn");
   ASSERT_NE(a, nullptr);
-  EXPECT_NE(a->op.choice.tier, "flash");
+  EXPECT_NE(a->op.choice.tier, Tier::flash);
   EXPECT_EQ(a->op.choice.precision, Precision::bf16) << "the policy denies a tier, not bf16";
   const std::string text = explain(p);
   EXPECT_HAS(text, "policy: deny=cuda.flash");

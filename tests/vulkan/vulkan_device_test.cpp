@@ -416,7 +416,7 @@ TEST(VulkanLimits, TinySharedMemoryGivesSmallerTilesAndCorrectResults) {
   DeviceCaps real = vk(d).core().info.caps;
   auto tiled = [&](const DeviceCaps& caps) {
     for (const KernelChoice& k : rules().choices(caps, *op))
-      if (k.tier == "tiled" && k.precision == Precision::f32) return k.launch;
+      if (k.tier == Tier::tiled && k.precision == Precision::f32) return k.launch;
     return LaunchConfig{};
   };
   EXPECT_GT(tiled(real).tile_m * tiled(real).tile_n, tiled(small).tile_m * tiled(small).tile_n);
@@ -431,11 +431,11 @@ TEST(VulkanRules, CooperativeMatrixIsRefusedWithAReason) {
   auto op =
       *make_op(OpKind::matmul, {}, {dense(DType::f16, {64, 64}), dense(DType::f16, {64, 64})});
   auto ch = rules().choices(c, op);
-  ASSERT_EQ(ch[0].tier, "coopmat");
+  ASSERT_EQ(ch[0].tier, Tier::coopmat);
   EXPECT_FALSE(ch[0].ok);
   EXPECT_NE(ch[0].reason.find("VK_KHR_cooperative_matrix"), std::string::npos);
   EXPECT_TRUE(ch[1].ok) << ch[1].reason;
-  EXPECT_EQ(ch[1].tier, "tiled");
+  EXPECT_EQ(ch[1].tier, Tier::tiled);
   // An NVIDIA device with only the older NV extension is told where its matrix units are used.
   c.extra["cooperative_matrix_nv"] = "16x16x16 f16+f32";
   ch = rules().choices(c, op);

@@ -71,13 +71,13 @@ inline check::Outcome run_with(Device& d, const check::Case& c, const KernelChoi
 
 // The choice of tier `tier` whose storage dtypes are the case's; refused (with "no such choice")
 // when there is none.
-inline KernelChoice choice_of(Device& d, const check::Case& c, const std::string& tier) {
+inline KernelChoice choice_of(Device& d, const check::Case& c, Tier tier) {
   auto op = check::case_op(c);
   if (op.ok())
     for (const KernelChoice& k : d.choices(*op))
       if (k.tier == tier && k.reads_as_given(*op)) return k;
   KernelChoice none;
-  none.reason = "no " + tier + " choice for " + c.name;
+  none.reason = "no " + std::string(tier_name(tier)) + " choice for " + c.name;
   return none;
 }
 

@@ -6,7 +6,7 @@ namespace duet::vulkan::testing {
 namespace {
 
 // Runs `c` with `tier` and expects a correct result from more than one dispatch.
-void expect_split_and_correct(Device& d, const check::Case& c, const std::string& tier) {
+void expect_split_and_correct(Device& d, const check::Case& c, Tier tier) {
   const KernelChoice k = choice_of(d, c, tier);
   ASSERT_TRUE(k.ok) << k.reason;
   const uint64_t before = vk(d).recorder().dispatches;
@@ -32,12 +32,12 @@ TEST(VulkanWindows, MatmulWithAWeightLargerThanOneBindingRuns) {
         make_case("window/matmul.nk", OpKind::matmul,
                   {dense(DType::f32, {2, K}), dense(DType::f32, {N, K})}, tb)}) {
     // The shared-memory kernel binds storage-buffer windows: split.
-    expect_split_and_correct(d, c, "tiled");
+    expect_split_and_correct(d, c, Tier::tiled);
   }
 }
 
-// The "subgroup" kernels read their operands through texel buffer views, whose limit is a count
-// of texels (maxTexelBufferElements): past it the op is split the same way.
+// The "register_blocked" kernels read their operands through texel buffer views, whose limit is a
+// count of texels (maxTexelBufferElements): past it the op is split the same way.
 TEST(VulkanWindows, OperandsPastTheTexelLimitAreSplit) {
   TempDir cache;
   auto r = open_vulkan({}, cache);
@@ -57,7 +57,7 @@ TEST(VulkanWindows, OperandsPastTheTexelLimitAreSplit) {
                   {dense(DType::f16, {2, 4, 9, 64}), dense(DType::f16, {2, 2, 40, 64}),
                    dense(DType::f16, {2, 2, 40, 64})},
                   causal)}) {
-    expect_split_and_correct(d, c, "subgroup");
+    expect_split_and_correct(d, c, Tier::register_blocked);
   }
 }
 

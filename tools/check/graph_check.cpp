@@ -129,13 +129,13 @@ Result<Graph> expose_values(const Graph& g) {
   return b.build();
 }
 
-std::vector<std::string> replaceable_tiers(const Plan& plan, const std::string& device) {
-  std::set<std::string> out;
+std::vector<Tier> replaceable_tiers(const Plan& plan, const std::string& device) {
+  std::set<Tier> out;
   for (const PlanStep& s : plan.steps) {
     if (s.kind != StepKind::kernel || s.device < 0) continue;
     for (const Alternative& a : s.rejected)
       if (a.device == device && a.usable && !a.by_policy && a.tier != s.op.choice.tier &&
-          a.precision == s.op.choice.precision && a.tier != "reference")
+          a.precision == s.op.choice.precision && a.tier != Tier::reference)
         out.insert(s.op.choice.tier);
   }
   return {out.begin(), out.end()};
@@ -202,10 +202,11 @@ std::vector<GraphCheck> check_graph(const Graph& g, const GraphReference& ref,
       }
       c.nodes.push_back(std::move(k));
     }
-    const std::vector<std::string> more = replaceable_tiers(plan, device.id());
+    const std::vector<Tier> more = replaceable_tiers(plan, device.id());
     runs.push_back(std::move(c));
     if (more.empty()) break;
-    for (const std::string& t : more) deny += (deny.empty() ? "" : ",") + device.id() + "." + t;
+    for (Tier t : more)
+      deny += (deny.empty() ? "" : ",") + device.id() + "." + std::string(tier_name(t));
   }
   return runs;
 }

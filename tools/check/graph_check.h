@@ -29,11 +29,11 @@ Result<Graph> expose_values(const Graph& g);
 
 // The tiers a plan used on `device` that the device could replace by another at the same
 // precision: denying them reaches the next tier.
-std::vector<std::string> replaceable_tiers(const Plan& plan, const std::string& device);
+std::vector<Tier> replaceable_tiers(const Plan& plan, const std::string& device);
 
 struct NodeCheck {
   int node = -1;  // index into Graph::nodes()
-  std::string tier;
+  Tier tier = Tier::generic;
   Precision precision = Precision::f32;
   Metrics metrics;
   Tolerance tol;

@@ -152,7 +152,7 @@ nlohmann::json fraction_or_null(double fraction) {
 
 Row bench_one(Device& d, const KernelChoice& k, const OpDesc& op,
               std::span<const HostTensor> inputs, const Options& o, const Yardstick& y) {
-  Row r{op.name, d.id(), k.tier, std::string(precision_name(k.precision))};
+  Row r{op.name, d.id(), std::string(tier_name(k.tier)), std::string(precision_name(k.precision))};
   std::vector<std::shared_ptr<Buffer>> keep;
   std::vector<TensorRef> refs;
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -311,7 +311,7 @@ int run_bench(const CLI::App& cmd, const Options& o) {
     for (Device* d : *devices) {
       for (const KernelChoice& k : d->choices(*op)) {
         // A kernel reading other dtypes would time a different op (the planner casts first).
-        if (!k.ok || k.tier == "reference" || !k.reads_as_given(*op)) continue;
+        if (!k.ok || k.tier == Tier::reference || !k.reads_as_given(*op)) continue;
         Row r = bench_one(*d, k, *op, inputs, o, y);
         if (!r.error.empty()) {
           std::printf("%-*s %-10s %-9s %-5s  error: %s\n", width, r.name.c_str(), r.device.c_str(),

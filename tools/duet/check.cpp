@@ -195,12 +195,12 @@ int run_check(const CLI::App& cmd, const Options& o) {
       return fail(cmd, "case " + c.name + ": reference failed: " + ref.status().message(), 70);
     for (Device* d : devices) {
       for (const KernelChoice& k : d->choices(*op)) {
-        if (k.tier == "reference") continue;  // that is what everything is compared with
+        if (k.tier == Tier::reference) continue;  // that is what everything is compared with
         Row r{c.name,
               std::string(op_name(c.kind)),
               std::string(dtype_name(c.inputs[0].dtype)),
               d->id(),
-              k.tier,
+              std::string(tier_name(k.tier)),
               std::string(precision_name(k.precision)),
               {},
               false,

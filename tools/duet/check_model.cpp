@@ -113,7 +113,8 @@ void print_table(const Graph& g, const std::vector<check::GraphCheck>& runs) {
         if (u(nc.node) != i) continue;
         cell = ratio_text(nc);
         if (static_cast<int>(k) == r->first_failure) cell += " <- first";
-        const std::string t = nc.tier + " " + std::string(precision_name(nc.precision));
+        const std::string t =
+            std::string(tier_name(nc.tier)) + " " + std::string(precision_name(nc.precision));
         if (tiers.find(t) == std::string::npos) tiers += (tiers.empty() ? "" : ", ") + t;
       }
       row.cells.push_back(cell);
@@ -186,7 +187,8 @@ int check_model(const CLI::App& cmd, const ModelCheckOptions& o) {
     const check::NodeCheck& k = r.nodes[u(r.first_failure)];
     const GraphNode& n = graph->nodes()[u(k.node)];
     std::printf("FIRST DIVERGENCE on %s: %s '%s' (%s %s): ", run_label(r).c_str(),
-                std::string(op_name(n.kind())).c_str(), n.name.c_str(), k.tier.c_str(),
+                std::string(op_name(n.kind())).c_str(), n.name.c_str(),
+                std::string(tier_name(k.tier)).c_str(),
                 std::string(precision_name(k.precision)).c_str());
     if (k.tol.exact)
       std::printf("%lld elements differ, exact expected\n",

@@ -60,7 +60,8 @@ std::string plan_summary(const Plan& plan, const ChosenPolicy& policy) {
     }
     rows.push_back({s.name + (s.node < 0 ? " [inserted]" : ""), std::string(op_name(s.op.op.kind)),
                     device_id(plan, s.device), std::string(precision_name(s.op.choice.precision)),
-                    s.op.choice.tier, s.once ? "at load" : format_us(s.est_us)});
+                    std::string(tier_name(s.op.choice.tier)),
+                    s.once ? "at load" : format_us(s.est_us)});
   }
   size_t w[5] = {};
   for (const Line& r : rows) {

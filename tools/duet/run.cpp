@@ -139,13 +139,14 @@ int run_graph(const CLI::App& cmd, const Options& o) {
     }
     kernel_total += t;
     rows.push_back({s.name, std::string(op_name(s.op.op.kind)), device_id(plan, s.device),
-                    std::string(precision_name(s.op.choice.precision)), s.op.choice.tier, time});
+                    std::string(precision_name(s.op.choice.precision)),
+                    std::string(tier_name(s.op.choice.tier)), time});
     jsteps.push_back({{"step", s.name},
                       {"kind", "kernel"},
                       {"op", op_name(s.op.op.kind)},
                       {"device", plan.devices[u(s.device)].id},
                       {"precision", precision_name(s.op.choice.precision)},
-                      {"tier", s.op.choice.tier},
+                      {"tier", tier_name(s.op.choice.tier)},
                       {"seconds", t}});
   }
   size_t w[5] = {};

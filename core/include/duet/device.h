@@ -15,6 +15,7 @@
 #include "duet/export.h"
 #include "duet/op.h"
 #include "duet/status.h"
+#include "duet/tier.h"
 
 namespace duet {
 
@@ -109,7 +110,7 @@ struct DUET_API LaunchConfig {
 // can (with the reason either way). `input_dtypes` are the storage dtypes the kernel reads; where
 // they differ from the graph's, the planner inserts casts.
 struct DUET_API KernelChoice {
-  std::string tier;  // "flash", "tiled", "generic", "coopmat", "blocked", "reference"
+  Tier tier = Tier::generic;
   Precision precision = Precision::f32;
   bool ok = false;
   std::string reason;  // why it can run ("sm_86 >= sm_80, head dim 128"), or why not

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -50,7 +51,7 @@ DUET_API std::string_view step_kind_name(StepKind k);
 // A kernel choice that was not taken, and why.
 struct DUET_API Alternative {
   std::string device;
-  std::string tier;
+  std::optional<Tier> tier;  // empty: the device itself was not used
   Precision precision = Precision::f32;
   bool usable = false;  // the backend could have run it
   bool by_policy = false;

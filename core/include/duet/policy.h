@@ -37,12 +37,12 @@ namespace duet {
 struct DUET_API PolicyTarget {
   std::optional<BackendKind> backend;  // empty: every backend (a bare tier)
   std::string device;                  // "cuda:1"; empty: every device of `backend`
-  std::string tier;                    // empty: the whole device or backend
+  std::optional<Tier> tier;            // empty: the whole device or backend
   std::string text;                    // the target as written, for messages
 
-  bool is_placement() const { return tier.empty(); }
+  bool is_placement() const { return !tier; }
   bool matches_device(BackendKind b, std::string_view device_id) const;
-  bool matches_tier(BackendKind b, std::string_view device_id, std::string_view tier) const;
+  bool matches_tier(BackendKind b, std::string_view device_id, Tier tier) const;
   bool operator==(const PolicyTarget&) const = default;
 };
 
@@ -65,7 +65,7 @@ struct DUET_API Policy {
   // The term that keeps a device out ("" when it may be used).
   std::string device_denied(BackendKind b, std::string_view device_id) const;
   // The term that forbids a tier on a device ("" when allowed).
-  std::string tier_denied(BackendKind b, std::string_view device_id, std::string_view tier) const;
+  std::string tier_denied(BackendKind b, std::string_view device_id, Tier tier) const;
   // The policy's memory budget for a device, and the term that sets it.
   std::optional<uint64_t> budget_for(BackendKind b, std::string_view device_id,
                                      std::string* term = nullptr) const;
@@ -80,9 +80,6 @@ DUET_API Result<Policy> parse_policy(std::string_view text, Policy base = {},
                                      std::string_view origin = "policy");
 // The policy in DUET_POLICY (an empty policy when unset).
 DUET_API Result<Policy> policy_from_env();
-
-// Tier names a policy may name (the tiers the backends offer).
-DUET_API const std::vector<std::string>& policy_tier_names();
 
 // "4GiB", "512 MiB", "1.5GB", "1000000" -> bytes.
 DUET_API Result<uint64_t> parse_size(std::string_view text);

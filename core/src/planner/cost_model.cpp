@@ -17,15 +17,26 @@ constexpr double kDefaultMemoryGbps = 20.0;
 constexpr double kDefaultLinkGbps = 8.0;
 constexpr double kTransferLatencyUs = 10.0;
 
-double tier_efficiency(std::string_view tier) {
-  if (tier == "flash") return 0.6;
-  if (tier == "cublas") return 0.7;
-  if (tier == "coopmat") return 0.5;
-  if (tier == "tiled") return 0.4;
-  if (tier == "simd") return 0.5;
-  if (tier == "subgroup") return 0.3;
-  if (tier == "generic") return 0.15;
-  if (tier == "reference") return 0.02;
+// The share of the device's peak a tier reaches on the ops it is made for.
+double tier_efficiency(Tier tier) {
+  switch (tier) {
+    case Tier::cublas:
+      return 0.7;
+    case Tier::flash:
+    case Tier::pipelined:
+      return 0.6;
+    case Tier::coopmat:
+    case Tier::simd:
+      return 0.5;
+    case Tier::tiled:
+      return 0.4;
+    case Tier::register_blocked:
+      return 0.3;
+    case Tier::generic:
+      return 0.15;
+    case Tier::reference:
+      return 0.02;
+  }
   return 0.2;
 }
 

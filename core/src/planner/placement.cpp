@@ -84,7 +84,7 @@ DeviceEval Planner::evaluate(const GraphNode& n, int d, Precision asked,
     } else if (!deny.empty()) {
       a.by_policy = true;
       a.term = deny;
-      a.reason = "tier " + c.tier + " denied by policy (" + deny + ")";
+      a.reason = "tier " + tname(c.tier) + " denied by policy (" + deny + ")";
       e.policy.push_back(deny);
     } else if (r < 0) {
       if (forced) {
@@ -101,7 +101,7 @@ DeviceEval Planner::evaluate(const GraphNode& n, int d, Precision asked,
     } else if (best >= 0) {
       const KernelChoice& b = e.all[u(best)];
       a.reason = r > best_rank ? pname(b.precision) + " preferred (" + choice_name(b) + " chosen)"
-                               : "backend prefers " + b.tier + " (listed first)";
+                               : "backend prefers " + tname(b.tier) + " (listed first)";
     }
     e.alternatives.push_back(a);
     reasons.push_back(choice_name(c) + ": " + a.reason);
@@ -116,7 +116,7 @@ DeviceEval Planner::evaluate(const GraphNode& n, int d, Precision asked,
   e.pick = e.all[u(best)];
   e.rank = best_rank;
   // Tiers the backend ranks before the pick, and why they were not used.
-  std::set<std::string> said;
+  std::set<Tier> said;
   for (size_t i = 0; i < u(best); ++i) {
     const KernelChoice& c = e.all[i];
     if (c.tier == e.pick.tier || said.count(c.tier)) continue;
@@ -134,7 +134,7 @@ DeviceEval Planner::evaluate(const GraphNode& n, int d, Precision asked,
       why = "policy forces " + pname(*forced) + " (" + forced_term + ")";
     else
       why = "not at an acceptable precision";
-    e.skipped.push_back(c.tier + " skipped: " + why);
+    e.skipped.push_back(tname(c.tier) + " skipped: " + why);
     said.insert(c.tier);
   }
   return e;
@@ -340,7 +340,7 @@ Status Planner::place(int node_index) {
     std::string missing;
     for (const KernelChoice& c : e.all)
       if (c.precision == asked)
-        missing += (missing.empty() ? "" : "; ") + c.tier + " " + pname(asked) + ": " +
+        missing += (missing.empty() ? "" : "; ") + tname(c.tier) + " " + pname(asked) + ": " +
                    (c.ok ? "denied by policy" : c.reason);
     st.precision_reason =
         pname(asked) + " asked, but " + dev(d).id + " has no " + pname(asked) + " kernel for it" +
@@ -349,7 +349,7 @@ Status Planner::place(int node_index) {
     if (asked == Precision::bf16 && e.pick.precision == policy_.bf16_fallback)
       st.precision_reason += " (fallback=" + pname(policy_.bf16_fallback) + ")";
   }
-  st.tier_reason = e.pick.tier + ": " + e.pick.reason;
+  st.tier_reason = tname(e.pick.tier) + ": " + e.pick.reason;
   // What each policy term removed, one line per term.
   std::vector<std::pair<std::string, std::string>> removed;  // term -> "cuda:0 flash bf16, ..."
   auto note_removed = [&](const std::string& term, const std::string& item) {
@@ -364,8 +364,8 @@ Status Planner::place(int node_index) {
     for (const Alternative& a : x.alternatives) {
       st.rejected.push_back(a);
       if (a.by_policy && !a.term.empty())
-        note_removed(a.term, a.tier.empty() ? a.device + " (the device)"
-                                            : a.device + " " + a.tier + " " + pname(a.precision));
+        note_removed(a.term, !a.tier ? a.device + " (the device)"
+                                     : a.device + " " + tname(*a.tier) + " " + pname(a.precision));
     }
     if (x.device != d && x.ok) {
       Alternative a;
@@ -421,12 +421,13 @@ Status Planner::place(int node_index) {
     refusal = c.reason;
   }
   if (!agreed)
-    plan_.notes.push_back(what + " on " + dev(d).id + ": the backend " +
-                          (refusal.empty() ? std::string("does not list ") + e.pick.tier + " " +
-                                                 pname(e.pick.precision)
-                                           : "refuses " + e.pick.tier + " (" + refusal + ")") +
-                          " for the op as executed (" + describe(*op) +
-                          "); the launch shape is the one chosen for the graph's op");
+    plan_.notes.push_back(
+        what + " on " + dev(d).id + ": the backend " +
+        (refusal.empty()
+             ? std::string("does not list ") + tname(e.pick.tier) + " " + pname(e.pick.precision)
+             : "refuses " + tname(e.pick.tier) + " (" + refusal + ")") +
+        " for the op as executed (" + describe(*op) +
+        "); the launch shape is the one chosen for the graph's op");
   bool constant = true;
   for (int r : ins) constant = constant && plan_.values[u(r)].constant;
   home_[u(n.output)] = d;

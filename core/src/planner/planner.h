@@ -33,8 +33,12 @@ inline std::string pname(Precision p) {
   return std::string(precision_name(p));
 }
 
+inline std::string tname(Tier t) {
+  return std::string(tier_name(t));
+}
+
 inline std::string choice_name(const KernelChoice& c) {
-  return c.tier + " " + pname(c.precision);
+  return tname(c.tier) + " " + pname(c.precision);
 }
 
 // What the planner thinks of one device for one op.

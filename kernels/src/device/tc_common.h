@@ -1,19 +1,20 @@
-// Pieces shared by the tensor-core kernels of the flash (sm_80+) and tiled (sm_75) tiers. A tier
-// is a policy: how tiles reach shared memory and which mma shape multiplies them.
+// Pieces shared by the tensor-core kernels of sm_80+ (the flash attention and pipelined matmul
+// tiers) and of sm_75 (the tiled tier). The architecture is a policy: how tiles reach shared
+// memory and which mma shape multiplies them.
 #pragma once
 
 #include "device/prim.h"
 
 DUET_DEV_BEGIN
 
-// Flash tier (sm_80+): cp.async copies (data lands at the wait, overlapping compute), bf16 or
+// sm_80+ (flash, pipelined): cp.async copies (data lands at the wait, overlapping compute), bf16 or
 // f16 mma.sync m16n8k16.
-struct FlashArch {
+struct Sm80Arch {
   static constexpr bool kAsync = true;
 };
-// Tiled tier (sm_75): loads staged through registers (ld.global -> st.shared), f16 only,
+// sm_75 (tiled): loads staged through registers (ld.global -> st.shared), f16 only,
 // mma.sync m16n8k8 (two per 16-deep step).
-struct TiledArch {
+struct Sm75Arch {
   static constexpr bool kAsync = false;
 };
 

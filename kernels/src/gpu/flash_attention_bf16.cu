@@ -6,7 +6,7 @@
 namespace duet::kernels::gpu_impl {
 
 Status flash_attention_bf16(const detail::Call& c, void* stream) {
-  return dev::attention_instance<dev::Bf16, dev::FlashArch>(
+  return dev::attention_instance<dev::Bf16, dev::Sm80Arch>(
       c.head_dim, [&](auto kernel) { return launch_on_gpu(c, kernel, stream); });
 }
 

@@ -15,7 +15,7 @@ Status launch(Tier tier, const OpDesc& op, std::span<const View> inputs, const V
           DUET_TRY(gpu_impl::tiled_attention(c, launch.stream));
           break;
         }
-#ifdef DUET_KERNELS_HAVE_FLASH
+#ifdef DUET_KERNELS_HAVE_SM80
         DUET_TRY(c.bf16 ? gpu_impl::flash_attention_bf16(c, launch.stream)
                         : gpu_impl::flash_attention_f16(c, launch.stream));
         break;
@@ -28,8 +28,8 @@ Status launch(Tier tier, const OpDesc& op, std::span<const View> inputs, const V
           DUET_TRY(gpu_impl::tiled_matmul(c, launch.stream));
           break;
         }
-#ifdef DUET_KERNELS_HAVE_FLASH
-        DUET_TRY(gpu_impl::flash_matmul(c, launch.stream));
+#ifdef DUET_KERNELS_HAVE_SM80
+        DUET_TRY(gpu_impl::pipelined_matmul(c, launch.stream));
         break;
 #else
         return Status(Code::unsupported,

@@ -6,7 +6,7 @@
 namespace duet::kernels::gpu_impl {
 
 Status tiled_attention(const detail::Call& c, void* stream) {
-  return dev::attention_instance<dev::F16, dev::TiledArch>(
+  return dev::attention_instance<dev::F16, dev::Sm75Arch>(
       c.head_dim, [&](auto kernel) { return launch_on_gpu(c, kernel, stream); });
 }
 

@@ -6,7 +6,7 @@
 namespace duet::kernels::gpu_impl {
 
 Status tiled_matmul(const detail::Call& c, void* stream) {
-  return dev::matmul_instance<dev::F16, dev::TiledArch>(
+  return dev::matmul_instance<dev::F16, dev::Sm75Arch>(
       c.b_nmajor, [&](auto kernel) { return launch_on_gpu(c, kernel, stream); });
 }
 

@@ -69,15 +69,15 @@ class Planner {
     DUET_TRY(check_views());
     if (op_.kind == OpKind::attention) {
       if (tier_ == Tier::generic) return gen_attention();
-      return attention_tc();
+      if (tier_ == Tier::tiled || tier_ == Tier::flash) return attention_tc();
+      return no_kernel("generic, tiled or flash");
     }
     if (op_.kind == OpKind::matmul) {
       if (tier_ == Tier::generic) return gen_matmul();
-      return matmul_tc();
+      if (tier_ == Tier::tiled || tier_ == Tier::pipelined) return matmul_tc();
+      return no_kernel("generic, tiled or pipelined");
     }
-    if (tier_ != Tier::generic)
-      return fail(Code::unsupported, std::string(tier_name(tier_)) + " tier has no " +
-                                         std::string(op_name(op_.kind)) + " kernel (generic only)");
+    if (tier_ != Tier::generic) return no_kernel("generic only");
     switch (op_.kind) {
       case OpKind::softmax:
       case OpKind::rmsnorm:
@@ -105,6 +105,12 @@ class Planner {
     return e;
   }
   Status fail(Code code, const std::string& why) const { return err(code).note(why); }
+  Status no_kernel(const std::string& tiers) const {
+    return fail(Code::unsupported, "the " + std::string(tier_name(tier_)) + " tier has no " +
+                                       std::string(op_name(op_.kind)) + " kernel (" + tiers + ")");
+  }
+  // The sm_80 tensor-core tiers (cp.async, m16n8k16, bf16); the other tensor-core tier is sm_75.
+  bool sm80() const { return tier_ == Tier::flash || tier_ == Tier::pipelined; }
 
   Status check_views() const {
     if (in_.size() != op_.inputs.size())
@@ -166,18 +172,18 @@ class Planner {
   // The 16-bit type a tensor-core kernel runs in, from the inputs it was given.
   Result<bool> tc_bf16(DType t) const {
     if (t == DType::f16) return false;
-    if (t == DType::bf16 && tier_ == Tier::flash) return true;
+    if (t == DType::bf16 && sm80()) return true;
     return err(Code::invalid_argument)
         .tensor(op_.input_name(0))
-        .expected(tier_ == Tier::flash ? "f16 or bf16 for the flash tier"
-                                       : "f16 for the tiled tier (sm_75 has no bf16)")
+        .expected(sm80() ? "f16 or bf16 for the " + std::string(tier_name(tier_)) + " tier"
+                         : std::string("f16 for the tiled tier (sm_75 has no bf16)"))
         .got(std::string(dtype_name(t)));
   }
 
   // ---- attention
 
   Result<std::vector<Call>> attention_tc() {
-    DUET_TRY(need_sm(tier_ == Tier::flash ? 80 : 75));
+    DUET_TRY(need_sm(sm80() ? 80 : 75));
     const View &q = in_[0], &k = in_[1], &v = in_[2];
     DUET_ASSIGN_OR_RETURN(const bool bf16, tc_bf16(q.dtype));
     const int D = static_cast<int>(q.shape[3]);
@@ -343,7 +349,7 @@ class Planner {
   }
 
   Result<std::vector<Call>> matmul_tc() {
-    DUET_TRY(need_sm(tier_ == Tier::flash ? 80 : 75));
+    DUET_TRY(need_sm(sm80() ? 80 : 75));
     DUET_ASSIGN_OR_RETURN(const bool bf16, tc_bf16(in_[0].dtype));
     dev::MatmulParams p = matmul_params();
     const LaunchConfig& cfg = launch_.config;
@@ -351,8 +357,7 @@ class Planner {
     p.warps_m = cfg.tile_m / shapes::kMmWM;
     const int warps_n = cfg.tile_n / shapes::kMmWN;
     if (cfg.block_threads % 32 || p.warps_m < 1 || warps_n < 1 || p.warps_m * warps_n != warps ||
-        warps > 8 || cfg.tile_k != shapes::kMmBK || cfg.stages < 1 ||
-        cfg.stages > (tier_ == Tier::flash ? 4 : 1))
+        warps > 8 || cfg.tile_k != shapes::kMmBK || cfg.stages < 1 || cfg.stages > (sm80() ? 4 : 1))
       return fail(Code::invalid_argument,
                   "launch configuration '" + cfg.str() + "' is not one this kernel supports");
     p.stages = cfg.stages;

@@ -10,7 +10,7 @@ namespace gpu_impl {
 Status flash_attention_f16(const detail::Call& c, void* stream);
 Status flash_attention_bf16(const detail::Call& c, void* stream);
 Status tiled_attention(const detail::Call& c, void* stream);
-Status flash_matmul(const detail::Call& c, void* stream);
+Status pipelined_matmul(const detail::Call& c, void* stream);
 Status tiled_matmul(const detail::Call& c, void* stream);
 Status generic(const detail::Call& c, void* stream);
 }  // namespace gpu_impl

@@ -39,8 +39,8 @@ struct Draft {
   std::vector<std::string> why_not;
   std::vector<std::string> why;
 
-  Draft(std::string_view tier, Precision p) {
-    c.tier = std::string(tier);
+  Draft(Tier tier, Precision p) {
+    c.tier = tier;
     c.precision = p;
   }
   void need(bool ok, std::string reason) {
@@ -165,7 +165,7 @@ void attention_choices(const DeviceCaps& caps, const OpDesc& op, const BuildArch
   };
 
   for (Precision p : half_precisions(op.inputs[0].dtype)) {
-    Draft d("flash", p);
+    Draft d(Tier::flash, p);
     d.need(sm >= 80, "requires sm_80, device is " + sm_name(sm));
     d.need(caps.tensor_cores, "requires tensor cores, the device has none");
     if (p == Precision::bf16) d.need(caps.bf16_arith || sm >= 80, "bf16 needs sm_80 tensor cores");
@@ -188,7 +188,7 @@ void attention_choices(const DeviceCaps& caps, const OpDesc& op, const BuildArch
   }
 
   {
-    Draft d("tiled", Precision::f16);
+    Draft d(Tier::tiled, Precision::f16);
     d.need(sm >= 75, "requires sm_75 (mma.sync m16n8k8 f16), device is " + sm_name(sm));
     d.need(caps.tensor_cores, "requires tensor cores, the device has none");
     d.need(hd_ok, hd_msg);
@@ -210,7 +210,7 @@ void attention_choices(const DeviceCaps& caps, const OpDesc& op, const BuildArch
   }
 
   {
-    Draft d("generic", Precision::f32);
+    Draft d(Tier::generic, Precision::f32);
     LaunchConfig cfg;
     cfg.block_threads = shapes::kGenAttnThreads;
     cfg.subgroup = 32;
@@ -262,7 +262,7 @@ void matmul_choices(const DeviceCaps& caps, const OpDesc& op, const BuildArchs& 
   const std::string grid_msg = "grid too large (batch at most 65535, M at most 4M)";
 
   for (Precision p : half_precisions(op.inputs[0].dtype)) {
-    Draft d("flash", p);
+    Draft d(Tier::pipelined, p);
     d.need(sm >= 80, "requires sm_80, device is " + sm_name(sm));
     d.need(caps.tensor_cores, "requires tensor cores, the device has none");
     d.need(grid_ok, grid_msg);
@@ -272,16 +272,16 @@ void matmul_choices(const DeviceCaps& caps, const OpDesc& op, const BuildArchs& 
                kib(smem_limit(caps)));
     need_warp32(d, caps);
     if (sm >= 80) need_image(d, caps, build, 80);
-    cfg.variant = "flash_matmul_" + std::string(precision_name(p)) + (b_nmajor ? "_bn" : "_bk");
+    cfg.variant = "pipelined_matmul_" + std::string(precision_name(p)) + (b_nmajor ? "_bn" : "_bk");
     d.c.launch = cfg;
     d.c.input_dtypes = {precision_storage(p), precision_storage(p)};
     d.c.output_dtype = precision_storage(p);
     d.why.push_back(sm_name(sm) + " >= sm_80, mma.sync m16n8k16 " + std::string(precision_name(p)) +
                     ", cp.async " + std::to_string(cfg.stages) + "-stage pipeline");
-    out.push_back(d.done("flash-tier matmul"));
+    out.push_back(d.done("pipelined matmul"));
   }
   {
-    Draft d("tiled", Precision::f16);
+    Draft d(Tier::tiled, Precision::f16);
     d.need(sm >= 75, "requires sm_75 (mma.sync m16n8k8 f16), device is " + sm_name(sm));
     d.need(caps.tensor_cores, "requires tensor cores, the device has none");
     d.need(grid_ok, grid_msg);
@@ -296,10 +296,10 @@ void matmul_choices(const DeviceCaps& caps, const OpDesc& op, const BuildArchs& 
     d.c.input_dtypes = {DType::f16, DType::f16};
     d.c.output_dtype = DType::f16;
     d.why.push_back(sm_name(sm) + " >= sm_75, mma.sync m16n8k8 f16");
-    out.push_back(d.done("tiled-tier matmul"));
+    out.push_back(d.done("tiled matmul"));
   }
   {
-    Draft d("generic", Precision::f32);
+    Draft d(Tier::generic, Precision::f32);
     d.need(grid_ok, grid_msg);
     need_image(d, caps, build, 0);
     LaunchConfig cfg;
@@ -321,7 +321,7 @@ void matmul_choices(const DeviceCaps& caps, const OpDesc& op, const BuildArchs& 
 
 void generic_choice(const DeviceCaps& caps, const OpDesc& op, const BuildArchs& build,
                     std::vector<KernelChoice>& out) {
-  Draft d("generic", Precision::f32);
+  Draft d(Tier::generic, Precision::f32);
   need_image(d, caps, build, 0);
   LaunchConfig cfg;
   cfg.subgroup = 32;
@@ -352,13 +352,13 @@ std::vector<KernelChoice> choices(const DeviceCaps& caps, const OpDesc& op,
   std::vector<KernelChoice> out;
   if (is_view(op.kind)) {
     KernelChoice c;
-    c.tier = "generic";
+    c.tier = Tier::generic;
     c.reason = "views are resolved by the executor, not run as kernels";
     return {c};
   }
   if (caps.cc_major <= 0) {
     KernelChoice c;
-    c.tier = "generic";
+    c.tier = Tier::generic;
     c.reason = "the device has no CUDA compute capability (" + caps.arch + ")";
     return {c};
   }

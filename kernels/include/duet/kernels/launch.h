@@ -12,9 +12,8 @@
 
 namespace duet::kernels {
 
-enum class Tier : uint8_t { generic, tiled, flash };
-std::string_view tier_name(Tier t);  // "generic", "tiled", "flash" (the KernelChoice tier names)
-bool parse_tier(std::string_view name, Tier* out);
+// Kernels are launched by tier (duet::Tier, duet/tier.h): generic for every op; tiled (sm_75)
+// and flash (sm_80+) for attention; tiled (sm_75) and pipelined (sm_80+) for matmul.
 
 // A tensor argument: the address of element [0,...] (descriptor offset applied) and its layout
 // in elements.
@@ -56,7 +55,7 @@ Status launch(Tier tier, const OpDesc& op, std::span<const View> inputs, const V
 
 // The same kernels run by the host emulator (kernels/src/emu/emu.h): the views point to host
 // memory, the call returns when the kernels have run. `launch.sm` selects the architecture the
-// tier is checked against (flash needs 80, tiled 75); 0 skips the check.
+// tier is checked against (flash and pipelined need 80, tiled 75); 0 skips the check.
 namespace emu {
 Status launch(Tier tier, const OpDesc& op, std::span<const View> inputs, const View& output,
               const Launch& launch);

@@ -1,4 +1,4 @@
-// Attention without shared memory (tier "subgroup"), for devices where a workgroup is one CPU
+// Attention without shared memory (tier "register_blocked"), for devices where a workgroup is one CPU
 // core running its invocations as SIMD lanes (lavapipe). Each invocation keeps R query rows (of
 // the query heads sharing one KV head) and their outputs in registers, and streams its own keys:
 // the workgroup's LR x LK invocations split the rows LR ways and the keys LK ways (key j goes to

@@ -1,12 +1,12 @@
-// The "subgroup" kernels (no shared memory, operands through texel buffers): which device gets
-// them first, and the read modes the conformance cases do not reach (vector texels along K or N,
-// one element per fetch for misaligned views, several row blocks, split keys).
+// The "register_blocked" kernels (no shared memory, operands through texel buffers): which device
+// gets them first, and the read modes the conformance cases do not reach (vector texels along K or
+// N, one element per fetch for misaligned views, several row blocks, split keys).
 #include "vulkan_test_util.h"
 
 namespace duet::vulkan::testing {
 namespace {
 
-class SubgroupKernels : public ::testing::Test {
+class RegisterBlockedKernels : public ::testing::Test {
  protected:
   void SetUp() override {
     auto r = open_vulkan({}, cache_);
@@ -16,10 +16,10 @@ class SubgroupKernels : public ::testing::Test {
   }
   Device& dev() { return *devices_[0]; }
 
-  // Runs `c` on the "subgroup" choice; returns the specialization constants of the last dispatch
-  // of `shader` (empty when none ran).
+  // Runs `c` on the register_blocked choice; returns the specialization constants of the last
+  // dispatch of `shader` (empty when none ran).
   std::vector<uint32_t> run(const check::Case& c, const std::string& shader) {
-    const KernelChoice k = choice_of(dev(), c, "subgroup");
+    const KernelChoice k = choice_of(dev(), c, Tier::register_blocked);
     EXPECT_TRUE(k.ok) << c.name << ": " << k.reason;
     if (!k.ok) return {};
     check::Outcome o = run_with(dev(), c, k);
@@ -41,50 +41,50 @@ TensorDesc offset_view(DType t, int64_t rows, int64_t cols, int64_t skip) {
   return d;
 }
 
-constexpr uint32_t kModeSpec = 3;  // matmul_sg.comp: constant_id 3 is the read mode
+constexpr uint32_t kModeSpec = 3;  // matmul_blocked.comp: constant_id 3 is the read mode
 
-TEST_F(SubgroupKernels, MatmulReadsVectorTexelsAlongKWhenBIsStoredNByK) {
+TEST_F(RegisterBlockedKernels, MatmulReadsVectorTexelsAlongKWhenBIsStoredNByK) {
   OpAttrs tb;
   tb.transpose_b = true;
   for (DType t : {DType::f32, DType::f16, DType::bf16}) {
     const std::string n = "sg/matmul.nk." + std::string(dtype_name(t));
     auto spec = run(make_case(n, OpKind::matmul, {dense(t, {37, 64}), dense(t, {72, 64})}, tb),
-                    "matmul_sg_");
+                    "matmul_blocked_");
     ASSERT_GT(spec.size(), kModeSpec) << n;
     EXPECT_EQ(spec[kModeSpec], 1u) << n;
   }
 }
 
-TEST_F(SubgroupKernels, MatmulReadsVectorTexelsAlongNWhenBIsStoredKByN) {
+TEST_F(RegisterBlockedKernels, MatmulReadsVectorTexelsAlongNWhenBIsStoredKByN) {
   for (DType t : {DType::f32, DType::f16, DType::bf16}) {
     const std::string n = "sg/matmul.kn." + std::string(dtype_name(t));
     auto spec = run(make_case(n, OpKind::matmul, {dense(t, {2, 19, 40}), dense(t, {40, 136})}),
-                    "matmul_sg_");
+                    "matmul_blocked_");
     ASSERT_GT(spec.size(), kModeSpec) << n;
     EXPECT_EQ(spec[kModeSpec], 2u) << n;
   }
 }
 
-TEST_F(SubgroupKernels, MatmulOfOneRowRuns) {
+TEST_F(RegisterBlockedKernels, MatmulOfOneRowRuns) {
   OpAttrs tb;
   tb.transpose_b = true;
   auto spec = run(make_case("sg/gemv", OpKind::matmul,
                             {dense(DType::f16, {1, 256}), dense(DType::f16, {200, 256})}, tb),
-                  "matmul_sg_");
+                  "matmul_blocked_");
   ASSERT_GT(spec.size(), kModeSpec);
   EXPECT_EQ(spec[kModeSpec], 1u);
 }
 
-TEST_F(SubgroupKernels, MatmulOfAMisalignedViewReadsOneElementPerFetch) {
+TEST_F(RegisterBlockedKernels, MatmulOfAMisalignedViewReadsOneElementPerFetch) {
   // A starts one element into its buffer: no vector texel holds whole rows of it.
   auto spec = run(make_case("sg/matmul.offset", OpKind::matmul,
                             {offset_view(DType::f16, 9, 64, 1), dense(DType::f16, {64, 16})}),
-                  "matmul_sg_");
+                  "matmul_blocked_");
   ASSERT_GT(spec.size(), kModeSpec);
   EXPECT_EQ(spec[kModeSpec], 0u);
 }
 
-TEST_F(SubgroupKernels, PrefillAttentionCoversSeveralRowBlocks) {
+TEST_F(RegisterBlockedKernels, PrefillAttentionCoversSeveralRowBlocks) {
   OpAttrs causal;
   causal.causal = true;
   for (DType t : {DType::f32, DType::f16}) {
@@ -92,30 +92,30 @@ TEST_F(SubgroupKernels, PrefillAttentionCoversSeveralRowBlocks) {
     run(make_case(n, OpKind::attention,
                   {dense(t, {1, 2, 150, 64}), dense(t, {1, 2, 150, 64}), dense(t, {1, 2, 150, 64})},
                   causal),
-        "attention_sg_");
+        "attention_blocked_");
   }
 }
 
-TEST_F(SubgroupKernels, DecodeAttentionSplitsTheKeysAndMergesThePartials) {
+TEST_F(RegisterBlockedKernels, DecodeAttentionSplitsTheKeysAndMergesThePartials) {
   const check::Case c =
       make_case("sg/attention.decode", OpKind::attention,
                 {dense(DType::f16, {1, 8, 1, 128}), dense(DType::f16, {1, 2, 3000, 128}),
                  dense(DType::f16, {1, 2, 3000, 128})});
-  const KernelChoice k = choice_of(dev(), c, "subgroup");
+  const KernelChoice k = choice_of(dev(), c, Tier::register_blocked);
   ASSERT_TRUE(k.ok) << k.reason;
   EXPECT_GT(k.launch.splits, 1) << k.launch.str();
-  run(c, "attention_sg_");
+  run(c, "attention_blocked_");
   ASSERT_FALSE(vk(dev()).recorder().recent.empty());
   EXPECT_EQ(vk(dev()).recorder().recent.back().first, "attention_combine_f16");
 }
 
-TEST_F(SubgroupKernels, AttentionWithMisalignedKeysReadsOneElementPerFetch) {
+TEST_F(RegisterBlockedKernels, AttentionWithMisalignedKeysReadsOneElementPerFetch) {
   TensorDesc k = TensorDesc::contiguous(DType::f16, {1, 1, 33, 64});
   k.offset = 3;
   auto spec =
       run(make_case("sg/attention.offset", OpKind::attention,
                     {dense(DType::f16, {1, 2, 5, 64}), k, dense(DType::f16, {1, 1, 33, 64})}),
-          "attention_sg_");
+          "attention_blocked_");
   ASSERT_EQ(spec.size(), 9u);
   EXPECT_EQ(spec[5], 0u);  // K one element per fetch
   EXPECT_EQ(spec[6], 1u);  // V vector texels
@@ -133,30 +133,33 @@ DeviceCaps caps_of(DeviceType type) {
   return c;
 }
 
-std::vector<std::string> tiers(const DeviceCaps& c, const OpDesc& op, Precision p) {
-  std::vector<std::string> out;
+std::vector<Tier> tiers(const DeviceCaps& c, const OpDesc& op, Precision p) {
+  std::vector<Tier> out;
   for (const KernelChoice& k : rules().choices(c, op))
     if (k.precision == p && k.ok) out.push_back(k.tier);
   return out;
 }
 
-TEST(VulkanRules, ACpuDeviceGetsTheSubgroupKernelsFirstAndAGpuTheSharedMemoryOnes) {
+TEST(VulkanRules, ACpuDeviceGetsTheRegisterBlockedKernelsFirstAndAGpuTheSharedMemoryOnes) {
   auto mm =
       *make_op(OpKind::matmul, {}, {dense(DType::f16, {64, 64}), dense(DType::f16, {64, 64})});
   auto at = *make_op(OpKind::attention, {},
                      {dense(DType::f16, {1, 8, 16, 64}), dense(DType::f16, {1, 8, 16, 64}),
                       dense(DType::f16, {1, 8, 16, 64})});
-  using V = std::vector<std::string>;
-  EXPECT_EQ(tiers(caps_of(DeviceType::cpu), mm, Precision::f16), (V{"subgroup", "tiled"}));
-  EXPECT_EQ(tiers(caps_of(DeviceType::discrete_gpu), mm, Precision::f16), (V{"tiled", "subgroup"}));
-  EXPECT_EQ(tiers(caps_of(DeviceType::cpu), at, Precision::f16), (V{"subgroup", "flash"}));
-  EXPECT_EQ(tiers(caps_of(DeviceType::discrete_gpu), at, Precision::f16), (V{"flash", "subgroup"}));
+  using V = std::vector<Tier>;
+  const Tier blocked = Tier::register_blocked;
+  EXPECT_EQ(tiers(caps_of(DeviceType::cpu), mm, Precision::f16), (V{blocked, Tier::tiled}));
+  EXPECT_EQ(tiers(caps_of(DeviceType::discrete_gpu), mm, Precision::f16),
+            (V{Tier::tiled, blocked}));
+  EXPECT_EQ(tiers(caps_of(DeviceType::cpu), at, Precision::f16), (V{blocked, Tier::flash}));
+  EXPECT_EQ(tiers(caps_of(DeviceType::discrete_gpu), at, Precision::f16),
+            (V{Tier::flash, blocked}));
 }
 
-TEST(VulkanRules, SubgroupBlocksFollowTheShapeAndTheDevice) {
+TEST(VulkanRules, RegisterBlocksFollowTheShapeAndTheDevice) {
   auto choice = [](const DeviceCaps& c, const OpDesc& op) {
     for (const KernelChoice& k : rules().choices(c, op))
-      if (k.tier == "subgroup" && k.precision == Precision::f32) return k;
+      if (k.tier == Tier::register_blocked && k.precision == Precision::f32) return k;
     return KernelChoice{};
   };
   OpAttrs tb;
@@ -165,10 +168,10 @@ TEST(VulkanRules, SubgroupBlocksFollowTheShapeAndTheDevice) {
                       {dense(DType::f32, {512, 1024}), dense(DType::f32, {4096, 1024})});
   auto gemv =
       *make_op(OpKind::matmul, tb, {dense(DType::f32, {1, 1024}), dense(DType::f32, {4096, 1024})});
-  EXPECT_EQ(choice(caps_of(DeviceType::cpu), big).launch.variant, "subgroup_16x8");
-  EXPECT_EQ(choice(caps_of(DeviceType::cpu), gemv).launch.variant, "subgroup_1x16");
+  EXPECT_EQ(choice(caps_of(DeviceType::cpu), big).launch.variant, "blocked_16x8");
+  EXPECT_EQ(choice(caps_of(DeviceType::cpu), gemv).launch.variant, "blocked_1x16");
   KernelChoice gpu = choice(caps_of(DeviceType::discrete_gpu), big);
-  EXPECT_EQ(gpu.launch.variant, "subgroup_4x4");
+  EXPECT_EQ(gpu.launch.variant, "blocked_4x4");
   EXPECT_EQ(gpu.launch.block_threads % 32, 0);
   // Attention: fewer rows per invocation for a larger head dim; decoding splits the keys.
   auto attn = [](int64_t lq, int64_t d) {
@@ -176,22 +179,22 @@ TEST(VulkanRules, SubgroupBlocksFollowTheShapeAndTheDevice) {
                     {dense(DType::f32, {1, 64, lq, d}), dense(DType::f32, {1, 8, 4096, d}),
                      dense(DType::f32, {1, 8, 4096, d})});
   };
-  EXPECT_EQ(choice(caps_of(DeviceType::cpu), attn(1, 64)).launch.variant, "subgroup_4x2");
-  EXPECT_EQ(choice(caps_of(DeviceType::cpu), attn(1, 128)).launch.variant, "subgroup_2x4");
+  EXPECT_EQ(choice(caps_of(DeviceType::cpu), attn(1, 64)).launch.variant, "blocked_4x2");
+  EXPECT_EQ(choice(caps_of(DeviceType::cpu), attn(1, 128)).launch.variant, "blocked_2x4");
   EXPECT_GT(choice(caps_of(DeviceType::cpu), attn(1, 64)).launch.splits, 0);
-  EXPECT_EQ(choice(caps_of(DeviceType::cpu), attn(512, 64)).launch.variant, "subgroup_4x8");
+  EXPECT_EQ(choice(caps_of(DeviceType::cpu), attn(512, 64)).launch.variant, "blocked_4x8");
 }
 
-TEST(VulkanRules, WithoutTexelBuffersTheSubgroupKernelsAreRefusedWithAReason) {
+TEST(VulkanRules, WithoutTexelBuffersTheRegisterBlockedKernelsAreRefusedWithAReason) {
   DeviceCaps c = caps_of(DeviceType::cpu);
   c.extra["max_texel_buffer_elements"] = "0";
   auto mm = *make_op(OpKind::matmul, {}, {dense(DType::f32, {8, 8}), dense(DType::f32, {8, 8})});
   for (const KernelChoice& k : rules().choices(c, mm)) {
-    if (k.tier != "subgroup") continue;
+    if (k.tier != Tier::register_blocked) continue;
     EXPECT_FALSE(k.ok);
     EXPECT_NE(k.reason.find("texel buffers"), std::string::npos) << k.reason;
   }
-  EXPECT_EQ(tiers(c, mm, Precision::f32), (std::vector<std::string>{"tiled"}));
+  EXPECT_EQ(tiers(c, mm, Precision::f32), (std::vector<Tier>{Tier::tiled}));
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-// Register-blocked GEMM without shared memory (tier "subgroup"), for devices where a workgroup is
+// Register-blocked GEMM without shared memory (tier "register_blocked"), for devices where a workgroup is
 // one CPU core running its invocations as SIMD lanes (lavapipe). Each invocation accumulates a
 // TM x TN block of outputs in registers and reads A and B directly, through uniform texel buffers
 // (texel.glsl): per step it fetches TM + TN texels and does TM * TN * (elements per texel)
