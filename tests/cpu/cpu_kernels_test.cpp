@@ -161,7 +161,7 @@ TEST_P(CpuKernels, MatmulTransposesViewsAndHalfTypesMatchTheReference) {
 }
 
 TEST_P(CpuKernels, MatmulWithFewRowsReadsBInPlaceAndMatchesTheReference) {
-  // M <= 4 with f32 B takes the no-packing path: rows of B (axpy form) or rows of B^T (dots).
+  // M <= 8 takes the no-packing path: rows of B (axpy form) or rows of B^T (gemv).
   for (int64_t m : {1, 2, 3, 4, 5}) {
     for (bool tb : {false, true}) {
       OpAttrs a;
@@ -178,6 +178,28 @@ TEST_P(CpuKernels, MatmulWithFewRowsReadsBInPlaceAndMatchesTheReference) {
                 {transposed(DType::f32, {2, 40}), dense(DType::f32, {40, 9})}));
   expect_matches_reference(make_case("mm/skinny.b_view", OpKind::matmul,
                                      {dense(DType::f32, {1, 40}), strided(DType::f32, {40, 9})}));
+}
+
+TEST_P(CpuKernels, MatmulWithFewRowsWidensHalfWeightsAndMatchesTheReference) {
+  // M <= 8: f16 and bf16 weights are read in place, stored [N, K] (gemv, every row count the
+  // kernels take and the padded ones) or [K, N] (skinny: rows past 4 in a second pass); K with
+  // a vector tail; a transposed-view activation.
+  for (DType t : {DType::f16, DType::bf16})
+    for (int64_t m : {1, 2, 3, 5, 8})
+      for (bool tb : {false, true}) {
+        OpAttrs a;
+        a.transpose_b = tb;
+        const int64_t N = 67, K = 333;
+        expect_matches_reference(make_case(
+            "mm/decode." + std::string(dtype_name(t)) + ".m" + std::to_string(m) +
+                (tb ? ".tb" : ""),
+            OpKind::matmul, {dense(t, {m, K}), dense(t, tb ? Shape{N, K} : Shape{K, N})}, a));
+      }
+  OpAttrs tb;
+  tb.transpose_b = true;
+  expect_matches_reference(
+      make_case("mm/decode.mixed", OpKind::matmul,
+                {transposed(DType::f16, {3, 130}), dense(DType::f16, {41, 130})}, tb));
 }
 
 TEST_P(CpuKernels, MatmulBatchBroadcastingMatchesTheReference) {

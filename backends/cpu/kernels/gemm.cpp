@@ -27,45 +27,69 @@ const std::byte* at(const MatrixOperand& x, int64_t elem) {
 constexpr double kParallelFlops = 2e6;
 
 // At most this many rows: no packing, B is read in place (see skinny_gemm).
-constexpr int64_t kSkinnyRows = 4;
+constexpr int64_t kSkinnyRows = 8;
+
+// Row counts the few-row kernels take: gemv 1, 2, 4 or 8; skinny 1, 2 or 4.
+int64_t kernel_rows(int64_t m, bool rows_of_b) {
+  const int64_t p = m <= 1 ? 1 : m <= 2 ? 2 : m <= 4 ? 4 : 8;
+  return rows_of_b ? std::min<int64_t>(p, 4) : p;
+}
 
 // A product with few rows (a decode step through a linear layer): packing B would cost more
-// than the product, which is bound by reading B once. Rows of A are made f32 (a small copy when
-// they are not already), then threads take column ranges: B row-major streams its rows through
-// Kernels::skinny; B transposed (rows of B^T contiguous) becomes dot products.
+// than the product, which is bound by reading B once. B of any float type is read in place and
+// widened in registers; threads take column ranges, so the weight streams once over all of
+// them. Rows of B contiguous (B [K, N]) go through Kernels::skinny, up to four rows of A per
+// pass over B; rows of B^T contiguous (a weight stored [N, K]) through Kernels::gemv, all rows
+// (up to 8) in one pass. Rows of A are made dense f32 (a small copy when they are not already,
+// padded with zero rows to a count the kernels take; results of padding rows are dropped).
 void skinny_gemm(const Kernels& kt, const GemmArgs& g, ThreadPool& pool, bool parallel) {
   const int64_t M = g.M, N = g.N, K = g.K;
   const bool rows_of_b = g.b.cs == 1;
+  const int64_t group = rows_of_b ? 4 : 8;  // rows of A per pass over B
   const int64_t threads = pool.size();
   const int64_t want = parallel ? 2 * threads : 1;
   const int64_t nsplit =
       g.batches >= want ? 1 : std::min(ceil_div(want, g.batches), std::max<int64_t>(1, N / 64));
   pool.parallel_for(g.batches * nsplit, 1, [&](int64_t s, int64_t e) {
-    thread_local std::vector<float> a_storage;
+    thread_local std::vector<float> a_storage, c_storage;
     for (int64_t t = s; t < e; ++t) {
       const int64_t bi = t / nsplit, ns = t % nsplit;
       const int64_t n0 = ns * N / nsplit, n1 = (ns + 1) * N / nsplit;
       if (n0 == n1) continue;
       const int64_t a_off = g.a.offsets[static_cast<size_t>(bi)];
-      const float* a = nullptr;
-      int64_t lda = 0;
-      if (g.a.type == Elem::f32 && g.a.cs == 1) {
-        a = reinterpret_cast<const float*>(at(g.a, a_off));
-        lda = g.a.rs;
-      } else {
-        float* buf = grow(a_storage, M * K);
-        for (int64_t r = 0; r < M; ++r)
-          kt.load_line(at(g.a, a_off + r * g.a.rs), g.a.type, g.a.cs, K, buf + r * K);
-        a = buf;
-        lda = K;
+      const std::byte* b = at(g.b, g.b.offsets[static_cast<size_t>(bi)]);
+      for (int64_t r0 = 0; r0 < M; r0 += group) {
+        const int64_t rows = std::min(group, M - r0), kr = kernel_rows(rows, rows_of_b);
+        const float* a = nullptr;
+        int64_t lda = 0;
+        if (g.a.type == Elem::f32 && g.a.cs == 1 && kr == rows) {
+          a = reinterpret_cast<const float*>(at(g.a, a_off + r0 * g.a.rs));
+          lda = g.a.rs;
+        } else {
+          float* buf = grow(a_storage, kr * K);
+          for (int64_t r = 0; r < rows; ++r)
+            kt.load_line(at(g.a, a_off + (r0 + r) * g.a.rs), g.a.type, g.a.cs, K, buf + r * K);
+          std::fill(buf + rows * K, buf + kr * K, 0.0f);
+          a = buf;
+          lda = K;
+        }
+        float* c = g.c + bi * g.c_batch_stride + r0 * g.ldc + n0;
+        float* out = c;
+        int64_t ldo = g.ldc;
+        if (kr != rows) {  // padding rows: compute into scratch, keep the real rows
+          out = grow(c_storage, kr * (n1 - n0));
+          ldo = n1 - n0;
+        }
+        if (rows_of_b)
+          kt.skinny(a, lda, static_cast<int>(kr), b + n0 * elem_size(g.b.type), g.b.type, g.b.rs, K,
+                    n1 - n0, out, ldo);
+        else
+          kt.gemv(a, lda, static_cast<int>(kr), b + n0 * g.b.cs * elem_size(g.b.type), g.b.type,
+                  g.b.cs, K, n1 - n0, out, ldo);
+        if (out != c)
+          for (int64_t r = 0; r < rows; ++r)
+            std::copy(out + r * ldo, out + r * ldo + (n1 - n0), c + r * g.ldc);
       }
-      const float* b =
-          reinterpret_cast<const float*>(at(g.b, g.b.offsets[static_cast<size_t>(bi)]));
-      float* c = g.c + bi * g.c_batch_stride + n0;
-      if (rows_of_b)
-        kt.skinny(a, lda, static_cast<int>(M), b + n0, g.b.rs, K, n1 - n0, c, g.ldc);
-      else
-        kt.dots(a, lda, static_cast<int>(M), b + n0 * g.b.cs, g.b.cs, n1 - n0, K, 1.0f, c, g.ldc);
     }
   });
 }
@@ -90,7 +114,7 @@ void gemm(const Kernels& kt, const GemmArgs& g, ThreadPool& pool) {
                                                static_cast<double>(g.batches) >=
                                            kParallelFlops;
 
-  if (M <= kSkinnyRows && g.b.type == Elem::f32 && (g.b.cs == 1 || g.b.rs == 1)) {
+  if (M <= kSkinnyRows && (g.b.cs == 1 || g.b.rs == 1)) {
     skinny_gemm(kt, g, pool, parallel);
     return;
   }

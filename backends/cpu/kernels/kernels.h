@@ -32,10 +32,16 @@ struct Kernels {
   void (*tile)(int64_t kc, const float* a, int64_t lda, const float* b, int64_t ldb, float* c,
                int64_t ldc, int m, int n, bool accumulate);
 
-  // A product with few rows, B read in place (no packing): c[r * ldc + j] = sum_k
-  // a[r * lda + k] * b[k * ldb + j] for r < rows <= 4, j < n. Streams the rows of B.
-  void (*skinny)(const float* a, int64_t lda, int rows, const float* b, int64_t ldb, int64_t k,
-                 int64_t n, float* c, int64_t ldc);
+  // Products with few rows (decode), B read in place and widened in registers, never packed.
+  // skinny: rows of B contiguous (B [K, N] row-major), streamed four at a time over C:
+  //   c[r * ldc + j] = sum_k a[r * lda + k] * b[k * ldb + j] for r < rows (1, 2 or 4), j < n.
+  void (*skinny)(const float* a, int64_t lda, int rows, const void* b, Elem bt, int64_t ldb,
+                 int64_t k, int64_t n, float* c, int64_t ldc);
+  // gemv: rows of B^T contiguous (a weight stored [N, K], as checkpoints store it), several
+  // weight rows streamed at once, each against every row of a:
+  //   c[r * ldc + j] = sum_k a[r * lda + k] * w[j * ldw + k] for r < rows (1, 2, 4 or 8), j < n.
+  void (*gemv)(const float* a, int64_t lda, int rows, const void* w, Elem wt, int64_t ldw,
+               int64_t k, int64_t n, float* c, int64_t ldc);
 
   // dst[i] = src[i * stride] as f32, for i < n (src in elements of `type`).
   void (*load_line)(const void* src, Elem type, int64_t stride, int64_t n, float* dst);
@@ -74,13 +80,13 @@ struct Kernels {
   // y[i] = y[i] * a + x[i] * b.
   void (*scale_add)(float* y, float a, const float* x, float b, int64_t n);
   // s[r * lds + j] = scale * dot(q + r * ldq, k + j * ldk) over d elements, for r < rows,
-  // j < keys.
-  void (*dots)(const float* q, int64_t ldq, int rows, const float* k, int64_t ldk, int64_t keys,
-               int64_t d, float scale, float* s, int64_t lds);
+  // j < keys. k (elements of kt, unit stride along d) is widened in registers.
+  void (*dots)(const float* q, int64_t ldq, int rows, const void* k, Elem kt, int64_t ldk,
+               int64_t keys, int64_t d, float scale, float* s, int64_t lds);
   // o[r * ldo + i] = o[r * ldo + i] * corr[r] + sum_j p[r * ldp + j] * v[j * ldv + i], for
-  // r < rows, i < d.
-  void (*pv_rows)(const float* p, int64_t ldp, int rows, const float* v, int64_t ldv, int64_t keys,
-                  int64_t d, const float* corr, float* o, int64_t ldo);
+  // r < rows, i < d. v (elements of vt, unit stride along d) is widened in registers.
+  void (*pv_rows)(const float* p, int64_t ldp, int rows, const void* v, Elem vt, int64_t ldv,
+                  int64_t keys, int64_t d, const float* corr, float* o, int64_t ldo);
 };
 
 // The table for one ISA; every table exists in every x86-64 build (use isa.h to pick one the

@@ -15,6 +15,8 @@ constexpr int kMR = 6, kNV = 2;
 // A 6 x 256 A sliver (6 KiB) in L1 while 16-wide B slivers (16 KiB) stream from an L2-resident
 // B block of 256 x 512 floats (512 KiB; AVX2 parts have 256 KiB to 2 MiB of L2).
 constexpr int kKC = 256, kMC = 96, kNC = 512;
+// Accumulators of the decode kernels (rows x weight rows in flight), half the register file.
+constexpr int kGemvAcc = 8;
 
 alignas(32) constexpr int32_t kMaskTable[16] = {-1, -1, -1, -1, -1, -1, -1, -1,
                                                 0,  0,  0,  0,  0,  0,  0,  0};
@@ -90,6 +92,16 @@ inline V vblend_eq(V x, V t, V a, V b) {
 }
 
 #include "kernels/half_scalar.inc"
+
+// 8 f16 or bf16 values widened in registers for arithmetic (vcvtph2ps quiets signalling NaNs,
+// which no arithmetic result can tell apart).
+inline V vload_h(const uint16_t* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+inline V vload_b(const uint16_t* p) {
+  const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
 
 // f16 -> f32 with F16C; NaN lanes are rebuilt in integers because vcvtph2ps quiets signalling
 // NaNs and the scalar definition keeps the payload as it is.

@@ -23,6 +23,8 @@ constexpr int kMR = 14, kNV = 2;
 // block of 140 x 512 and the C tiles). Measured against kc 256..1024 and nc 128..1536 on one
 // core (medians of 7 interleaved runs): 2048^3 157 GFLOP/s vs 143 for kc 256 / nc 1536.
 constexpr int kKC = 512, kMC = 140, kNC = 384;
+// Accumulators of the decode kernels (rows x weight rows in flight), half the register file.
+constexpr int kGemvAcc = 16;
 
 inline __mmask16 lanes_mask(int n) {
   return static_cast<__mmask16>((1u << n) - 1u);
@@ -86,6 +88,16 @@ inline V vblend_eq(V x, V t, V a, V b) {
 }
 
 #include "kernels/half_scalar.inc"
+
+// 16 f16 or bf16 values widened in registers for arithmetic (vcvtph2ps quiets signalling NaNs,
+// which no arithmetic result can tell apart).
+inline V vload_h(const uint16_t* p) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+inline V vload_b(const uint16_t* p) {
+  const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
 
 // f16 -> f32 with vcvtph2ps; it quiets signalling NaNs, the scalar definition keeps the payload
 // bits as they are, so NaN lanes are rebuilt with integer operations.

@@ -12,6 +12,7 @@ typedef int32_t VI __attribute__((vector_size(16)));
 constexpr Isa kIsa = Isa::generic;
 constexpr int kMR = 4, kNV = 2;
 constexpr int kKC = 256, kMC = 64, kNC = 512;
+constexpr int kGemvAcc = 8;  // accumulators of the decode kernels
 
 inline V vzero() {
   return V{0.0f, 0.0f, 0.0f, 0.0f};
@@ -88,6 +89,13 @@ inline V vblend_eq(V x, V t, V a, V b) {
 }
 
 #include "kernels/half_scalar.inc"
+
+inline V vload_h(const uint16_t* p) {
+  return V{h2f(p[0]), h2f(p[1]), h2f(p[2]), h2f(p[3])};
+}
+inline V vload_b(const uint16_t* p) {
+  return V{b2f(p[0]), b2f(p[1]), b2f(p[2]), b2f(p[3])};
+}
 
 void f16_to_f32(const uint16_t* src, float* dst, int64_t n) {
   for (int64_t i = 0; i < n; ++i) dst[i] = h2f(src[i]);

@@ -19,7 +19,7 @@ namespace duet::cpu {
 //    runs down columns in vectors and P^T feeds O += P V through the same tile with no
 //    transpose. K and V are packed once per kv head, converted to f32.
 //  - decode path (few rows, e.g. Lq = 1): dot products per key, softmax along the row, and
-//    o += p v in vectors, reading K and V rows in place when they are f32.
+//    o += p v in vectors, reading K and V rows in place (f16 and bf16 widened in registers).
 // Causal masking is aligned to the end of the keys (row i sees keys j <= i + Lk - Lq); key
 // blocks past a block's last visible key are skipped. When there are fewer (batch, kv head,
 // row block) items than threads, the keys are split too (split-K) and the partial (max, sum,
@@ -267,19 +267,23 @@ void decode_item(const Problem& p, int64_t b, int64_t hk, int64_t kb0, int64_t k
   for (int64_t r = 0; r < R; ++r)
     kt.load_line(p.row(p.q, b, p.head(hk, r), p.pos(r)), te, p.q.desc.strides[3], D, q + r * D);
 
-  // K and V rows are read in place when they are f32 with unit stride, else converted per block.
-  auto rows_of = [&](const HostArg& t, int64_t j0, int64_t nk, std::vector<float>& buf,
-                     int64_t* ld) -> const float* {
+  // K and V rows are read in place (the kernels widen f16 and bf16 in registers) when their
+  // elements are contiguous along D; otherwise they are gathered into f32 block by block.
+  auto rows_of = [&](const HostArg& t, int64_t j0, int64_t nk, std::vector<float>& buf, int64_t* ld,
+                     kernels::Elem* type) -> const void* {
     const Dims& st = t.desc.strides;
-    if (t.desc.dtype == DType::f32 && st[3] == 1) {
+    const std::byte* first = p.row(t, b, hk, j0);
+    if (st[3] == 1) {
       *ld = st[2];
-      return reinterpret_cast<const float*>(p.row(t, b, hk, j0));
+      *type = to_elem(t.desc.dtype);
+      return first;
     }
     float* dst = grow(buf, bk * D);
     const int64_t es = static_cast<int64_t>(dtype_size(t.desc.dtype));
     for (int64_t j = 0; j < nk; ++j)
-      kt.load_line(p.row(t, b, hk, j0) + j * st[2] * es, te, st[3], D, dst + j * D);
+      kt.load_line(first + j * st[2] * es, te, st[3], D, dst + j * D);
     *ld = D;
+    *type = kernels::Elem::f32;
     return dst;
   };
   const int64_t last_hi = p.last_key(R - 1), last_lo = p.last_key(0);
@@ -287,12 +291,13 @@ void decode_item(const Problem& p, int64_t b, int64_t hk, int64_t kb0, int64_t k
     const int64_t j0 = kb * bk, nk = std::min(bk, p.Lk - j0);
     if (j0 > last_hi) break;
     int64_t ldk = 0, ldv = 0;
-    const float* kr = rows_of(p.k, j0, nk, kbuf_s, &ldk);
-    kt.dots(q, D, static_cast<int>(R), kr, ldk, nk, D, p.scale, s, bk);
+    kernels::Elem tk{}, tv{};
+    const void* kr = rows_of(p.k, j0, nk, kbuf_s, &ldk, &tk);
+    kt.dots(q, D, static_cast<int>(R), kr, tk, ldk, nk, D, p.scale, s, bk);
     if (p.mask || (p.causal && j0 + nk - 1 > last_lo)) p.apply_masks(s, 1, bk, b, hk, 0, R, j0, nk);
     for (int64_t r = 0; r < R; ++r) corr[r] = kt.softmax_row(s + r * bk, nk, m + r, l + r);
-    const float* vr = rows_of(p.v, j0, nk, vbuf_s, &ldv);
-    kt.pv_rows(s, bk, static_cast<int>(R), vr, ldv, nk, D, corr, o, D);
+    const void* vr = rows_of(p.v, j0, nk, vbuf_s, &ldv, &tv);
+    kt.pv_rows(s, bk, static_cast<int>(R), vr, tv, ldv, nk, D, corr, o, D);
   }
   finish_rows(p, sink, b, hk, 0, R, o, D, m, l, tmp);
 }
