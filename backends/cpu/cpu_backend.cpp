@@ -33,7 +33,7 @@ class CpuBuffer final : public Buffer {
 class CpuRules final : public BackendRules {
  public:
   BackendKind backend() const override { return BackendKind::cpu; }
-  std::vector<KernelChoice> choices(const DeviceCaps&, const OpDesc& op) const override {
+  std::vector<KernelChoice> choices(const DeviceCaps& caps, const OpDesc& op) const override {
     std::vector<DType> in;
     for (const auto& t : op.inputs) in.push_back(t.dtype);
     KernelChoice fast{.tier = Tier::simd,
@@ -54,7 +54,32 @@ class CpuRules final : public BackendRules {
                      .input_dtypes = in,
                      .output_dtype = op.output.dtype,
                      .launch = {}};
-    return {fast, ref};
+    if (op.kind != OpKind::matmul) return {fast, ref};
+    return {fast, bf16_dots(caps, op, in), ref};
+  }
+
+ private:
+  // Matmul in bf16 products where the CPU has them. The planner takes it for bf16 graphs; for
+  // f16 and f32 graphs only when a policy forces bf16, since rounding to bf16 loses precision.
+  static KernelChoice bf16_dots(const DeviceCaps& caps, const OpDesc& op, std::vector<DType> in) {
+    KernelChoice k{.tier = Tier::simd,
+                   .precision = Precision::bf16,
+                   .ok = caps.bf16_arith,
+                   .reason = "",
+                   .input_dtypes = std::move(in),
+                   .output_dtype = op.output.dtype,
+                   .launch = {}};
+    if (!caps.bf16_arith) {
+      const auto isa = caps.extra.find("isa");
+      k.reason = "bf16 dot products need AVX512-BF16 (vdpbf16ps); this CPU has " +
+                 (isa == caps.extra.end() ? std::string("none") : isa->second);
+      return k;
+    }
+    k.reason =
+        "bf16 dot products (AVX512-BF16 vdpbf16ps), f32 accumulation; f32 and f16 inputs are "
+        "rounded to bf16 while packing (from f16: the range grows, 3 of 11 significant bits are "
+        "lost); products of up to 8 rows are bound by memory and stay in f32";
+    return k;
   }
 };
 
@@ -102,7 +127,7 @@ class CpuDevice final : public Device {
     DUET_TRY(check_arg(op, output, op.output, "output"));
     HostArg out = host_arg(output);
     if (p.choice.tier == Tier::reference) return run_reference(op, in, out);
-    OpArgs args{op, in, out, pool_, id_};
+    OpArgs args{op, in, out, pool_, id_, p.choice.precision};
     switch (op.kind) {
       case OpKind::matmul:
         return matmul(args);

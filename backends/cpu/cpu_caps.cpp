@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "cpu_backend.h"
+#include "kernels/isa.h"
 
 namespace duet::cpu {
 
@@ -34,7 +35,7 @@ DeviceCaps probe_caps(int threads) {
   c.vendor = vendor == "GenuineIntel" ? "intel" : vendor == "AuthenticAMD" ? "amd" : "cpu";
   c.compute_units = threads;
   c.subgroup_size = 1;
-  c.fp16_storage = c.bf16_storage = c.int8_storage = true;  // stored, computed in f32
+  c.fp16_storage = c.bf16_storage = c.int8_storage = true;  // stored, computed in f32 (below)
 
   int lanes = 4;  // f32 lanes per FMA
   std::string isa;
@@ -52,6 +53,9 @@ DeviceCaps probe_caps(int threads) {
     lanes = 16;
   }
   if (__builtin_cpu_supports("avx512bf16")) isa += " avx512_bf16";
+  // bf16 arithmetic for matmul where the kernels in force have vdpbf16ps (not when
+  // DUET_CPU_ISA lowers them at the time the device opens).
+  c.bf16_arith = kernels::active_isa() == kernels::Isa::avx512bf16;
 #elif defined(__aarch64__)
   c.arch = "aarch64";
   isa = " neon";
@@ -65,7 +69,9 @@ DeviceCaps probe_caps(int threads) {
   c.clock_mhz = mhz.empty() ? 2000.0 : std::stod(mhz);
   // Two FMA pipes per core, 2 flops per FMA: an upper bound the cost model scales down.
   c.peak_gflops_f32 = threads * c.clock_mhz * 1e-3 * lanes * 2 * 2;
-  c.peak_gflops_f16 = c.peak_gflops_bf16 = c.peak_gflops_f32;
+  c.peak_gflops_f16 = c.peak_gflops_f32;
+  // vdpbf16ps: two products per f32 lane.
+  c.peak_gflops_bf16 = c.bf16_arith ? 2 * c.peak_gflops_f32 : c.peak_gflops_f32;
   c.memory_gbps =
       25.0 * std::min(threads, 8);  // rough (a 2-core VM streams ~45 GB/s); cost model only
   const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);

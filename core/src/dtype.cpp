@@ -150,4 +150,18 @@ Precision precision_of(DType t) {
   }
 }
 
+int significant_bits(Precision p) {
+  switch (p) {
+    case Precision::bf16:
+      return 8;
+    case Precision::f16:
+      return 11;
+    case Precision::f32:
+      return 24;
+    case Precision::f64:
+      break;
+  }
+  return 53;
+}
+
 }  // namespace duet

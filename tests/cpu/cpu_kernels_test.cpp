@@ -13,6 +13,7 @@
 
 #include "check/check.h"
 #include "duet/backends.h"
+#include "duet/half.h"
 #include "kernels/isa.h"
 #include "reference/reference.h"
 
@@ -35,7 +36,7 @@ Device& cpu_device() {
 
 std::vector<Isa> supported_isas() {
   std::vector<Isa> v;
-  for (Isa i : {Isa::generic, Isa::avx2, Isa::avx512})
+  for (Isa i : {Isa::generic, Isa::avx2, Isa::avx512, Isa::avx512bf16})
     if (cpu::kernels::isa_supported(i)) v.push_back(i);
   return v;
 }
@@ -72,17 +73,24 @@ TensorDesc strided(DType t, Shape s) {
   return check::strided_view(t, std::move(s));
 }
 
+// The CPU's "simd" choice at `precision`, as its rules list it. A bf16 choice the CPU refuses
+// (no AVX512-BF16) still runs when asked to: its kernels then compute in f32.
+KernelChoice simd_choice(const OpDesc& op, Precision precision) {
+  for (const KernelChoice& k : cpu_device().choices(op))
+    if (k.tier == Tier::simd && k.precision == precision) return k;
+  ADD_FAILURE() << "no simd " << precision_name(precision) << " choice for " << op.name;
+  return {};
+}
+
 // Runs one case on the CPU "simd" tier and compares it with the reference.
-void expect_matches_reference(const check::Case& c) {
+void expect_matches_reference(const check::Case& c, Precision precision = Precision::f32) {
   SCOPED_TRACE(c.name);
   auto op = check::case_op(c);
   ASSERT_TRUE(op.ok()) << op.status().message();
   auto inputs = check::case_inputs(c);
   auto ref = reference::evaluate(*op, inputs);
   ASSERT_TRUE(ref.ok()) << ref.status().message();
-  auto choice = cpu_device().supports(*op, Precision::f32);
-  ASSERT_TRUE(choice.ok());
-  check::Outcome o = check::run_case(cpu_device(), *choice, *op, inputs, *ref);
+  check::Outcome o = check::run_case(cpu_device(), simd_choice(*op, precision), *op, inputs, *ref);
   EXPECT_TRUE(o.passed) << c.name << " [" << cpu::kernels::isa_name(cpu::kernels::active_isa())
                         << "]: " << o.message << " (nmse " << o.metrics.nmse << ")";
 }
@@ -200,6 +208,64 @@ TEST_P(CpuKernels, MatmulWithFewRowsWidensHalfWeightsAndMatchesTheReference) {
   expect_matches_reference(
       make_case("mm/decode.mixed", OpKind::matmul,
                 {transposed(DType::f16, {3, 130}), dense(DType::f16, {41, 130})}, tb));
+}
+
+TEST_P(CpuKernels, MatmulInBf16MatchesTheReferenceAtBf16Tolerance) {
+  // The vdpbf16ps path where the ISA has it (k blocks of 1024 pairs, odd depths padded, every
+  // input dtype rounded while packing), f32 elsewhere; shapes cross the 14 x 32 tile and the k
+  // blocks, and M <= 8 (f32 compute) is covered too.
+  struct M {
+    int64_t m, n, k;
+  };
+  for (DType t : {DType::f32, DType::f16, DType::bf16})
+    for (const M& m : {M{15, 33, 1}, M{29, 65, 301}, M{100, 70, 2049}, M{8, 40, 77}})
+      for (bool tb : {false, true}) {
+        OpAttrs a;
+        a.transpose_b = tb;
+        const std::string dims =
+            std::to_string(m.m) + "x" + std::to_string(m.n) + "x" + std::to_string(m.k);
+        expect_matches_reference(
+            make_case("mm/bf16dot." + std::string(dtype_name(t)) + "." + dims + (tb ? ".tb" : ""),
+                      OpKind::matmul,
+                      {dense(t, {m.m, m.k}), dense(t, tb ? Shape{m.n, m.k} : Shape{m.k, m.n})}, a),
+            Precision::bf16);
+      }
+  expect_matches_reference(
+      make_case("mm/bf16dot.views", OpKind::matmul,
+                {transposed(DType::f16, {130, 70}), strided(DType::f16, {70, 33})}),
+      Precision::bf16);
+}
+
+// With vdpbf16ps the product is that of the inputs rounded to bf16 (to nearest even), up to f32
+// accumulation and the output's rounding: NMSE about 1e-12, where a truncating or misordered
+// pack gives about 1e-6.
+TEST_P(CpuKernels, MatmulInBf16RoundsItsInputsToNearestEven) {
+  if (GetParam() != Isa::avx512bf16) GTEST_SKIP() << "no bf16 dot products on this ISA";
+  for (DType t : {DType::f32, DType::f16}) {
+    OpAttrs a;
+    a.transpose_b = true;
+    auto c = make_case("mm/bf16round." + std::string(dtype_name(t)), OpKind::matmul,
+                       {dense(t, {37, 301}), dense(t, {45, 301})}, a);
+    auto op = check::case_op(c);
+    ASSERT_TRUE(op.ok());
+    auto inputs = check::case_inputs(c);
+    std::vector<HostTensor> rounded;
+    for (const HostTensor& x : inputs) {
+      std::vector<double> v = x.to_doubles();
+      for (double& e : v) e = bf16_to_f32(f32_to_bf16(static_cast<float>(e)));
+      HostTensor r = HostTensor::empty(DType::f32, x.desc().dims());
+      r.from_doubles(v);
+      rounded.push_back(std::move(r));
+    }
+    OpDesc rop = *op;
+    for (TensorDesc& d : rop.inputs) d = TensorDesc::contiguous(DType::f32, d.dims());
+    auto want = reference::evaluate(rop, rounded);
+    ASSERT_TRUE(want.ok()) << want.status().message();
+    // Run the op with its own inputs and compare with the rounded inputs' product.
+    check::Outcome o =
+        check::run_case(cpu_device(), simd_choice(*op, Precision::bf16), *op, inputs, *want);
+    EXPECT_LT(o.metrics.nmse, 1e-9) << dtype_name(t) << ": " << o.message;
+  }
 }
 
 TEST_P(CpuKernels, MatmulBatchBroadcastingMatchesTheReference) {

@@ -234,5 +234,45 @@ TEST(Planner, PlanJsonCarriesTheDecisions) {
   EXPECT_EQ(j["memory"][0]["device"], "cuda:0");
 }
 
+// The CPU backend's rules: bf16 dot products where the CPU has AVX512-BF16 (a Zen 4 profile),
+// f32 on an AVX2-only CPU, and for f16 graphs only when a policy forces bf16, saying what it
+// costs.
+TEST(Planner, Bf16MatmulOnACpuWithAvx512Bf16UsesBf16DotProducts) {
+  Plan p = plan_ok(mlp_stack(DType::bf16, 1, 256), real_devices({"ryzen9-7950x"}));
+  const PlanStep* mm = p.step("mm0");
+  ASSERT_NE(mm, nullptr);
+  EXPECT_EQ(mm->op.choice.tier, Tier::simd);
+  EXPECT_EQ(mm->op.choice.precision, Precision::bf16) << explain(p);
+  EXPECT_HAS(mm->precision_reason, "bf16 as the graph asks");
+  EXPECT_HAS(mm->tier_reason, "vdpbf16ps");
+  EXPECT_EQ(p.step("act0")->op.choice.precision, Precision::f32) << "only matmul has bf16 dots";
+}
+
+TEST(Planner, Bf16MatmulOnAnAvx2CpuComputesInF32AndSaysWhy) {
+  Plan p = plan_ok(mlp_stack(DType::bf16, 1, 256), real_devices({"ryzen7-5800x"}));
+  const PlanStep* mm = p.step("mm0");
+  ASSERT_NE(mm, nullptr);
+  EXPECT_EQ(mm->op.choice.precision, Precision::f32);
+  EXPECT_HAS(mm->precision_reason, "bf16 dot products need AVX512-BF16");
+}
+
+TEST(Planner, F16MatmulTakesBf16DotProductsOnlyWhenAPolicyForcesThem) {
+  Plan plain = plan_ok(mlp_stack(DType::f16, 1, 256), real_devices({"ryzen9-7950x"}));
+  EXPECT_EQ(plain.step("mm0")->op.choice.precision, Precision::f32) << explain(plain);
+  EXPECT_HAS(explain(plain), "simd bf16: bf16 is less precise than the f16 the graph asks for");
+
+  Plan forced = plan_ok(mlp_stack(DType::f16, 1, 256), real_devices({"ryzen9-7950x"}),
+                        policy("precision.matmul=bf16"));
+  const PlanStep* mm = forced.step("mm0");
+  ASSERT_NE(mm, nullptr);
+  EXPECT_EQ(mm->op.choice.precision, Precision::bf16);
+  EXPECT_HAS(mm->precision_reason, "forced by policy (precision.matmul=bf16)");
+  EXPECT_HAS(mm->precision_reason, "below the f16 the graph asks for (8 significant bits of 11)");
+  // The kernel reads the f16 tensors as they are (rounding while it packs): no cast steps.
+  EXPECT_EQ(mm->op.op.inputs[1].dtype, DType::f16);
+  for (const PlanStep& s : forced.steps)
+    EXPECT_FALSE(s.kind == StepKind::kernel && s.node < 0) << s.name << "\n" << explain(forced);
+}
+
 }  // namespace
 }  // namespace duet::testing_planner

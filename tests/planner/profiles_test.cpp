@@ -24,7 +24,8 @@ TEST(Profiles, EveryRequiredDeviceModelLoads) {
       {"gtx1060", BackendKind::cuda, 61},      {"rx7900xtx", BackendKind::vulkan, 0},
       {"arc-a770", BackendKind::vulkan, 0},    {"apple-m2max", BackendKind::vulkan, 0},
       {"lavapipe", BackendKind::vulkan, 0},    {"ryzen7-5800x", BackendKind::cpu, 0},
-      {"gtx1660super", BackendKind::cuda, 75}, {"jetson-orin-nano", BackendKind::cuda, 87}};
+      {"gtx1660super", BackendKind::cuda, 75}, {"jetson-orin-nano", BackendKind::cuda, 87},
+      {"ryzen9-7950x", BackendKind::cpu, 0}};
   for (const Want& w : want) {
     auto c = load_profile(w.name);
     ASSERT_TRUE(c.ok()) << w.name << ": " << c.status().message();
@@ -46,7 +47,9 @@ TEST(Profiles, EveryRequiredDeviceModelLoads) {
       EXPECT_EQ(c->subgroup_size, 32) << w.name;
     }
   }
-  EXPECT_GE(profile_names().size(), 16u);
+  EXPECT_GE(profile_names().size(), 17u);
+  EXPECT_FALSE(profile("ryzen7-5800x").bf16_arith) << "AVX2 only";
+  EXPECT_TRUE(profile("ryzen9-7950x").bf16_arith) << "AVX512-BF16";
 }
 
 TEST(Profiles, FilesAreInTheCanonicalCapabilityFormat) {

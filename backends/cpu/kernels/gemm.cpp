@@ -94,6 +94,29 @@ void skinny_gemm(const Kernels& kt, const GemmArgs& g, ThreadPool& pool, bool pa
   });
 }
 
+// How panels are packed and multiplied, in 4-byte units: one f32 per k, or (bf16) one pair of
+// bf16 values per two k for the vdpbf16ps tile.
+struct Panels {
+  const Kernels& kt;
+  bool bf16;
+
+  int64_t units(int64_t depth) const { return bf16 ? (depth + 1) / 2 : depth; }
+  void pack(const void* src, Elem t, int64_t lane_stride, int64_t k_stride, int lanes, int width,
+            int64_t depth, float* dst, float* scratch) const {
+    if (bf16)
+      kt.pack_bf16(src, t, lane_stride, k_stride, lanes, width, depth, dst, scratch);
+    else
+      kt.pack(src, t, lane_stride, k_stride, lanes, width, depth, 1.0f, dst, scratch);
+  }
+  void tile(int64_t depth, const float* a, const float* b, float* c, int64_t ldc, int m, int n,
+            bool accumulate) const {
+    if (bf16)
+      kt.tile_bf16(units(depth), a, b, c, ldc, m, n, accumulate);
+    else
+      kt.tile(depth, a, kt.mr, b, kt.nr, c, ldc, m, n, accumulate);
+  }
+};
+
 }  // namespace
 
 // Loop structure (BLIS; docs/cpu-backend.md): the output is cut into tasks (batch x row range x
@@ -101,12 +124,19 @@ void skinny_gemm(const Kernels& kt, const GemmArgs& g, ThreadPool& pool, bool pa
 // task packs a row block of A (about mc rows: one kc-deep mr x kc sliver per mr rows, in L2) and
 // sweeps column blocks of nc (the B block that lives in L2), A slivers (in L1) and B slivers. B is
 // packed once into kc x nr slivers shared by all tasks, on demand: the first tasks to reach a
-// column block pack its slivers together (ensure_b).
+// column block pack its slivers together (ensure_b). In bf16 (g.bf16 where the ISA has the
+// vdpbf16ps tile) the panels hold pairs of k, so a k block of the same bytes is twice as deep.
 void gemm(const Kernels& kt, const GemmArgs& g, ThreadPool& pool) {
   const int64_t M = g.M, N = g.N, K = g.K;
   const int MR = kt.mr, NR = kt.nr;
   const int64_t threads = pool.size();
-  const int64_t kblocks = ceil_div(K, kt.kc), kcs = ceil_div(K, kblocks);
+  const Panels pan{kt, g.bf16 && kt.tile_bf16 != nullptr};
+  const int64_t kc = pan.bf16 ? 2 * kt.kc : kt.kc;
+  const int64_t kblocks = ceil_div(K, kc);
+  // k blocks of kcs (even in bf16, so that only the last block has an odd depth).
+  int64_t kcs = ceil_div(K, kblocks);
+  if (pan.bf16) kcs += kcs % 2;
+  const int64_t kunits = pan.units(kcs);  // 4-byte units per lane of a full k block
   const int64_t npan = ceil_div(N, NR), np = npan * NR;
   const int64_t mpan = ceil_div(M, MR);
   const bool parallel = threads > 1 && 2.0 * static_cast<double>(M) * static_cast<double>(N) *
@@ -132,8 +162,8 @@ void gemm(const Kernels& kt, const GemmArgs& g, ThreadPool& pool) {
     }
   }
   thread_local std::vector<float> packed_b_storage;
-  float* const pb = grow(packed_b_storage, static_cast<int64_t>(distinct.size()) * K * np);
-  const int64_t b_size = K * np;
+  const int64_t b_size = kblocks * kunits * np;
+  float* const pb = grow(packed_b_storage, static_cast<int64_t>(distinct.size()) * b_size);
   // One state per B sliver (distinct B x k block x column panel): 0 free, 1 being packed, 2 ready.
   std::vector<std::atomic<uint8_t>> b_state(distinct.size() * static_cast<size_t>(kblocks * npan));
 
@@ -149,9 +179,9 @@ void gemm(const Kernels& kt, const GemmArgs& g, ThreadPool& pool) {
           !st[jp].compare_exchange_strong(expected, 1, std::memory_order_acq_rel))
         continue;
       const int64_t n0 = jp * NR;
-      kt.pack(at(g.b, distinct[static_cast<size_t>(bd)] + k0 * g.b.rs + n0 * g.b.cs), g.b.type,
-              g.b.cs, g.b.rs, static_cast<int>(std::min<int64_t>(NR, N - n0)), NR, kcp, 1.0f,
-              pb + bd * b_size + k0 * np + jp * kcp * NR, scratch);
+      pan.pack(at(g.b, distinct[static_cast<size_t>(bd)] + k0 * g.b.rs + n0 * g.b.cs), g.b.type,
+               g.b.cs, g.b.rs, static_cast<int>(std::min<int64_t>(NR, N - n0)), NR, kcp,
+               pb + bd * b_size + pc * kunits * np + jp * pan.units(kcp) * NR, scratch);
       st[jp].store(2, std::memory_order_release);
     }
     for (int64_t jp = q0; jp < q1; ++jp)
@@ -183,8 +213,8 @@ void gemm(const Kernels& kt, const GemmArgs& g, ThreadPool& pool) {
 
   pool.parallel_for(tasks, parallel ? 1 : tasks, [&](int64_t s, int64_t e) {
     thread_local std::vector<float> a_storage, scratch_storage;
-    float* scratch = grow(scratch_storage, kcs);
-    float* abuf = grow(a_storage, mcp * MR * kcs);
+    float* scratch = grow(scratch_storage, 2 * (kcs + std::max(MR, NR)) + 8);
+    float* abuf = grow(a_storage, mcp * MR * kunits);
     for (int64_t t = s; t < e; ++t) {
       const int64_t ns = t % nns, mb = (t / nns) % nmb, bi = t / (nns * nmb);
       const int64_t p0 = mb * mpan / nmb, p1 = (mb + 1) * mpan / nmb;
@@ -194,29 +224,29 @@ void gemm(const Kernels& kt, const GemmArgs& g, ThreadPool& pool) {
       float* cmat = g.c + bi * g.c_batch_stride;
       const int64_t a_off = g.a.offsets[static_cast<size_t>(bi)];
       for (int64_t pc = 0; pc < kblocks; ++pc) {
-        const int64_t k0 = pc * kcs, kcp = std::min(kcs, K - k0);
-        const float* bblock = bmat + k0 * np;
+        const int64_t k0 = pc * kcs, kcp = std::min(kcs, K - k0), ku = pan.units(kcp);
+        const float* bblock = bmat + pc * kunits * np;
         // Row blocks of the task: equal shares of at most mcp panels.
         const int64_t nblk = ceil_div(p1 - p0, mcp);
         for (int64_t ib = 0; ib < nblk; ++ib) {
           const int64_t i0 = p0 + ib * (p1 - p0) / nblk, i1 = p0 + (ib + 1) * (p1 - p0) / nblk;
           for (int64_t ip = i0; ip < i1; ++ip) {
             const int64_t r0 = ip * MR;
-            kt.pack(at(g.a, a_off + r0 * g.a.rs + k0 * g.a.cs), g.a.type, g.a.rs, g.a.cs,
-                    static_cast<int>(std::min<int64_t>(MR, M - r0)), MR, kcp, 1.0f,
-                    abuf + (ip - i0) * MR * kcp, scratch);
+            pan.pack(at(g.a, a_off + r0 * g.a.rs + k0 * g.a.cs), g.a.type, g.a.rs, g.a.cs,
+                     static_cast<int>(std::min<int64_t>(MR, M - r0)), MR, kcp,
+                     abuf + (ip - i0) * MR * ku, scratch);
           }
           for (int64_t jc = q0; jc < q1; jc += ncp) {
             const int64_t je = std::min(q1, jc + ncp);
             if (ib == 0) ensure_b(bd, pc, jc, je, scratch);
             for (int64_t ip = i0; ip < i1; ++ip) {
-              const float* ap = abuf + (ip - i0) * MR * kcp;
+              const float* ap = abuf + (ip - i0) * MR * ku;
               const int64_t r0 = ip * MR;
               const int m = static_cast<int>(std::min<int64_t>(MR, M - r0));
               for (int64_t jp = jc; jp < je; ++jp) {
                 const int64_t n0 = jp * NR;
-                kt.tile(kcp, ap, MR, bblock + jp * kcp * NR, NR, cmat + r0 * g.ldc + n0, g.ldc, m,
-                        static_cast<int>(std::min<int64_t>(NR, N - n0)), pc > 0);
+                pan.tile(kcp, ap, bblock + jp * ku * NR, cmat + r0 * g.ldc + n0, g.ldc, m,
+                         static_cast<int>(std::min<int64_t>(NR, N - n0)), pc > 0);
               }
             }
           }

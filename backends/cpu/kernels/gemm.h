@@ -27,6 +27,9 @@ struct GemmArgs {
   MatrixOperand b;     // K x N
   float* c = nullptr;  // dense f32: batch i, row r at c + i * c_batch_stride + r * ldc
   int64_t ldc = 0, c_batch_stride = 0;
+  // Multiply in bf16 (inputs rounded to bf16, f32 accumulation) where the kernels have bf16 dot
+  // products; elsewhere, and for products of few rows (bound by memory), in f32.
+  bool bf16 = false;
 };
 
 void gemm(const Kernels& k, const GemmArgs& g, ThreadPool& pool);

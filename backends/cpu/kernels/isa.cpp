@@ -10,6 +10,8 @@ namespace duet::cpu::kernels {
 
 std::string_view isa_name(Isa isa) {
   switch (isa) {
+    case Isa::avx512bf16:
+      return "avx512bf16";
     case Isa::avx512:
       return "avx512";
     case Isa::avx2:
@@ -21,7 +23,7 @@ std::string_view isa_name(Isa isa) {
 }
 
 std::optional<Isa> parse_isa(std::string_view name) {
-  for (Isa i : {Isa::generic, Isa::avx2, Isa::avx512})
+  for (Isa i : {Isa::generic, Isa::avx2, Isa::avx512, Isa::avx512bf16})
     if (name == isa_name(i)) return i;
   return std::nullopt;
 }
@@ -31,9 +33,12 @@ bool isa_supported(Isa isa) {
   __builtin_cpu_init();
   const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
                     __builtin_cpu_supports("f16c");
+  const bool avx512 = avx2 && __builtin_cpu_supports("avx512f");
   switch (isa) {
+    case Isa::avx512bf16:
+      return avx512 && __builtin_cpu_supports("avx512bf16");
     case Isa::avx512:
-      return avx2 && __builtin_cpu_supports("avx512f");
+      return avx512;
     case Isa::avx2:
       return avx2;
     case Isa::generic:
@@ -47,7 +52,7 @@ bool isa_supported(Isa isa) {
 
 Isa detected_isa() {
   static const Isa best = [] {
-    for (Isa i : {Isa::avx512, Isa::avx2})
+    for (Isa i : {Isa::avx512bf16, Isa::avx512, Isa::avx2})
       if (isa_supported(i)) return i;
     return Isa::generic;
   }();
@@ -64,7 +69,7 @@ Isa resolve_isa() {
   static std::atomic<bool> warned{false};
   if (!want) {
     if (!warned.exchange(true))
-      log().warn("DUET_CPU_ISA='{}' is not one of avx512, avx2, generic; using {}", env,
+      log().warn("DUET_CPU_ISA='{}' is not one of avx512bf16, avx512, avx2, generic; using {}", env,
                  isa_name(best));
     return best;
   }
@@ -90,6 +95,7 @@ Isa active_isa() {
 
 const Kernels& kernels_for(Isa isa) {
 #if defined(__x86_64__) || defined(__i386__)
+  if (isa == Isa::avx512bf16) return avx512bf16_kernels();
   if (isa == Isa::avx512) return avx512_kernels();
   if (isa == Isa::avx2) return avx2_kernels();
 #else

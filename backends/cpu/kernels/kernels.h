@@ -12,7 +12,9 @@
 
 namespace duet::cpu::kernels {
 
-enum class Isa : uint8_t { generic, avx2, avx512 };
+// Ordered: each level includes the one below. avx512bf16 is avx512 plus AVX512-BF16 dot
+// products (vdpbf16ps) for matmuls computed in bf16.
+enum class Isa : uint8_t { generic, avx2, avx512, avx512bf16 };
 
 // Element types the kernels read (a subset of duet::DType, kept separate so this header has no
 // dependencies).
@@ -57,6 +59,20 @@ struct Kernels {
   void (*f32_to_f16)(const float* src, uint16_t* dst, int64_t n);
   void (*f32_to_bf16)(const float* src, uint16_t* dst, int64_t n);
 
+  // bf16 dot products (vdpbf16ps), null where the ISA has none (a matmul computed in bf16 then
+  // runs in f32, which is more precise). Operands are packed in pairs of k: a 32-bit word holds
+  // the bf16 values of k = 2p (low half) and 2p + 1 (high half).
+  //   c[i * ldc + j] (+)= sum_p a[p * mr + i] . b[p * nr + j]  for i < m <= mr, j < n <= nr,
+  // each word pair contributing both products, accumulated in f32.
+  void (*tile_bf16)(int64_t pairs, const void* a, const void* b, float* c, int64_t ldc, int m,
+                    int n, bool accumulate);
+  // Packs a panel for tile_bf16: word p of lane l holds src(l, 2p) and src(l, 2p + 1), where
+  // src(l, k) = src[l * lane_stride + k * k_stride], rounded to bf16 (nearest even); words of
+  // lanes >= `lanes` and halves with k >= depth are zero. `scratch` holds 2 * (depth + width) + 8
+  // floats. Present in every table (the GEMM packs with it only where tile_bf16 exists).
+  void (*pack_bf16)(const void* src, Elem type, int64_t lane_stride, int64_t k_stride, int lanes,
+                    int width, int64_t depth, void* dst, float* scratch);
+
   // Attention, queries in vector lanes. s is a block of scores [keys][ld] for `cols` queries,
   // processed in whole vectors (cols rounded up to lanes must fit in ld, and m, l, corr hold as
   // many). Per query column: the running max m and sum l are
@@ -94,5 +110,13 @@ struct Kernels {
 const Kernels& generic_kernels();
 const Kernels& avx2_kernels();
 const Kernels& avx512_kernels();
+const Kernels& avx512bf16_kernels();
+
+// The AVX512-BF16 register tile (kernels_avx512bf16.cpp, compiled with -mavx512bf16): the
+// AVX-512 tile shape, 14 x 32. Only reached through avx512bf16_kernels().
+namespace avx512bf16 {
+void tile_bf16(int64_t pairs, const void* a, const void* b, float* c, int64_t ldc, int m, int n,
+               bool accumulate);
+}
 
 }  // namespace duet::cpu::kernels

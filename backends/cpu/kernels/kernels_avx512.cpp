@@ -169,4 +169,9 @@ namespace duet::cpu::kernels {
 const Kernels& avx512_kernels() {
   return avx512::kTable;
 }
+// The same kernels plus the AVX512-BF16 tile (same 14 x 32 shape) for matmuls computed in bf16.
+const Kernels& avx512bf16_kernels() {
+  static constexpr Kernels table = avx512::make_table(Isa::avx512bf16, &avx512bf16::tile_bf16);
+  return table;
+}
 }  // namespace duet::cpu::kernels

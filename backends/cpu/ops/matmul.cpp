@@ -57,6 +57,7 @@ Status matmul(const OpArgs& a) {
   g.c = c.data();
   g.ldc = g.N;
   g.c_batch_stride = g.M * g.N;
+  g.bf16 = a.precision == Precision::bf16;
   kernels::gemm(kernels::active_kernels(), g, a.pool);
   c.finish(a.pool);
   return {};

@@ -14,7 +14,8 @@ struct OpArgs {
   std::span<const HostArg> in;
   const HostArg& out;
   ThreadPool& pool;
-  const std::string& device;  // for messages
+  const std::string& device;             // for messages
+  Precision precision = Precision::f32;  // of the planned kernel choice (bf16: matmul's bf16 dots)
 };
 
 Status elementwise(const OpArgs& a);  // scale, silu, gelu, relu, exp, add, sub, mul, div

@@ -82,5 +82,8 @@ DUET_API std::optional<Precision> parse_precision(std::string_view name);
 DUET_API DType precision_storage(Precision p);
 // The precision a floating-point dtype asks for (f32 -> f32, f16 -> f16, bf16 -> bf16).
 DUET_API Precision precision_of(DType t);
+// Significant bits of the values a kernel of this precision multiplies (bf16 8, f16 11, f32 24,
+// f64 53): how precisions order (bf16 keeps f32's range, not f16's bits).
+DUET_API int significant_bits(Precision p);
 
 }  // namespace duet

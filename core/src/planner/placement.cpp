@@ -331,6 +331,10 @@ Status Planner::place(int node_index) {
   // Why this precision.
   if (forced) {
     st.precision_reason = pname(*forced) + " forced by policy (" + forced_term + ")";
+    if (!data_movement(n.kind()) && significant_bits(*forced) < significant_bits(asked))
+      st.precision_reason += ", below the " + pname(asked) + " the graph asks for (" +
+                             std::to_string(significant_bits(*forced)) + " significant bits of " +
+                             std::to_string(significant_bits(asked)) + ")";
     st.policy.push_back(forced_term + " set the precision to " + pname(*forced));
   } else if (e.pick.precision == asked) {
     st.precision_reason = pname(asked) + " as the graph asks";
