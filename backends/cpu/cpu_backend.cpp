@@ -69,6 +69,11 @@ class CpuRules final : public BackendRules {
                    .input_dtypes = std::move(in),
                    .output_dtype = op.output.dtype,
                    .launch = {}};
+    if (quantized_input(op)) {
+      k.ok = false;
+      k.reason = "bf16 dot products read float tensors only, not block formats";
+      return k;
+    }
     if (!caps.bf16_arith) {
       const auto isa = caps.extra.find("isa");
       k.reason = "bf16 dot products need AVX512-BF16 (vdpbf16ps); this CPU has " +
