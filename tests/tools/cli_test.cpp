@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -243,6 +244,55 @@ TEST_F(Cli, BenchPlotToAnUnwritablePathFailsNamingIt) {
   EXPECT_EQ(lines(r.err), 1) << r.err;
   EXPECT_NE(r.err.find("cannot write " + png), std::string::npos) << r.err;
   EXPECT_TRUE(files().empty());
+}
+
+// Two decode-shaped projections of the same shape and a gate: a user's own graph, constants
+// given by shape only.
+const char* kDecodeLayer = R"({"format": "duet-graph", "version": 1, "name": "decode-layer",
+  "inputs": [{"name": "x", "dtype": "f16", "shape": [1, 256]}],
+  "constants": [{"name": "w1", "dtype": "f16", "shape": [128, 256]},
+                {"name": "w2", "dtype": "f16", "shape": [128, 256]}],
+  "nodes": [{"name": "h1", "op": "matmul", "inputs": ["x", "w1"], "attrs": {"transpose_b": true}},
+            {"name": "h2", "op": "matmul", "inputs": ["x", "w2"], "attrs": {"transpose_b": true}},
+            {"name": "a", "op": "silu", "inputs": ["h1"]},
+            {"name": "y", "op": "mul", "inputs": ["a", "h2"]}],
+  "outputs": ["y"]})";
+
+TEST_F(Cli, BenchTimesTheOpsOfAUsersGraphOnceEachWithTheirCount) {
+  const std::string g = write("layer.json", kDecodeLayer);
+  CliRun r =
+      duet("bench " + g + " --device cpu:0 --repeats 2 --min-seconds 0 --json " + path("b.json"));
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("graph 'decode-layer': 4 ops"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("total on cpu:0"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("add f32 2048x4096"), std::string::npos) << r.out;  // not the built-ins
+  std::ifstream f(path("b.json"));
+  auto j = nlohmann::json::parse(f);
+  std::map<std::string, int> count;
+  for (const auto& row : j["rows"]) {
+    EXPECT_EQ(row["error"], "") << row.dump();
+    EXPECT_GT(row["median_s"].get<double>(), 0) << row.dump();
+    count[row["op"]] = row["count"];
+  }
+  EXPECT_EQ(count["h1 (matmul)"], 2) << j.dump(2);  // h2 is the same op, timed once
+  EXPECT_EQ(count["a (silu)"], 1) << j.dump(2);
+  EXPECT_EQ(count["y (mul)"], 1) << j.dump(2);
+  EXPECT_EQ(count.count("h2 (matmul)"), 0u) << j.dump(2);
+
+  CliRun only = duet("bench " + g + " --list --op silu");
+  ASSERT_EQ(only.status, 0) << only.err;
+  EXPECT_NE(only.out.find("silu (f16[1,128] -> f16[1,128])"), std::string::npos) << only.out;
+  EXPECT_EQ(only.out.find("matmul ("), std::string::npos) << only.out;
+}
+
+TEST_F(Cli, BenchOfAMissingOrBrokenGraphIsOneLineAndExitTwo) {
+  CliRun missing = duet("bench " + path("nope.json"));
+  EXPECT_EQ(missing.status, 2);
+  EXPECT_EQ(lines(missing.err), 1) << missing.err;
+  EXPECT_NE(missing.err.find("nope.json"), std::string::npos) << missing.err;
+  CliRun broken = duet("bench " + write("broken.json", "{\"format\": \"duet-graph\", "));
+  EXPECT_EQ(broken.status, 2);
+  EXPECT_EQ(lines(broken.err), 1) << broken.err;
 }
 
 // ---- plan --------------------------------------------------------------------------------

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 
 #include <nlohmann/json.hpp>
 
@@ -14,12 +15,14 @@
 #include "duet/bandwidth.h"
 #include "duet/commands.h"
 #include "duet/common.h"
+#include "duet/quantize.h"
 
 namespace duet::cli {
 
 namespace {
 
 struct Options {
+  ModelArgs model;  // a graph file or ONNX model whose ops are timed instead of the built-in set
   std::vector<std::string> devices, ops, dtypes;
   std::string json_path, plot_path;
   int repeats = 10;
@@ -29,6 +32,7 @@ struct Options {
 
 struct Row {
   std::string name, device, tier, precision;
+  int count = 1;  // the graph nodes the row stands for (identical ops are timed once)
   int runs = 0;
   double median = 0, min = 0, max = 0;  // seconds
   double gflops = 0, gbps = 0, flop_fraction = 0, bw_fraction = 0;
@@ -126,6 +130,93 @@ std::vector<check::Case> bench_cases() {
   return v;
 }
 
+using Inputs = std::vector<std::shared_ptr<const HostTensor>>;
+
+// One row group of the table: an op and how to make its inputs (drawn when the case runs, so
+// that only one case's inputs are held at a time).
+struct BenchCase {
+  std::string name;
+  Result<OpDesc> op = Status(Code::internal, "unset");
+  std::function<Result<Inputs>()> inputs;
+  int count = 1;  // graph nodes with this very op (kind, attributes and input layouts)
+};
+
+BenchCase builtin_case(check::Case c) {
+  BenchCase b;
+  b.name = c.name;
+  b.op = check::case_op(c);
+  b.inputs = [c = std::move(c)]() -> Result<Inputs> {
+    Inputs in;
+    for (HostTensor& t : check::case_inputs(c))
+      in.push_back(std::make_shared<const HostTensor>(std::move(t)));
+    return in;
+  };
+  return b;
+}
+
+// An input drawn for a graph's op: floats in +-[0.05, 1]; ids below the row count of the table
+// they index (0 elsewhere); block formats quantized from such floats.
+Result<std::shared_ptr<const HostTensor>> draw_input(const OpDesc& op, size_t i) {
+  const TensorDesc& d = op.inputs[i];
+  check::Case c;
+  c.name = op.name + "/" + std::to_string(i);
+  c.kind = op.kind;
+  if (is_quantized(d.dtype)) {
+    c.inputs = {TensorDesc::contiguous(DType::f32, d.dims())};
+    const std::vector<HostTensor> f = check::case_inputs(c);
+    DUET_ASSIGN_OR_RETURN(
+        HostTensor q,
+        quantize(f[0], d.dtype, op.input_names.size() > i ? op.input_names[i] : c.name));
+    return std::make_shared<const HostTensor>(std::move(q));
+  }
+  c.inputs = {d};
+  if (!is_float(d.dtype)) {
+    c.fills = {check::Fill::ids};
+    c.ids_range = op.kind == OpKind::embedding && i == 1 ? op.inputs[0].dim(0) : 1;
+  }
+  std::vector<HostTensor> t = check::case_inputs(c);
+  return std::make_shared<const HostTensor>(std::move(t[0]));
+}
+
+// The ops of a graph (views, which run no kernel, left out), each distinct op once with the
+// number of nodes it stands for. Constants with data are timed with their own values (quantized
+// weights included); everything else is drawn.
+std::vector<BenchCase> graph_cases(const Graph& g) {
+  std::vector<BenchCase> v;
+  for (const GraphNode& n : g.nodes()) {
+    if (is_view(n.kind())) continue;
+    auto same = std::find_if(v.begin(), v.end(), [&](const BenchCase& b) {
+      return b.op->kind == n.op.kind && b.op->attrs == n.op.attrs && b.op->inputs == n.op.inputs;
+    });
+    if (same != v.end()) {
+      ++same->count;
+      continue;
+    }
+    BenchCase b;
+    b.name = n.name + " (" + std::string(op_name(n.kind())) + ")";
+    b.op = n.op;
+    std::vector<std::shared_ptr<const HostTensor>> constants;
+    for (int id : n.inputs) {
+      const GraphValue& value = g.value(id);
+      constants.push_back(value.kind == ValueKind::constant ? value.data : nullptr);
+    }
+    b.inputs = [op = n.op, constants]() -> Result<Inputs> {
+      Inputs in;
+      for (size_t i = 0; i < op.inputs.size(); ++i) {
+        if (i < constants.size() && constants[i]) {
+          in.push_back(constants[i]);
+          continue;
+        }
+        DUET_ASSIGN_OR_RETURN(auto t, draw_input(op, i));
+        in.push_back(std::move(t));
+      }
+      return in;
+    };
+    v.push_back(std::move(b));
+  }
+  return v;
+}
+
 double peak_for(const DeviceCaps& c, Precision p) {
   switch (p) {
     case Precision::f16:
@@ -159,18 +250,20 @@ bool at_least_asked_precision(const KernelChoice& k, const OpDesc& op) {
   return true;
 }
 
-Row bench_one(Device& d, const KernelChoice& k, const OpDesc& op,
-              std::span<const HostTensor> inputs, const Options& o, const Yardstick& y) {
-  Row r{op.name, d.id(), std::string(tier_name(k.tier)), std::string(precision_name(k.precision))};
+Row bench_one(Device& d, const KernelChoice& k, const BenchCase& c, const Inputs& inputs,
+              const Options& o, const Yardstick& y) {
+  const OpDesc& op = *c.op;
+  Row r{c.name, d.id(), std::string(tier_name(k.tier)), std::string(precision_name(k.precision)),
+        c.count};
   std::vector<std::shared_ptr<Buffer>> keep;
   std::vector<TensorRef> refs;
   for (size_t i = 0; i < inputs.size(); ++i) {
-    auto b = d.allocate(inputs[i].storage_bytes());
+    auto b = d.allocate(inputs[i]->storage_bytes());
     if (!b.ok()) {
       r.error = b.status().message();
       return r;
     }
-    if (Status s = d.write(**b, 0, inputs[i].storage(), inputs[i].storage_bytes()); !s.ok()) {
+    if (Status s = d.write(**b, 0, inputs[i]->storage(), inputs[i]->storage_bytes()); !s.ok()) {
       r.error = s.message();
       return r;
     }
@@ -279,21 +372,39 @@ int run_bench(const CLI::App& cmd, const Options& o) {
   auto devices = select_devices(reg, o.devices);
   if (!devices.ok()) return fail(cmd, devices.status().message(), 2);
 
-  std::vector<check::Case> cases;
-  for (check::Case& c : bench_cases())
-    if (selected(o.ops, op_name(c.kind)) && selected(o.dtypes, dtype_name(c.inputs[0].dtype)))
-      cases.push_back(std::move(c));
+  std::vector<BenchCase> cases;
+  if (!o.model.path.empty()) {
+    auto graph = load_graph_file(o.model, true);
+    if (!graph.ok()) return fail(cmd, graph.status().message(), 2);
+    int nodes = 0;
+    for (BenchCase& c : graph_cases(*graph)) {
+      nodes += c.count;
+      if (selected(o.ops, op_name(c.op->kind)) &&
+          selected(o.dtypes, dtype_name(c.op->inputs[0].dtype)))
+        cases.push_back(std::move(c));
+    }
+    std::printf("graph '%s': %d ops (views left out), %zu distinct ones timed%s\n",
+                graph->name().c_str(), nodes, cases.size(),
+                o.ops.empty() && o.dtypes.empty() ? "" : " (--op/--dtype select)");
+  } else {
+    for (check::Case& c : bench_cases())
+      if (selected(o.ops, op_name(c.kind)) && selected(o.dtypes, dtype_name(c.inputs[0].dtype)))
+        cases.push_back(builtin_case(std::move(c)));
+  }
+  for (const BenchCase& c : cases)
+    if (!c.op.ok()) return fail(cmd, c.op.status().message(), 70);
+  auto label = [](const BenchCase& c) {
+    return c.count > 1 ? c.name + " x" + std::to_string(c.count) : c.name;
+  };
   int width = 2;
-  for (const check::Case& c : cases) width = std::max(width, static_cast<int>(c.name.size()));
+  for (const BenchCase& c : cases) width = std::max(width, static_cast<int>(label(c).size()));
   if (o.list) {
     std::printf("%-*s %12s %12s %s\n", width, "case", "GFLOP", "MB", "op");
-    for (const check::Case& c : cases) {
-      auto op = check::case_op(c);
-      if (!op.ok()) return fail(cmd, op.status().message(), 70);
-      OpDesc unnamed = *op;
+    for (const BenchCase& c : cases) {
+      OpDesc unnamed = *c.op;
       unnamed.name.clear();
-      std::printf("%-*s %12.3f %12.1f %s\n", width, c.name.c_str(), op_flops(*op) * 1e-9,
-                  op_bytes(*op) * 1e-6, describe(unnamed).c_str());
+      std::printf("%-*s %12.3f %12.1f %s\n", width, label(c).c_str(), op_flops(*c.op) * 1e-9,
+                  op_bytes(*c.op) * 1e-6, describe(unnamed).c_str());
     }
     return 0;
   }
@@ -313,31 +424,54 @@ int run_bench(const CLI::App& cmd, const Options& o) {
   std::vector<Row> rows;
   std::printf("%-*s %-10s %-9s %-5s %10s %16s %9s %8s %6s %6s %s\n", width, "op", "device", "tier",
               "prec", "median ms", "min..max ms", "GFLOP/s", "GB/s", "%peak", "%bw", "bound");
-  for (const check::Case& c : cases) {
-    auto op = check::case_op(c);
-    if (!op.ok()) return fail(cmd, op.status().message(), 70);
-    const std::vector<HostTensor> inputs = check::case_inputs(c);
+  for (const BenchCase& c : cases) {
+    const OpDesc& op = *c.op;
+    Result<Inputs> inputs = Status(Code::internal, "not drawn");
     for (Device* d : *devices) {
-      for (const KernelChoice& k : d->choices(*op)) {
+      for (const KernelChoice& k : d->choices(op)) {
         // A kernel reading other dtypes would time a different op (the planner casts first).
-        if (!k.ok || k.tier == Tier::reference || !k.reads_as_given(*op) ||
-            !at_least_asked_precision(k, *op))
+        if (!k.ok || k.tier == Tier::reference || !k.reads_as_given(op) ||
+            !at_least_asked_precision(k, op))
           continue;
-        Row r = bench_one(*d, k, *op, inputs, o, y);
+        if (!inputs.ok()) inputs = c.inputs();
+        if (!inputs.ok()) return fail(cmd, inputs.status().with_context(c.name).message(), 2);
+        Row r = bench_one(*d, k, c, *inputs, o, y);
         if (!r.error.empty()) {
-          std::printf("%-*s %-10s %-9s %-5s  error: %s\n", width, r.name.c_str(), r.device.c_str(),
-                      r.tier.c_str(), r.precision.c_str(), r.error.c_str());
+          std::printf("%-*s %-10s %-9s %-5s  error: %s\n", width, label(c).c_str(),
+                      r.device.c_str(), r.tier.c_str(), r.precision.c_str(), r.error.c_str());
         } else {
           char range[40];
           std::snprintf(range, sizeof range, "%.3f..%.3f", r.min * 1e3, r.max * 1e3);
           std::printf("%-*s %-10s %-9s %-5s %10.3f %16s %9.2f %8.2f %6s %6s %s\n", width,
-                      r.name.c_str(), r.device.c_str(), r.tier.c_str(), r.precision.c_str(),
+                      label(c).c_str(), r.device.c_str(), r.tier.c_str(), r.precision.c_str(),
                       r.median * 1e3, range, r.gflops, r.gbps, percent(r.flop_fraction).c_str(),
                       percent(r.bw_fraction).c_str(), r.memory_bound ? "memory" : "compute");
         }
         std::fflush(stdout);
         rows.push_back(std::move(r));
       }
+    }
+  }
+  // A graph's ops in total on each device, each op by its fastest tier there, times its count:
+  // the kernel time of one pass, without transfers between devices.
+  if (!o.model.path.empty()) {
+    for (Device* d : *devices) {
+      double total = 0;
+      size_t timed = 0;
+      for (const BenchCase& c : cases) {
+        double best = 0;
+        for (const Row& r : rows)
+          if (r.error.empty() && r.device == d->id() && r.name == c.name &&
+              (best == 0 || r.median < best))
+            best = r.median;
+        total += best * c.count;
+        timed += best > 0;
+      }
+      if (timed == 0) continue;
+      std::printf(
+          "total on %s: %.3f ms (fastest tier per op, times its count; %zu of %zu ops "
+          "run there)\n",
+          d->id().c_str(), total * 1e3, timed, cases.size());
     }
   }
   if (!o.json_path.empty()) {
@@ -351,6 +485,7 @@ int run_bench(const CLI::App& cmd, const Options& o) {
     nlohmann::json& jr = j["rows"] = nlohmann::json::array();
     for (const Row& r : rows)
       jr.push_back({{"op", r.name},
+                    {"count", r.count},
                     {"device", r.device},
                     {"tier", r.tier},
                     {"precision", r.precision},
@@ -382,6 +517,10 @@ Command add_bench(CLI::App& app) {
                          "Time ops on every device and kernel tier: median of repeats after a "
                          "warm-up, GFLOP/s, GB/s and the fraction of the device's peak");
   auto o = std::make_shared<Options>();
+  sub->add_option("graph", o->model.path,
+                  "A duet-graph JSON file or ONNX model: time its ops (each distinct op once) "
+                  "instead of the built-in cases");
+  add_dim_option(*sub, o->model);
   sub->add_option("--device", o->devices, "Device id to benchmark (repeatable; default: all)");
   sub->add_option("--op", o->ops, "Op to benchmark (repeatable; default: all)");
   sub->add_option("--dtype", o->dtypes, "Input dtype (repeatable; default: all)");
