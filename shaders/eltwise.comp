@@ -9,7 +9,7 @@
 #include "common.glsl"
 
 layout(local_size_x_id = 0) in;
-layout(constant_id = 1) const uint OP = 0;  // see kEltwiseOps in backends/vulkan/ops.cpp
+layout(constant_id = 1) const uint OP = 0;  // see eltwise_code() in backends/vulkan/ops.cpp
 
 #ifdef VECTOR
 #include "texel.glsl"
@@ -40,6 +40,41 @@ float one_plus_erf(float z) {
   return z >= 0.0 ? 2.0 - r : r;
 }
 
+// erf: its Taylor series to x^13 below |x| = 0.5, above it 1 - erfc(|x|) with x's sign (no
+// cancellation either side).
+float erf_of(float x) {
+  float a = abs(x);
+  if (a < 0.5) {
+    float z = x * x;
+    float p = 1.0 / 9360.0;
+    p = p * z - 1.0 / 1320.0;
+    p = p * z + 1.0 / 216.0;
+    p = p * z - 1.0 / 42.0;
+    p = p * z + 0.1;
+    p = p * z - 1.0 / 3.0;
+    p = p * z + 1.0;
+    return 1.1283791670955126 * x * p;
+  }
+  float r = 2.0 - one_plus_erf(a);
+  return x < 0.0 ? r - 1.0 : 1.0 - r;
+}
+
+// x ^ e as C's pow: a negative base with an integral exponent keeps its sign rule; the squares
+// and roots models use are exact operations.
+float pow_of(float x, float e) {
+  if (e == 2.0) return x * x;
+  if (e == 1.0) return x;
+  if (e == 0.5) return sqrt(x);
+  if (e == -1.0) return 1.0 / x;
+  if (e == 0.0) return 1.0;
+  float r = exp2(e * log2(abs(x)));
+  if (x < 0.0) {
+    if (floor(e) != e) return uintBitsToFloat(0x7fc00000u);  // NaN
+    if (mod(e, 2.0) == 1.0) r = -r;
+  }
+  return x == 0.0 ? (e > 0.0 ? 0.0 : uintBitsToFloat(0x7f800000u)) : r;
+}
+
 float apply(float x, float z) {
   switch (OP) {
     case 0: return x + z;
@@ -52,6 +87,11 @@ float apply(float x, float z) {
     // 0.5 x (1 + tanh(u)) = x / (1 + exp(-2u)): no cancellation for negative x.
     case 7: return x / (1.0 + exp(-1.5957691216057307 * (x + 0.044715 * x * x * x)));
     case 8: return max(x, 0.0);
+    case 10: return 1.0 / (1.0 + exp(-x));
+    case 11: return tanh(clamp(x, -10.0, 10.0));  // tanh(10) rounds to 1; exp would overflow
+    case 12: return erf_of(x);
+    case 13: return sqrt(x);
+    case 14: return pow_of(x, P.f.x);
     default: return exp(x);
   }
 }

@@ -240,6 +240,16 @@ uint32_t eltwise_code(const OpDesc& op) {
       return op.attrs.gelu_approx == GeluApprox::tanh ? 7 : 6;
     case OpKind::relu:
       return 8;
+    case OpKind::sigmoid:
+      return 10;
+    case OpKind::tanh:
+      return 11;
+    case OpKind::erf:
+      return 12;
+    case OpKind::sqrt:
+      return 13;
+    case OpKind::pow:
+      return 14;
     default:
       return 9;  // exp
   }
@@ -274,7 +284,7 @@ Status eltwise(const Ctx& c, const Arg& out, std::span<const Arg> in) {
       [&](const std::vector<Arg>& p) -> Status {
         Dispatch d;
         d.spec = {static_cast<uint32_t>(c.block()), eltwise_code(c.op)};
-        d.params.f[0] = c.op.attrs.alpha;
+        d.params.f[0] = c.op.kind == OpKind::pow ? c.op.attrs.exponent : c.op.attrs.alpha;
         DUET_TRY(c.bind_into(d, 1, 0, p[0], true, "output"));
         const int64_t v = texel_vec(t);
         if (vector_path(c, p, d.params.td[0].offset)) {

@@ -115,6 +115,7 @@ void attr_fields(AttrIO& io, OpAttrs& a, F&& custom) {
   field(io, "transpose_a", a.transpose_a, d.transpose_a);
   field(io, "transpose_b", a.transpose_b, d.transpose_b);
   field(io, "alpha", a.alpha, d.alpha);
+  field(io, "exponent", a.exponent, d.exponent);
   field(io, "eps", a.eps, d.eps);
   field(io, "causal", a.causal, d.causal);
   field(io, "rope_offset", a.rope_offset, d.rope_offset);
@@ -230,10 +231,11 @@ Result<OpAttrs> attrs_from_json(const json& j, const std::string& node) {
   }
   for (const auto& [key, _] : j.items())
     if (!io.seen.count(key))
-      return bad(key,
-                 "a known attribute (transpose_a, transpose_b, alpha, scale, eps, causal, "
-                 "gelu_approx, rope_mode, rope_offset, rope_theta, rope_dims, to, axis, "
-                 "start, stop, step, dim0, dim1, shape, perm)");
+      return bad(
+          key,
+          "a known attribute (transpose_a, transpose_b, alpha, exponent, scale, eps, causal, "
+          "gelu_approx, rope_mode, rope_offset, rope_theta, rope_dims, to, axis, "
+          "start, stop, step, dim0, dim1, shape, perm)");
   return a;
 }
 

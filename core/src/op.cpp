@@ -26,29 +26,20 @@ constexpr InputSpec kAttn[] = {{"q", false}, {"k", false}, {"v", false}, {"mask"
 constexpr InputSpec kEmb[] = {{"table", false}, {"ids", false}};
 
 constexpr OpTableEntry kOps[kNumOpKinds] = {
-    {OpKind::matmul, "matmul", kAB},
-    {OpKind::add, "add", kAB},
-    {OpKind::sub, "sub", kAB},
-    {OpKind::mul, "mul", kAB},
-    {OpKind::div, "div", kAB},
-    {OpKind::scale, "scale", kX},
-    {OpKind::silu, "silu", kX},
-    {OpKind::gelu, "gelu", kX},
-    {OpKind::relu, "relu", kX},
-    {OpKind::exp, "exp", kX},
-    {OpKind::softmax, "softmax", kSoftmax},
-    {OpKind::rmsnorm, "rmsnorm", kRms},
-    {OpKind::layernorm, "layernorm", kLayer},
-    {OpKind::rope, "rope", kX},
-    {OpKind::attention, "attention", kAttn},
-    {OpKind::cast, "cast", kX},
-    {OpKind::copy, "copy", kX},
-    {OpKind::concat, "concat", kX},
-    {OpKind::embedding, "embedding", kEmb},
-    {OpKind::reshape, "reshape", kX},
-    {OpKind::transpose, "transpose", kX},
-    {OpKind::permute, "permute", kX},
-    {OpKind::slice, "slice", kX},
+    {OpKind::matmul, "matmul", kAB},    {OpKind::add, "add", kAB},
+    {OpKind::sub, "sub", kAB},          {OpKind::mul, "mul", kAB},
+    {OpKind::div, "div", kAB},          {OpKind::scale, "scale", kX},
+    {OpKind::silu, "silu", kX},         {OpKind::gelu, "gelu", kX},
+    {OpKind::relu, "relu", kX},         {OpKind::exp, "exp", kX},
+    {OpKind::sigmoid, "sigmoid", kX},   {OpKind::tanh, "tanh", kX},
+    {OpKind::erf, "erf", kX},           {OpKind::sqrt, "sqrt", kX},
+    {OpKind::pow, "pow", kX},           {OpKind::softmax, "softmax", kSoftmax},
+    {OpKind::rmsnorm, "rmsnorm", kRms}, {OpKind::layernorm, "layernorm", kLayer},
+    {OpKind::rope, "rope", kX},         {OpKind::attention, "attention", kAttn},
+    {OpKind::cast, "cast", kX},         {OpKind::copy, "copy", kX},
+    {OpKind::concat, "concat", kX},     {OpKind::embedding, "embedding", kEmb},
+    {OpKind::reshape, "reshape", kX},   {OpKind::transpose, "transpose", kX},
+    {OpKind::permute, "permute", kX},   {OpKind::slice, "slice", kX},
 };
 
 const OpTableEntry& entry(OpKind k) {
@@ -349,9 +340,16 @@ Status infer(OpDesc& op) {
     case OpKind::gelu:
     case OpKind::relu:
     case OpKind::exp:
+    case OpKind::sigmoid:
+    case OpKind::tanh:
+    case OpKind::erf:
+    case OpKind::sqrt:
+    case OpKind::pow:
       DUET_TRY(c.float_dtype(0));
       if (op.kind == OpKind::scale && !std::isfinite(op.attrs.alpha))
         return c.fail_attr().expected("a finite alpha").got(std::to_string(op.attrs.alpha));
+      if (op.kind == OpKind::pow && !std::isfinite(op.attrs.exponent))
+        return c.fail_attr().expected("a finite exponent").got(std::to_string(op.attrs.exponent));
       op.output = TensorDesc::contiguous(op.inputs[0].dtype, op.inputs[0].dims());
       return {};
     case OpKind::softmax:
@@ -411,8 +409,21 @@ bool is_view(OpKind k) {
          k == OpKind::slice;
 }
 bool is_unary_elementwise(OpKind k) {
-  return k == OpKind::scale || k == OpKind::silu || k == OpKind::gelu || k == OpKind::relu ||
-         k == OpKind::exp;
+  switch (k) {
+    case OpKind::scale:
+    case OpKind::silu:
+    case OpKind::gelu:
+    case OpKind::relu:
+    case OpKind::exp:
+    case OpKind::sigmoid:
+    case OpKind::tanh:
+    case OpKind::erf:
+    case OpKind::sqrt:
+    case OpKind::pow:
+      return true;
+    default:
+      return false;
+  }
 }
 bool is_binary_elementwise(OpKind k) {
   return k == OpKind::add || k == OpKind::sub || k == OpKind::mul || k == OpKind::div;
@@ -523,7 +534,14 @@ double op_flops(const OpDesc& op) {
     case OpKind::silu:
       return 6.0 * n;
     case OpKind::exp:
+    case OpKind::sqrt:
       return 4.0 * n;
+    case OpKind::sigmoid:
+    case OpKind::tanh:
+      return 6.0 * n;
+    case OpKind::erf:
+    case OpKind::pow:
+      return 12.0 * n;
     default:
       return is_view(op.kind) ? 0.0 : n;
   }

@@ -145,22 +145,24 @@ Status map_neg(Node& n) {
   return unary(n, OpKind::scale, neg, at);
 }
 Status map_sqrt(Node& n) {
-  return unary(n, std::nullopt, sqrt_);
+  return unary(n, OpKind::sqrt, sqrt_);
 }
 Status map_sigmoid(Node& n) {
-  return unary(n, std::nullopt, sigmoid);
+  return unary(n, OpKind::sigmoid, sigmoid);
 }
 Status map_tanh(Node& n) {
-  return unary(n, std::nullopt, tanh_);
+  return unary(n, OpKind::tanh, tanh_);
 }
 Status map_erf(Node& n) {
-  return unary(n, std::nullopt, erf_);
+  return unary(n, OpKind::erf, erf_);
 }
 Status map_abs(Node& n) {
   return unary(n, std::nullopt, abs_);
 }
 Status map_reciprocal(Node& n) {
-  return unary(n, std::nullopt, reciprocal);
+  OpAttrs at;
+  at.exponent = -1.0f;
+  return unary(n, OpKind::pow, reciprocal, at);
 }
 Status map_log(Node& n) {
   return unary(n, std::nullopt, log_);
@@ -183,13 +185,12 @@ Status map_pow(Node& n) {
     return n.unsupported("Pow of " + elem_name(n.elem(0)) + " at run time");
   const double e = n.array(1).real_at(0);
   DUET_ASSIGN_OR_RETURN(ValueId x, n.runtime(0));
-  if (e == 1.0) {
-    n.set(0, n.op(OpKind::copy, {x}), n.elem(0));
-  } else if (e == 2.0) {
-    n.set(0, n.op(OpKind::mul, {x, x}), n.elem(0));
-  } else {
-    return n.unsupported("Pow with exponent " + std::to_string(e) + " (duet has no pow op yet)");
-  }
+  OpAttrs at;
+  at.exponent = static_cast<float>(e);
+  if (static_cast<double>(at.exponent) != e || !std::isfinite(e))
+    return n.unsupported("Pow with exponent " + std::to_string(e) +
+                         " (duet's pow takes a finite f32 exponent)");
+  n.set(0, at.exponent == 1.0f ? x : n.op(OpKind::pow, {x}, at), n.elem(0));
   return {};
 }
 

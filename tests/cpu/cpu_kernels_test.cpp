@@ -121,7 +121,9 @@ TEST_P(CpuKernels, ForcingAnIsaSelectsIt) {
 TEST_P(CpuKernels, ConformanceCasesOfTheOpsWithVectorKernelsPass) {
   for (const check::Case& c : check::cases(false))
     if (c.kind == OpKind::matmul || c.kind == OpKind::attention || c.kind == OpKind::exp ||
-        c.kind == OpKind::silu || c.kind == OpKind::gelu || c.kind == OpKind::softmax)
+        c.kind == OpKind::silu || c.kind == OpKind::gelu || c.kind == OpKind::softmax ||
+        c.kind == OpKind::sigmoid || c.kind == OpKind::tanh || c.kind == OpKind::erf ||
+        c.kind == OpKind::sqrt || c.kind == OpKind::pow)
       expect_matches_reference(c);
 }
 
@@ -464,6 +466,62 @@ TEST_P(CpuKernels, ExpAndSiluMatchTheLibraryOverTheWholeRange) {
         // Flushed to 0 below x = -88, where |silu| < 6e-37.
         EXPECT_NEAR(s[i], want, 5e-7 * std::abs(want) + 6e-37) << "silu(" << x[i] << ")";
       }
+    }
+  }
+}
+
+// sigmoid, tanh, erf and sqrt against the library in double over their whole range: both sides
+// of the polynomial thresholds (tanh 0.625, erf 0.5), tiny and huge arguments, infinities, NaN,
+// ragged lengths. tanh and erf hold their relative precision near 0, where a 1 - ... form cannot.
+TEST_P(CpuKernels, SigmoidTanhErfSqrtMatchTheLibraryOverTheWholeRange) {
+  const cpu::kernels::Kernels& kt = cpu::kernels::active_kernels();
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> x = {-inf,
+                          -1e30f,
+                          -100.0f,
+                          -88.5f,
+                          -9.0f,
+                          -0.625f,
+                          -0.5f,
+                          -1e-6f,
+                          -1e-30f,
+                          0.0f,
+                          1e-30f,
+                          1e-6f,
+                          0.4999f,
+                          0.5f,
+                          0.5001f,
+                          0.6249f,
+                          0.625f,
+                          0.6251f,
+                          9.0f,
+                          30.0f,
+                          1e30f,
+                          inf,
+                          std::numeric_limits<float>::quiet_NaN()};
+  for (int i = 0; i < 1201; ++i) x.push_back(-6.0f + 0.01f * static_cast<float>(i) + 1e-4f);
+  for (size_t n : {size_t{1}, size_t{13}, x.size()}) {
+    std::vector<float> sg(n), th(n), ef(n), sq(n);
+    kt.sigmoid(x.data(), sg.data(), static_cast<int64_t>(n));
+    kt.tanh(x.data(), th.data(), static_cast<int64_t>(n));
+    kt.erf(x.data(), ef.data(), static_cast<int64_t>(n));
+    kt.sqrt(x.data(), sq.data(), static_cast<int64_t>(n));
+    for (size_t i = 0; i < n; ++i) {
+      const double v = x[i];
+      if (std::isnan(v)) {
+        EXPECT_TRUE(std::isnan(sg[i]) && std::isnan(th[i]) && std::isnan(ef[i]) &&
+                    std::isnan(sq[i]));
+        continue;
+      }
+      const double wsg = 1.0 / (1.0 + std::exp(-v)), wth = std::tanh(v), wef = std::erf(v);
+      // Below -88 sigmoid is under 7e-39 and may flush.
+      EXPECT_NEAR(sg[i], wsg, 4e-7 * wsg + 7e-39) << "sigmoid(" << x[i] << ")";
+      EXPECT_NEAR(th[i], wth, 4e-7 * std::abs(wth) + 1e-45) << "tanh(" << x[i] << ")";
+      EXPECT_NEAR(ef[i], wef, 5e-7 * std::abs(wef) + 1e-45) << "erf(" << x[i] << ")";
+      if (v < 0)
+        EXPECT_TRUE(std::isnan(sq[i])) << "sqrt(" << x[i] << ")";
+      else
+        EXPECT_EQ(sq[i], static_cast<float>(std::sqrt(v))) << "sqrt(" << x[i] << ")";
     }
   }
 }

@@ -48,7 +48,14 @@ Graph every_op_graph(bool external_weight) {
   OpAttrs gt;
   gt.gelu_approx = GeluApprox::tanh;
   ValueId ge = b.op(OpKind::gelu, {si}, gt, "ge");
-  ValueId re = b.relu(ge, "re");
+  ValueId re0 = b.relu(ge, "re0");
+  OpAttrs pw;
+  pw.exponent = 1.5f;
+  ValueId sg = b.op(OpKind::sigmoid, {re0}, {}, "sg");
+  ValueId th = b.op(OpKind::tanh, {sg}, {}, "th");
+  ValueId ef = b.op(OpKind::erf, {th}, {}, "ef");
+  ValueId sq = b.op(OpKind::sqrt, {ef}, {}, "sq");
+  ValueId re = b.op(OpKind::pow, {sq}, pw, "re");
   OpAttrs sm;
   sm.scale = 0.7f;
   ValueId so = b.op(OpKind::softmax, {re}, sm, "so");
@@ -105,7 +112,7 @@ Graph every_op_graph(bool external_weight) {
 
 TEST(GraphFile, EveryOpAndAttributeRoundTripsExactly) {
   Graph g = every_op_graph(false);
-  ASSERT_EQ(g.nodes().size(), 25u);
+  ASSERT_EQ(g.nodes().size(), 30u);
   std::set<OpKind> kinds;
   for (const GraphNode& n : g.nodes()) kinds.insert(n.kind());
   EXPECT_EQ(kinds.size(), static_cast<size_t>(kNumOpKinds)) << "the graph must use every op";
@@ -120,6 +127,9 @@ TEST(GraphFile, EveryOpAndAttributeRoundTripsExactly) {
   const GraphValue& odd = back->value(*back->find("every_attr"));
   const OpAttrs& a = back->nodes()[static_cast<size_t>(odd.producer)].op.attrs;
   EXPECT_EQ(a.alpha, 0.1f);
+  EXPECT_EQ(
+      back->nodes()[static_cast<size_t>(back->value(*back->find("re")).producer)].op.attrs.exponent,
+      1.5f);
   EXPECT_EQ(a.scale, -std::numeric_limits<float>::infinity());
   EXPECT_EQ(a.eps, 1.17549435e-38f);
   EXPECT_EQ(a.rope_offset, 123456789012);

@@ -1,4 +1,5 @@
 #include <cmath>
+#include <cstdio>
 #include <functional>
 #include <limits>
 #include <random>
@@ -106,6 +107,22 @@ void elementwise_cases(Builder& b, DType t) {
     }
   }
   b.add(OpKind::exp, t, {dense(t, {4, 1000})}, {Fill::wide}, {}, "", true);
+  // Unit inputs reach both sides of tanh's and erf's polynomial thresholds; wide ones saturate.
+  for (OpKind k : {OpKind::sigmoid, OpKind::tanh, OpKind::erf}) {
+    b.add(k, t, {dense(t, {3, 17})}, {Fill::unit});
+    b.add(k, t, {strided(t, {2, 3, 257})}, {Fill::unit}, {}, "view");
+    b.add(k, t, {dense(t, {4, 1000})}, {Fill::wide}, {}, "wide");
+  }
+  b.add(OpKind::sqrt, t, {dense(t, {3, 17})}, {Fill::positive});
+  b.add(OpKind::sqrt, t, {strided(t, {2, 3, 257})}, {Fill::positive}, {}, "view");
+  for (float e : {2.0f, 3.0f, 0.5f, -1.0f, 1.7f, -2.5f}) {
+    OpAttrs a;
+    a.exponent = e;
+    const bool integral = e == 2.0f || e == 3.0f || e == -1.0f;
+    char name[16];
+    std::snprintf(name, sizeof name, "e%g", static_cast<double>(e));
+    b.add(OpKind::pow, t, {dense(t, {3, 17})}, {integral ? Fill::unit : Fill::positive}, a, name);
+  }
 }
 
 void row_cases(Builder& b, DType t) {

@@ -121,6 +121,9 @@ std::vector<check::Case> bench_cases() {
   tanh_form.gelu_approx = GeluApprox::tanh;
   v.push_back(make("gelu f32 2048x4096", OpKind::gelu, {big}));
   v.push_back(make("gelu tanh f32 2048x4096", OpKind::gelu, {big}, tanh_form));
+  v.push_back(make("sigmoid f32 2048x4096", OpKind::sigmoid, {big}));
+  v.push_back(make("tanh f32 2048x4096", OpKind::tanh, {big}));
+  v.push_back(make("erf f32 2048x4096", OpKind::erf, {big}));
   v.push_back(make("softmax f32 2048x4096", OpKind::softmax, {big}));
   v.push_back(make("rmsnorm f32 2048x4096", OpKind::rmsnorm, {big, D(DType::f32, {4096})}));
   v.push_back(make("rope f32 1x32x512x128", OpKind::rope, {D(DType::f32, {1, 32, 512, 128})}));

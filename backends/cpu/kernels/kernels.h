@@ -93,6 +93,11 @@ struct Kernels {
   void (*gelu_tanh)(const float* x, float* y, int64_t n);
   // gelu, erf form: 0.5 x (1 + erf(x / sqrt(2))), erf to about 1.2e-7. x may equal y.
   void (*gelu_erf)(const float* x, float* y, int64_t n);
+  // y[i] = sigmoid, tanh, erf, sqrt of x[i] (NaN stays NaN). x may equal y.
+  void (*sigmoid)(const float* x, float* y, int64_t n);
+  void (*tanh)(const float* x, float* y, int64_t n);
+  void (*erf)(const float* x, float* y, int64_t n);
+  void (*sqrt)(const float* x, float* y, int64_t n);
   // y[i] = y[i] * a + x[i] * b.
   void (*scale_add)(float* y, float a, const float* x, float b, int64_t n);
   // s[r * lds + j] = scale * dot(q + r * ldq, k + j * ldk) over d elements, for r < rows,

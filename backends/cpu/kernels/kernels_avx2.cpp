@@ -56,6 +56,9 @@ inline V vmul(V a, V b) {
 inline V vmax(V a, V b) {
   return _mm256_max_ps(a, b);
 }
+inline V vsqrt(V a) {
+  return _mm256_sqrt_ps(a);
+}
 inline V vmin(V a, V b) {
   return _mm256_min_ps(a, b);
 }

@@ -62,6 +62,9 @@ inline V vmul(V a, V b) {
 inline V vmax(V a, V b) {
   return _mm512_max_ps(a, b);
 }
+inline V vsqrt(V a) {
+  return _mm512_sqrt_ps(a);
+}
 inline V vmin(V a, V b) {
   return _mm512_min_ps(a, b);
 }

@@ -51,6 +51,11 @@ inline V vmul(V a, V b) {
 inline V vmax(V a, V b) {
   return a > b ? a : b;
 }
+inline V vsqrt(V a) {
+  V r;
+  for (int i = 0; i < W; ++i) r[i] = __builtin_sqrtf(a[i]);
+  return r;
+}
 inline V vmin(V a, V b) {
   return a < b ? a : b;
 }

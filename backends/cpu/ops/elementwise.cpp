@@ -36,9 +36,36 @@ void unary(const OpArgs& a, const float* x, float* y, int64_t n) {
     case OpKind::silu:
       a.pool.parallel_for(n, 1 << 14, [&](int64_t b, int64_t e) { kt.silu(x + b, y + b, e - b); });
       break;
-    case OpKind::gelu: {
-      auto* k = at.gelu_approx == GeluApprox::tanh ? kt.gelu_tanh : kt.gelu_erf;
+    case OpKind::gelu:
+    case OpKind::sigmoid:
+    case OpKind::tanh:
+    case OpKind::erf:
+    case OpKind::sqrt: {
+      auto* k = a.op.kind == OpKind::sigmoid         ? kt.sigmoid
+                : a.op.kind == OpKind::tanh          ? kt.tanh
+                : a.op.kind == OpKind::erf           ? kt.erf
+                : a.op.kind == OpKind::sqrt          ? kt.sqrt
+                : at.gelu_approx == GeluApprox::tanh ? kt.gelu_tanh
+                                                     : kt.gelu_erf;
       a.pool.parallel_for(n, 1 << 14, [&](int64_t b, int64_t e) { k(x + b, y + b, e - b); });
+      break;
+    }
+    case OpKind::pow: {
+      // The exponents models use as they are (a square, a root) without pow's log and exp.
+      const float p = at.exponent;
+      if (p == 0.5f)
+        a.pool.parallel_for(n, 1 << 14,
+                            [&](int64_t b, int64_t e) { kt.sqrt(x + b, y + b, e - b); });
+      else if (p == 1.0f)
+        map_unary(x, y, n, a.pool, [](float v) { return v; });
+      else if (p == 2.0f)
+        map_unary(x, y, n, a.pool, [](float v) { return v * v; });
+      else if (p == 3.0f)
+        map_unary(x, y, n, a.pool, [](float v) { return v * v * v; });
+      else if (p == -1.0f)
+        map_unary(x, y, n, a.pool, [](float v) { return 1.0f / v; });
+      else
+        map_unary(x, y, n, a.pool, [p](float v) { return std::pow(v, p); });
       break;
     }
     default:

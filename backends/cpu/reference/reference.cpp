@@ -57,6 +57,16 @@ double unary(OpKind k, const OpAttrs& a, double x) {
       return x > 0 ? x : 0.0;
     case OpKind::exp:
       return std::exp(x);
+    case OpKind::sigmoid:
+      return 1.0 / (1.0 + std::exp(-x));
+    case OpKind::tanh:
+      return std::tanh(x);
+    case OpKind::erf:
+      return std::erf(x);
+    case OpKind::sqrt:
+      return std::sqrt(x);
+    case OpKind::pow:
+      return std::pow(x, static_cast<double>(a.exponent));
     case OpKind::silu:
       return x / (1.0 + std::exp(-x));
     case OpKind::gelu:
@@ -300,7 +310,12 @@ Result<std::vector<double>> evaluate(const OpDesc& op, std::span<const HostTenso
     case OpKind::silu:
     case OpKind::gelu:
     case OpKind::relu:
-    case OpKind::exp: {
+    case OpKind::exp:
+    case OpKind::sigmoid:
+    case OpKind::tanh:
+    case OpKind::erf:
+    case OpKind::sqrt:
+    case OpKind::pow: {
       std::vector<double> y = inputs[0].to_doubles();
       for (double& x : y) x = unary(op.kind, op.attrs, x);
       return y;

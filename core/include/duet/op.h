@@ -11,6 +11,10 @@
 //   add/sub/mul/div(a, b) numpy broadcasting, one float dtype.
 //   scale(x)              x * alpha
 //   silu, relu, exp, gelu elementwise; gelu uses erf unless gelu_approx is tanh.
+//   sigmoid, tanh, erf, sqrt
+//                         elementwise: 1 / (1 + exp(-x)), tanh(x), erf(x), sqrt(x) (NaN below 0).
+//   pow(x)                x ^ exponent, elementwise (C's pow: a negative base needs an integral
+//                         exponent, else NaN).
 //   softmax(x[, mask])    softmax over the last dim of x * scale + mask; mask broadcasts to x.
 //   rmsnorm(x[, w])       x / sqrt(mean(x^2) + eps) * w over the last dim.
 //   layernorm(x[, w[, b]]) (x - mean) / sqrt(var + eps) * w + b over the last dim.
@@ -61,6 +65,11 @@ enum class OpKind : uint8_t {
   gelu,
   relu,
   exp,
+  sigmoid,
+  tanh,
+  erf,
+  sqrt,
+  pow,
   softmax,
   rmsnorm,
   layernorm,
@@ -79,8 +88,9 @@ inline constexpr int kNumOpKinds = static_cast<int>(OpKind::slice) + 1;
 
 DUET_API std::string_view op_name(OpKind k);
 DUET_API std::optional<OpKind> parse_op(std::string_view name);
-DUET_API bool is_view(OpKind k);                // reshape, transpose, permute, slice
-DUET_API bool is_unary_elementwise(OpKind k);   // scale, silu, gelu, relu, exp
+DUET_API bool is_view(OpKind k);  // reshape, transpose, permute, slice
+// scale, silu, gelu, relu, exp, sigmoid, tanh, erf, sqrt, pow
+DUET_API bool is_unary_elementwise(OpKind k);
 DUET_API bool is_binary_elementwise(OpKind k);  // add, sub, mul, div
 
 enum class GeluApprox : uint8_t { none, tanh };  // none = the exact erf form
@@ -94,6 +104,7 @@ struct DUET_API OpAttrs {
   bool transpose_a = false;                   // matmul
   bool transpose_b = false;                   // matmul
   float alpha = 1.0f;                         // scale
+  float exponent = 1.0f;                      // pow
   std::optional<float> scale;                 // softmax (default 1), attention (default 1/sqrt(D))
   float eps = 1e-5f;                          // rmsnorm, layernorm
   bool causal = false;                        // attention

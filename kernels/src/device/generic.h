@@ -63,6 +63,16 @@ DUET_DEV float eltwise_apply(EwOp op, float x, float y, float alpha) {
       return x > 0.f ? x : 0.f;
     case EwOp::exp:
       return expf(x);
+    case EwOp::sigmoid:
+      return 1.f / (1.f + expf(-x));
+    case EwOp::tanh:
+      return tanhf(x);
+    case EwOp::erf:
+      return erff(x);
+    case EwOp::sqrt:
+      return sqrtf(x);
+    case EwOp::pow:
+      return alpha == 2.f ? x * x : alpha == 0.5f ? sqrtf(x) : powf(x, alpha);
   }
   return x;
 }

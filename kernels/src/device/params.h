@@ -62,7 +62,23 @@ struct MatmulParams {
 };
 
 // ---- generic (SIMT, fp32 compute) kernels
-enum class EwOp : uint8_t { add, sub, mul, div, scale, silu, gelu, gelu_tanh, relu, exp };
+enum class EwOp : uint8_t {
+  add,
+  sub,
+  mul,
+  div,
+  scale,
+  silu,
+  gelu,
+  gelu_tanh,
+  relu,
+  exp,
+  sigmoid,
+  tanh,
+  erf,
+  sqrt,
+  pow
+};
 
 struct EltwiseParams {
   Strided a, b;  // broadcast to the output's shape; b unused by unary ops
@@ -71,7 +87,7 @@ struct EltwiseParams {
   int64_t shape[4] = {1, 1, 1, 1};
   int64_t n = 0;
   EwOp op = EwOp::add;
-  float alpha = 1;
+  float alpha = 1;  // scale's factor, pow's exponent
 };
 
 // Casts and copies, also each input of a concat (out is then a strided window of the output).

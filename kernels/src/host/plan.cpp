@@ -434,6 +434,22 @@ class Planner {
       case OpKind::relu:
         p.op = dev::EwOp::relu;
         break;
+      case OpKind::sigmoid:
+        p.op = dev::EwOp::sigmoid;
+        break;
+      case OpKind::tanh:
+        p.op = dev::EwOp::tanh;
+        break;
+      case OpKind::erf:
+        p.op = dev::EwOp::erf;
+        break;
+      case OpKind::sqrt:
+        p.op = dev::EwOp::sqrt;
+        break;
+      case OpKind::pow:
+        p.op = dev::EwOp::pow;
+        p.alpha = op_.attrs.exponent;
+        break;
       default:
         p.op = dev::EwOp::exp;
         break;
