@@ -34,7 +34,7 @@ run_checked("configuring examples/" ${CMAKE_COMMAND} -S ${DUET_SOURCE_DIR}/examp
   -B ${WORK_DIR}/examples -G ${GENERATOR} -DCMAKE_PREFIX_PATH=${prefix}
   -DCMAKE_C_COMPILER=${C_COMPILER} -DCMAKE_CXX_COMPILER=${CXX_COMPILER} -DCMAKE_BUILD_TYPE=Release
   "-DCMAKE_C_FLAGS=${SANITIZE_FLAGS}" "-DCMAKE_CXX_FLAGS=${SANITIZE_FLAGS}"
-  "-DCMAKE_EXE_LINKER_FLAGS=${SANITIZE_FLAGS}")
+  "-DCMAKE_EXE_LINKER_FLAGS=${SANITIZE_LINK_FLAGS}")
 run_checked("building examples/" ${CMAKE_COMMAND} --build ${WORK_DIR}/examples)
 run_checked("hello_c" ${WORK_DIR}/examples/hello_c)
 if(NOT LAST_OUTPUT MATCHES "softmax of row 0: 0.0321 0.0871 0.2369 0.6439")
@@ -76,9 +76,10 @@ if(PKG_CONFIG)
   run_checked("pkg-config" ${PKG_CONFIG} --cflags --libs duet)
   string(STRIP "${LAST_OUTPUT}" flags)
   separate_arguments(flags UNIX_COMMAND "${flags}")
+  separate_arguments(link_flags UNIX_COMMAND "${SANITIZE_LINK_FLAGS}")
   run_checked("cc with pkg-config flags" ${C_COMPILER} -std=c99 ${SANITIZE_FLAGS}
     ${DUET_SOURCE_DIR}/examples/hello.c
-    ${flags} -Wl,-rpath,${prefix}/${LIBDIR} -o ${WORK_DIR}/hello_pkgconfig)
+    ${flags} ${link_flags} -Wl,-rpath,${prefix}/${LIBDIR} -o ${WORK_DIR}/hello_pkgconfig)
   run_checked("hello_pkgconfig" ${WORK_DIR}/hello_pkgconfig)
 else()
   message(STATUS "pkg-config not found: its check is skipped")

@@ -1,0 +1,36 @@
+# Sanitizer builds: the library, the tools and the tests are all compiled with the sanitizers,
+# so that every allocation and every access duet makes is checked, not only the tests' own.
+#
+# DUET_SANITIZE: OFF, ON (AddressSanitizer with LeakSanitizer, and UndefinedBehaviorSanitizer:
+# the debug presets), or the list -fsanitize= takes, e.g. "thread".
+set(DUET_SANITIZE OFF CACHE STRING
+  "Sanitizers for the whole build: OFF, ON (address,undefined) or a -fsanitize= list")
+
+set(DUET_SANITIZERS "")
+if(DUET_SANITIZE MATCHES "^(ON|On|on|TRUE|True|true|YES|Yes|yes|1)$")
+  set(DUET_SANITIZERS "address,undefined")
+elseif(NOT DUET_SANITIZE MATCHES "^(OFF|Off|off|FALSE|False|false|NO|No|no|0|)$")
+  set(DUET_SANITIZERS "${DUET_SANITIZE}")
+endif()
+
+if(DUET_SANITIZERS)
+  set(_duet_san_flags -fsanitize=${DUET_SANITIZERS} -fno-omit-frame-pointer)
+  if(DUET_SANITIZERS MATCHES "undefined")
+    list(APPEND _duet_san_flags -fno-sanitize-recover=undefined)
+  endif()
+  # C and C++ only: nvcc takes no -fsanitize (device code cannot be sanitized anyway).
+  add_compile_options("$<$<COMPILE_LANGUAGE:C,CXX>:${_duet_san_flags}>")
+  add_link_options(-fsanitize=${DUET_SANITIZERS})
+
+  # Every executable of the build keeps shared libraries loaded until it exits (see the source).
+  add_library(duet_keep_libraries_loaded OBJECT
+    ${CMAKE_CURRENT_LIST_DIR}/sanitizers/keep_libraries_loaded.cpp)
+endif()
+
+# Links the sanitizer support into an executable of a sanitizer build; nothing otherwise.
+function(duet_sanitizer_runtime target)
+  if(DUET_SANITIZERS)
+    target_sources(${target} PRIVATE $<TARGET_OBJECTS:duet_keep_libraries_loaded>)
+    target_link_options(${target} PRIVATE "LINKER:--export-dynamic-symbol=dlclose")
+  endif()
+endfunction()
