@@ -12,6 +12,8 @@
 #include <limits>
 #include <set>
 
+#include "duet/internal/files.h"
+
 namespace duet {
 
 static_assert(std::endian::native == std::endian::little,
@@ -741,12 +743,8 @@ Status write_gguf(const std::string& path,
                   const std::vector<std::pair<std::string, HostTensor>>& tensors,
                   uint32_t alignment) {
   DUET_ASSIGN_OR_RETURN(std::vector<std::byte> bytes, encode_gguf(metadata, tensors, alignment));
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) return Err(Code::io_error).tensor(path).expected("a writable path").got("cannot open");
-  out.write(reinterpret_cast<const char*>(bytes.data()),
-            static_cast<std::streamsize>(bytes.size()));
-  if (!out) return Err(Code::io_error).tensor(path).note("writing failed");
-  return {};
+  return write_file_atomically(
+      path, std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
 }
 
 }  // namespace duet

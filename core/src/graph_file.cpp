@@ -7,12 +7,12 @@
 #include <limits>
 #include <map>
 #include <set>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "constant_files.h"
 #include "duet/gguf.h"
+#include "duet/internal/files.h"
 #include "duet/safetensors.h"
 
 namespace duet {
@@ -149,11 +149,9 @@ ojson attrs_to_json(const OpAttrs& attrs) {
 // The error for a bad attribute names the node and the field.
 Result<OpAttrs> attrs_from_json(const json& j, const std::string& node) {
   auto bad = [&](const std::string& key, const std::string& want) -> Status {
-    return Err(Code::parse_error)
-        .op("node", node)
-        .tensor("attrs." + key)
-        .expected(want)
-        .got(j.contains(key) ? j[key].dump() : "none");
+    return at("attrs." + key,
+              Err(Code::parse_error).expected(want).got(j.contains(key) ? j[key].dump() : "none"))
+        .with_context("node '" + node + "'");
   };
   if (!j.is_object()) return Err(Code::parse_error).op("node", node).expected("attrs object");
   OpAttrs a;
@@ -240,10 +238,8 @@ Result<OpAttrs> attrs_from_json(const json& j, const std::string& node) {
 }
 
 Status parse_err(const std::string& where, const std::string& expected, const json& got) {
-  return Err(Code::parse_error)
-      .tensor(where)
-      .expected(expected)
-      .got(got.is_null() ? "none" : got.dump());
+  return at(where,
+            Err(Code::parse_error).expected(expected).got(got.is_null() ? "none" : got.dump()));
 }
 
 Status check_keys(const json& obj, const std::string& where, std::set<std::string> allowed) {
@@ -251,7 +247,7 @@ Status check_keys(const json& obj, const std::string& where, std::set<std::strin
     if (!allowed.count(key)) {
       std::string list;
       for (const std::string& k : allowed) list += (list.empty() ? "" : ", ") + k;
-      return Err(Code::parse_error).tensor(where).expected("fields " + list).got("'" + key + "'");
+      return at(where, Err(Code::parse_error).expected("fields " + list).got("'" + key + "'"));
     }
   return {};
 }
@@ -289,18 +285,47 @@ Result<TensorDecl> decl_from(const json& j, const std::string& what) {
   return d;
 }
 
+// Where a floating dtype overflows: its largest finite value plus half a unit in the last place,
+// from where round-to-nearest gives infinity.
+double overflow_bound(DType t) {
+  switch (t) {
+    case DType::f16:
+      return 65504.0 + 16.0;
+    case DType::bf16:
+      return std::ldexp(255.0, 120) + std::ldexp(1.0, 119);
+    default:
+      return static_cast<double>(std::numeric_limits<float>::max()) + std::ldexp(1.0, 103);
+  }
+}
+
 Result<HostTensor> inline_values(const json& v, const TensorDecl& d, const std::string& where) {
-  HostTensor t = HostTensor::empty(d.dtype, d.shape);
-  if (!v.is_array() || static_cast<int64_t>(v.size()) != t.numel())
-    return parse_err(where + " values", "an array of " + std::to_string(t.numel()) + " numbers",
+  // The count is checked before anything is allocated: the declared shape may be far larger
+  // than the values given (or than the machine).
+  int64_t numel = 1;
+  for (int64_t n : d.shape)
+    if (__builtin_mul_overflow(numel, n, &numel)) numel = std::numeric_limits<int64_t>::max();
+  if (!v.is_array() || static_cast<int64_t>(v.size()) != numel)
+    return parse_err(where + " values", "an array of " + std::to_string(numel) + " numbers",
                      v.is_array() ? json("an array of " + std::to_string(v.size())) : v);
   std::vector<double> vals(v.size());
+  const double bound = overflow_bound(d.dtype);
   for (size_t i = 0; i < v.size(); ++i) {
-    if (!float_from(v[i], &vals[i]))
-      return parse_err(where + " values[" + std::to_string(i) + "]", "a number", v[i]);
-    if (is_integer(d.dtype) && vals[i] != std::floor(vals[i]))
-      return parse_err(where + " values[" + std::to_string(i) + "]", "an integer", v[i]);
+    const std::string item = where + " values[" + std::to_string(i) + "]";
+    if (!float_from(v[i], &vals[i])) return parse_err(item, "a number", v[i]);
+    if (is_integer(d.dtype)) {
+      const double lo = d.dtype == DType::i8 ? -128.0 : -2147483648.0;
+      const double hi = d.dtype == DType::i8 ? 127.0 : 2147483647.0;
+      if (vals[i] != std::floor(vals[i]) || vals[i] < lo || vals[i] > hi)
+        return parse_err(item, "an integer that fits " + std::string(dtype_name(d.dtype)), v[i]);
+    } else if (std::isfinite(vals[i]) && std::abs(vals[i]) >= bound) {
+      // A finite number that would round to infinity: "inf" says so on purpose, 1e39 by mistake.
+      return parse_err(item,
+                       "a number that fits " + std::string(dtype_name(d.dtype)) +
+                           " without becoming infinite (write \"inf\" for infinity)",
+                       v[i]);
+    }
   }
+  HostTensor t = HostTensor::empty(d.dtype, d.shape);
   t.from_doubles(vals);
   return t;
 }
@@ -393,11 +418,11 @@ Result<Graph> graph_from_json(std::string_view text, const std::string& base_dir
   const json& ver = j.contains("version") ? j["version"] : json();
   if (!ver.is_number_integer()) return parse_err("graph file version", "an integer", ver);
   if (ver.get<int64_t>() > kGraphFormatVersion || ver.get<int64_t>() < 1)
-    return Err(Code::parse_error)
-        .tensor("graph file version")
-        .expected("version 1 to " + std::to_string(kGraphFormatVersion) +
-                  " (a newer file needs a newer duet)")
-        .got(ver.dump());
+    return at("graph file version",
+              Err(Code::parse_error)
+                  .expected("version 1 to " + std::to_string(kGraphFormatVersion) +
+                            " (a newer file needs a newer duet)")
+                  .got(ver.dump()));
   if (!j.contains("name") || !j["name"].is_string())
     return parse_err("graph file name", "a string", j.value("name", json()));
   GraphBuilder b(j["name"].get<std::string>());
@@ -422,17 +447,14 @@ Result<Graph> graph_from_json(std::string_view text, const std::string& base_dir
     const std::string where = "constant '" + d.name + "'";
     DUET_TRY(check_keys(c, where, {"name", "dtype", "shape", "file", "key", "values"}));
     if (c.contains("values") && c.contains("file"))
-      return Err(Code::parse_error)
-          .tensor(where)
-          .expected("either \"file\" or \"values\"")
-          .got("both");
+      return at(where,
+                Err(Code::parse_error).expected("either \"file\" or \"values\"").got("both"));
     if (c.contains("values")) {
       if (is_quantized(d.dtype))
-        return Err(Code::parse_error)
-            .tensor(where)
-            .expected("a \"file\" for a " + std::string(dtype_name(d.dtype)) +
-                      " constant (inline values would be quantized again)")
-            .got("\"values\"");
+        return at(where, Err(Code::parse_error)
+                             .expected("a \"file\" for a " + std::string(dtype_name(d.dtype)) +
+                                       " constant (inline values would be quantized again)")
+                             .got("\"values\""));
       DUET_ASSIGN_OR_RETURN(HostTensor t, inline_values(c["values"], d, where));
       ids[d.name] = b.constant(d.name, std::move(t));
       continue;
@@ -448,10 +470,7 @@ Result<Graph> graph_from_json(std::string_view text, const std::string& base_dir
         src.key = c["key"].get<std::string>();
       }
     } else if (c.contains("key")) {
-      return Err(Code::parse_error)
-          .tensor(where)
-          .expected("\"key\" only with \"file\"")
-          .got("a key");
+      return at(where, Err(Code::parse_error).expected("\"key\" only with \"file\"").got("a key"));
     }
     ids[d.name] = b.constant(d.name, d.dtype, d.shape, src);
     if (src.empty() || !options.load_constants || !b.status().ok()) continue;
@@ -514,12 +533,8 @@ Result<Graph> graph_from_json(std::string_view text, const std::string& base_dir
 }
 
 Result<Graph> load_graph(const std::string& path, const GraphLoadOptions& options) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    return Err(Code::not_found).tensor(path).expected("a readable graph file").got("cannot open");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  auto g = graph_from_json(ss.str(), fs::path(path).parent_path().string(), options);
+  DUET_ASSIGN_OR_RETURN(std::string text, read_whole_file(path, kGraphFileMaxBytes, "graph file"));
+  auto g = graph_from_json(text, fs::path(path).parent_path().string(), options);
   if (!g.ok()) return g.status().with_context("graph file '" + path + "'");
   return g;
 }
@@ -550,11 +565,7 @@ Status save_graph(const Graph& g, const std::string& path, int64_t inline_limit)
   }
   if (!external.empty()) DUET_TRY(write_safetensors(weights.string(), external));
   if (!quantized.empty()) DUET_TRY(write_gguf(blocks.string(), {}, quantized));
-  std::ofstream out(path, std::ios::trunc);
-  if (!out) return Err(Code::io_error).tensor(path).expected("a writable path").got("cannot open");
-  out << graph_text(g, moved);
-  if (!out) return Err(Code::io_error).tensor(path).note("writing failed");
-  return {};
+  return write_file_atomically(path, graph_text(g, moved));
 }
 
 }  // namespace duet

@@ -9,6 +9,7 @@
 
 #include "duet/block_layout.h"
 #include "duet/half.h"
+#include "duet/internal/files.h"
 
 namespace duet {
 
@@ -115,15 +116,12 @@ Result<Int4Config> int4_config_near(const std::string& weights_path) {
     const fs::path p = dir / name;
     std::error_code ec;
     if (!fs::is_regular_file(p, ec)) continue;
-    std::ifstream in(p);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    nlohmann::json j = nlohmann::json::parse(ss.str(), nullptr, false);
+    DUET_ASSIGN_OR_RETURN(std::string text,
+                          read_whole_file(p.string(), kSidecarMaxBytes, "quantization config"));
+    nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
     if (j.is_discarded() || !j.is_object())
-      return Err(Code::parse_error)
-          .tensor(p.string())
-          .expected("a JSON object")
-          .got("malformed JSON");
+      return at("quantization config '" + p.string() + "'",
+                Err(Code::parse_error).expected("a JSON object").got("malformed JSON"));
     if (std::string(name) == "config.json") {
       if (!j.contains("quantization_config")) continue;
       j = j["quantization_config"];

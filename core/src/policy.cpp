@@ -274,14 +274,18 @@ std::string format_bytes(uint64_t bytes) {
 Result<Policy> parse_policy(std::string_view text, Policy base, std::string_view origin) {
   Policy p = std::move(base);
   int index = 0;
+  if (trim(text).empty()) return p;  // no policy
   for (std::string_view term : split(text, ';')) {
     ++index;
-    if (term.empty()) continue;
     auto fail = [&](const std::string& why) {
       return Status(Code::invalid_argument, std::string(origin) + ": term " +
                                                 std::to_string(index) + " '" + std::string(term) +
                                                 "': " + why);
     };
+    if (term.empty())
+      return fail(
+          "an empty term (';' at the start or end, or two in a row); terms are "
+          "KEY=VALUE separated by ';'");
     const size_t eq = term.find('=');
     if (eq == std::string_view::npos)
       return fail(

@@ -10,6 +10,7 @@
 #include <dlfcn.h>
 
 #include "duet/internal/caps_json.h"
+#include "duet/internal/files.h"
 
 #ifndef DUET_PROFILES_INSTALL_DIR
 #define DUET_PROFILES_INSTALL_DIR ""
@@ -117,12 +118,8 @@ Result<DeviceCaps> load_profile(std::string_view name_or_path) {
                " (set DUET_PROFILES to add folders)");
     }
   }
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    return Err(Code::not_found).tensor(path).expected("a readable profile").got("cannot open");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse_profile(ss.str(), path);
+  DUET_ASSIGN_OR_RETURN(std::string text, read_whole_file(path, kProfileMaxBytes, "profile"));
+  return parse_profile(text, path);
 }
 
 std::string profile_json(const DeviceCaps& caps) {

@@ -3,11 +3,14 @@
 #include <algorithm>
 #include <bit>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <set>
 
 #include <nlohmann/json.hpp>
+
+#include "duet/internal/files.h"
 
 namespace duet {
 
@@ -237,18 +240,29 @@ Result<SafetensorsFile> parse_safetensors(std::span<const std::byte> bytes, std:
 }
 
 Result<SafetensorsFile> read_safetensors(const std::string& path) {
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in)
-    return Err(Code::io_error)
-        .tensor(path)
-        .expected("a readable .safetensors file")
-        .got("cannot open");
-  const std::streamoff size = in.tellg();
-  if (size < 0) return Err(Code::io_error).tensor(path).note("cannot determine the file size");
+  // A regular file only: its size is known before anything is allocated, and is at most this
+  // machine's memory (the whole file is held).
+  const std::string name = "safetensors file '" + path + "'";
+  std::error_code ec;
+  const auto st = std::filesystem::status(path, ec);
+  if (ec || !std::filesystem::exists(st))
+    return at(name,
+              Err(Code::io_error).note(ec ? "cannot open: " + ec.message() : "no such file"));
+  if (std::filesystem::is_directory(st))
+    return at(name, Err(Code::invalid_argument).expected("a file").got("a folder"));
+  if (!std::filesystem::is_regular_file(st))
+    return at(name, Err(Code::invalid_argument)
+                        .expected("a regular file (its size is checked before it is read)")
+                        .got("a device, pipe or socket"));
+  const uint64_t size = std::filesystem::file_size(path, ec);
+  if (ec) return at(name, Err(Code::io_error).note("cannot determine the size: " + ec.message()));
+  DUET_TRY(check_host_bytes(size, name));
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return at(name, Err(Code::io_error).note("cannot open"));
   std::vector<std::byte> bytes(static_cast<size_t>(size));
-  in.seekg(0);
-  if (size > 0 && !in.read(reinterpret_cast<char*>(bytes.data()), size))
-    return Err(Code::io_error).tensor(path).note("reading failed");
+  if (size > 0 &&
+      !in.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(size)))
+    return at(name, Err(Code::io_error).note("reading failed"));
   return parse_owned(std::move(bytes), "file '" + path + "'");
 }
 
@@ -306,12 +320,8 @@ Status write_safetensors(const std::string& path,
                          const std::vector<std::pair<std::string, HostTensor>>& tensors,
                          const std::map<std::string, std::string>& metadata) {
   DUET_ASSIGN_OR_RETURN(std::vector<std::byte> bytes, encode_safetensors(tensors, metadata));
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) return Err(Code::io_error).tensor(path).expected("a writable path").got("cannot open");
-  out.write(reinterpret_cast<const char*>(bytes.data()),
-            static_cast<std::streamsize>(bytes.size()));
-  if (!out) return Err(Code::io_error).tensor(path).note("writing failed");
-  return {};
+  return write_file_atomically(
+      path, std::string_view(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
 }
 
 }  // namespace duet

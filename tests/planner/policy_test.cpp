@@ -67,11 +67,16 @@ TEST(Policy, LayersApplyInOrder) {
   EXPECT_EQ(cli->budget, 1ull << 30);
 }
 
-TEST(Policy, EmptyTermsAndSpacesAreFine) {
-  Policy p = policy(" deny = cuda.flash ; ; split = on ;");
+TEST(Policy, SpacesAreFineAndEmptyTermsAreErrors) {
+  Policy p = policy(" deny = cuda.flash ;  split = on ");
   EXPECT_EQ(p.deny.size(), 1u);
   EXPECT_TRUE(p.split);
   EXPECT_TRUE(policy("").empty());
+  EXPECT_TRUE(policy("  ").empty());
+  // A doubled or stray ';' is a mistake (a term lost in editing), not nothing.
+  EXPECT_HAS(parse_error("deny=cuda.flash;;split=on"), "term 2 '': an empty term");
+  EXPECT_HAS(parse_error(";deny=cuda.flash"), "term 1 '': an empty term");
+  EXPECT_HAS(parse_error("deny=cuda.flash;"), "term 2 '': an empty term");
 }
 
 TEST(Policy, MistakesAreErrorsNamingTheTerm) {

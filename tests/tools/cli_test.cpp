@@ -1,6 +1,7 @@
 // The `duet` command as a user runs it: exit codes, one-line errors on stderr, output files that
 // are complete or absent.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -197,9 +198,11 @@ TEST_F(Cli, CheckTableHasADeviceRowAndATierRow) {
 TEST_F(Cli, AnUnwritableJsonPathFailsWithoutLeavingAPartialFile) {
   const std::string json = path("missing-subdir/out.json");
   CliRun r = duet("check --device cpu:0 --op relu --json " + json);
-  EXPECT_NE(r.status, 0);
+  EXPECT_EQ(r.status, 2) << "refused before any work";
   EXPECT_EQ(lines(r.err), 1) << r.err;
-  EXPECT_NE(r.err.find("cannot write"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--json '" + json + "'"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("no folder"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out.find("relu"), std::string::npos) << "nothing ran:\n" << r.out;
   EXPECT_FALSE(fs::exists(json));
   EXPECT_TRUE(files().empty());
 }
@@ -240,9 +243,9 @@ TEST_F(Cli, BenchListsDecodeShapedCasesWithoutRunningThem) {
 TEST_F(Cli, BenchPlotToAnUnwritablePathFailsNamingIt) {
   const std::string png = path("no-such-dir/b.png");
   CliRun r = duet("bench --device cpu:0 --op add --repeats 1 --min-seconds 0 --plot " + png);
-  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.status, 2) << "refused before any work";
   EXPECT_EQ(lines(r.err), 1) << r.err;
-  EXPECT_NE(r.err.find("cannot write " + png), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--plot '" + png + "'"), std::string::npos) << r.err;
   EXPECT_TRUE(files().empty());
 }
 
@@ -462,8 +465,9 @@ TEST_F(Cli, RunThatCannotWriteItsOutputsLeavesNoFile) {
   const std::string g = write("tiny.json", kGraph);
   const std::string out = path("no-such-dir/out.safetensors");
   CliRun r = duet("run " + g + " --outputs " + out);
-  EXPECT_EQ(r.status, 1);
-  EXPECT_NE(r.err.find("cannot write"), std::string::npos) << r.err;
+  EXPECT_EQ(r.status, 2) << "refused before any work";
+  EXPECT_NE(r.err.find("--outputs '" + out + "'"), std::string::npos) << r.err;
+  EXPECT_EQ(r.out, "") << "nothing ran";
   EXPECT_FALSE(fs::exists(out));
   EXPECT_EQ(files(), std::vector<std::string>{"tiny.json"});
 }
@@ -474,6 +478,146 @@ TEST_F(Cli, RunOnAnUnknownDeviceIsRefused) {
   EXPECT_EQ(r.status, 2);
   EXPECT_EQ(lines(r.err), 1) << r.err;
   EXPECT_NE(r.err.find("vulkan:9"), std::string::npos) << r.err;
+}
+
+// ---- bad input: bounded, refused with exit 2, never clobbering ----------------------------
+
+TEST_F(Cli, AnOutputThatIsNotARegularFileIsRefusedBeforeAnyWork) {
+  const std::string g = write("tiny.json", kGraph);
+  // A fifo stands for every node that is not a regular file (/dev/full, a socket): it stays.
+  const std::string fifo = path("fifo");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  fs::create_directories(path("folder"));
+  for (const std::string& target : {fifo, path("folder"), std::string("/dev/null")}) {
+    for (const char* option : {"--outputs", "--json"}) {
+      CliRun r = duet("run " + g + " " + option + " " + target);
+      EXPECT_EQ(r.status, 2) << option << " " << target << "\n" << r.err;
+      EXPECT_EQ(lines(r.err), 1) << r.err;
+      EXPECT_NE(r.err.find(std::string(option) + " '" + target + "'"), std::string::npos) << r.err;
+      EXPECT_EQ(r.out, "") << "nothing ran";
+    }
+  }
+  EXPECT_TRUE(fs::is_fifo(fifo));
+  EXPECT_TRUE(fs::is_directory(path("folder")));
+  EXPECT_TRUE(fs::is_character_file("/dev/null"));
+  CliRun check = duet("check --device cpu:0 --op relu --json " + fifo);
+  EXPECT_EQ(check.status, 2) << check.err;
+  EXPECT_NE(check.err.find("a fifo"), std::string::npos) << check.err;
+  EXPECT_TRUE(fs::is_fifo(fifo));
+  EXPECT_EQ(files(), (std::vector<std::string>{"fifo", "folder", "tiny.json"}));
+}
+
+TEST_F(Cli, AnOutputThroughASymbolicLinkReplacesTheFileItNamesAndKeepsTheLink) {
+  const std::string g = write("tiny.json", kGraph);
+  write("real.json", "old");
+  fs::create_symlink("real.json", path("link.json"));
+  CliRun r = duet("run " + g + " --json " + path("link.json"));
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(fs::is_symlink(path("link.json")));
+  EXPECT_NE(slurp(path("real.json")).find("\"steps\""), std::string::npos);
+  EXPECT_EQ(files(), (std::vector<std::string>{"link.json", "real.json", "tiny.json"}));
+}
+
+TEST_F(Cli, OversizedDeclarationsAreExitTwoBeforeAllocation) {
+  // A constant of 2^43 elements with three values: refused on the count, under plan as well.
+  const std::string big_const = write("c.json", R"({"format": "duet-graph", "version": 1,
+    "name": "c", "inputs": [{"name": "x", "dtype": "f32", "shape": [8]}],
+    "constants": [{"name": "c", "dtype": "f32", "shape": [8, 1099511627776], "values": [1, 2, 3]}],
+    "nodes": [{"name": "y", "op": "add", "inputs": ["x", "x"]}], "outputs": ["y"]})");
+  for (const char* cmd : {"plan ", "run "}) {
+    CliRun r = duet(cmd + big_const);
+    EXPECT_EQ(r.status, 2) << cmd << r.err;
+    EXPECT_EQ(lines(r.err), 1) << r.err;
+    EXPECT_NE(r.err.find("constant 'c' values"), std::string::npos) << r.err;
+  }
+  // An input of 1 TiB and no --inputs: the random values are refused before they are drawn.
+  const std::string big_input = write("i.json", R"({"format": "duet-graph", "version": 1,
+    "name": "i", "inputs": [{"name": "x", "dtype": "f32", "shape": [65536, 65536, 64]}],
+    "nodes": [{"name": "y", "op": "add", "inputs": ["x", "x"]}], "outputs": ["y"]})");
+  CliRun r = duet("run " + big_input + " --policy device=cpu");
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_EQ(lines(r.err), 1) << r.err;
+  EXPECT_NE(r.err.find("input 'x' f32[65536,65536,64]"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("this machine's memory"), std::string::npos) << r.err;
+  // A folder, a device and a fifo as --inputs: named, never read without bound.
+  const std::string g = write("tiny.json", kGraph);
+  for (const std::string& inputs : {dir_.string(), std::string("/dev/zero")}) {
+    CliRun in = duet("run " + g + " --inputs " + inputs);
+    EXPECT_EQ(in.status, 2) << inputs << "\n" << in.err;
+    EXPECT_EQ(lines(in.err), 1) << in.err;
+    EXPECT_NE(in.err.find("'" + inputs + "'"), std::string::npos) << in.err;
+  }
+}
+
+TEST_F(Cli, GraphFilesAreReadWithinACap) {
+  // /dev/zero and a folder as the graph: named at once, never read forever.
+  for (const std::string& graph : {std::string("/dev/zero"), dir_.string()}) {
+    CliRun r = duet("plan " + graph + " --profile h100");
+    EXPECT_EQ(r.status, 2) << graph << "\n" << r.err;
+    EXPECT_EQ(lines(r.err), 1) << r.err;
+    EXPECT_NE(r.err.find(graph), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("malformed JSON"), std::string::npos) << r.err;
+  }
+  // A graph file larger than the cap (256 MiB) is refused from its size, before it is read.
+  {
+    std::ofstream f(path("huge.json"));
+    f << "{";
+  }
+  fs::resize_file(path("huge.json"), (uint64_t{256} << 20) + 1);
+  CliRun huge = duet("plan " + path("huge.json") + " --profile h100");
+  EXPECT_EQ(huge.status, 2) << huge.err;
+  EXPECT_NE(huge.err.find("at most 256.00 MiB"), std::string::npos) << huge.err;
+}
+
+TEST_F(Cli, AnInputOfTheWrongDtypeOrShapeNamesTheFileAndExitsTwo) {
+  const std::string g = write("tiny.json", kGraph);
+  duet::HostTensor i32 = duet::HostTensor::empty(duet::DType::i32, std::vector<int64_t>{2, 3});
+  for (int i = 0; i < 6; ++i) i32.data<int32_t>()[i] = i + 1;
+  ASSERT_TRUE(duet::write_safetensors(path("dtype.safetensors"), {{"x", i32}}).ok());
+  CliRun dtype = duet("run " + g + " --inputs " + path("dtype.safetensors"));
+  EXPECT_EQ(dtype.status, 2) << dtype.err;
+  EXPECT_EQ(lines(dtype.err), 1) << dtype.err;
+  EXPECT_NE(dtype.err.find("inputs file '" + path("dtype.safetensors") + "'"), std::string::npos)
+      << dtype.err;
+  EXPECT_NE(dtype.err.find("expected f32[2,3]"), std::string::npos) << dtype.err;
+  EXPECT_NE(dtype.err.find("got i32[2,3]"), std::string::npos) << dtype.err;
+
+  ASSERT_TRUE(
+      duet::write_safetensors(path("shape.safetensors"), {{"x", f32({3, 2}, {1, 2, 3, 4, 5, 6})}})
+          .ok());
+  CliRun shape = duet("run " + g + " --inputs " + path("shape.safetensors"));
+  EXPECT_EQ(shape.status, 2) << "reported, not planned again:\n" << shape.out;
+  EXPECT_NE(shape.err.find("got f32[3,2]"), std::string::npos) << shape.err;
+}
+
+TEST_F(Cli, FieldsAreNotCalledTensorsAndEmptyPolicyTermsAreRefused) {
+  std::string v9 = kGraph;
+  v9.replace(v9.find("\"version\": 1"), 12, "\"version\": \"x\"");
+  CliRun version = duet("plan " + write("v.json", v9) + " --profile h100");
+  EXPECT_EQ(version.status, 2) << version.err;
+  EXPECT_NE(version.err.find("graph file version: expected an integer"), std::string::npos)
+      << version.err;
+  EXPECT_EQ(version.err.find("tensor 'graph file"), std::string::npos) << version.err;
+
+  const std::string g = write("tiny.json", kGraph);
+  for (const char* policy : {"deny=vulkan;;precision=f32", ";deny=vulkan", "deny=vulkan;"}) {
+    CliRun r = duet("plan " + g + " --profile h100 --policy '" + policy + "'");
+    EXPECT_EQ(r.status, 2) << policy << "\n" << r.err;
+    EXPECT_NE(r.err.find("an empty term"), std::string::npos) << r.err;
+  }
+}
+
+TEST_F(Cli, ConstantsThatOverflowTheirDtypeAreRefused) {
+  std::string g = kGraph;
+  g.replace(g.find("[0.5, -1, 2]"), 12, "[0.5, 1e39, 2]");
+  CliRun r = duet("plan " + write("o.json", g) + " --profile h100");
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_NE(r.err.find("constant 'b' values[1]"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("1e+39"), std::string::npos) << r.err;
+  // "inf" says so on purpose, and the largest f32 written shortest reads back as itself.
+  g = kGraph;
+  g.replace(g.find("[0.5, -1, 2]"), 12, "[\"inf\", 3.4028235e38, -3.4028235e38]");
+  EXPECT_EQ(duet("plan " + write("i.json", g) + " --profile h100").status, 0);
 }
 
 // ---- ONNX models --------------------------------------------------------------------------

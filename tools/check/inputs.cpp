@@ -1,9 +1,11 @@
 #include "check/inputs.h"
 
+#include <algorithm>
 #include <climits>
 #include <cmath>
 #include <cstring>
 
+#include "duet/internal/files.h"
 #include "duet/safetensors.h"
 
 namespace duet::check {
@@ -72,6 +74,15 @@ Result<std::map<std::string, HostTensor>> graph_inputs(
     std::string& note) {
   std::map<std::string, HostTensor> in;
   if (!given) {
+    // Every input is held at once: the sum is checked before the first is allocated.
+    uint64_t total = 0;
+    for (int id : g.inputs()) {
+      const GraphValue& v = g.value(id);
+      total += static_cast<uint64_t>(v.desc.nbytes());
+      DUET_TRY(check_host_bytes(
+          total, "graph '" + g.name() + "': random values for input '" + v.name + "' " +
+                     v.desc.str() + (g.inputs().size() > 1 ? " and the inputs before it" : "")));
+    }
     for (int id : g.inputs()) in[g.value(id).name] = random_input(g, id, static_cast<uint64_t>(id));
     note = g.inputs().empty() ? "" : "inputs: random (no --inputs given)";
     return in;
@@ -89,6 +100,21 @@ Result<std::map<std::string, HostTensor>> graph_inputs(
       return Status(Code::invalid_argument, "inputs file '" + path + "': no tensor '" +
                                                 g.value(id).name + "' (graph '" + g.name() +
                                                 "' needs: " + names + ")");
+  // A duet-graph file declares each input's dtype and shape, and a tensor that differs is a
+  // mistake to report, not a reason to plan again (an ONNX model's symbolic dimensions were
+  // already sized from this file).
+  for (int id : g.inputs()) {
+    const GraphValue& v = g.value(id);
+    const TensorDesc& t = in.at(v.name).desc();
+    if (t.dtype != v.desc.dtype ||
+        !std::equal(t.dims().begin(), t.dims().end(), v.desc.dims().begin(), v.desc.dims().end()))
+      return at("inputs file '" + path + "'",
+                Err(Code::invalid_argument)
+                    .tensor(v.name)
+                    .expected(TensorDesc::contiguous(v.desc.dtype, v.desc.dims()).str() +
+                              " (graph '" + g.name() + "' declares it so)")
+                    .got(TensorDesc::contiguous(t.dtype, t.dims()).str()));
+  }
   note = "inputs: " + path;
   return in;
 }

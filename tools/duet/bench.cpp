@@ -15,6 +15,7 @@
 #include "duet/bandwidth.h"
 #include "duet/commands.h"
 #include "duet/common.h"
+#include "duet/internal/files.h"
 #include "duet/quantize.h"
 
 namespace duet::cli {
@@ -368,6 +369,10 @@ Status plot(const std::vector<Row>& rows, const std::string& path) {
 }
 
 int run_bench(const CLI::App& cmd, const Options& o) {
+  for (const auto& [option, path] :
+       {std::pair<const char*, const std::string*>{"--json", &o.json_path},
+        {"--plot", &o.plot_path}})
+    if (Status s = check_output_target(*path, option); !s.ok()) return fail(cmd, s.message(), 2);
   if (Status s = validate_ops(o.ops); !s.ok()) return fail(cmd, s.message(), 2);
   if (Status s = validate_dtypes(o.dtypes); !s.ok()) return fail(cmd, s.message(), 2);
   if (o.repeats < 1) return fail(cmd, "--repeats must be at least 1", 2);

@@ -13,6 +13,7 @@
 #include "duet/check_model.h"
 #include "duet/commands.h"
 #include "duet/common.h"
+#include "duet/internal/files.h"
 #include "reference/reference.h"
 
 namespace duet::cli {
@@ -152,6 +153,8 @@ void print_matrix(const std::vector<Row>& rows, const std::vector<Device*>& devi
 }
 
 int run_check(const CLI::App& cmd, const Options& o) {
+  if (Status s = check_output_target(o.json_path, "--json"); !s.ok())
+    return fail(cmd, s.message(), 2);
   if (!o.model.path.empty()) {
     if (!o.ops.empty() || !o.dtypes.empty() || o.full)
       return fail(cmd,

@@ -1,7 +1,5 @@
 #include "duet/common.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -9,6 +7,7 @@
 #include <cstring>
 #include <fstream>
 
+#include "duet/internal/files.h"
 #include "duet/model_file.h"
 
 namespace duet::cli {
@@ -46,25 +45,7 @@ Status validate_dtypes(const std::vector<std::string>& dtypes) {
 }
 
 Status write_file_atomically(const std::string& path, const std::string& content) {
-  // Unique per process, so two runs writing the same path cannot interleave their partial files.
-  const std::string tmp = path + ".partial-" + std::to_string(::getpid());
-  {
-    std::ofstream f(tmp, std::ios::binary);
-    if (!f) return Status(Code::io_error, "cannot write " + path + ": " + std::strerror(errno));
-    f << content;
-    f.flush();
-    if (!f) {
-      const std::string why = std::strerror(errno);
-      std::remove(tmp.c_str());
-      return Status(Code::io_error, "cannot write " + path + ": " + why);
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string why = std::strerror(errno);
-    std::remove(tmp.c_str());
-    return Status(Code::io_error, "cannot move the finished " + path + " into place: " + why);
-  }
-  return {};
+  return duet::write_file_atomically(path, content);
 }
 
 int exit_status_for(const Status& s) {

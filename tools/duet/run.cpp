@@ -13,6 +13,7 @@
 #include "duet/backends.h"
 #include "duet/commands.h"
 #include "duet/common.h"
+#include "duet/internal/files.h"
 #include "duet/engine.h"
 #include "duet/plan_view.h"
 #include "duet/safetensors.h"
@@ -55,6 +56,11 @@ std::string stats(const HostTensor& t) {
 }
 
 int run_graph(const CLI::App& cmd, const Options& o) {
+  // Outputs are checked before any work: a device, fifo or folder is never replaced.
+  for (const auto& [option, path] :
+       {std::pair<const char*, const std::string*>{"--outputs", &o.outputs_path},
+        {"--json", &o.json_path}})
+    if (Status s = check_output_target(*path, option); !s.ok()) return fail(cmd, s.message(), 2);
   if (o.repeats < 1) return fail(cmd, "--repeats must be at least 1", 2);
   auto policy = choose_policy(o.policy_given->count() ? std::optional(o.policy) : std::nullopt);
   if (!policy.ok()) return fail(cmd, policy.status().message(), 2);
