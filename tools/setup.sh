@@ -18,6 +18,8 @@ packages=(
   libonnx-dev libprotobuf-dev libonnx-testdata python3-onnx python3-torch
   # `duet bench --plot`
   gnuplot-nox
+  # the fuzz preset: clang with libFuzzer and its sanitizer runtimes
+  clang libclang-rt-14-dev
 )
 
 sudo=""

@@ -1,0 +1,197 @@
+#!/usr/bin/python3
+"""Writes the seed corpora of the fuzz targets (fuzz/corpus/TARGET/seed-*): small, valid
+files of each format that reach the readers' main paths, for libFuzzer to mutate. Files a
+campaign found (crashes once fixed, inputs that cover new code) live beside them under other
+names and are kept. Run again after changing a format: /usr/bin/python3 fuzz/make_seeds.py
+(Debian's Python, which has python3-onnx and python3-numpy)."""
+import json
+import os
+import shutil
+import struct
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+CORPUS = os.path.join(HERE, "corpus")
+
+
+def put(target, name, data):
+    d = os.path.join(CORPUS, target)
+    os.makedirs(d, exist_ok=True)
+    mode = "wb" if isinstance(data, bytes) else "w"
+    with open(os.path.join(d, "seed-" + name), mode) as f:
+        f.write(data)
+
+
+# ---- graph JSON --------------------------------------------------------------------------
+def graph(name, inputs, nodes, outputs, constants=()):
+    return json.dumps({"format": "duet-graph", "version": 1, "name": name,
+                       "inputs": list(inputs), "constants": list(constants),
+                       "nodes": list(nodes), "outputs": list(outputs)}, indent=1)
+
+
+def t(name, dtype, shape, **extra):
+    d = {"name": name, "dtype": dtype, "shape": shape}
+    d.update(extra)
+    return d
+
+
+def n(name, op, inputs, **attrs):
+    d = {"name": name, "op": op, "inputs": inputs}
+    if attrs:
+        d["attrs"] = attrs
+    return d
+
+
+def graph_seeds():
+    for ex in ("attention.json", "block.json"):
+        with open(os.path.join(ROOT, "examples", ex)) as f:
+            put("graph_json", ex, f.read())
+    put("graph_json", "elementwise.json", graph(
+        "ew", [t("x", "f32", [2, 3])],
+        [n("a", "scale", ["x"], alpha=2), n("r", "relu", ["a"]), n("s", "sub", ["r", "b"]),
+         n("g", "gelu", ["s"], gelu_approx="tanh"), n("c", "cast", ["g"], to="f16")],
+        ["c"], [t("b", "f32", [3], values=[0.5, "-inf", "nan"])]))
+    put("graph_json", "matmul.json", graph(
+        "mm", [t("a", "bf16", [4, 8]), t("b", "bf16", [16, 8])],
+        [n("m", "matmul", ["a", "b"], transpose_b=True), n("sm", "softmax", ["m"], axis=-1)],
+        ["sm"]))
+    put("graph_json", "decode.json", graph(
+        "decode", [t("q", "f16", [1, 4, 1, 64]), t("k", "f16", [1, 4, 128, 64]),
+                   t("v", "f16", [1, 4, 128, 64])],
+        [n("rq", "rope", ["q"], rope_offset=127, rope_theta=10000.0, rope_mode="gptj"),
+         n("o", "attention", ["rq", "k", "v"], causal=True, scale=0.125)], ["o"]))
+    put("graph_json", "shapes.json", graph(
+        "shapes", [t("x", "f32", [2, 3, 4])],
+        [n("p", "permute", ["x"], perm=[2, 0, 1]), n("r", "reshape", ["p"], shape=[4, 6]),
+         n("s", "slice", ["r"], axis=1, start=1, stop=5, step=2),
+         n("tr", "transpose", ["s"], dim0=0, dim1=1)], ["tr"]))
+    put("graph_json", "embedding.json", graph(
+        "emb", [t("ids", "i32", [1, 5])],
+        [n("e", "embedding", ["table", "ids"]), n("ln", "layernorm", ["e", "g", "b"], eps=1e-5)],
+        ["ln"],
+        [t("table", "f32", [10, 4], file="weights.safetensors", key="wte"),
+         t("g", "f32", [4], values=[1, 1, 1, 1]), t("b", "f32", [4], values=[0, 0, 0, 0])]))
+    put("graph_json", "quantized.json", graph(
+        "q", [t("x", "f32", [1, 32])],
+        [n("y", "matmul", ["x", "w"], transpose_b=True)], ["y"],
+        [t("w", "q8_0", [8, 32], file="w.gguf")]))
+
+
+# ---- policies ----------------------------------------------------------------------------
+def policy_seeds():
+    for i, p in enumerate([
+            "deny=vulkan", "allow=cpu,vulkan:0;precision=f32",
+            "deny=cuda.flash;precision.attention=f16;fallback=off",
+            "device=cpu:0;budget=512MiB;budget.vulkan:0=1.5GiB;split=off",
+            "precision=bf16;deny=cuda:1,vulkan.subgroup", " allow = cuda ; split = on "]):
+        put("policy", "%d.txt" % i, p)
+
+
+# ---- safetensors -------------------------------------------------------------------------
+def safetensors(tensors, metadata=None):
+    header, data = {}, b""
+    if metadata:
+        header["__metadata__"] = metadata
+    for name, dtype, shape, raw in tensors:
+        header[name] = {"dtype": dtype, "shape": shape,
+                        "data_offsets": [len(data), len(data) + len(raw)]}
+        data += raw
+    h = json.dumps(header).encode()
+    h += b" " * (-len(h) % 8)
+    return struct.pack("<Q", len(h)) + h + data
+
+
+def safetensors_seeds():
+    put("safetensors", "f32.safetensors",
+        safetensors([("x", "F32", [2, 3], struct.pack("<6f", 1, -2, 3, 0.25, 4, -0.5))],
+                    {"producer": "seed"}))
+    put("safetensors", "mixed.safetensors", safetensors([
+        ("a", "F16", [4], struct.pack("<4e", 1, 2, -3, 0.5)),
+        ("b", "BF16", [2, 2], struct.pack("<4H", 0x3F80, 0x4000, 0xBF80, 0x0000)),
+        ("c", "I8", [3], struct.pack("<3b", -1, 0, 127)),
+        ("d", "I32", [1, 2], struct.pack("<2i", 7, -7)),
+        ("e", "I64", [2], struct.pack("<2q", 1, 2)),
+        ("f", "F64", [1], struct.pack("<d", 1.5))]))
+    put("safetensors", "empty.safetensors", safetensors([]))
+
+
+# ---- GGUF --------------------------------------------------------------------------------
+def gguf_string(s):
+    b = s.encode()
+    return struct.pack("<Q", len(b)) + b
+
+
+def gguf(kv, tensors, alignment=32):
+    out = b"GGUF" + struct.pack("<IQQ", 3, len(tensors), len(kv))
+    for key, vtype, payload in kv:
+        out += gguf_string(key) + struct.pack("<I", vtype) + payload
+    data, infos = b"", b""
+    for name, ne, ggml_type, raw in tensors:
+        data += b"\0" * (-len(data) % alignment)
+        infos += gguf_string(name) + struct.pack("<I", len(ne))
+        infos += b"".join(struct.pack("<Q", x) for x in ne)
+        infos += struct.pack("<IQ", ggml_type, len(data))
+        data += raw
+    out += infos
+    out += b"\0" * (-len(out) % alignment)
+    return out + data
+
+
+def gguf_seeds():
+    kv = [("general.architecture", 8, gguf_string("llama")),
+          ("general.alignment", 4, struct.pack("<I", 32)),
+          ("llama.context_length", 10, struct.pack("<Q", 4096)),
+          ("tokenizer.scores", 9, struct.pack("<IQ", 6, 2) + struct.pack("<2f", -1, 0.5)),
+          ("tokenizer.tokens", 9, struct.pack("<IQ", 8, 2) + gguf_string("a") + gguf_string("b")),
+          ("flag", 7, b"\1"), ("eps", 12, struct.pack("<d", 1e-5))]
+    q8_block = struct.pack("<e", 0.5) + bytes(range(32))
+    q4_block = struct.pack("<e", 0.25) + bytes(range(16))
+    put("gguf", "tensors.gguf", gguf(kv, [
+        ("f32", [4, 2], 0, struct.pack("<8f", *range(8))),
+        ("f16", [3], 1, struct.pack("<3e", 1, 2, 3)),
+        ("q8_0", [32, 2], 8, q8_block * 2),
+        ("q4_0", [32], 2, q4_block)]))
+    put("gguf", "metadata-only.gguf", gguf(kv, []))
+
+
+# ---- ONNX --------------------------------------------------------------------------------
+def onnx_seeds():
+    try:
+        import numpy as np
+        from onnx import TensorProto, helper, numpy_helper
+    except ImportError:
+        print("make_seeds: python3-onnx missing, ONNX seeds left as they are", file=sys.stderr)
+        return
+    f = TensorProto.FLOAT
+
+    def model(name, nodes, inputs, outputs, inits=()):
+        g = helper.make_graph(nodes, name, inputs, outputs, list(inits))
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+        put("onnx", name + ".onnx", m.SerializeToString())
+
+    vi = helper.make_tensor_value_info
+    w = numpy_helper.from_array(np.arange(12, dtype=np.float32).reshape(3, 4) / 10, "w")
+    model("mlp", [helper.make_node("MatMul", ["x", "w"], ["m"]),
+                  helper.make_node("Relu", ["m"], ["r"]),
+                  helper.make_node("Softmax", ["r"], ["y"], axis=-1)],
+          [vi("x", f, ["batch", 3])], [vi("y", f, ["batch", 4])], [w])
+    g = numpy_helper.from_array(np.ones(4, dtype=np.float32), "g")
+    b = numpy_helper.from_array(np.zeros(4, dtype=np.float32), "b")
+    model("norm", [helper.make_node("LayerNormalization", ["x", "g", "b"], ["y"], axis=-1,
+                                    epsilon=1e-5)],
+          [vi("x", f, [2, 4])], [vi("y", f, [2, 4])], [g, b])
+    table = numpy_helper.from_array(np.arange(20, dtype=np.float32).reshape(5, 4), "table")
+    shape = numpy_helper.from_array(np.array([1, -1], dtype=np.int64), "shape")
+    model("gather", [helper.make_node("Gather", ["table", "ids"], ["e"], axis=0),
+                     helper.make_node("Reshape", ["e", "shape"], ["r"]),
+                     helper.make_node("Transpose", ["r"], ["y"], perm=[1, 0])],
+          [vi("ids", TensorProto.INT64, [3])], [vi("y", f, None)], [table, shape])
+
+
+if __name__ == "__main__":
+    graph_seeds()
+    policy_seeds()
+    safetensors_seeds()
+    gguf_seeds()
+    onnx_seeds()
