@@ -255,11 +255,10 @@ Status map_attention(Node& n) {
     if (!causal) {
       DUET_ASSIGN_OR_RETURN(mask, n.runtime(3));
     }
-    if (mask.valid()) {
+    if (fits && mask.valid()) {  // the shapes are read only when they have rank 4
       const TensorDesc& m = n.desc(mask);
       const int64_t target[4] = {q[0], q[1], q[2], kt[3]};
-      fits = fits && (m.dtype == DType::f32 || m.dtype == n.desc(qv).dtype) &&
-             broadcast_to(m, target).ok();
+      fits = (m.dtype == DType::f32 || m.dtype == n.desc(qv).dtype) && broadcast_to(m, target).ok();
     }
   }
   if (fits) {
