@@ -10,6 +10,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "duet/policy.h"
+
 namespace duet {
 
 uint64_t host_memory_bytes() {
@@ -19,28 +21,12 @@ uint64_t host_memory_bytes() {
   return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page);
 }
 
-std::string bytes_text(uint64_t bytes) {
-  static const char* const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
-  double v = static_cast<double>(bytes);
-  int u = 0;
-  while (v >= 1024 && u < 6) {
-    v /= 1024;
-    ++u;
-  }
-  char b[32];
-  if (u == 0)
-    std::snprintf(b, sizeof b, "%llu B", static_cast<unsigned long long>(bytes));
-  else
-    std::snprintf(b, sizeof b, "%.2f %s", v, units[u]);
-  return b;
-}
-
 Status check_host_bytes(uint64_t bytes, std::string_view what) {
   const uint64_t have = host_memory_bytes();
   if (bytes <= have) return {};
   return at(what, Err(Code::invalid_argument)
-                      .expected("at most this machine's memory (" + bytes_text(have) + ")")
-                      .got(bytes_text(bytes)));
+                      .expected("at most this machine's memory (" + format_bytes(have) + ")")
+                      .got(format_bytes(bytes)));
 }
 
 Result<std::string> read_whole_file(const std::string& path, uint64_t cap, std::string_view kind) {
@@ -61,7 +47,7 @@ Result<std::string> read_whole_file(const std::string& path, uint64_t cap, std::
   }
   auto too_large = [&](const std::string& got) {
     return at(name, Err(Code::invalid_argument)
-                        .expected("at most " + bytes_text(cap) + " (the most read from a " +
+                        .expected("at most " + format_bytes(cap) + " (the most read from a " +
                                   std::string(kind) + ")")
                         .got(got));
   };

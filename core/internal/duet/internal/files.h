@@ -43,7 +43,4 @@ Status check_output_target(const std::string& path, std::string_view option);
 // renames it into place, so a failure never leaves a partial file that looks complete.
 Status write_file_atomically(const std::string& path, std::string_view content);
 
-// "1.50 GiB", "512 B"
-std::string bytes_text(uint64_t bytes);
-
 }  // namespace duet
