@@ -68,7 +68,11 @@ class Node {
   // Outputs. An output is used when a later node reads it or it is a graph output.
   size_t num_outputs() const { return static_cast<size_t>(p_.output_size()); }
   bool output_used(size_t i) const;
-  const std::string& output_name(size_t i) const { return p_.output(static_cast<int>(i)); }
+  // Empty past the node's outputs (a malformed node may have none).
+  const std::string& output_name(size_t i) const {
+    static const std::string none;
+    return i < num_outputs() ? p_.output(static_cast<int>(i)) : none;
+  }
 
   // Adds a duet op. The value of output `out` is named after it; helpers (`purpose` given) get
   // "<output 0>/<purpose>". Errors are read from build status after the mapping returns.
