@@ -288,6 +288,17 @@ TEST_F(Cli, BenchTimesTheOpsOfAUsersGraphOnceEachWithTheirCount) {
   EXPECT_EQ(only.out.find("matmul ("), std::string::npos) << only.out;
 }
 
+TEST_F(Cli, BenchPlotsAGraphsRowsToAPng) {
+  if (std::system("command -v gnuplot >/dev/null 2>&1") != 0)
+    GTEST_SKIP() << "gnuplot is not installed (tools/setup.sh installs gnuplot-nox)";
+  const std::string g = write("layer.json", kDecodeLayer);
+  const std::string png = path("b.png");
+  CliRun r = duet("bench " + g + " --device cpu:0 --repeats 1 --min-seconds 0 --plot " + png);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(slurp(png).substr(0, 4), "\x89PNG");
+  EXPECT_EQ(files(), std::vector<std::string>({"b.png", "layer.json"}));  // no partial file left
+}
+
 TEST_F(Cli, BenchOfAMissingOrBrokenGraphIsOneLineAndExitTwo) {
   CliRun missing = duet("bench " + path("nope.json"));
   EXPECT_EQ(missing.status, 2);

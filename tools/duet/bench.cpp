@@ -321,15 +321,67 @@ Row bench_one(Device& d, const KernelChoice& k, const BenchCase& c, const Inputs
   return r;
 }
 
+// gnuplot's string quoting: double quotes, backslashes and quotes escaped.
+std::string gp_quote(const std::string& s) {
+  std::string q = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') q += '\\';
+    q += c;
+  }
+  return q + "\"";
+}
+
+// A bar chart of the rows: cases grouped along x, one colour per device, tier and precision
+// (the legend), compute-bound cases in GFLOP/s above, memory-bound ones in GB/s below (each by
+// the bound of its first row).
 Status plot(const std::vector<Row>& rows, const std::string& path) {
   namespace fs = std::filesystem;
+  std::vector<std::string> series, compute, memory;
+  auto add_unique = [](std::vector<std::string>& v, const std::string& s) {
+    if (std::find(v.begin(), v.end(), s) == v.end()) v.push_back(s);
+  };
+  auto series_of = [](const Row& r) { return r.device + " " + r.tier + " " + r.precision; };
+  for (const Row& r : rows) {
+    if (!r.error.empty()) continue;
+    add_unique(series, series_of(r));
+    const bool seen = std::find(compute.begin(), compute.end(), r.name) != compute.end() ||
+                      std::find(memory.begin(), memory.end(), r.name) != memory.end();
+    if (!seen) (r.memory_bound ? memory : compute).push_back(r.name);
+  }
+  if (series.empty()) return Status(Code::invalid_argument, "--plot: no row ran, nothing to draw");
   const fs::path dir = fs::temp_directory_path() / ("duet-plot-" + std::to_string(::getpid()));
   fs::create_directories(dir);
-  std::ofstream data(dir / "data.txt");
-  for (const Row& r : rows)
-    if (r.error.empty())
-      data << '"' << r.name << " @ " << r.device << "/" << r.tier << "\" " << r.gflops << "\n";
-  data.close();
+  // One data file per panel: a row per case, a column per series ('?' where it did not run).
+  auto write_panel = [&](const std::vector<std::string>& cases, bool mem, const fs::path& file) {
+    std::ofstream data(file);
+    data << "case";
+    for (const std::string& s : series) data << ' ' << gp_quote(s);
+    data << '\n';
+    for (const std::string& c : cases) {
+      data << gp_quote(c);
+      for (const std::string& s : series) {
+        double v = -1;
+        for (const Row& r : rows)
+          if (r.error.empty() && r.name == c && series_of(r) == s) v = mem ? r.gbps : r.gflops;
+        if (v < 0)
+          data << " ?";
+        else
+          data << ' ' << v;
+      }
+      data << '\n';
+    }
+  };
+  size_t longest = 0;
+  for (const Row& r : rows) longest = std::max(longest, r.name.size());
+  const size_t most = std::max(compute.size(), memory.size());
+  const int panels = (compute.empty() ? 0 : 1) + (memory.empty() ? 0 : 1);
+  // Room for every bar, for the legend on the right and for the labels under each panel, slanted
+  // by 60 degrees (about 7 px per character: 6 px of height, 3.5 px of width, so that the last
+  // label stays within the legend's margin).
+  const int width =
+      static_cast<int>(std::clamp<size_t>(420 + most * (series.size() * 16 + 24), 1000, 4000));
+  const int label_lines = static_cast<int>(std::min<size_t>(longest, 80) * 6 / 14 + 2);
+  const int height = panels * (360 + label_lines * 14);
   const std::string tmp_png = path + ".partial";
   if (!std::ofstream(tmp_png)) {
     const std::string why = std::strerror(errno);
@@ -337,15 +389,29 @@ Status plot(const std::vector<Row>& rows, const std::string& path) {
     return Status(Code::io_error, "cannot write " + path + ": " + why);
   }
   std::ofstream script(dir / "plot.gp");
-  script << "set terminal pngcairo size 1400,800 noenhanced\n"
-         << "set output '" << tmp_png << "'\n"
-         << "set style data histograms\nset style fill solid 0.8\nset boxwidth 0.8\n"
-         << "set ylabel 'GFLOP/s'\nset xtics rotate by -40 font ',8'\nset grid ytics\n"
-         << "set title 'duet bench: GFLOP/s per op, device and kernel tier'\n"
-         << "plot '" << (dir / "data.txt").string() << "' using 2:xtic(1) notitle\n";
+  script << "set terminal pngcairo size " << width << "," << height << " noenhanced font ',9'\n"
+         << "set output " << gp_quote(tmp_png) << "\n"
+         << "set datafile missing '?'\nset style data histograms\n"
+         << "set style histogram clustered gap 1\nset style fill solid 0.85 border -1\n"
+         << "set xtics rotate by -60 left nomirror\nset grid ytics\nset yrange [0:*]\n"
+         << "set key outside right top vertical Left reverse title 'device tier precision'\n"
+         << "set lmargin 10\nset bmargin " << label_lines << "\n";
+  if (panels > 1) script << "set multiplot layout 2,1\n";
+  auto draw = [&](const std::vector<std::string>& cases, bool mem) {
+    if (cases.empty()) return;
+    const fs::path file = dir / (mem ? "memory.txt" : "compute.txt");
+    write_panel(cases, mem, file);
+    script << "set ylabel '" << (mem ? "GB/s" : "GFLOP/s") << "'\n"
+           << "set title 'duet bench: "
+           << (mem ? "memory-bound ops, GB/s moved" : "compute-bound ops, GFLOP/s") << "'\n"
+           << "plot for [i=2:" << series.size() + 1 << "] " << gp_quote(file.string())
+           << " using i:xtic(1) title columnheader(i) lc i-1\n";
+  };
+  draw(compute, false);
+  draw(memory, true);
+  if (panels > 1) script << "unset multiplot\n";
   script.close();
-  // gnuplot's chatter ("empty y range" for a single bar) stays out of the table; on failure its
-  // first line says why.
+  // gnuplot's chatter stays out of the table; on failure its first line says why.
   const fs::path log = dir / "gnuplot.log";
   const std::string cmd =
       "gnuplot '" + (dir / "plot.gp").string() + "' >'" + log.string() + "' 2>&1";
@@ -534,7 +600,8 @@ Command add_bench(CLI::App& app) {
   sub->add_option("--dtype", o->dtypes, "Input dtype (repeatable; default: all)");
   sub->add_option("--json", o->json_path, "Write every row to this JSON file");
   sub->add_option("--plot", o->plot_path,
-                  "Draw GFLOP/s per op and device to this PNG (needs gnuplot)");
+                  "Draw the rows to this PNG: bars per case, a colour per device, tier and "
+                  "precision, GFLOP/s or GB/s by what bounds the op (needs gnuplot)");
   sub->add_option("--repeats", o->repeats,
                   "Most timed runs per row (at least 3 unless fewer given)")
       ->capture_default_str();
