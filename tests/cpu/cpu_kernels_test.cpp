@@ -325,10 +325,14 @@ TEST_P(CpuKernels, AttentionDecodeShapesMatchTheReference) {
       {1, 4, 4, 1, 4097, 64, true, false, "decode.causal.4097"},  // split-K, causal
       {2, 4, 2, 2, 3000, 64, true, true, "decode2.causal.mask"},  // Lq = 2 against a cache
       {1, 2, 2, 1, 5, 48, false, false, "decode.short"},
+      {1, 4, 4, 1, 700, 128, false, false, "mha.decode.d128"},  // one row per kv head
+      {1, 4, 2, 1, 600, 200, true, false, "gqa2.decode.d200"},  // two rows, 128 + 64 + tail
   };
   for (const Attn& a : as) attention_case(a, DType::f32);
   attention_case(as[0], DType::bf16);
   attention_case(as[2], DType::f16);
+  attention_case(as[4], DType::f16);
+  attention_case(as[5], DType::bf16);
 }
 
 TEST_P(CpuKernels, AttentionStridedInputsMatchTheReference) {
