@@ -74,6 +74,17 @@ inline V vfma(V a, V b, V c) {
 inline float vhsum(V v) {
   return _mm512_reduce_add_ps(v);
 }
+// The sums of four vectors into out[0..3]: each folded to 256 bits, then three horizontal adds
+// and one fold for the four together (a quarter of the shuffles of four separate reductions).
+inline __m256 fold256(V v) {
+  return _mm256_add_ps(_mm512_castps512_ps256(v),
+                       _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+}
+inline void vhsum4(V a, V b, V c, V d, float* out) {
+  const __m256 abcd = _mm256_hadd_ps(_mm256_hadd_ps(fold256(a), fold256(b)),
+                                     _mm256_hadd_ps(fold256(c), fold256(d)));
+  _mm_storeu_ps(out, _mm_add_ps(_mm256_castps256_ps128(abcd), _mm256_extractf128_ps(abcd, 1)));
+}
 inline float vhmax(V v) {
   return _mm512_reduce_max_ps(v);
 }

@@ -65,6 +65,12 @@ inline V vfma(V a, V b, V c) {
 inline float vhsum(V v) {
   return (v[0] + v[1]) + (v[2] + v[3]);
 }
+inline void vhsum4(V a, V b, V c, V d, float* out) {
+  out[0] = vhsum(a);
+  out[1] = vhsum(b);
+  out[2] = vhsum(c);
+  out[3] = vhsum(d);
+}
 inline float vhmax(V v) {
   const float a = v[0] > v[1] ? v[0] : v[1], b = v[2] > v[3] ? v[2] : v[3];
   return a > b ? a : b;
