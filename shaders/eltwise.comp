@@ -7,9 +7,10 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
+#include "duet/eltwise.h"
 
 layout(local_size_x_id = 0) in;
-layout(constant_id = 1) const uint OP = 0;  // see eltwise_code() in backends/vulkan/ops.cpp
+layout(constant_id = 1) const uint OP = 0u;  // a DUET_EW_* function code (duet/eltwise.h)
 
 #ifdef VECTOR
 #include "texel.glsl"
@@ -77,22 +78,23 @@ float pow_of(float x, float e) {
 
 float apply(float x, float z) {
   switch (OP) {
-    case 0: return x + z;
-    case 1: return x - z;
-    case 2: return x * z;
-    case 3: return x / z;
-    case 4: return x * P.f.x;
-    case 5: return x / (1.0 + exp(-x));
-    case 6: return 0.5 * x * one_plus_erf(x * 0.70710678118654752);
+    case DUET_EW_ADD: return x + z;
+    case DUET_EW_SUB: return x - z;
+    case DUET_EW_MUL: return x * z;
+    case DUET_EW_DIV: return x / z;
+    case DUET_EW_SCALE: return x * P.f.x;
+    case DUET_EW_SILU: return x / (1.0 + exp(-x));
+    case DUET_EW_GELU: return 0.5 * x * one_plus_erf(x * 0.70710678118654752);
     // 0.5 x (1 + tanh(u)) = x / (1 + exp(-2u)): no cancellation for negative x.
-    case 7: return x / (1.0 + exp(-1.5957691216057307 * (x + 0.044715 * x * x * x)));
-    case 8: return max(x, 0.0);
-    case 10: return 1.0 / (1.0 + exp(-x));
-    case 11: return tanh(clamp(x, -10.0, 10.0));  // tanh(10) rounds to 1; exp would overflow
-    case 12: return erf_of(x);
-    case 13: return sqrt(x);
-    case 14: return pow_of(x, P.f.x);
-    default: return exp(x);
+    case DUET_EW_GELU_TANH: return x / (1.0 + exp(-1.5957691216057307 * (x + 0.044715 * x * x * x)));
+    case DUET_EW_RELU: return max(x, 0.0);
+    case DUET_EW_EXP: return exp(x);
+    case DUET_EW_SIGMOID: return 1.0 / (1.0 + exp(-x));
+    case DUET_EW_TANH: return tanh(clamp(x, -10.0, 10.0));  // tanh(10) rounds to 1; exp would overflow
+    case DUET_EW_ERF: return erf_of(x);
+    case DUET_EW_SQRT: return sqrt(x);
+    case DUET_EW_POW: return pow_of(x, P.f.x);
+    default: return uintBitsToFloat(0x7fc00000u);  // never another function: NaN
   }
 }
 
@@ -103,7 +105,7 @@ void main() {
   for (uint i = GROUP_INDEX * gl_WorkGroupSize.x + gl_LocalInvocationID.x; i < n; i += stride) {
     float x[VEC], z[VEC];
     FETCH_VEC(ta, P.td[1].offset + i * VEC, x);
-    if (OP < 4) {
+    if (OP < DUET_EW_BINARY_END) {
       FETCH_VEC(tb, P.td[2].offset + i * VEC, z);
     } else {
       [[unroll]] for (uint k = 0u; k < VEC; ++k) z[k] = 0.0;
@@ -118,7 +120,7 @@ void main() {
   uint stride = gl_NumWorkGroups.x * gl_NumWorkGroups.y * gl_WorkGroupSize.x;
   for (uint i = GROUP_INDEX * gl_WorkGroupSize.x + gl_LocalInvocationID.x; i < n; i += stride) {
     float x = LOADF(a[toff(1, i)]);
-    float z = OP < 4 ? LOADF(b[toff(2, i)]) : 0.0;
+    float z = OP < DUET_EW_BINARY_END ? LOADF(b[toff(2, i)]) : 0.0;
     y[toff(0, i)] = STOREF(apply(x, z));
   }
 }

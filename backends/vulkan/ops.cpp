@@ -222,39 +222,6 @@ struct Ctx {
 
 // ---- elementwise ----------------------------------------------------------------------------
 
-uint32_t eltwise_code(const OpDesc& op) {
-  switch (op.kind) {
-    case OpKind::add:
-      return 0;
-    case OpKind::sub:
-      return 1;
-    case OpKind::mul:
-      return 2;
-    case OpKind::div:
-      return 3;
-    case OpKind::scale:
-      return 4;
-    case OpKind::silu:
-      return 5;
-    case OpKind::gelu:
-      return op.attrs.gelu_approx == GeluApprox::tanh ? 7 : 6;
-    case OpKind::relu:
-      return 8;
-    case OpKind::sigmoid:
-      return 10;
-    case OpKind::tanh:
-      return 11;
-    case OpKind::erf:
-      return 12;
-    case OpKind::sqrt:
-      return 13;
-    case OpKind::pow:
-      return 14;
-    default:
-      return 9;  // exp
-  }
-}
-
 // Whether an op over `p` (output first) runs as a *_vec shader (eltwise, softmax, norm, convert):
 // on CPU devices, where a texel fetch of 16 bytes costs less than one storage-buffer element
 // (docs/vulkan.md), when every tensor is dense and starts on 16 bytes, the length is whole texels
@@ -273,6 +240,9 @@ bool vector_path(const Ctx& c, const std::vector<Arg>& p, uint32_t out_offset) {
 }
 
 Status eltwise(const Ctx& c, const Arg& out, std::span<const Arg> in) {
+  // The shader's OP constant: a function of duet/eltwise.h, shared with shaders/eltwise.comp.
+  const std::optional<uint32_t> code = eltwise_code(c.op);
+  if (!code) return unsupported(c.dev, c.op, "not an element-wise function of duet/eltwise.h");
   std::vector<Arg> args{out};
   for (const Arg& a : in) {
     DUET_ASSIGN_OR_RETURN(TensorDesc b, broadcast_to(a.desc, out.desc.dims()));
@@ -283,8 +253,8 @@ Status eltwise(const Ctx& c, const Arg& out, std::span<const Arg> in) {
       c.dev, args, args.size(), leading_dims(out.desc.rank, 0),
       [&](const std::vector<Arg>& p) -> Status {
         Dispatch d;
-        d.spec = {static_cast<uint32_t>(c.block()), eltwise_code(c.op)};
-        d.params.f[0] = c.op.kind == OpKind::pow ? c.op.attrs.exponent : c.op.attrs.alpha;
+        d.spec = {static_cast<uint32_t>(c.block()), *code};
+        d.params.f[0] = eltwise_param(c.op);
         DUET_TRY(c.bind_into(d, 1, 0, p[0], true, "output"));
         const int64_t v = texel_vec(t);
         if (vector_path(c, p, d.params.td[0].offset)) {

@@ -1,6 +1,9 @@
 // Shape and dtype inference, and the error a user gets for each kind of bad input.
 #include <gtest/gtest.h>
 
+#include <set>
+
+#include "duet/eltwise.h"
 #include "duet/op.h"
 
 namespace duet {
@@ -28,6 +31,34 @@ TEST(Op, NamesRoundTrip) {
     EXPECT_EQ(parse_op(op_name(k)), k);
   }
   EXPECT_FALSE(parse_op("conv2d"));
+}
+
+// Every op kind has its row of facts; every element-wise op a function code of its own, known to
+// the kernels, and a float64 definition; no other op has either.
+TEST(Op, EveryKindHasItsFactsAndEveryElementwiseOpItsCode) {
+  std::set<uint32_t> codes;
+  for (int i = 0; i < kNumOpKinds; ++i) {
+    const auto k = static_cast<OpKind>(i);
+    EXPECT_NE(op_name(k), "?") << i;
+    EXPECT_FALSE(op_inputs(k).empty()) << op_name(k);
+    OpDesc op;
+    op.kind = k;
+    const bool ew = op_class(k) == OpClass::elementwise;
+    EXPECT_EQ(eltwise_code(op).has_value(), ew) << op_name(k);
+    EXPECT_EQ(eltwise_reference(k) != nullptr, ew) << op_name(k);
+    if (!ew) continue;
+    EXPECT_EQ(is_binary_elementwise(k), op_inputs(k).size() == 2) << op_name(k);
+    const uint32_t code = *eltwise_code(op);
+    EXPECT_LT(code, DUET_EW_COUNT) << op_name(k);
+    EXPECT_EQ(code < DUET_EW_BINARY_END, is_binary_elementwise(k)) << op_name(k);
+    EXPECT_TRUE(codes.insert(code).second) << op_name(k) << " shares code " << code;
+  }
+  OpDesc gelu;
+  gelu.kind = OpKind::gelu;
+  gelu.attrs.gelu_approx = GeluApprox::tanh;
+  EXPECT_EQ(eltwise_code(gelu), DUET_EW_GELU_TANH);
+  EXPECT_EQ(op_input_range(OpKind::div, 1), InputRange::positive);
+  EXPECT_EQ(op_input_range(OpKind::div, 0), InputRange::any);
 }
 
 TEST(Op, MatmulBroadcastsBatchAndHonoursTranspose) {

@@ -86,35 +86,41 @@ void matmul_cases(Builder& b, DType t) {
         {}, "view");
 }
 
+Fill fill_for(OpKind k, size_t input) {
+  return op_input_range(k, input) == InputRange::positive ? Fill::positive : Fill::unit;
+}
+
+// Every element-wise op of the op set (duet/op.h), by its arity: a new one gets these cases.
 void elementwise_cases(Builder& b, DType t) {
-  for (OpKind k : {OpKind::add, OpKind::sub, OpKind::mul, OpKind::div}) {
-    const Fill f2 = k == OpKind::div ? Fill::positive : Fill::unit;
-    b.add(k, t, {dense(t, {3, 17}), dense(t, {17})}, {Fill::unit, f2});
-    b.add(k, t, {dense(t, {2, 1, 5}), dense(t, {3, 1})}, {Fill::unit, f2});
-    b.add(k, t, {dense(t, {257}), dense(t, {257})}, {Fill::unit, f2});
-    b.add(k, t, {transposed(t, {5, 33}), dense(t, {5, 33})}, {Fill::unit, f2}, {}, "view");
-    b.add(k, t, {dense(t, {2, 3, 64, 129}), dense(t, {3, 1, 129})}, {Fill::unit, f2}, {}, "", true);
+  for (int i = 0; i < kNumOpKinds; ++i) {
+    const OpKind k = static_cast<OpKind>(i);
+    if (!is_binary_elementwise(k)) continue;
+    const Fill f1 = fill_for(k, 0), f2 = fill_for(k, 1);
+    b.add(k, t, {dense(t, {3, 17}), dense(t, {17})}, {f1, f2});
+    b.add(k, t, {dense(t, {2, 1, 5}), dense(t, {3, 1})}, {f1, f2});
+    b.add(k, t, {dense(t, {257}), dense(t, {257})}, {f1, f2});
+    b.add(k, t, {transposed(t, {5, 33}), dense(t, {5, 33})}, {f1, f2}, {}, "view");
+    b.add(k, t, {dense(t, {2, 3, 64, 129}), dense(t, {3, 1, 129})}, {f1, f2}, {}, "", true);
   }
-  for (OpKind k : {OpKind::scale, OpKind::silu, OpKind::gelu, OpKind::relu, OpKind::exp}) {
+  for (int i = 0; i < kNumOpKinds; ++i) {
+    const OpKind k = static_cast<OpKind>(i);
+    if (!is_unary_elementwise(k)) continue;
     OpAttrs a;
     a.alpha = 0.37f;
-    b.add(k, t, {dense(t, {1})}, {Fill::unit}, a);
-    b.add(k, t, {dense(t, {3, 17})}, {Fill::unit}, a);
-    b.add(k, t, {strided(t, {2, 3, 257})}, {Fill::unit}, a, "view");
+    const Fill f = fill_for(k, 0);
+    b.add(k, t, {dense(t, {1})}, {f}, a);
+    b.add(k, t, {dense(t, {3, 17})}, {f}, a);
+    b.add(k, t, {strided(t, {2, 3, 257})}, {f}, a, "view");
     if (k == OpKind::gelu) {
       a.gelu_approx = GeluApprox::tanh;
-      b.add(k, t, {dense(t, {3, 17})}, {Fill::unit}, a, "tanh");
+      b.add(k, t, {dense(t, {3, 17})}, {f}, a, "tanh");
     }
   }
   b.add(OpKind::exp, t, {dense(t, {4, 1000})}, {Fill::wide}, {}, "", true);
-  // Unit inputs reach both sides of tanh's and erf's polynomial thresholds; wide ones saturate.
-  for (OpKind k : {OpKind::sigmoid, OpKind::tanh, OpKind::erf}) {
-    b.add(k, t, {dense(t, {3, 17})}, {Fill::unit});
-    b.add(k, t, {strided(t, {2, 3, 257})}, {Fill::unit}, {}, "view");
+  // Unit inputs (above) reach both sides of tanh's and erf's polynomial thresholds; wide ones
+  // saturate.
+  for (OpKind k : {OpKind::sigmoid, OpKind::tanh, OpKind::erf})
     b.add(k, t, {dense(t, {4, 1000})}, {Fill::wide}, {}, "wide");
-  }
-  b.add(OpKind::sqrt, t, {dense(t, {3, 17})}, {Fill::positive});
-  b.add(OpKind::sqrt, t, {strided(t, {2, 3, 257})}, {Fill::positive}, {}, "view");
   for (float e : {2.0f, 3.0f, 0.5f, -1.0f, 1.7f, -2.5f}) {
     OpAttrs a;
     a.exponent = e;

@@ -10,30 +10,23 @@ namespace duet::check {
 
 namespace {
 
-enum class OpClass { exact, elementwise, rows, contraction };
+// How an op's error is judged: exact (data movement and views), element-wise, row ops,
+// contractions.
+enum class Judged { exact, elementwise, rows, contraction };
 
-OpClass op_class(OpKind k) {
-  switch (k) {
-    case OpKind::cast:
-    case OpKind::copy:
-    case OpKind::concat:
-    case OpKind::embedding:
-    case OpKind::reshape:
-    case OpKind::transpose:
-    case OpKind::permute:
-    case OpKind::slice:
-      return OpClass::exact;
-    case OpKind::softmax:
-    case OpKind::rmsnorm:
-    case OpKind::layernorm:
-    case OpKind::rope:
-      return OpClass::rows;
-    case OpKind::matmul:
-    case OpKind::attention:
-      return OpClass::contraction;
-    default:
-      return OpClass::elementwise;
+Judged judged_as(OpKind k) {
+  switch (op_class(k)) {
+    case OpClass::data_movement:
+    case OpClass::view:
+      return Judged::exact;
+    case OpClass::rows:
+      return Judged::rows;
+    case OpClass::contraction:
+      return Judged::contraction;
+    case OpClass::elementwise:
+      break;
   }
+  return Judged::elementwise;
 }
 
 // NMSE and max-error-over-rms caused by rounding a value once to `t`.
@@ -62,12 +55,12 @@ std::string Tolerance::str() const {
 
 Tolerance tolerance(const OpDesc& op, Precision used) {
   Tolerance t;
-  const OpClass c = op_class(op.kind);
-  if (c == OpClass::exact) {
+  const Judged c = judged_as(op.kind);
+  if (c == Judged::exact) {
     t.exact = true;
     return t;
   }
-  const int ci = c == OpClass::elementwise ? 0 : c == OpClass::rows ? 1 : 2;
+  const int ci = c == Judged::elementwise ? 0 : c == Judged::rows ? 1 : 2;
   // Rows: elementwise, row-wise (softmax, norms, rope), contractions (matmul, attention).
   static constexpr double kNmse[4][3] = {
       {1e-10, 1e-9, 1e-8},    // f32

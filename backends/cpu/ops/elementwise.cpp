@@ -1,5 +1,6 @@
 #include <cmath>
 
+#include "duet/eltwise.h"
 #include "kernels/isa.h"
 #include "ops/ops.h"
 
@@ -11,6 +12,14 @@ size_t u(int64_t i) {
   return static_cast<size_t>(i);
 }
 
+Status unknown(const OpArgs& a, uint32_t code) {
+  return Err(Code::unsupported)
+      .op(op_name(a.op.kind), a.op.name)
+      .device(a.device)
+      .note("no CPU kernel for element-wise function " + std::to_string(code) +
+            " (duet/eltwise.h)");
+}
+
 template <class F>
 void map_unary(const float* x, float* y, int64_t n, ThreadPool& pool, F f) {
   pool.parallel_for(n, 1 << 14, [&](int64_t b, int64_t e) {
@@ -18,44 +27,50 @@ void map_unary(const float* x, float* y, int64_t n, ThreadPool& pool, F f) {
   });
 }
 
-void unary(const OpArgs& a, const float* x, float* y, int64_t n) {
+// Each function of duet/eltwise.h; the vector kernels where there is one (kernels/kernels.h).
+Status unary(const OpArgs& a, uint32_t code, const float* x, float* y, int64_t n) {
   const kernels::Kernels& kt = kernels::active_kernels();
-  const OpAttrs& at = a.op.attrs;
-  switch (a.op.kind) {
-    case OpKind::scale: {
-      const float s = at.alpha;
+  auto vector = [&](auto* k) {
+    a.pool.parallel_for(n, 1 << 14, [&](int64_t b, int64_t e) { k(x + b, y + b, e - b); });
+  };
+  switch (code) {
+    case DUET_EW_SCALE: {
+      const float s = eltwise_param(a.op);
       map_unary(x, y, n, a.pool, [s](float v) { return v * s; });
-      break;
+      return {};
     }
-    case OpKind::relu:
+    case DUET_EW_RELU:
       map_unary(x, y, n, a.pool, [](float v) { return v > 0.0f ? v : 0.0f; });
-      break;
-    case OpKind::exp:
-      a.pool.parallel_for(n, 1 << 14, [&](int64_t b, int64_t e) { kt.exp(x + b, y + b, e - b); });
-      break;
-    case OpKind::silu:
-      a.pool.parallel_for(n, 1 << 14, [&](int64_t b, int64_t e) { kt.silu(x + b, y + b, e - b); });
-      break;
-    case OpKind::gelu:
-    case OpKind::sigmoid:
-    case OpKind::tanh:
-    case OpKind::erf:
-    case OpKind::sqrt: {
-      auto* k = a.op.kind == OpKind::sigmoid         ? kt.sigmoid
-                : a.op.kind == OpKind::tanh          ? kt.tanh
-                : a.op.kind == OpKind::erf           ? kt.erf
-                : a.op.kind == OpKind::sqrt          ? kt.sqrt
-                : at.gelu_approx == GeluApprox::tanh ? kt.gelu_tanh
-                                                     : kt.gelu_erf;
-      a.pool.parallel_for(n, 1 << 14, [&](int64_t b, int64_t e) { k(x + b, y + b, e - b); });
-      break;
-    }
-    case OpKind::pow: {
+      return {};
+    case DUET_EW_EXP:
+      vector(kt.exp);
+      return {};
+    case DUET_EW_SILU:
+      vector(kt.silu);
+      return {};
+    case DUET_EW_GELU:
+      vector(kt.gelu_erf);
+      return {};
+    case DUET_EW_GELU_TANH:
+      vector(kt.gelu_tanh);
+      return {};
+    case DUET_EW_SIGMOID:
+      vector(kt.sigmoid);
+      return {};
+    case DUET_EW_TANH:
+      vector(kt.tanh);
+      return {};
+    case DUET_EW_ERF:
+      vector(kt.erf);
+      return {};
+    case DUET_EW_SQRT:
+      vector(kt.sqrt);
+      return {};
+    case DUET_EW_POW: {
       // The exponents models use as they are (a square, a root) without pow's log and exp.
-      const float p = at.exponent;
+      const float p = eltwise_param(a.op);
       if (p == 0.5f)
-        a.pool.parallel_for(n, 1 << 14,
-                            [&](int64_t b, int64_t e) { kt.sqrt(x + b, y + b, e - b); });
+        vector(kt.sqrt);
       else if (p == 1.0f)
         map_unary(x, y, n, a.pool, [](float v) { return v; });
       else if (p == 2.0f)
@@ -66,10 +81,10 @@ void unary(const OpArgs& a, const float* x, float* y, int64_t n) {
         map_unary(x, y, n, a.pool, [](float v) { return 1.0f / v; });
       else
         map_unary(x, y, n, a.pool, [p](float v) { return std::pow(v, p); });
-      break;
+      return {};
     }
     default:
-      break;
+      return unknown(a, code);
   }
 }
 
@@ -104,27 +119,29 @@ void map_binary(const OpArgs& a, const F32In& x, const F32In& z, float* y, F f) 
 }  // namespace
 
 Status elementwise(const OpArgs& a) {
+  const std::optional<uint32_t> code = eltwise_code(a.op);
+  if (!code) return unknown(a, DUET_EW_COUNT);
   F32Out y(a.out);
-  if (is_unary_elementwise(a.op.kind)) {
+  if (*code >= DUET_EW_BINARY_END) {
     F32In x(a.in[0], a.pool);
-    unary(a, x.data(), y.data(), a.op.output.numel());
+    DUET_TRY(unary(a, *code, x.data(), y.data(), a.op.output.numel()));
   } else {
     F32In x(a.in[0], a.pool), z(a.in[1], a.pool);
-    switch (a.op.kind) {
-      case OpKind::add:
+    switch (*code) {
+      case DUET_EW_ADD:
         map_binary(a, x, z, y.data(), [](float p, float q) { return p + q; });
         break;
-      case OpKind::sub:
+      case DUET_EW_SUB:
         map_binary(a, x, z, y.data(), [](float p, float q) { return p - q; });
         break;
-      case OpKind::mul:
+      case DUET_EW_MUL:
         map_binary(a, x, z, y.data(), [](float p, float q) { return p * q; });
         break;
-      case OpKind::div:
+      case DUET_EW_DIV:
         map_binary(a, x, z, y.data(), [](float p, float q) { return p / q; });
         break;
       default:
-        return Status(Code::internal, "cpu elementwise: not a binary op");
+        return unknown(a, *code);
     }
   }
   y.finish(a.pool);

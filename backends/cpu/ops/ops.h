@@ -18,7 +18,7 @@ struct OpArgs {
   Precision precision = Precision::f32;  // of the planned kernel choice (bf16: matmul's bf16 dots)
 };
 
-Status elementwise(const OpArgs& a);  // scale, silu, gelu, relu, exp, add, sub, mul, div
+Status elementwise(const OpArgs& a);  // every function of duet/eltwise.h
 Status softmax(const OpArgs& a);
 Status norm(const OpArgs& a);  // rmsnorm, layernorm
 Status rope(const OpArgs& a);

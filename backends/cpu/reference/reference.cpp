@@ -49,52 +49,27 @@ void for_each(const TensorDesc& shape, F&& f) {
   }
 }
 
-double unary(OpKind k, const OpAttrs& a, double x) {
-  switch (k) {
-    case OpKind::scale:
-      return x * static_cast<double>(a.alpha);
-    case OpKind::relu:
-      return x > 0 ? x : 0.0;
-    case OpKind::exp:
-      return std::exp(x);
-    case OpKind::sigmoid:
-      return 1.0 / (1.0 + std::exp(-x));
-    case OpKind::tanh:
-      return std::tanh(x);
-    case OpKind::erf:
-      return std::erf(x);
-    case OpKind::sqrt:
-      return std::sqrt(x);
-    case OpKind::pow:
-      return std::pow(x, static_cast<double>(a.exponent));
-    case OpKind::silu:
-      return x / (1.0 + std::exp(-x));
-    case OpKind::gelu:
-      // Written so that neither form cancels for negative x: 0.5 x (1 + tanh(u)) is
-      // x / (1 + exp(-2u)), and 1 + erf(z) is erfc(-z).
-      if (a.gelu_approx == GeluApprox::tanh) {
-        const double c = std::sqrt(2.0 / std::numbers::pi);
-        return x / (1.0 + std::exp(-2.0 * c * (x + 0.044715 * x * x * x)));
-      }
-      return 0.5 * x * std::erfc(-x / std::numbers::sqrt2);
-    default:
-      return x;
+// Element-wise ops by their float64 definition (duet/op.h: eltwise_reference), inputs
+// broadcast to the output's shape.
+Result<std::vector<double>> elementwise(const OpDesc& op, std::span<const HostTensor> in) {
+  const EltwiseReference f = eltwise_reference(op.kind);
+  if (!f)
+    return Err(Code::internal)
+        .op(op_name(op.kind), op.name)
+        .device("reference")
+        .note("no float64 definition for this element-wise op");
+  std::vector<double> y(u(op.output.numel()));
+  if (in.size() == 1) {
+    Values a(in[0]);
+    for (size_t i = 0; i < y.size(); ++i) y[i] = f(a.v[i], 0.0, op.attrs);
+    return y;
   }
-}
-
-double binary(OpKind k, double x, double y) {
-  switch (k) {
-    case OpKind::add:
-      return x + y;
-    case OpKind::sub:
-      return x - y;
-    case OpKind::mul:
-      return x * y;
-    case OpKind::div:
-      return x / y;
-    default:
-      return x;
-  }
+  Values a(in[0]), b(in[1]);
+  int64_t o = 0;
+  for_each(op.output, [&](const Dims& idx) {
+    y[u(o++)] = f(a.at(idx, op.output.rank), b.at(idx, op.output.rank), op.attrs);
+  });
+  return y;
 }
 
 std::vector<double> matmul(const OpDesc& op, std::span<const HostTensor> in) {
@@ -291,35 +266,10 @@ Result<std::vector<double>> evaluate(const OpDesc& op, std::span<const HostTenso
           .expected(op.inputs[i].str())
           .got(inputs[i].desc().str());
 
+  if (op_class(op.kind) == OpClass::elementwise) return elementwise(op, inputs);
   switch (op.kind) {
     case OpKind::matmul:
       return matmul(op, inputs);
-    case OpKind::add:
-    case OpKind::sub:
-    case OpKind::mul:
-    case OpKind::div: {
-      Values a(inputs[0]), b(inputs[1]);
-      std::vector<double> y(u(op.output.numel()));
-      int64_t o = 0;
-      for_each(op.output, [&](const Dims& idx) {
-        y[u(o++)] = binary(op.kind, a.at(idx, op.output.rank), b.at(idx, op.output.rank));
-      });
-      return y;
-    }
-    case OpKind::scale:
-    case OpKind::silu:
-    case OpKind::gelu:
-    case OpKind::relu:
-    case OpKind::exp:
-    case OpKind::sigmoid:
-    case OpKind::tanh:
-    case OpKind::erf:
-    case OpKind::sqrt:
-    case OpKind::pow: {
-      std::vector<double> y = inputs[0].to_doubles();
-      for (double& x : y) x = unary(op.kind, op.attrs, x);
-      return y;
-    }
     case OpKind::softmax:
       return softmax(op, inputs);
     case OpKind::rmsnorm:
@@ -368,8 +318,10 @@ Result<std::vector<double>> evaluate(const OpDesc& op, std::span<const HostTenso
       }
       return y;
     }
+    default:
+      break;
   }
-  return Status(Code::internal, "reference: unknown op");
+  return Err(Code::internal).op(op_name(op.kind), op.name).device("reference").note("unknown op");
 }
 
 }  // namespace duet::reference

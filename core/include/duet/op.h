@@ -88,7 +88,18 @@ inline constexpr int kNumOpKinds = static_cast<int>(OpKind::slice) + 1;
 
 DUET_API std::string_view op_name(OpKind k);
 DUET_API std::optional<OpKind> parse_op(std::string_view name);
-DUET_API bool is_view(OpKind k);  // reshape, transpose, permute, slice
+
+// The kind of work an op is, for what treats ops by their class rather than by name: the
+// planner (data movement has no arithmetic precision), checks (tolerances), kernels.
+enum class OpClass : uint8_t {
+  elementwise,    // y[i] = f(x[i]) or f(a[i], b[i]) with broadcasting: add ... exp
+  rows,           // along the last dim, row by row: softmax, rmsnorm, layernorm, rope
+  contraction,    // sums of products: matmul, attention
+  data_movement,  // moves or converts stored values exactly: cast, copy, concat, embedding
+  view,           // no kernel, the output aliases the input: reshape, transpose, permute, slice
+};
+DUET_API OpClass op_class(OpKind k);
+DUET_API bool is_view(OpKind k);
 // scale, silu, gelu, relu, exp, sigmoid, tanh, erf, sqrt, pow
 DUET_API bool is_unary_elementwise(OpKind k);
 DUET_API bool is_binary_elementwise(OpKind k);  // add, sub, mul, div
@@ -151,6 +162,20 @@ struct DUET_API OpDesc {
 // Input names, when given, are used in error messages.
 DUET_API Result<OpDesc> make_op(OpKind kind, OpAttrs attrs, std::vector<TensorDesc> inputs,
                                 std::vector<std::string> input_names = {}, std::string name = {});
+
+// Element-wise ops: the function code every backend's kernels switch on (DUET_EW_* of
+// duet/eltwise.h; gelu's two forms have one each), nullopt for any other op; the float argument
+// the kernels receive with it (scale's alpha, pow's exponent; 0 where the function has none); and
+// the float64 definition, y = f(x, z) with z unused by unary functions (nullptr for other ops).
+DUET_API std::optional<uint32_t> eltwise_code(const OpDesc& op);
+DUET_API float eltwise_param(const OpDesc& op);
+using EltwiseReference = double (*)(double x, double z, const OpAttrs& attrs);
+DUET_API EltwiseReference eltwise_reference(OpKind k);
+
+// Where an input's values must lie for the op to be well defined and conditioned (a divisor is
+// positive): checks draw their random inputs from it.
+enum class InputRange : uint8_t { any, positive };
+DUET_API InputRange op_input_range(OpKind k, size_t input);
 
 // Attention's effective scale, softmax's effective scale.
 DUET_API float attention_scale(const OpDesc& op);

@@ -19,7 +19,7 @@ inline size_t u(int i) {
 }
 
 inline bool data_movement(OpKind k) {
-  return k == OpKind::cast || k == OpKind::copy || k == OpKind::concat || k == OpKind::embedding;
+  return op_class(k) == OpClass::data_movement;
 }
 
 // The precision an op's tensors ask for: that of its first floating-point input.

@@ -4,6 +4,8 @@
 
 #include <cstdint>
 
+#include "duet/eltwise.h"
+
 namespace duet::kernels::dev {
 
 // The storage dtypes, numbered as duet::DType (checked in host/plan.cpp).
@@ -62,23 +64,6 @@ struct MatmulParams {
 };
 
 // ---- generic (SIMT, fp32 compute) kernels
-enum class EwOp : uint8_t {
-  add,
-  sub,
-  mul,
-  div,
-  scale,
-  silu,
-  gelu,
-  gelu_tanh,
-  relu,
-  exp,
-  sigmoid,
-  tanh,
-  erf,
-  sqrt,
-  pow
-};
 
 struct EltwiseParams {
   Strided a, b;  // broadcast to the output's shape; b unused by unary ops
@@ -86,8 +71,8 @@ struct EltwiseParams {
   Elt out_dtype = Elt::f32;
   int64_t shape[4] = {1, 1, 1, 1};
   int64_t n = 0;
-  EwOp op = EwOp::add;
-  float alpha = 1;  // scale's factor, pow's exponent
+  uint32_t op = DUET_EW_ADD;  // a function of duet/eltwise.h
+  float alpha = 1;  // the op's float argument (eltwise_param: scale's factor, pow's exponent)
 };
 
 // Casts and copies, also each input of a concat (out is then a strided window of the output).

@@ -408,52 +408,11 @@ class Planner {
     p.out = out_.data;
     p.out_dtype = elt(out_.dtype);
     p.n = op_.output.numel();
-    p.alpha = op_.attrs.alpha;
-    switch (op_.kind) {
-      case OpKind::add:
-        p.op = dev::EwOp::add;
-        break;
-      case OpKind::sub:
-        p.op = dev::EwOp::sub;
-        break;
-      case OpKind::mul:
-        p.op = dev::EwOp::mul;
-        break;
-      case OpKind::div:
-        p.op = dev::EwOp::div;
-        break;
-      case OpKind::scale:
-        p.op = dev::EwOp::scale;
-        break;
-      case OpKind::silu:
-        p.op = dev::EwOp::silu;
-        break;
-      case OpKind::gelu:
-        p.op = op_.attrs.gelu_approx == GeluApprox::tanh ? dev::EwOp::gelu_tanh : dev::EwOp::gelu;
-        break;
-      case OpKind::relu:
-        p.op = dev::EwOp::relu;
-        break;
-      case OpKind::sigmoid:
-        p.op = dev::EwOp::sigmoid;
-        break;
-      case OpKind::tanh:
-        p.op = dev::EwOp::tanh;
-        break;
-      case OpKind::erf:
-        p.op = dev::EwOp::erf;
-        break;
-      case OpKind::sqrt:
-        p.op = dev::EwOp::sqrt;
-        break;
-      case OpKind::pow:
-        p.op = dev::EwOp::pow;
-        p.alpha = op_.attrs.exponent;
-        break;
-      default:
-        p.op = dev::EwOp::exp;
-        break;
-    }
+    p.alpha = eltwise_param(op_);
+    const std::optional<uint32_t> code = eltwise_code(op_);
+    if (!code || *code >= DUET_EW_COUNT)
+      return fail(Code::unsupported, "not an element-wise function of duet/eltwise.h");
+    p.op = *code;
     return std::vector<Call>{call(Kernel::eltwise, {blocks_for(p.n, 256), 1, 1}, 256, 0, p)};
   }
 

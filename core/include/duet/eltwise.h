@@ -1,0 +1,35 @@
+/* The element-wise functions of the op set, numbered once for every backend: the C++ op facts
+ * (core/src/ops/eltwise.cpp gives each element-wise op its code), the CUDA kernels
+ * (kernels/src/device/generic.h) and the Vulkan shaders (shaders/eltwise.comp, through
+ * GL_GOOGLE_include_directive) switch on these numbers, so that they cannot drift apart.
+ * Plain preprocessor constants: this file is C, C++, CUDA and GLSL at once.
+ *
+ * Binary functions come first: a code below DUET_EW_BINARY_END reads two inputs. A kernel meets
+ * no code it does not know: an op without one is refused before it reaches a kernel, and a
+ * kernel's switch answers an unknown code with NaN, never with another function. */
+#ifndef DUET_ELTWISE_H
+#define DUET_ELTWISE_H
+
+/* y = f(a, b), b broadcast to a's shape */
+#define DUET_EW_ADD 0u
+#define DUET_EW_SUB 1u
+#define DUET_EW_MUL 2u
+#define DUET_EW_DIV 3u
+#define DUET_EW_BINARY_END 4u
+
+/* y = f(x, p): p is the op's float argument (eltwise_param: scale's alpha, pow's exponent) */
+#define DUET_EW_SCALE 4u
+#define DUET_EW_SILU 5u
+#define DUET_EW_GELU 6u      /* erf form */
+#define DUET_EW_GELU_TANH 7u /* tanh form */
+#define DUET_EW_RELU 8u
+#define DUET_EW_EXP 9u
+#define DUET_EW_SIGMOID 10u
+#define DUET_EW_TANH 11u
+#define DUET_EW_ERF 12u
+#define DUET_EW_SQRT 13u
+#define DUET_EW_POW 14u /* x ^ p, p the op's float argument (the exponent) */
+
+#define DUET_EW_COUNT 15u
+
+#endif
