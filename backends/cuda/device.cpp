@@ -108,9 +108,15 @@ class Device final : public CudaDevice {
     return std::shared_ptr<Buffer>(std::make_shared<CudaBuffer>(shared_, *b, bytes));
   }
 
-  Status write(Buffer& dst, uint64_t offset, const void* src, uint64_t bytes) override {
+  bool owns(const Buffer& b) const override {
+    const auto* cb = dynamic_cast<const CudaBuffer*>(&b);
+    return cb && cb->owner() == shared_.get();
+  }
+
+  // Arguments checked by Device::write, read and execute (core/src/device.cpp).
+  Status write_checked(Buffer& dst, uint64_t offset, const void* src, uint64_t bytes) override {
     DUET_TRY(alive());
-    DUET_ASSIGN_OR_RETURN(CudaBuffer * b, own_range(dst, offset, bytes, "write"));
+    auto* b = static_cast<CudaBuffer*>(&dst);
     DUET_TRY(start());
     const auto* s = static_cast<const std::byte*>(src);
     std::byte* d = b->ptr() + offset;
@@ -129,9 +135,9 @@ class Device final : public CudaDevice {
     return {};
   }
 
-  Status read(Buffer& src, uint64_t offset, void* dst, uint64_t bytes) override {
+  Status read_checked(Buffer& src, uint64_t offset, void* dst, uint64_t bytes) override {
     DUET_TRY(alive());
-    DUET_ASSIGN_OR_RETURN(CudaBuffer * b, own_range(src, offset, bytes, "read"));
+    auto* b = static_cast<CudaBuffer*>(&src);
     DUET_TRY(start());
     struct Chunk {
       Slot* slot;
@@ -162,45 +168,17 @@ class Device final : public CudaDevice {
     return {};
   }
 
-  Status execute(const PlannedOp& p, std::span<const TensorRef> inputs,
-                 const TensorRef& output) override {
+  Status execute_checked(const PlannedOp& p, std::span<const TensorRef> inputs,
+                         const TensorRef& output) override {
     const OpDesc& op = p.op;
     const KernelChoice& choice = p.choice;
     auto err = [&](Code c) { return Err(c).op(op_name(op.kind), op.name).device(id_); };
     if (!lost_.empty()) return err(Code::device_lost).note(lost_note());
-    if (inputs.size() != op.inputs.size())
-      return err(Code::invalid_argument)
-          .expected(std::to_string(op.inputs.size()) + " inputs")
-          .got(std::to_string(inputs.size()));
+    auto base = [](const TensorRef& r) { return static_cast<CudaBuffer*>(r.buffer)->ptr(); };
     std::vector<kernels::View> in;
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      DUET_ASSIGN_OR_RETURN(std::byte * base,
-                            check_arg(op, inputs[i], op.inputs[i], op.input_name(i)));
-      in.push_back(kernels::make_view(inputs[i].desc, base));
-    }
-    DUET_ASSIGN_OR_RETURN(std::byte * out_base, check_arg(op, output, op.output, "output"));
-    const kernels::View out = kernels::make_view(output.desc, out_base);
-
-    if (is_view(op.kind))
-      return unsupported(*this, op, "views are resolved by the executor, not run as kernels");
+    for (const TensorRef& r : inputs) in.push_back(kernels::make_view(r.desc, base(r)));
+    const kernels::View out = kernels::make_view(output.desc, base(output));
     if (!image_.ok()) return unsupported(*this, op, image_.refusal());
-    if (!choice.ok)
-      return unsupported(*this, op,
-                         "the plan chose a refused kernel (" + std::string(tier_name(choice.tier)) +
-                             ": " + choice.reason + ")");
-    for (size_t i = 0; i < op.inputs.size() && i < choice.input_dtypes.size(); ++i)
-      if (choice.input_dtypes[i] != op.inputs[i].dtype)
-        return err(Code::invalid_argument)
-            .tensor(op.input_name(i))
-            .expected(std::string(dtype_name(choice.input_dtypes[i])) + " (what the " +
-                      std::string(tier_name(choice.tier)) + " kernel reads)")
-            .got(op.inputs[i].str());
-    if (choice.output_dtype != op.output.dtype)
-      return err(Code::invalid_argument)
-          .tensor("output")
-          .expected(std::string(dtype_name(choice.output_dtype)) + " (what the " +
-                    std::string(tier_name(choice.tier)) + " kernel writes)")
-          .got(op.output.str());
 
     DUET_TRY(start());
     const Tier tier = choice.tier;
@@ -310,52 +288,6 @@ class Device final : public CudaDevice {
     DUET_TRY(check(drv().event_sync(s.event)));
     s.pending = false;
     return {};
-  }
-
-  Result<CudaBuffer*> own(Buffer& b) const {
-    auto* cb = dynamic_cast<CudaBuffer*>(&b);
-    if (!cb || cb->owner() != shared_.get())
-      return Err(Code::invalid_argument)
-          .device(id_)
-          .expected("a buffer allocated on " + id_)
-          .got(cb ? "a buffer of another CUDA device" : "a buffer of another backend");
-    return cb;
-  }
-
-  Result<CudaBuffer*> own_range(Buffer& b, uint64_t offset, uint64_t bytes,
-                                std::string_view what) const {
-    DUET_ASSIGN_OR_RETURN(CudaBuffer * cb, own(b));
-    if (offset > cb->size() || bytes > cb->size() - offset)
-      return Err(Code::invalid_argument)
-          .device(id_)
-          .expected(std::string(what) + " inside a buffer of " + std::to_string(cb->size()) +
-                    " bytes")
-          .got("offset " + std::to_string(offset) + " + " + std::to_string(bytes) + " bytes");
-    return cb;
-  }
-
-  // The same checks as the CPU backend: this device's buffer, the planned dtype and shape, and
-  // a view that stays inside its buffer. Returns the buffer's device address.
-  Result<std::byte*> check_arg(const OpDesc& op, const TensorRef& ref, const TensorDesc& want,
-                               const std::string& name) const {
-    auto e = [&] {
-      return Err(Code::invalid_argument).op(op_name(op.kind), op.name).tensor(name).device(id_);
-    };
-    if (!ref.buffer) return e().expected("a buffer of this device").got("none");
-    auto* cb = dynamic_cast<CudaBuffer*>(ref.buffer);
-    if (!cb || cb->owner() != shared_.get())
-      return e()
-          .expected("a buffer allocated on " + id_)
-          .got(cb ? "a buffer of another CUDA device" : "a buffer of another backend");
-    if (ref.desc.dtype != want.dtype || !ref.desc.same_shape(want))
-      return e().expected(want.str()).got(ref.desc.str());
-    if (Status s = validate(ref.desc); !s.ok())
-      return e().expected("a valid view").got(s.message());
-    if (static_cast<uint64_t>(dtype_bytes(ref.desc.dtype, ref.desc.storage_extent())) > cb->size())
-      return e()
-          .expected("a view inside its buffer of " + std::to_string(cb->size()) + " bytes")
-          .got(ref.desc.str());
-    return cb->ptr();
   }
 
   Status memory_error(const Status& s, Err e, uint64_t bytes) {

@@ -125,13 +125,14 @@ Status VulkanDevice::copy_staged(VkBuf& buf, uint64_t offset, void* host, uint64
   return status;
 }
 
-Status VulkanDevice::write(Buffer& dst, uint64_t offset, const void* src, uint64_t bytes) {
-  DUET_ASSIGN_OR_RETURN(VkBuf * b, as_vk(&dst, id(), "write destination"));
-  if (offset > b->size() || bytes > b->size() - offset)
-    return Err(Code::invalid_argument)
-        .device(id())
-        .expected("a write inside the buffer of " + std::to_string(b->size()) + " bytes")
-        .got("offset " + std::to_string(offset) + " + " + std::to_string(bytes) + " bytes");
+bool VulkanDevice::owns(const Buffer& b) const {
+  const auto* v = dynamic_cast<const VkBuf*>(&b);
+  return v && v->owner() == core_.get();
+}
+
+// Arguments checked by Device::write and read: a buffer of this device, a range inside it.
+Status VulkanDevice::write_checked(Buffer& dst, uint64_t offset, const void* src, uint64_t bytes) {
+  auto* b = static_cast<VkBuf*>(&dst);
   // Work recorded before this write that touches the range runs first.
   if (recorder_->touches(b->vk(), b->base() + offset, bytes)) DUET_TRY(synchronize());
   if (staging_) return copy_staged(*b, offset, const_cast<void*>(src), bytes, true);
@@ -139,13 +140,8 @@ Status VulkanDevice::write(Buffer& dst, uint64_t offset, const void* src, uint64
   return {};
 }
 
-Status VulkanDevice::read(Buffer& src, uint64_t offset, void* dst, uint64_t bytes) {
-  DUET_ASSIGN_OR_RETURN(VkBuf * b, as_vk(&src, id(), "read source"));
-  if (offset > b->size() || bytes > b->size() - offset)
-    return Err(Code::invalid_argument)
-        .device(id())
-        .expected("a read inside the buffer of " + std::to_string(b->size()) + " bytes")
-        .got("offset " + std::to_string(offset) + " + " + std::to_string(bytes) + " bytes");
+Status VulkanDevice::read_checked(Buffer& src, uint64_t offset, void* dst, uint64_t bytes) {
+  auto* b = static_cast<VkBuf*>(&src);
   if (recorder_->touches(b->vk(), b->base() + offset, bytes)) DUET_TRY(synchronize());
   if (staging_) return copy_staged(*b, offset, dst, bytes, false);
   std::memcpy(dst, b->mapped() + offset, bytes);
@@ -160,8 +156,8 @@ Status VulkanDevice::check_validation() {
   return Err(Code::internal).device(id()).note("Vulkan validation: " + text);
 }
 
-Status VulkanDevice::execute(const PlannedOp& op, std::span<const TensorRef> inputs,
-                             const TensorRef& output) {
+Status VulkanDevice::execute_checked(const PlannedOp& op, std::span<const TensorRef> inputs,
+                                     const TensorRef& output) {
   DUET_TRY(check_validation());
   Status s = record_op(*this, op, inputs, output);
   if (!s.ok()) return s;

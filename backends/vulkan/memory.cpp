@@ -174,15 +174,4 @@ Core::~Core() {
   if (device) vkDestroyDevice(device, nullptr);
 }
 
-Result<VkBuf*> as_vk(Buffer* b, const std::string& device, const std::string& what) {
-  auto* v = dynamic_cast<VkBuf*>(b);
-  if (!v)
-    return Err(Code::invalid_argument)
-        .tensor(what)
-        .device(device)
-        .expected("a buffer allocated on this device")
-        .got(b ? "a buffer of another device" : "none");
-  return v;
-}
-
 }  // namespace duet::vulkan

@@ -146,6 +146,7 @@ class VkBuf final : public Buffer {
   VkBuffer vk() const { return a_.block->buffer; }
   uint64_t base() const { return a_.offset; }  // offset of this buffer in vk()
   std::byte* mapped() const { return a_.block->mapped ? a_.block->mapped + a_.offset : nullptr; }
+  const Core* owner() const { return core_.get(); }
 
  private:
   std::shared_ptr<Core> core_;
@@ -329,10 +330,7 @@ class VulkanDevice final : public Device {
   const BackendRules& rules() const override;
 
   Result<std::shared_ptr<Buffer>> allocate(uint64_t bytes) override;
-  Status write(Buffer& dst, uint64_t offset, const void* src, uint64_t bytes) override;
-  Status read(Buffer& src, uint64_t offset, void* dst, uint64_t bytes) override;
-  Status execute(const PlannedOp& op, std::span<const TensorRef> inputs,
-                 const TensorRef& output) override;
+  bool owns(const Buffer& b) const override;
   Status synchronize() override;
 
   // For ops.cpp and the tests.
@@ -354,6 +352,12 @@ class VulkanDevice final : public Device {
   Result<std::shared_ptr<VkBuf>> scratch(uint64_t bytes);
   Status check_validation();
 
+ protected:
+  Status write_checked(Buffer& dst, uint64_t offset, const void* src, uint64_t bytes) override;
+  Status read_checked(Buffer& src, uint64_t offset, void* dst, uint64_t bytes) override;
+  Status execute_checked(const PlannedOp& op, std::span<const TensorRef> inputs,
+                         const TensorRef& output) override;
+
  private:
   Status copy_staged(VkBuf& buf, uint64_t offset, void* host, uint64_t bytes, bool to_device);
 
@@ -367,8 +371,5 @@ class VulkanDevice final : public Device {
   std::vector<std::shared_ptr<VkBuf>> scratch_;
   std::string cache_dir_;
 };
-
-// The handle of a buffer of this device, or an error naming the tensor.
-Result<VkBuf*> as_vk(Buffer* b, const std::string& device, const std::string& what);
 
 }  // namespace duet::vulkan

@@ -82,6 +82,88 @@ Result<KernelChoice> Device::supports(const OpDesc& op, Precision precision) con
   return unsupported(*this, op, why);
 }
 
+Status Device::check_copy(const Buffer& b, uint64_t offset, uint64_t bytes,
+                          std::string_view what) const {
+  if (!owns(b))
+    return Err(Code::invalid_argument)
+        .device(id())
+        .expected("a " + std::string(what) + " into a buffer of " + id())
+        .got("a buffer of another device");
+  if (offset > b.size() || bytes > b.size() - offset)
+    return Err(Code::invalid_argument)
+        .device(id())
+        .expected("a " + std::string(what) + " inside its buffer of " + std::to_string(b.size()) +
+                  " bytes")
+        .got("offset " + std::to_string(offset) + " + " + std::to_string(bytes) + " bytes");
+  return {};
+}
+
+Status Device::write(Buffer& dst, uint64_t offset, const void* src, uint64_t bytes) {
+  DUET_TRY(check_copy(dst, offset, bytes, "write"));
+  return write_checked(dst, offset, src, bytes);
+}
+
+Status Device::read(Buffer& src, uint64_t offset, void* dst, uint64_t bytes) {
+  DUET_TRY(check_copy(src, offset, bytes, "read"));
+  return read_checked(src, offset, dst, bytes);
+}
+
+Status Device::check_tensor(const OpDesc& op, const TensorRef& ref, const TensorDesc& planned,
+                            DType storage, const std::string& name) const {
+  auto e = [&] {
+    return Err(Code::invalid_argument).op(op_name(op.kind), op.name).tensor(name).device(id());
+  };
+  if (!ref.buffer) return e().expected("a buffer of " + id()).got("none");
+  if (!owns(*ref.buffer))
+    return e().expected("a buffer of " + id()).got("a buffer of another device");
+  if (ref.desc.dtype != planned.dtype || !ref.desc.same_shape(planned))
+    return e().expected(planned.str()).got(ref.desc.str());
+  if (Status s = validate(ref.desc); !s.ok()) return e().expected("a valid view").got(s.message());
+  if (static_cast<uint64_t>(dtype_bytes(ref.desc.dtype, ref.desc.storage_extent())) >
+      ref.buffer->size())
+    return e()
+        .expected("a view inside its buffer of " + std::to_string(ref.buffer->size()) + " bytes")
+        .got(ref.desc.str());
+  if (ref.desc.dtype != storage)
+    return e()
+        .expected(std::string(dtype_name(storage)) +
+                  " (what the kernel reads or writes; the planner inserts casts)")
+        .got(ref.desc.str());
+  return {};
+}
+
+Status Device::execute(const PlannedOp& p, std::span<const TensorRef> inputs,
+                       const TensorRef& output) {
+  const OpDesc& op = p.op;
+  const KernelChoice& choice = p.choice;
+  if (!choice.ok)
+    return unsupported(*this, op,
+                       "the plan chose a refused kernel (" + std::string(tier_name(choice.tier)) +
+                           ": " + choice.reason + ")");
+  if (is_view(op.kind))
+    return unsupported(*this, op, "views are resolved by the executor, not run as kernels");
+  if (inputs.size() != op.inputs.size())
+    return Err(Code::invalid_argument)
+        .op(op_name(op.kind), op.name)
+        .device(id())
+        .expected(std::to_string(op.inputs.size()) + " inputs")
+        .got(std::to_string(inputs.size()));
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const DType storage =
+        i < choice.input_dtypes.size() ? choice.input_dtypes[i] : op.inputs[i].dtype;
+    DUET_TRY(check_tensor(op, inputs[i], op.inputs[i], storage, op.input_name(i)));
+  }
+  DUET_TRY(check_tensor(op, output, op.output, choice.output_dtype, "output"));
+  if (!output.desc.is_contiguous())
+    return Err(Code::invalid_argument)
+        .op(op_name(op.kind), op.name)
+        .tensor("output")
+        .device(id())
+        .expected("a dense output")
+        .got(output.desc.str());
+  return execute_checked(p, inputs, output);
+}
+
 Status unsupported(const Device& device, const OpDesc& op, std::string_view why) {
   return Err(Code::unsupported).op(op_name(op.kind), op.name).device(device.id()).note(why);
 }

@@ -23,14 +23,18 @@ class FaultyDevice final : public Device {
   const DeviceCaps& caps() const override { return inner_.caps(); }
   const BackendRules& rules() const override { return inner_.rules(); }
   Result<std::shared_ptr<Buffer>> allocate(uint64_t n) override { return inner_.allocate(n); }
-  Status write(Buffer& b, uint64_t o, const void* s, uint64_t n) override {
+  bool owns(const Buffer& b) const override { return inner_.owns(b); }
+  Status synchronize() override { return inner_.synchronize(); }
+
+ protected:
+  Status write_checked(Buffer& b, uint64_t o, const void* s, uint64_t n) override {
     return inner_.write(b, o, s, n);
   }
-  Status read(Buffer& b, uint64_t o, void* d, uint64_t n) override {
+  Status read_checked(Buffer& b, uint64_t o, void* d, uint64_t n) override {
     return inner_.read(b, o, d, n);
   }
-  Status synchronize() override { return inner_.synchronize(); }
-  Status execute(const PlannedOp& p, std::span<const TensorRef> in, const TensorRef& out) override {
+  Status execute_checked(const PlannedOp& p, std::span<const TensorRef> in,
+                         const TensorRef& out) override {
     const TensorDesc& d = out.desc;
     auto* base = static_cast<std::byte*>(out.buffer->host_ptr()) +
                  d.offset * static_cast<int64_t>(dtype_size(d.dtype));

@@ -74,10 +74,14 @@ TensorDesc strided(DType t, Shape s) {
 }
 
 // The CPU's "simd" choice at `precision`, as its rules list it. A bf16 choice the CPU refuses
-// (no AVX512-BF16) still runs when asked to: its kernels then compute in f32.
+// (no AVX512-BF16) is taken as usable here, so that its kernels run on every machine: they then
+// compute in f32. (A device never runs a choice its rules refuse.)
 KernelChoice simd_choice(const OpDesc& op, Precision precision) {
-  for (const KernelChoice& k : cpu_device().choices(op))
-    if (k.tier == Tier::simd && k.precision == precision) return k;
+  for (KernelChoice k : cpu_device().choices(op))
+    if (k.tier == Tier::simd && k.precision == precision) {
+      k.ok = true;
+      return k;
+    }
   ADD_FAILURE() << "no simd " << precision_name(precision) << " choice for " << op.name;
   return {};
 }

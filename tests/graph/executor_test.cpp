@@ -80,19 +80,22 @@ class TestDevice final : public Device {
   Result<std::shared_ptr<Buffer>> allocate(uint64_t bytes) override {
     return inner_->allocate(bytes);
   }
-  Status write(Buffer& b, uint64_t off, const void* src, uint64_t n) override {
+  bool owns(const Buffer& b) const override { return inner_->owns(b); }
+  Status synchronize() override { return inner_->synchronize(); }
+  std::atomic<int> executed{0};
+
+ protected:
+  Status write_checked(Buffer& b, uint64_t off, const void* src, uint64_t n) override {
     return inner_->write(b, off, src, n);
   }
-  Status read(Buffer& b, uint64_t off, void* dst, uint64_t n) override {
+  Status read_checked(Buffer& b, uint64_t off, void* dst, uint64_t n) override {
     return inner_->read(b, off, dst, n);
   }
-  Status execute(const PlannedOp& op, std::span<const TensorRef> in,
-                 const TensorRef& out) override {
+  Status execute_checked(const PlannedOp& op, std::span<const TensorRef> in,
+                         const TensorRef& out) override {
     ++executed;
     return inner_->execute(op, in, out);
   }
-  Status synchronize() override { return inner_->synchronize(); }
-  std::atomic<int> executed{0};
 
  private:
   std::string id_;

@@ -52,18 +52,21 @@ class EmuDevice final : public Device {
   Result<std::shared_ptr<Buffer>> allocate(uint64_t bytes) override {
     return std::shared_ptr<Buffer>(std::make_shared<HostBuffer>(bytes));
   }
-  Status write(Buffer& dst, uint64_t offset, const void* src, uint64_t bytes) override {
-    if (offset + bytes > dst.size()) return Status(Code::invalid_argument, "write out of range");
+  bool owns(const Buffer& b) const override { return dynamic_cast<const HostBuffer*>(&b); }
+  Status synchronize() override { return {}; }
+
+ protected:
+  // Arguments checked by Device::write, read and execute (core/src/device.cpp).
+  Status write_checked(Buffer& dst, uint64_t offset, const void* src, uint64_t bytes) override {
     std::memcpy(static_cast<unsigned char*>(dst.host_ptr()) + offset, src, bytes);
     return {};
   }
-  Status read(Buffer& src, uint64_t offset, void* dst, uint64_t bytes) override {
-    if (offset + bytes > src.size()) return Status(Code::invalid_argument, "read out of range");
+  Status read_checked(Buffer& src, uint64_t offset, void* dst, uint64_t bytes) override {
     std::memcpy(dst, static_cast<unsigned char*>(src.host_ptr()) + offset, bytes);
     return {};
   }
-  Status execute(const PlannedOp& p, std::span<const TensorRef> inputs,
-                 const TensorRef& output) override {
+  Status execute_checked(const PlannedOp& p, std::span<const TensorRef> inputs,
+                         const TensorRef& output) override {
     const Tier tier = p.choice.tier;
     std::vector<View> in;
     for (const TensorRef& r : inputs) in.push_back(make_view(r.desc, r.buffer->host_ptr()));
@@ -75,7 +78,6 @@ class EmuDevice final : public Device {
     l.sm = caps_.cc_major * 10 + caps_.cc_minor;
     return kernels::emu::launch(tier, p.op, in, out, l);
   }
-  Status synchronize() override { return {}; }
 
  private:
   std::string id_;

@@ -1,15 +1,31 @@
-// The Vulkan device on whatever the machine has (lavapipe in CI): discovery and the no-loader
-// path, capabilities, memory, batching and barriers, device-side errors, validation, the staging
-// path, and launch shapes derived from small limits.
+// The Vulkan device on whatever the machine has (lavapipe in CI): the device contract for every
+// device, discovery and the no-loader path, capabilities, memory, batching and barriers,
+// validation, the staging path, and launch shapes derived from small limits.
 #include <cmath>
 #include <cstring>
 
+#include "device/contract.h"
 #include "duet/backends.h"
 #include "duet/half.h"
 #include "vulkan_test_util.h"
 
 namespace duet::vulkan::testing {
 namespace {
+
+// Every Vulkan device the machine has, under the device contract (tests/device/contract.h).
+Result<std::vector<std::shared_ptr<Device>>> open_every_vulkan_device() {
+  static TempDir cache;
+  DUET_ASSIGN_OR_RETURN(BackendOpenResult r, open_vulkan({}, cache));
+  std::vector<std::shared_ptr<Device>> d;
+  for (auto& x : r.devices) d.push_back(std::move(x));
+  return d;
+}
+
+using duet::testing::DeviceContract;
+INSTANTIATE_TEST_SUITE_P(Vulkan, DeviceContract,
+                         ::testing::Values(duet::testing::ContractTarget{"vulkan",
+                                                                         open_every_vulkan_device}),
+                         duet::testing::contract_name);
 
 class VulkanDeviceTest : public ::testing::Test {
  protected:
@@ -287,49 +303,6 @@ TEST_F(VulkanDeviceTest, FloatCastsAreExactOverEvery16BitPattern) {
       }
     }
   }
-}
-
-TEST_F(VulkanDeviceTest, ReadWaitsForRecordedWork) {
-  Chain c = make_chain(dev(), 1);
-  TensorRef in{c.op.inputs[0], c.bufs[0].get()};
-  TensorRef out{c.op.output, c.bufs[1].get()};
-  ASSERT_TRUE(dev().execute({c.op, c.k}, std::span(&in, 1), out).ok());
-  std::vector<float> y(256);
-  ASSERT_TRUE(dev().read(*c.bufs[1], 0, y.data(), 1024).ok());  // no synchronize()
-  EXPECT_EQ(y[0], 0.0f);
-  EXPECT_EQ(y[255], 256.0f);
-}
-
-TEST_F(VulkanDeviceTest, EmbeddingIdOutOfRangeIsAnErrorNamingTheOpAndId) {
-  auto op = make_op(OpKind::embedding, {}, {dense(DType::f32, {4, 3}), dense(DType::i32, {2})},
-                    {"tok_emb", "tokens"}, "embed");
-  ASSERT_TRUE(op.ok());
-  auto table = *dev().allocate(48), ids = *dev().allocate(8), out = *dev().allocate(24);
-  std::vector<float> t(12, 1.0f);
-  int32_t id[2] = {1, 7};
-  ASSERT_TRUE(dev().write(*table, 0, t.data(), 48).ok());
-  ASSERT_TRUE(dev().write(*ids, 0, id, 8).ok());
-  TensorRef in[2] = {{op->inputs[0], table.get()}, {op->inputs[1], ids.get()}};
-  ASSERT_TRUE(
-      dev().execute({*op, *dev().supports(*op, Precision::f32)}, in, {op->output, out.get()}).ok());
-  Status s = dev().synchronize();
-  ASSERT_FALSE(s.ok());
-  EXPECT_NE(s.message().find("embedding 'embed': tensor 'tokens': id 7 is out of range"),
-            std::string::npos)
-      << s.message();
-  EXPECT_TRUE(dev().synchronize().ok()) << "the error is reported once";
-}
-
-TEST_F(VulkanDeviceTest, ExecuteRefusesAKernelChoiceThatReadsAnotherDtype) {
-  auto op = make_op(OpKind::relu, {}, {dense(DType::f32, {4})});
-  KernelChoice f16;
-  for (const KernelChoice& k : dev().choices(*op))
-    if (k.precision == Precision::f16) f16 = k;
-  auto in = *dev().allocate(16), out = *dev().allocate(16);
-  TensorRef x{op->inputs[0], in.get()};
-  Status s = dev().execute({*op, f16}, std::span(&x, 1), {op->output, out.get()});
-  ASSERT_FALSE(s.ok());
-  EXPECT_NE(s.message().find("storage dtype f16"), std::string::npos) << s.message();
 }
 
 TEST_F(VulkanDeviceTest, AValidationMessageFailsTheNextCall) {

@@ -159,6 +159,12 @@ class DUET_API BackendRules {
 
 // One device. Execution is asynchronous: execute() may only record work; synchronize() waits for
 // everything recorded. Reads synchronize as needed. A device is used from one thread at a time.
+//
+// The contract every backend keeps (tests/device/ holds each backend's devices to it): write,
+// read and execute check their arguments here in the core, once for every backend
+// (core/src/device.cpp), and hand the backend only arguments that passed; a refused call does no
+// work. A data error found by a kernel (an embedding id out of range) comes from execute or from
+// the next synchronize, once, naming the op, the tensor and the value.
 class DUET_API Device {
  public:
   virtual ~Device() = default;
@@ -171,12 +177,30 @@ class DUET_API Device {
   Result<KernelChoice> supports(const OpDesc& op, Precision precision) const;
 
   virtual Result<std::shared_ptr<Buffer>> allocate(uint64_t bytes) = 0;
-  virtual Status write(Buffer& dst, uint64_t offset, const void* src, uint64_t bytes) = 0;
-  virtual Status read(Buffer& src, uint64_t offset, void* dst, uint64_t bytes) = 0;
-  // Inputs and output are described by the planned op; `inputs[i]` holds op.inputs[i].
-  virtual Status execute(const PlannedOp& op, std::span<const TensorRef> inputs,
-                         const TensorRef& output) = 0;
+  // Whether `b` is memory allocated by this device.
+  virtual bool owns(const Buffer& b) const = 0;
+
+  // Copies between host memory and a buffer of this device; the range must lie inside it.
+  Status write(Buffer& dst, uint64_t offset, const void* src, uint64_t bytes);
+  Status read(Buffer& src, uint64_t offset, void* dst, uint64_t bytes);
+  // Runs a planned op; `inputs[i]` holds op.inputs[i]. Checked first: the kernel choice is usable
+  // and not a view's; as many tensors as the op has inputs; each in a buffer of this device, with
+  // the planned dtype and shape, the storage dtype the kernel reads, a valid view inside its
+  // buffer; a dense output in the dtype the kernel writes.
+  Status execute(const PlannedOp& op, std::span<const TensorRef> inputs, const TensorRef& output);
   virtual Status synchronize() = 0;
+
+ protected:
+  // The backend's part of write, read and execute, called with checked arguments only.
+  virtual Status write_checked(Buffer& dst, uint64_t offset, const void* src, uint64_t bytes) = 0;
+  virtual Status read_checked(Buffer& src, uint64_t offset, void* dst, uint64_t bytes) = 0;
+  virtual Status execute_checked(const PlannedOp& op, std::span<const TensorRef> inputs,
+                                 const TensorRef& output) = 0;
+
+ private:
+  Status check_copy(const Buffer& b, uint64_t offset, uint64_t bytes, std::string_view what) const;
+  Status check_tensor(const OpDesc& op, const TensorRef& ref, const TensorDesc& planned,
+                      DType storage, const std::string& name) const;
 };
 
 // Error for "this device cannot run this op", in the standard sentence form.
