@@ -69,6 +69,20 @@ std::string demangle(const std::string& m) {
   return status == 0 && d ? std::string(d.get()) : m;
 }
 
+// The files of the report folder whose kernel source still exists. A build folder keeps the
+// reports of sources that were renamed or removed since it was made (nothing deletes them), and
+// those describe no kernel of this build.
+std::vector<fs::path> report_files() {
+  std::vector<fs::path> out;
+  for (const auto& f : fs::directory_iterator(DUET_TEST_REPORT_DIR)) {
+    const std::string file = f.path().filename().string();
+    const std::string source = file.substr(0, file.find('.'));
+    if (fs::exists(fs::path(DUET_TEST_KERNEL_SOURCE_DIR) / (source + ".cu")))
+      out.push_back(f.path());
+  }
+  return out;
+}
+
 std::vector<Entry> read_reports() {
   std::vector<Entry> out;
   const std::regex compiling(R"(Compiling entry function '([^']+)' for 'sm_(\d+)')");
@@ -76,11 +90,11 @@ std::vector<Entry> read_reports() {
       R"((\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads)");
   const std::regex used(R"(Used (\d+) registers)");
   const std::regex smem(R"((\d+) bytes smem)");
-  for (const auto& f : fs::directory_iterator(DUET_TEST_REPORT_DIR)) {
-    const std::string file = f.path().filename().string();
+  for (const auto& path : report_files()) {
+    const std::string file = path.filename().string();
     if (file.size() < 10 || file.substr(file.size() - 10) != ".ptxas.txt") continue;
     const std::string source = file.substr(0, file.size() - 10);
-    std::ifstream in(f.path());
+    std::ifstream in(path);
     std::string line;
     Entry* cur = nullptr;
     while (std::getline(in, line)) {
@@ -235,10 +249,10 @@ std::string read(const fs::path& p) {
 std::map<int, std::string> ptx_of(const std::string& source) {
   std::map<int, std::string> out;
   const std::regex name(source + R"(\.compute_(\d+)\.ptx)");
-  for (const auto& f : fs::directory_iterator(DUET_TEST_REPORT_DIR)) {
+  for (const auto& path : report_files()) {
     std::smatch m;
-    const std::string file = f.path().filename().string();
-    if (std::regex_match(file, m, name)) out[std::stoi(m[1])] = read(f.path());
+    const std::string file = path.filename().string();
+    if (std::regex_match(file, m, name)) out[std::stoi(m[1])] = read(path);
   }
   return out;
 }
@@ -285,11 +299,11 @@ TEST(Ptx, TiledKernelsUseOnlyF16MmaM16n8k8AndLdmatrix) {
 
 TEST(Ptx, NoSm75CodeHasABf16Instruction) {
   int files = 0;
-  for (const auto& f : fs::directory_iterator(DUET_TEST_REPORT_DIR)) {
-    const std::string file = f.path().filename().string();
+  for (const auto& path : report_files()) {
+    const std::string file = path.filename().string();
     if (file.find(".compute_75.ptx") == std::string::npos) continue;
     ++files;
-    const std::string text = read(f.path());
+    const std::string text = read(path);
     EXPECT_FALSE(has(text, ".bf16")) << file;
     EXPECT_FALSE(has(text, "cp.async")) << file;
     EXPECT_FALSE(has(text, "m16n8k16")) << file;
