@@ -1,29 +1,13 @@
 #include <unistd.h>
 
-#include <fstream>
 #include <string>
 #include <thread>
 
 #include "cpu_backend.h"
+#include "duet/internal/host_cpu.h"
 #include "kernels/isa.h"
 
 namespace duet::cpu {
-
-namespace {
-
-std::string cpuinfo_field(const std::string& key) {
-  std::ifstream f("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(f, line)) {
-    if (line.rfind(key, 0) == 0) {
-      auto colon = line.find(':');
-      if (colon != std::string::npos) return line.substr(line.find_first_not_of(" \t", colon + 1));
-    }
-  }
-  return {};
-}
-
-}  // namespace
 
 DeviceCaps probe_caps(int threads) {
   DeviceCaps c;
@@ -65,15 +49,12 @@ DeviceCaps probe_caps(int threads) {
   if (!isa.empty()) c.extra["isa"] = isa.substr(1);
   c.extra["threads"] = std::to_string(threads);
 
-  std::string mhz = cpuinfo_field("cpu MHz");
-  c.clock_mhz = mhz.empty() ? 2000.0 : std::stod(mhz);
-  // Two FMA pipes per core, 2 flops per FMA: an upper bound the cost model scales down.
-  c.peak_gflops_f32 = threads * c.clock_mhz * 1e-3 * lanes * 2 * 2;
+  c.clock_mhz = host_cpu_mhz();
+  c.peak_gflops_f32 = host_peak_gflops(threads, lanes);
   c.peak_gflops_f16 = c.peak_gflops_f32;
   // vdpbf16ps: two products per f32 lane.
   c.peak_gflops_bf16 = c.bf16_arith ? 2 * c.peak_gflops_f32 : c.peak_gflops_f32;
-  c.memory_gbps =
-      25.0 * std::min(threads, 8);  // rough (a 2-core VM streams ~45 GB/s); cost model only
+  c.memory_gbps = host_memory_gbps(threads);
   const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
   c.memory_bytes =
       pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : 0;

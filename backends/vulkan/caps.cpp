@@ -1,10 +1,12 @@
 // Probing a physical device: every property and feature the engine uses, into DeviceCaps (what
 // the planner sees) and PhysicalInfo (what the backend needs to create the device).
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
 
+#include "duet/internal/host_cpu.h"
 #include "vk_internal.h"
 
 namespace duet::vulkan {
@@ -332,6 +334,19 @@ Result<PhysicalInfo> probe(VkInstance instance, VkPhysicalDevice pd) {
     if (const char* e = std::getenv("LP_NUM_THREADS"); e && std::atoi(e) > 0)
       threads = std::atoi(e);
     c.compute_units = std::max(threads, 1);
+    // Its throughput is the host's: those cores at the vector width the driver compiles for
+    // ("llvmpipe (LLVM 15.0.6, 256 bits)"), and the host's memory. The cost model scales these
+    // down by what each kernel tier reaches on a CPU device.
+    int bits = 128;
+    if (const size_t b = c.name.find(" bits"); b != std::string::npos) {
+      size_t a = b;
+      while (a > 0 && std::isdigit(static_cast<unsigned char>(c.name[a - 1]))) --a;
+      if (a < b) bits = std::max(128, std::atoi(c.name.substr(a, b - a).c_str()));
+    }
+    c.clock_mhz = host_cpu_mhz();
+    c.peak_gflops_f32 = host_peak_gflops(c.compute_units, bits / 32);
+    c.peak_gflops_f16 = c.peak_gflops_f32;  // f16 is widened to f32 for the arithmetic
+    c.memory_gbps = host_memory_gbps(c.compute_units);
   }
 
   c.extra["memory_heaps"] = heaps;

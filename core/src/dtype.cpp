@@ -164,4 +164,34 @@ int significant_bits(Precision p) {
   return 53;
 }
 
+namespace {
+// Significand bits and exponent bits of what a precision multiplies.
+struct Format {
+  int significand = 0, exponent = 0;
+};
+Format format_of(Precision p) {
+  switch (p) {
+    case Precision::f64:
+      return {52, 11};
+    case Precision::f32:
+      return {23, 8};
+    case Precision::f16:
+      return {10, 5};
+    case Precision::bf16:
+      return {7, 8};
+  }
+  return {};
+}
+}  // namespace
+
+bool covers(Precision p, Precision floor) {
+  const Format a = format_of(p), b = format_of(floor);
+  return a.significand >= b.significand && a.exponent >= b.exponent;
+}
+
+bool holds(DType storage, DType value) {
+  if (storage == value) return true;
+  return is_float(storage) && is_float(value) && covers(precision_of(storage), precision_of(value));
+}
+
 }  // namespace duet

@@ -12,6 +12,35 @@ size_t u(int i) {
   return static_cast<size_t>(i);
 }
 
+std::string rate(double v, const char* unit) {
+  char b[48];
+  std::snprintf(b, sizeof b, v >= 100 ? "%.0f %s" : v >= 10 ? "%.1f %s" : "%.2f %s", v, unit);
+  return b;
+}
+
+// What the cost model knows of a device: its measured rates, or the peaks it starts from.
+std::string cost_inputs(const PlanDevice& d) {
+  const Calibration& m = d.measured;
+  if (!m.empty()) {
+    std::string s = "measured (" + m.source + (m.measured_at.empty() ? "" : ", " + m.measured_at) +
+                    "): launch " + format_us(m.launch_us);
+    for (const MeasuredRate& r : m.rates)
+      s += "; " + std::string(cost_family_name(r.family)) + " " + r.tier + " " +
+           std::string(precision_name(r.precision)) + " " +
+           (r.gflops > 0 ? rate(r.gflops, "GFLOP/s") : rate(r.gbps, "GB/s"));
+    return s;
+  }
+  const DeviceCaps& c = d.caps;
+  std::string s = "peaks (f32 " + rate(c.peak_gflops_f32, "GFLOP/s");
+  if (c.peak_gflops_f16 > 0 && c.peak_gflops_f16 != c.peak_gflops_f32)
+    s += ", f16 " + rate(c.peak_gflops_f16, "GFLOP/s");
+  if (c.peak_gflops_bf16 > 0 && c.peak_gflops_bf16 != c.peak_gflops_f16)
+    s += ", bf16 " + rate(c.peak_gflops_bf16, "GFLOP/s");
+  s += ", memory " + rate(c.memory_gbps, "GB/s") + ") x tier efficiency";
+  if (!m.source.empty()) s += "; calibration: " + m.source;
+  return s;
+}
+
 std::string caps_line(const DeviceCaps& c) {
   std::string s = c.name.empty() ? std::string(backend_name(c.backend)) : c.name;
   if (!c.arch.empty()) s += ", " + c.arch;
@@ -85,6 +114,7 @@ std::string explain(const Plan& plan) {
     for (const auto& [k, v] : pd.caps.extra)
       if (k.find("image") != std::string::npos || k.find("kernel") != std::string::npos)
         o << "      " << k << ": " << v << "\n";
+    o << "      cost model: " << cost_inputs(pd) << "\n";
   }
 
   o << "steps:\n";
@@ -125,7 +155,9 @@ std::string explain(const Plan& plan) {
       o << ": " << a.reason << (a.by_policy ? " [policy]" : "") << "\n";
       first = false;
     }
-    if (!s.once) o << "    estimate   " << format_us(s.est_us) << "\n";
+    if (!s.once)
+      o << "    estimate   " << format_us(s.est_us)
+        << (s.est_basis.empty() ? "" : " (kernel: " + s.est_basis + ")") << "\n";
   }
 
   const auto copies = plan.copies();
@@ -174,7 +206,8 @@ std::string plan_json(const Plan& plan) {
                        {"label", d.label},
                        {"name", d.caps.name},
                        {"backend", backend_name(d.caps.backend)},
-                       {"arch", d.caps.arch}});
+                       {"arch", d.caps.arch},
+                       {"cost_model", cost_inputs(d)}});
   j["devices"] = devices;
   auto dev = [&](int d) { return d < 0 ? std::string("host") : plan.devices[u(d)].id; };
   J steps = J::array();
@@ -210,6 +243,7 @@ std::string plan_json(const Plan& plan) {
                             {"reason", a.reason}});
       x["rejected"] = rejected;
       x["estimated_us"] = s.est_us;
+      x["estimate_basis"] = s.est_basis;
     }
     steps.push_back(std::move(x));
   }

@@ -1,5 +1,6 @@
 #include "duet/policy.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdio>
@@ -115,6 +116,13 @@ std::string size_text(uint64_t bytes) {
   return std::to_string(bytes);
 }
 
+std::string precision_list(const std::vector<Precision>& list) {
+  if (list.empty()) return "none";
+  std::string s;
+  for (Precision p : list) s += (s.empty() ? "" : ",") + std::string(precision_name(p));
+  return s;
+}
+
 }  // namespace
 
 bool PolicyTarget::matches_device(BackendKind b, std::string_view device_id) const {
@@ -144,6 +152,9 @@ std::string Policy::str() const {
     terms.push_back("precision." + std::string(op_name(k)) + "=" + std::string(precision_name(p)));
   if (bf16_fallback != Precision::f16)
     terms.push_back("fallback=" + std::string(precision_name(bf16_fallback)));
+  if (!lower.empty()) terms.push_back("lower=" + precision_list(lower));
+  for (const auto& [k, list] : op_lower)
+    terms.push_back("lower." + std::string(op_name(k)) + "=" + precision_list(list));
   if (budget) terms.push_back("budget=" + size_text(*budget));
   for (const auto& [d, b] : budgets) terms.push_back("budget." + d + "=" + size_text(b));
   if (!split) terms.push_back("split=off");
@@ -161,6 +172,16 @@ std::optional<Precision> Policy::forced_precision(OpKind k, std::string* term) c
   }
   if (precision && term) *term = "precision=" + std::string(precision_name(*precision));
   return precision;
+}
+
+std::string Policy::lower_allowed(OpKind k, Precision p) const {
+  auto it = op_lower.find(k);
+  const std::vector<Precision>& list = it != op_lower.end() ? it->second : lower;
+  for (Precision q : list)
+    if (q == p)
+      return it != op_lower.end() ? "lower." + std::string(op_name(k)) + "=" + precision_list(list)
+                                  : "lower=" + precision_list(list);
+  return {};
 }
 
 std::string Policy::device_denied(BackendKind b, std::string_view device_id) const {
@@ -290,7 +311,7 @@ Result<Policy> parse_policy(std::string_view text, Policy base, std::string_view
     if (eq == std::string_view::npos)
       return fail(
           "expected KEY=VALUE (keys: allow, deny, device, precision, precision.OP, "
-          "fallback, budget, budget.DEVICE, split)");
+          "fallback, lower, lower.OP, budget, budget.DEVICE, split)");
     const std::string_view key = trim(term.substr(0, eq)), value = trim(term.substr(eq + 1));
     if (value.empty()) return fail("expected a value after '='");
     if (key == "allow" || key == "deny" || key == "device") {
@@ -327,6 +348,28 @@ Result<Policy> parse_policy(std::string_view text, Policy base, std::string_view
         p.bf16_fallback = Precision::f32;
       else
         return fail("'" + std::string(value) + "': expected f16 or f32");
+    } else if (key == "lower" || key.rfind("lower.", 0) == 0) {
+      std::vector<Precision> list;
+      if (value != "none") {
+        for (std::string_view item : split(value, ',')) {
+          bool is_auto = false;
+          auto prec = parse_prec(item, &is_auto);
+          if (!prec.ok() || is_auto)
+            return fail("'" + std::string(item) +
+                        "': expected precisions (f32, f16, bf16) or none");
+          if (std::find(list.begin(), list.end(), *prec) == list.end()) list.push_back(*prec);
+        }
+      }
+      if (key == "lower") {
+        p.lower = std::move(list);
+        continue;
+      }
+      const std::string_view op = key.substr(6);
+      auto kind = parse_op(op);
+      if (!kind || is_view(*kind))
+        return fail("'" + std::string(op) +
+                    "': expected an op kind with a kernel (matmul, attention, softmax, ...)");
+      p.op_lower[*kind] = std::move(list);
     } else if (key == "budget" || key.rfind("budget.", 0) == 0) {
       auto size = parse_size(value);
       if (!size.ok()) return fail(size.status().message());
@@ -346,8 +389,8 @@ Result<Policy> parse_policy(std::string_view text, Policy base, std::string_view
       p.split = *on;
     } else {
       return fail("unknown key '" + std::string(key) +
-                  "' (keys: allow, deny, device, precision, precision.OP, fallback, budget, "
-                  "budget.DEVICE, split)");
+                  "' (keys: allow, deny, device, precision, precision.OP, fallback, lower, "
+                  "lower.OP, budget, budget.DEVICE, split)");
     }
   }
   return p;

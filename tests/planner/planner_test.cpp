@@ -72,7 +72,8 @@ TEST(Planner, LaunchShapeComesFromTheChosenKernel) {
 }
 
 TEST(Planner, ACpuAndAGpuWithOneInputUploadAndOneDownload) {
-  Plan p = plan_ok(attention_graph(DType::f16), test_devices({"rtx3090", "ryzen7-5800x"}));
+  // Long enough that the GPU wins the attention even with its uploads.
+  Plan p = plan_ok(attention_graph(DType::f16, 8, 1024), test_devices({"rtx3090", "ryzen7-5800x"}));
   EXPECT_EQ(p.step("attn")->device, 0) << explain(p);
   EXPECT_EQ(p.step("out")->device, 0);
   EXPECT_TRUE(p.copies().empty()) << "no value crosses devices";
@@ -182,7 +183,8 @@ namespace duet::testing_planner {
 namespace {
 
 TEST(Planner, Bf16WeightsOnTuringAreCastOnceAtLoadKeepingOnlyTheF16Copy) {
-  Plan p = plan_ok(mlp_stack(DType::bf16, 2, 256), test_devices({"rtx2080ti"}));
+  // Weights large enough that the f16 kernels beat the f32 ones that read bf16 directly.
+  Plan p = plan_ok(mlp_stack(DType::bf16, 2, 4096), test_devices({"rtx2080ti"}));
   int once_casts = 0, run_casts = 0;
   for (const PlanStep& s : p.steps) {
     if (s.kind != StepKind::kernel || s.node >= 0) continue;
@@ -190,7 +192,7 @@ TEST(Planner, Bf16WeightsOnTuringAreCastOnceAtLoadKeepingOnlyTheF16Copy) {
   }
   EXPECT_EQ(once_casts, 2) << explain(p);
   EXPECT_EQ(run_casts, 2) << "the input, and the output back to bf16";
-  EXPECT_EQ(p.memory[0].constant_bytes, 2u * 256 * 256 * 2) << "f16 weights only, not bf16 too";
+  EXPECT_EQ(p.memory[0].constant_bytes, 2u * 4096 * 4096 * 2) << "f16 weights only, not bf16 too";
   for (const PlanValue& v : p.values)
     if (v.constant && v.device == 0 && v.desc.dtype == DType::bf16) {
       EXPECT_FALSE(v.resident) << v.name;
@@ -198,8 +200,16 @@ TEST(Planner, Bf16WeightsOnTuringAreCastOnceAtLoadKeepingOnlyTheF16Copy) {
 }
 
 TEST(Planner, ACastADeviceCannotDoRunsWhereTheValueCanBeCast) {
-  // lavapipe has no bf16 storage: it computes a bf16 graph in f16, and the CPU casts for it.
-  Plan p = plan_ok(attention_graph(DType::bf16), real_devices({"lavapipe", "ryzen7-5800x"}));
+  // A Vulkan GPU without bf16 storage (lavapipe's record as a fast discrete GPU): it computes a
+  // bf16 graph in f16, and the CPU casts for it.
+  DeviceCaps gpu = profile("lavapipe");
+  gpu.type = DeviceType::discrete_gpu;
+  gpu.peak_gflops_f32 = gpu.peak_gflops_f16 = 20000;
+  gpu.memory_gbps = 500;
+  gpu.host_link_gbps = 25;
+  gpu.bf16_storage = false;
+  const std::vector<DeviceCaps> caps = {gpu, profile("ryzen7-5800x")};
+  Plan p = plan_ok(attention_graph(DType::bf16, 8, 1024), profile_devices(caps));
   const PlanStep* a = p.step("attn");
   ASSERT_NE(a, nullptr);
   EXPECT_EQ(a->device, 0) << explain(p);

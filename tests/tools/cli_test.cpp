@@ -106,7 +106,7 @@ duet::HostTensor f32(std::vector<int64_t> shape, std::vector<float> v) {
 // ---- every command -----------------------------------------------------------------------
 
 TEST_F(Cli, EveryCommandHasHelp) {
-  for (const char* c : {"", "devices", "check", "plan", "run", "bench"}) {
+  for (const char* c : {"", "devices", "check", "plan", "run", "bench", "calibrate"}) {
     CliRun r = duet(std::string(c) + " --help");
     EXPECT_EQ(r.status, 0) << c;
     EXPECT_NE(r.out.find("Usage"), std::string::npos) << c;
@@ -310,6 +310,31 @@ TEST_F(Cli, BenchOfAMissingOrBrokenGraphIsOneLineAndExitTwo) {
 }
 
 // ---- plan --------------------------------------------------------------------------------
+
+TEST_F(Cli, CalibrateMeasuresCachesAndSavesAFixedCalibration) {
+  const std::string cache = "DUET_CACHE_DIR=" + path("cache") + " DUET_CALIBRATION=";
+  CliRun off = duet("calibrate --device cpu:0", "DUET_CALIBRATION=off");
+  EXPECT_EQ(off.status, 0) << off.err;
+  EXPECT_NE(off.out.find("calibration: off"), std::string::npos) << off.out;
+
+  CliRun first = duet("calibrate --device cpu:0", cache);
+  ASSERT_EQ(first.status, 0) << first.err;
+  EXPECT_NE(first.out.find("measured now"), std::string::npos) << first.out;
+  EXPECT_NE(first.out.find("matmul"), std::string::npos) << first.out;
+  EXPECT_TRUE(fs::exists(path("cache/calibration.json")));
+  CliRun again = duet("calibrate --device cpu:0 --save " + path("fixed.json"), cache);
+  ASSERT_EQ(again.status, 0) << again.err;
+  EXPECT_NE(again.out.find("source: cache"), std::string::npos) << again.out;
+  CliRun fixed = duet("calibrate --device cpu:0", "DUET_CALIBRATION=" + path("fixed.json"));
+  EXPECT_NE(fixed.out.find("source: fixed"), std::string::npos) << fixed.out;
+  CliRun refresh = duet("calibrate --device cpu:0 --refresh", cache);
+  EXPECT_NE(refresh.out.find("measured now"), std::string::npos) << refresh.out;
+  // A plan on this machine says what its estimates rest on (the fixed file has the CPU only).
+  CliRun plan = duet("plan " + write("g.json", kGraph) + " --explain",
+                     "DUET_CALIBRATION=" + path("fixed.json"));
+  EXPECT_EQ(plan.status, 0) << plan.err;
+  EXPECT_NE(plan.out.find("cost model: measured (fixed"), std::string::npos) << plan.out;
+}
 
 TEST_F(Cli, PlanForATuringProfileExplainsTheFallbackToFp16TiledAttention) {
   const std::string g = write("attn.json", kBf16Attention);

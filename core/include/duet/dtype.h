@@ -86,4 +86,12 @@ DUET_API Precision precision_of(DType t);
 // f64 53): how precisions order (bf16 keeps f32's range, not f16's bits).
 DUET_API int significant_bits(Precision p);
 
+// Whether computing in `p` keeps everything `floor` keeps: at least its significand bits and its
+// exponent range (f64 >= f32 >= f16 and bf16; f16 and bf16 do not cover each other: f16 has the
+// bits, bf16 the range). The planner treats the precision an op asks for as a floor.
+DUET_API bool covers(Precision p, Precision floor);
+// Whether storing a value of dtype `value` as `storage` is exact (f32 holds f16 and bf16; every
+// dtype holds itself).
+DUET_API bool holds(DType storage, DType value);
+
 }  // namespace duet

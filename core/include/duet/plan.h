@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "duet/calibration.h"
 #include "duet/device.h"
 #include "duet/export.h"
 #include "duet/policy.h"
@@ -22,7 +23,8 @@ struct DUET_API PlanDevice {
   std::string id;  // "cuda:0"; unique in a plan
   DeviceCaps caps;
   const BackendRules* rules = nullptr;
-  std::string label;  // shown beside the id (a profile's name); empty for real devices
+  std::string label;     // shown beside the id (a profile's name); empty for real devices
+  Calibration measured;  // measured rates (real devices); empty: the cost model uses peaks
 };
 
 // Where host values live (graph inputs before upload, constants before upload, outputs after
@@ -80,6 +82,7 @@ struct DUET_API PlanStep {
   std::vector<std::string> policy;    // overrides that decided ("deny=cuda.flash: ...")
   std::vector<Alternative> rejected;  // every other choice on every device
   double est_us = 0;                  // cost-model estimate
+  std::string est_basis;              // what the kernel's estimate rests on (estimate_basis)
 };
 
 struct DUET_API DeviceMemoryPlan {

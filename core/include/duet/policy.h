@@ -13,6 +13,9 @@
 //   precision.OP=P     compute ops of kind OP in P (wins over precision=)
 //   fallback=f16|f32   when bf16 is asked for and a device has no bf16: fp16 with fp32
 //                      accumulation (default) or f32 (safe)
+//   lower=P,...        precisions the planner may use below what an op asks for, where they are
+//                      estimated faster (explain says so); never without this term
+//   lower.OP=P,...     the same for ops of kind OP (wins over lower=; lower.OP=none: not for OP)
 //   budget=SIZE        memory budget of every device (4GiB, 512MiB, 1.5GB, 1000000)
 //   budget.D=SIZE      of one device or backend (budget.cuda:0=6GiB)
 //   split=on|off       allow or forbid spreading one graph over several devices
@@ -52,6 +55,8 @@ struct DUET_API Policy {
   std::optional<Precision> precision;
   std::map<OpKind, Precision> op_precision;
   Precision bf16_fallback = Precision::f16;
+  std::vector<Precision> lower;                       // below-floor precisions allowed
+  std::map<OpKind, std::vector<Precision>> op_lower;  // per op kind (wins over `lower`)
   std::optional<uint64_t> budget;
   std::map<std::string, uint64_t> budgets;  // device id or backend name -> bytes
   bool split = true;
@@ -62,6 +67,9 @@ struct DUET_API Policy {
 
   // The precision forced for an op kind, and the term that forces it ("precision=f32").
   std::optional<Precision> forced_precision(OpKind k, std::string* term = nullptr) const;
+  // The term that allows computing ops of kind k in p although they ask for more ("" when no
+  // term does).
+  std::string lower_allowed(OpKind k, Precision p) const;
   // The term that keeps a device out ("" when it may be used).
   std::string device_denied(BackendKind b, std::string_view device_id) const;
   // The term that forbids a tier on a device ("" when allowed).

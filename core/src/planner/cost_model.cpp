@@ -1,8 +1,11 @@
-// The cost model: a roofline of the op's flops at the tier's share of the device's peak against
-// its bytes at the device's bandwidth, plus a launch; copies go through host memory.
+// The cost model: a roofline of the op's flops against its bytes, at the rates the device
+// reaches, plus a launch. Rates come from the device's calibration where it was measured, else
+// from its capability record's peaks scaled by what each kernel tier reaches on that kind of
+// device. Copies go through host memory. docs/planner.md, "Cost model".
 #include "cost_model.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <string_view>
 
 #include "duet/planner.h"
@@ -17,8 +20,29 @@ constexpr double kDefaultMemoryGbps = 20.0;
 constexpr double kDefaultLinkGbps = 8.0;
 constexpr double kTransferLatencyUs = 10.0;
 
-// The share of the device's peak a tier reaches on the ops it is made for.
-double tier_efficiency(Tier tier) {
+// A GPU-style API (Vulkan) running on the host's cores: lavapipe, SwiftShader.
+bool gpu_api_on_cpu(const DeviceCaps& c) {
+  return c.type == DeviceType::cpu && c.backend != BackendKind::cpu;
+}
+
+// The share of the device's peak a kernel tier reaches on a large problem. On a CPU-type Vulkan
+// device (lavapipe, measured: docs/performance.md) shared memory and per-invocation reads are
+// scalar loops over the lanes: the shared-memory tiers reach a few percent of the host's peak,
+// the register-blocked kernels about a third.
+double tier_efficiency(const DeviceCaps& c, Tier tier) {
+  if (gpu_api_on_cpu(c)) {
+    switch (tier) {
+      case Tier::register_blocked:
+        return 0.3;
+      case Tier::tiled:
+      case Tier::coopmat:
+        return 0.04;
+      case Tier::flash:
+        return 0.005;
+      default:
+        return 0.1;
+    }
+  }
   switch (tier) {
     case Tier::cublas:
       return 0.7;
@@ -38,6 +62,12 @@ double tier_efficiency(Tier tier) {
       return 0.02;
   }
   return 0.2;
+}
+
+// The share of the memory bandwidth streaming kernels reach: on a CPU-type Vulkan device every
+// store is a loop over the lanes (lavapipe: add at 0.2 of the host's bandwidth).
+double bandwidth_efficiency(const DeviceCaps& c) {
+  return gpu_api_on_cpu(c) ? 0.2 : 0.8;
 }
 
 double peak_gflops(Precision p, const DeviceCaps& c) {
@@ -64,6 +94,11 @@ double memory_gbps(const DeviceCaps& c) {
   return c.memory_gbps > 0 ? c.memory_gbps : kDefaultMemoryGbps;
 }
 
+double model_launch_us(const DeviceCaps& c) {
+  if (c.type != DeviceType::cpu) return 5.0;
+  return gpu_api_on_cpu(c) ? 30.0 : 2.0;  // a submission and a fence on lavapipe
+}
+
 // One leg of a copy through host memory.
 double leg_us(uint64_t bytes, const DeviceCaps* c) {
   if (!c) return 0.0;
@@ -73,29 +108,96 @@ double leg_us(uint64_t bytes, const DeviceCaps* c) {
   return b / (link * 1e3) + kTransferLatencyUs;
 }
 
+std::string number(double v, const char* unit) {
+  char b[48];
+  std::snprintf(b, sizeof b, v >= 100 ? "%.0f %s" : v >= 10 ? "%.1f %s" : "%.2f %s", v, unit);
+  return b;
+}
+
 }  // namespace
 
 namespace planning {
 
-double launch_us(const DeviceCaps& c) {
-  return c.type == DeviceType::cpu ? 1.0 : 5.0;
+Rates rates_for(CostFamily f, const KernelChoice& choice, const DeviceCaps& caps,
+                const Calibration* measured) {
+  Rates r;
+  r.gflops = peak_gflops(choice.precision, caps) * tier_efficiency(caps, choice.tier);
+  r.gbps = memory_gbps(caps) * bandwidth_efficiency(caps);
+  r.launch_us = model_launch_us(caps);
+  r.basis = "peak x " + std::string(tier_name(choice.tier)) + " efficiency";
+  if (!measured || measured->empty()) return r;
+  if (measured->launch_us > 0) r.launch_us = measured->launch_us;
+  for (const MeasuredRate& m : measured->rates)
+    if (m.family == CostFamily::memory && m.gbps > 0) {
+      r.gbps = m.gbps;
+      break;
+    }
+  if (f == CostFamily::memory) {
+    r.basis = "measured bandwidth";
+    return r;
+  }
+  // The measured rate of this tier and precision; else of this tier at another precision,
+  // scaled by the peaks; else of another tier, scaled by the tiers' efficiencies.
+  const MeasuredRate* best = measured->find(f, choice.tier, choice.precision);
+  double scale = 1.0;
+  if (!best)
+    for (const MeasuredRate& m : measured->rates)
+      if (m.family == f && m.tier == choice.tier && m.gflops > 0) {
+        best = &m;
+        scale = peak_gflops(choice.precision, caps) / peak_gflops(m.precision, caps);
+        break;
+      }
+  if (!best)
+    for (const MeasuredRate& m : measured->rates)
+      if (m.family == f && m.gflops > 0) {
+        best = &m;
+        scale = peak_gflops(choice.precision, caps) * tier_efficiency(caps, choice.tier) /
+                (peak_gflops(m.precision, caps) * tier_efficiency(caps, m.tier));
+        break;
+      }
+  if (!best || best->gflops <= 0) return r;
+  r.gflops = best->gflops * scale;
+  r.basis = "measured " + std::string(cost_family_name(f)) + " " + std::string(tier_name(best->tier)) + " " +
+            std::string(precision_name(best->precision)) + (scale != 1.0 ? ", scaled" : "");
+  return r;
 }
 
-double estimate_cast_us(uint64_t bytes, const DeviceCaps& caps) {
-  return static_cast<double>(bytes) * 2.0 / (memory_gbps(caps) * 0.8 * 1e3) + launch_us(caps);
+double launch_us(const DeviceCaps& c, const Calibration* measured) {
+  return measured && measured->launch_us > 0 ? measured->launch_us : model_launch_us(c);
+}
+
+double estimate_cast_us(uint64_t bytes, const DeviceCaps& caps, const Calibration* measured) {
+  KernelChoice any;
+  any.tier = Tier::generic;
+  const Rates r = rates_for(CostFamily::memory, any, caps, measured);
+  return static_cast<double>(bytes) * 2.0 / (r.gbps * 1e3) + r.launch_us;
 }
 
 }  // namespace planning
 
-using planning::launch_us;
-
-double estimate_kernel_us(const OpDesc& op, const KernelChoice& choice, const DeviceCaps& caps) {
+double estimate_kernel_us(const OpDesc& op, const KernelChoice& choice, const DeviceCaps& caps,
+                          const Calibration* measured) {
   if (is_view(op.kind)) return 0.0;
+  const CostFamily f = cost_family(op.kind);
+  const planning::Rates r = planning::rates_for(f, choice, caps, measured);
+  const double compute = op_flops(op) / (r.gflops * 1e3);
+  const double memory = op_bytes(op) / (r.gbps * 1e3);
+  return std::max(compute, memory) + r.launch_us;
+}
+
+std::string estimate_basis(const OpDesc& op, const KernelChoice& choice, const DeviceCaps& caps,
+                           const Calibration* measured) {
+  if (is_view(op.kind)) return "a view: no kernel";
+  const CostFamily f = cost_family(op.kind);
+  const planning::Rates r = planning::rates_for(f, choice, caps, measured);
   const double flops = op_flops(op), bytes = op_bytes(op);
-  const double compute =
-      flops / (peak_gflops(choice.precision, caps) * tier_efficiency(choice.tier) * 1e3);
-  const double memory = bytes / (memory_gbps(caps) * 0.8 * 1e3);
-  return std::max(compute, memory) + launch_us(caps);
+  const double compute = flops / (r.gflops * 1e3), memory = bytes / (r.gbps * 1e3);
+  const bool measured_launch = measured && measured->launch_us > 0;
+  std::string s = compute >= memory ? number(flops / 1e9, "GFLOP") + " at " +
+                                          number(r.gflops, "GFLOP/s") + " (" + r.basis + ")"
+                                    : number(bytes / 1e6, "MB") + " at " + number(r.gbps, "GB/s") +
+                                          (measured && !measured->empty() ? " (measured)" : "");
+  return s + " + " + format_us(r.launch_us) + " launch" + (measured_launch ? " (measured)" : "");
 }
 
 double estimate_transfer_us(uint64_t bytes, const DeviceCaps* from, const DeviceCaps* to) {

@@ -9,12 +9,11 @@
 #include "cost_model.h"
 #include "duet/planner.h"
 #include "planner.h"
+#include "precision.h"
 
 namespace duet::planning {
 
-DeviceEval Planner::evaluate(const GraphNode& n, int d, Precision asked,
-                             std::optional<Precision> forced,
-                             const std::string& forced_term) const {
+DeviceEval Planner::evaluate(const GraphNode& n, int d, const PrecisionFloor& floor) const {
   DeviceEval e;
   e.device = d;
   const PlanDevice& pd = dev(d);
@@ -35,40 +34,43 @@ DeviceEval Planner::evaluate(const GraphNode& n, int d, Precision asked,
     e.why_not = "the whole graph runs on " + dev(single_).id + " (split=off)";
     return e;
   }
-  // Precisions acceptable for this op, best first.
-  std::vector<Precision> order;
-  if (forced) {
-    order = {*forced};
-  } else if (data_movement(n.kind())) {
-    order = {asked, Precision::f32, Precision::f16, Precision::bf16};
-  } else if (asked == Precision::bf16) {
-    order = {Precision::bf16, policy_.bf16_fallback, Precision::f32};
-  } else if (asked == Precision::f16) {
-    order = {Precision::f16, Precision::f32};
-  } else {
-    order = {asked};
-  }
-  auto rank_of = [&](Precision p) {
-    for (size_t i = 0; i < order.size(); ++i)
-      if (order[i] == p) return static_cast<int>(i);
-    return -1;
-  };
-
   e.all = pd.rules ? pd.rules->choices(pd.caps, n.op) : std::vector<KernelChoice>{};
-  int best = -1, best_rank = 0;
-  std::vector<std::string> reasons;  // for why_not
+  auto usable = [&](const KernelChoice& c) {
+    return c.ok && policy_.tier_denied(pd.caps.backend, pd.id, c.tier).empty();
+  };
+  bool asked_here = false;
+  for (const KernelChoice& c : e.all)
+    asked_here = asked_here || (usable(c) && c.precision == floor.asked());
+  // Every acceptable choice with its kernel's estimate; the fastest wins. Casts are left out of
+  // this ranking: a value is converted once and then read by every op on the device (a bf16
+  // graph on a device without bf16 runs in f16 after converting its values), so they weigh in
+  // between devices (cost()), and here only to break a near tie (within 5%): fewer inputs to
+  // cast from what exists, then a choice meeting the floor before a substitute, then the
+  // backend's order.
+  std::vector<Standing> standing;
+  std::vector<double> us(e.all.size(), 0.0), cast(e.all.size(), 0.0);
+  auto better = [&](size_t i, size_t b) {
+    if (us[i] < us[b] * 0.95) return true;
+    if (us[i] > us[b] * 1.05) return false;
+    if (cast[i] != cast[b]) return cast[i] < cast[b];
+    if (standing[i].kind != standing[b].kind) return standing[i].kind < standing[b].kind;
+    return us[i] < us[b] * (1 - 1e-9);
+  };
+  int best = -1;
   for (size_t i = 0; i < e.all.size(); ++i) {
     const KernelChoice& c = e.all[i];
-    if (!c.ok) continue;
-    if (!policy_.tier_denied(pd.caps.backend, pd.id, c.tier).empty()) continue;
-    const int r = rank_of(c.precision);
-    if (r < 0) continue;
-    if (best < 0 || r < best_rank) {
-      best = static_cast<int>(i);
-      best_rank = r;
-    }
+    standing.push_back(floor.judge(c, n.op, asked_here));
+    if (!usable(c) || standing[i].kind == Standing::refused) continue;
+    us[i] = estimate_kernel_us(n.op, c, pd.caps, &pd.measured);
+    for (size_t k = 0; k < n.inputs.size() && k < c.input_dtypes.size(); ++k)
+      if (available_dtype(n.inputs[k], d, c.input_dtypes[k]) != c.input_dtypes[k])
+        cast[i] += estimate_cast_us(
+            static_cast<uint64_t>(dtype_bytes(c.input_dtypes[k], n.op.inputs[k].numel())), pd.caps,
+            &pd.measured);
+    if (best < 0 || better(i, u(best))) best = static_cast<int>(i);
   }
   // Why each other choice lost.
+  std::vector<std::string> reasons;  // for why_not
   for (size_t i = 0; i < e.all.size(); ++i) {
     const KernelChoice& c = e.all[i];
     if (static_cast<int>(i) == best) continue;
@@ -78,7 +80,6 @@ DeviceEval Planner::evaluate(const GraphNode& n, int d, Precision asked,
     a.precision = c.precision;
     a.usable = c.ok;
     const std::string deny = policy_.tier_denied(pd.caps.backend, pd.id, c.tier);
-    const int r = rank_of(c.precision);
     if (!c.ok) {
       a.reason = c.reason;
     } else if (!deny.empty()) {
@@ -86,22 +87,23 @@ DeviceEval Planner::evaluate(const GraphNode& n, int d, Precision asked,
       a.term = deny;
       a.reason = "tier " + tname(c.tier) + " denied by policy (" + deny + ")";
       e.policy.push_back(deny);
-    } else if (r < 0) {
-      if (forced) {
-        a.by_policy = true;
-        a.term = forced_term;
-        a.reason = "policy forces " + pname(*forced) + " (" + forced_term + ")";
-        e.policy.push_back(forced_term);
-      } else if (c.precision == Precision::f64) {
-        a.reason = "f64 is the checking precision (select it with precision=f64)";
-      } else {
-        a.reason = pname(c.precision) + " is less precise than the " + pname(asked) +
-                   " the graph asks for";
-      }
+    } else if (standing[i].kind == Standing::refused) {
+      a.by_policy = standing[i].by_policy;
+      a.term = standing[i].term;
+      a.reason = standing[i].why;
+      if (a.by_policy) e.policy.push_back(a.term);
     } else if (best >= 0) {
       const KernelChoice& b = e.all[u(best)];
-      a.reason = r > best_rank ? pname(b.precision) + " preferred (" + choice_name(b) + " chosen)"
-                               : "backend prefers " + tname(b.tier) + " (listed first)";
+      const bool near = us[i] <= us[u(best)] * 1.05;
+      a.reason = !near ? "estimated " + format_us(us[i]) + " vs " + format_us(us[u(best)]) + " (" +
+                             choice_name(b) + " chosen)"
+                 : cast[i] > cast[u(best)]
+                     ? "about as fast as " + choice_name(b) + " (" + format_us(us[i]) + " vs " +
+                           format_us(us[u(best)]) + "), which needs fewer casts"
+                 : standing[i].kind > standing[u(best)].kind
+                     ? "about as fast as " + choice_name(b) + ", which meets the " +
+                           pname(floor.asked()) + " asked"
+                     : "backend prefers " + tname(b.tier) + " (listed first)";
     }
     e.alternatives.push_back(a);
     reasons.push_back(choice_name(c) + ": " + a.reason);
@@ -114,26 +116,28 @@ DeviceEval Planner::evaluate(const GraphNode& n, int d, Precision asked,
   }
   e.ok = true;
   e.pick = e.all[u(best)];
-  e.rank = best_rank;
+  e.standing = standing[u(best)];
+  e.kernel_us = us[u(best)] + cast[u(best)];
   // Tiers the backend ranks before the pick, and why they were not used.
   std::set<Tier> said;
   for (size_t i = 0; i < u(best); ++i) {
     const KernelChoice& c = e.all[i];
     if (c.tier == e.pick.tier || said.count(c.tier)) continue;
     // Prefer the explanation at the chosen precision, else the first seen.
-    const KernelChoice* at = &c;
+    size_t at = i;
     for (size_t j = 0; j < u(best); ++j)
-      if (e.all[j].tier == c.tier && e.all[j].precision == e.pick.precision) at = &e.all[j];
+      if (e.all[j].tier == c.tier && e.all[j].precision == e.pick.precision) at = j;
+    const KernelChoice& x = e.all[at];
     std::string why;
-    const std::string deny = policy_.tier_denied(pd.caps.backend, pd.id, at->tier);
-    if (!at->ok)
-      why = at->reason;
+    const std::string deny = policy_.tier_denied(pd.caps.backend, pd.id, x.tier);
+    if (!x.ok)
+      why = x.reason;
     else if (!deny.empty())
       why = "denied by policy (" + deny + ")";
-    else if (forced)
-      why = "policy forces " + pname(*forced) + " (" + forced_term + ")";
+    else if (standing[at].kind == Standing::refused)
+      why = standing[at].why;
     else
-      why = "not at an acceptable precision";
+      why = "estimated " + format_us(us[at]) + " vs " + format_us(e.kernel_us);
     e.skipped.push_back(tname(c.tier) + " skipped: " + why);
     said.insert(c.tier);
   }
@@ -158,7 +162,7 @@ uint64_t Planner::live_bytes(int d, int node_index) const {
 void Planner::cost(const GraphNode& n, int node_index, DeviceEval& e) const {
   const int d = e.device;
   const DeviceCaps& caps = dev(d).caps;
-  double us = estimate_kernel_us(n.op, e.pick, caps);
+  double us = estimate_kernel_us(n.op, e.pick, caps, measured(d));
   uint64_t bytes =
       static_cast<uint64_t>(dtype_bytes(n.op.output.dtype, n.op.output.numel()));  // the output
   uint64_t largest = bytes;
@@ -195,7 +199,7 @@ void Planner::cost(const GraphNode& n, int node_index, DeviceEval& e) const {
     }
     if (n.op.inputs[i].dtype != want) {
       // A cast: an elementwise pass on this device.
-      us += estimate_cast_us(cast_bytes, caps);
+      us += estimate_cast_us(cast_bytes, caps, measured(d));
       bytes += cast_bytes;
       largest = std::max(largest, cast_bytes);
     }
@@ -226,18 +230,14 @@ Status Planner::choose_single_device() {
     bool all = true;
     for (const GraphNode& n : g_.nodes()) {
       if (is_view(n.kind())) continue;
-      std::string term;
-      const auto forced = data_movement(n.kind()) && !policy_.op_precision.count(n.kind())
-                              ? std::nullopt
-                              : policy_.forced_precision(n.kind(), &term);
-      DeviceEval e = evaluate(n, static_cast<int>(d), asked_precision(n.op), forced, term);
+      DeviceEval e = evaluate(n, static_cast<int>(d), PrecisionFloor(policy_, n.op));
       if (!e.ok) {
         refusals += (refusals.empty() ? "" : "; ") + dev(static_cast<int>(d)).id + " cannot run " +
                     std::string(op_name(n.kind())) + " '" + n.name + "' (" + e.why_not + ")";
         all = false;
         break;
       }
-      total += estimate_kernel_us(n.op, e.pick, dev(static_cast<int>(d)).caps);
+      total += e.kernel_us;
     }
     if (all && total < best) {
       best = total;
@@ -255,25 +255,26 @@ Status Planner::choose_single_device() {
 Status Planner::place(int node_index) {
   const GraphNode& n = g_.nodes()[u(node_index)];
   if (is_view(n.kind())) return {};  // made where their consumers need them
-  std::string forced_term;
-  const auto forced = data_movement(n.kind()) && !policy_.op_precision.count(n.kind())
-                          ? std::nullopt
-                          : policy_.forced_precision(n.kind(), &forced_term);
-  const Precision asked = asked_precision(n.op);
+  const PrecisionFloor floor(policy_, n.op);
+  const Precision asked = floor.asked();
+  const auto& forced = floor.forced();
   std::vector<DeviceEval> evals;
   for (size_t d = 0; d < plan_.devices.size(); ++d)
-    evals.push_back(evaluate(n, static_cast<int>(d), asked, forced, forced_term));
+    evals.push_back(evaluate(n, static_cast<int>(d), floor));
 
+  // The fastest device that fits (a choice meeting the floor before a substitute on a tie,
+  // then the earlier device).
+  auto faster = [&](const DeviceEval& a, const DeviceEval& b) {
+    if (a.est_us < b.est_us * (1 - 1e-9)) return true;
+    return a.est_us <= b.est_us * (1 + 1e-9) && a.standing.kind < b.standing.kind;
+  };
   int chosen = -1, cheapest = -1;
   for (DeviceEval& e : evals) {
     if (!e.ok) continue;
     cost(n, node_index, e);
-    if (cheapest < 0 || e.est_us < evals[u(cheapest)].est_us) cheapest = e.device;
+    if (cheapest < 0 || faster(e, evals[u(cheapest)])) cheapest = e.device;
     if (!e.fits) continue;
-    // Precision as asked beats a fallback; then time.
-    if (chosen < 0 || e.rank < evals[u(chosen)].rank ||
-        (e.rank == evals[u(chosen)].rank && e.est_us < evals[u(chosen)].est_us))
-      chosen = e.device;
+    if (chosen < 0 || faster(e, evals[u(chosen)])) chosen = e.device;
   }
   const std::string what = std::string(op_name(n.kind())) + " '" + n.name + "'";
   if (cheapest < 0) {
@@ -306,6 +307,7 @@ Status Planner::place(int node_index) {
   st.device = d;
   st.requested = forced ? *forced : asked;
   st.est_us = e.est_us;
+  st.est_basis = estimate_basis(n.op, e.pick, dev(d).caps, measured(d));
   st.skipped = e.skipped;
 
   // Why this device.
@@ -322,36 +324,41 @@ Status Planner::place(int node_index) {
           "; " + evals[u(cheapest)].fit_reason + ", so the work moves to " + dev(d).id;
       plan_.notes.push_back(what + " moved from " + dev(cheapest).id + " to " + dev(d).id + ": " +
                             evals[u(cheapest)].fit_reason);
-    } else if (e.rank > 0) {
-      st.device_reason += ", no device runs it at " + pname(asked);
     } else {
       st.device_reason += ", the lowest of " + std::to_string(usable) + " devices";
     }
   }
   // Why this precision.
+  const std::string picked = pname(e.pick.precision);
   if (forced) {
-    st.precision_reason = pname(*forced) + " forced by policy (" + forced_term + ")";
-    if (!data_movement(n.kind()) && significant_bits(*forced) < significant_bits(asked))
+    st.precision_reason = pname(*forced) + " forced by policy (" + floor.forced_term() + ")";
+    if (!floor.data_movement() && significant_bits(*forced) < significant_bits(asked))
       st.precision_reason += ", below the " + pname(asked) + " the graph asks for (" +
                              std::to_string(significant_bits(*forced)) + " significant bits of " +
                              std::to_string(significant_bits(asked)) + ")";
-    st.policy.push_back(forced_term + " set the precision to " + pname(*forced));
+    st.policy.push_back(floor.forced_term() + " set the precision to " + pname(*forced));
   } else if (e.pick.precision == asked) {
     st.precision_reason = pname(asked) + " as the graph asks";
-  } else if (data_movement(n.kind())) {
-    st.precision_reason = pname(e.pick.precision) + " (data movement; the backend's kernel)";
-  } else {
+  } else if (floor.data_movement()) {
+    st.precision_reason = picked + " (data movement; the backend's kernel)";
+  } else if (e.standing.kind == Standing::meets) {
+    st.precision_reason = pname(asked) + " asked; " + picked +
+                          " is at least as precise (the precision asked is a floor) and is the "
+                          "fastest acceptable kernel on " +
+                          dev(d).id;
+  } else if (e.standing.term == "fallback=f16") {
     std::string missing;
     for (const KernelChoice& c : e.all)
       if (c.precision == asked)
         missing += (missing.empty() ? "" : "; ") + tname(c.tier) + " " + pname(asked) + ": " +
                    (c.ok ? "denied by policy" : c.reason);
-    st.precision_reason =
-        pname(asked) + " asked, but " + dev(d).id + " has no " + pname(asked) + " kernel for it" +
-        (missing.empty() ? "" : " (" + missing + ")") + "; " + pname(e.pick.precision) +
-        (e.pick.precision == Precision::f32 ? "" : " with f32 accumulation") + " instead";
-    if (asked == Precision::bf16 && e.pick.precision == policy_.bf16_fallback)
-      st.precision_reason += " (fallback=" + pname(policy_.bf16_fallback) + ")";
+    st.precision_reason = pname(asked) + " asked, but " + dev(d).id + " has no " + pname(asked) +
+                          " kernel for it" + (missing.empty() ? "" : " (" + missing + ")") + "; " +
+                          picked + " with f32 accumulation instead (fallback=f16)";
+  } else {
+    st.precision_reason = pname(asked) + " asked; " + e.standing.why + ", and estimated faster";
+    st.policy.push_back(e.standing.term + " allowed " + picked + " below the " + pname(asked) +
+                        " asked");
   }
   st.tier_reason = tname(e.pick.tier) + ": " + e.pick.reason;
   // What each policy term removed, one line per term.
@@ -377,11 +384,9 @@ Status Planner::place(int node_index) {
       a.tier = x.pick.tier;
       a.precision = x.pick.precision;
       a.usable = true;
-      a.reason = !x.fits           ? x.fit_reason
-                 : x.rank > e.rank ? pname(x.pick.precision) + " only, " + pname(e.pick.precision) +
-                                         " on " + dev(d).id
-                                   : "estimated " + format_us(x.est_us) + " vs " +
-                                         format_us(e.est_us) + " on " + dev(d).id;
+      a.reason = !x.fits ? x.fit_reason
+                         : "estimated " + format_us(x.est_us) + " vs " + format_us(e.est_us) +
+                               " on " + dev(d).id;
       st.rejected.push_back(a);
     }
     if (x.device != d && x.denied && single_ >= 0 && x.device != single_) {

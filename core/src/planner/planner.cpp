@@ -3,6 +3,8 @@
 // per device (docs/planner.md). This file assembles the plan; the parts are in planner.h.
 #include "duet/planner.h"
 
+#include "duet/calibration.h"
+
 #include <algorithm>
 #include <set>
 
@@ -12,12 +14,16 @@
 
 namespace duet {
 
-std::vector<PlanDevice> plan_devices(std::span<Device* const> devices) {
+std::vector<PlanDevice> plan_devices(std::span<Device* const> devices, bool calibrate) {
   std::vector<PlanDevice> out;
   for (Device* d : devices) {
     if (!d) continue;
-    out.push_back(PlanDevice{d->id(), d->caps(), &d->rules(), {}});
+    out.push_back(PlanDevice{d->id(), d->caps(), &d->rules(), {}, {}});
   }
+  // Measured rates rank devices; with one device there is nothing to rank it against.
+  if (calibrate && out.size() > 1)
+    for (size_t i = 0, k = 0; i < devices.size(); ++i)
+      if (devices[i]) out[k++].measured = calibration_for(*devices[i]);
   return out;
 }
 

@@ -11,6 +11,7 @@
 #include "duet/graph.h"
 #include "duet/plan.h"
 #include "duet/policy.h"
+#include "precision.h"
 
 namespace duet::planning {
 
@@ -20,13 +21,6 @@ inline size_t u(int i) {
 
 inline bool data_movement(OpKind k) {
   return op_class(k) == OpClass::data_movement;
-}
-
-// The precision an op's tensors ask for: that of its first floating-point input.
-inline Precision asked_precision(const OpDesc& op) {
-  for (const TensorDesc& t : op.inputs)
-    if (is_float(t.dtype)) return precision_of(t.dtype);
-  return is_float(op.output.dtype) ? precision_of(op.output.dtype) : Precision::f32;
 }
 
 inline std::string pname(Precision p) {
@@ -47,7 +41,8 @@ struct DeviceEval {
   bool denied = false;  // the policy keeps the device out
   bool ok = false;      // an acceptable choice exists
   KernelChoice pick;
-  int rank = 0;  // precision rank of the pick (0 = as asked)
+  Standing standing;     // the pick against the op's precision floor
+  double kernel_us = 0;  // the pick's kernel with its casts
   std::vector<KernelChoice> all;
   std::vector<Alternative> alternatives;  // every choice other than the pick
   std::vector<std::string> skipped;       // better tiers than the pick on this device
@@ -75,6 +70,7 @@ class Planner {
  private:
   const PlanDevice& dev(int d) const { return plan_.devices[u(d)]; }
   const DeviceCaps* caps_of(int d) const { return d == kHost ? nullptr : &dev(d).caps; }
+  const Calibration* measured(int d) const { return &dev(d).measured; }
   std::string dname(int d) const { return plan_.device_name(d); }
 
   uint64_t budget(int d) const;
@@ -85,8 +81,7 @@ class Planner {
   int add_value(PlanValue v);
   int add_step(PlanStep s);
 
-  DeviceEval evaluate(const GraphNode& n, int d, Precision asked, std::optional<Precision> forced,
-                      const std::string& forced_term) const;
+  DeviceEval evaluate(const GraphNode& n, int d, const PrecisionFloor& floor) const;
   void cost(const GraphNode& n, int node_index, DeviceEval& e) const;
   uint64_t live_bytes(int d, int node_index) const;
 

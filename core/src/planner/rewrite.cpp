@@ -228,7 +228,7 @@ Result<int> Planner::cast_to(int gv, DType t, int d, const std::string& why) {
     st.device_reason = "inserted: " + why + " reads " + std::string(dtype_name(t)) +
                        (e == d ? std::string() : " on " + dev(d).id + ", which cannot cast it");
     st.tier_reason = tname(choice->tier) + ": " + choice->reason;
-    st.est_us = estimate_kernel_us(*op, *choice, dev(e).caps);
+    st.est_us = estimate_kernel_us(*op, *choice, dev(e).caps, measured(e));
     st.op = PlannedOp{std::move(*op), std::move(*choice)};
     add_step(std::move(st));
     return e == d ? oid : add_transfer(oid, d, gv);
