@@ -25,7 +25,7 @@ std::string cost_inputs(const PlanDevice& d) {
     std::string s = "measured (" + m.source + (m.measured_at.empty() ? "" : ", " + m.measured_at) +
                     "): launch " + format_us(m.launch_us);
     for (const MeasuredRate& r : m.rates)
-      s += "; " + std::string(cost_family_name(r.family)) + " " + r.tier + " " +
+      s += "; " + std::string(cost_family_name(r.family)) + " " + std::string(tier_name(r.tier)) + " " +
            std::string(precision_name(r.precision)) + " " +
            (r.gflops > 0 ? rate(r.gflops, "GFLOP/s") : rate(r.gbps, "GB/s"));
     return s;

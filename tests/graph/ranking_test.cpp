@@ -126,11 +126,13 @@ TEST(Ranking, CalibratedEstimatesPickADeviceNoSlowerThanMeasured) {
   const std::vector<Device*> devices = machine_devices();
   if (devices.size() < 2) GTEST_SKIP() << "one device: nothing to rank";
   std::vector<PlanDevice> planned = plan_devices(devices, false);
+  auto c = calibrate(devices);
+  ASSERT_TRUE(c.ok()) << c.status().message();
   for (size_t i = 0; i < devices.size(); ++i) {
-    auto c = calibrate(*devices[i]);
-    ASSERT_TRUE(c.ok()) << c.status().message();
-    EXPECT_FALSE(c->rates.empty());
-    planned[i].measured = std::move(*c);
+    EXPECT_FALSE((*c)[i].rates.empty());
+    // A measurement disturbed by other work is not used by the planner (peaks instead), which
+    // the test above checks.
+    if ((*c)[i].doubt.empty()) planned[i].measured = std::move((*c)[i]);
   }
   check_ranking(planned, devices);
 }

@@ -45,7 +45,8 @@ TEST(Precision, F16OnACpuAndLavapipeRunsOnTheCpuInF32BecauseItIsFaster) {
   EXPECT_EQ(s->requested, Precision::f16);
   EXPECT_HAS(s->precision_reason, "at least as precise");
   const std::string text = explain(p);
-  EXPECT_HAS(text, "vulkan:0 register_blocked f16: estimated");  // lavapipe lost on time, not precision
+  EXPECT_HAS(text,
+             "vulkan:0 register_blocked f16: estimated");  // lavapipe lost on time, not precision
   EXPECT_LACKS(text, "f32 only");
 }
 

@@ -25,11 +25,11 @@ std::string rates_text(const Calibration& c) {
   std::snprintf(b, sizeof b, "  launch %.1f us\n", c.launch_us);
   s += b;
   for (const MeasuredRate& r : c.rates) {
-    std::snprintf(b, sizeof b, "  %-9s %-8s %-4s %8.1f %-7s  (%s)\n",
-                  std::string(cost_family_name(r.family)).c_str(), std::string(tier_name(r.tier)).c_str(),
-                  std::string(precision_name(r.precision)).c_str(),
-                  r.gflops > 0 ? r.gflops : r.gbps, r.gflops > 0 ? "GFLOP/s" : "GB/s",
-                  r.shape.c_str());
+    std::snprintf(
+        b, sizeof b, "  %-9s %-8s %-4s %8.1f %-7s  (%s)\n",
+        std::string(cost_family_name(r.family)).c_str(), std::string(tier_name(r.tier)).c_str(),
+        std::string(precision_name(r.precision)).c_str(), r.gflops > 0 ? r.gflops : r.gbps,
+        r.gflops > 0 ? "GFLOP/s" : "GB/s", r.shape.c_str());
     s += b;
   }
   return s;
@@ -51,21 +51,24 @@ int run_calibrate(const CLI::App& cmd, const Options& o) {
                                        ? ("fixed file " + settings.file).c_str()
                                    : settings.file.empty() ? "not cached (no cache folder)"
                                                            : ("cache " + settings.file).c_str());
+  // Together, so that devices measured now take turns (docs/planner.md, "Calibration").
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<Calibration> got = calibrations_for(*devices, settings);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::vector<Calibration> all;
-  for (Device* d : *devices) {
-    const auto t0 = std::chrono::steady_clock::now();
-    Calibration c = calibration_for(*d, settings);
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  for (size_t i = 0; i < devices->size(); ++i) {
+    const Device* d = (*devices)[i];
+    Calibration& c = got[i];
     std::printf("\n%s  %s\n  key: %s\n  source: %s", d->id().c_str(), d->caps().name.c_str(),
-                c.device_key.empty() ? calibration_key(d->caps()).c_str() : c.device_key.c_str(),
-                c.source.c_str());
+                calibration_key(d->caps()).c_str(), c.source.c_str());
     if (!c.empty())
-      std::printf(", measured %s in %.2f s (this call: %.2f s)\n%s", c.measured_at.c_str(),
-                  c.cost_s, s, rates_text(c).c_str());
+      std::printf(", measured %s in %.2f s\n%s", c.measured_at.c_str(), c.cost_s,
+                  rates_text(c).c_str());
     else
       std::printf("\n");
     if (!c.empty()) all.push_back(std::move(c));
   }
+  std::printf("\n(this call: %.2f s)\n", s);
   if (!o.save.empty()) {
     if (Status st = write_file_atomically(o.save, calibrations_to_json(all)); !st.ok())
       return fail(cmd, st.message(), 1);

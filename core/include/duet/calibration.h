@@ -49,20 +49,27 @@ struct DUET_API Calibration {
   std::string measured_at;  // UTC time of the measurement
   double cost_s = 0;        // how long measuring took (pipeline compilation included)
   std::string source;       // "measured now", "cache <file>", "fixed <file>" (set when loaded)
+  std::string doubt;        // why the measurement looks disturbed ("" when it does not); not kept
 
   bool empty() const { return rates.empty() && launch_us <= 0; }
   // The rate of exactly this family, tier and precision (nullptr when not measured).
   const MeasuredRate* find(CostFamily f, Tier tier, Precision p) const;
-  bool operator==(const Calibration&) const = default;
+  bool operator==(const Calibration& o) const {
+    return device_key == o.device_key && launch_us == o.launch_us && rates == o.rates &&
+           measured_at == o.measured_at && cost_s == o.cost_s;
+  }
 };
 
 // The key a calibration is cached under: backend, device name and ids, driver name and version,
 // compute units (threads for CPU devices), and duet's version. A driver update changes it.
 DUET_API std::string calibration_key(const DeviceCaps& caps);
 
-// Measures `device` now (a few hundred milliseconds on a CPU; on lavapipe mostly the first
-// compilation of each kernel's pipeline). Uses the device through an Executor, so it is safe
-// beside engines that share the device.
+// Measures devices now, together: they take turns round after round and each keeps its best
+// runs, so load from other work slows them alike and their ranking holds on a busy machine
+// (about 0.5 s, plus on lavapipe the first compilation of each kernel's pipeline). Uses the
+// devices through Executors, so it is safe beside engines that share them. A kernel far slower
+// than the device's peaks allow sets `doubt`.
+DUET_API Result<std::vector<Calibration>> calibrate(std::span<Device* const> devices);
 DUET_API Result<Calibration> calibrate(Device& device);
 
 // JSON of calibrations (one per device key), as cached and as `duet calibrate --save` writes.
@@ -80,10 +87,15 @@ struct DUET_API CalibrationSettings {
 // The cache file for a process without DUET_CALIBRATION ("" when no cache folder is known).
 DUET_API std::string calibration_cache_file();
 
-// The calibration of `device` under `settings`: from the fixed file, from the cache, or measured
-// now and added to the cache. Remembered for the rest of the process (per device key), so an
-// engine re-planning never measures twice. An empty calibration (with `source` saying why) when
-// calibration is off or failed: the planner then uses peaks.
+// The calibrations of `devices` under `settings`: from the fixed file, from the cache, or
+// measured now (those the cache lacks, together) and added to the cache. Remembered for the rest
+// of the process (per device key), so an engine re-planning never measures twice. An empty
+// calibration (with `source` saying why) when calibration is off or failed, or the measurement
+// looked disturbed (then it is not cached either, and the next process measures again): the
+// planner then uses peaks.
+DUET_API std::vector<Calibration> calibrations_for(
+    std::span<Device* const> devices,
+    const CalibrationSettings& settings = CalibrationSettings::from_env());
 DUET_API Calibration calibration_for(
     Device& device, const CalibrationSettings& settings = CalibrationSettings::from_env());
 

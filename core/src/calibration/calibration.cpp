@@ -8,6 +8,7 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -213,50 +214,81 @@ std::optional<Calibration> find_key(const std::vector<Calibration>& all, const s
 
 }  // namespace
 
-Calibration calibration_for(Device& device, const CalibrationSettings& settings) {
+std::vector<Calibration> calibrations_for(std::span<Device* const> devices,
+                                          const CalibrationSettings& settings) {
   static std::mutex m;
   static std::map<std::string, Calibration> remembered;  // per mode, file and device key
-  const std::string key = calibration_key(device.caps());
-  const std::string memo = std::to_string(settings.mode) + "|" + settings.file + "|" + key;
   std::lock_guard<std::mutex> g(m);
-  if (auto it = remembered.find(memo); it != remembered.end()) return it->second;
-
-  Calibration out;
-  if (settings.mode == CalibrationSettings::off) {
-    out.source = "off (DUET_CALIBRATION=off): estimates from peaks";
-  } else if (settings.mode == CalibrationSettings::fixed) {
-    auto all = read_file(settings.file);
-    if (!all.ok()) {
-      log().warn("{}; estimates from peaks", all.status().message());
-      out.source = all.status().message();
-    } else if (auto c = find_key(*all, key)) {
-      out = *c;
-      out.source = "fixed " + settings.file;
-    } else {
-      out.source = "fixed " + settings.file + " has no entry for this device";
+  std::vector<Calibration> out(devices.size());
+  std::vector<std::string> memo(devices.size());
+  std::vector<Device*> missing;
+  std::vector<size_t> missing_at;
+  std::optional<std::vector<Calibration>> file;
+  for (size_t i = 0; i < devices.size(); ++i) {
+    const std::string key = calibration_key(devices[i]->caps());
+    memo[i] = std::to_string(settings.mode) + "|" + settings.file + "|" + key;
+    if (auto it = remembered.find(memo[i]); it != remembered.end()) {
+      out[i] = it->second;
+      continue;
     }
-  } else {
-    std::optional<Calibration> cached;
-    if (settings.mode == CalibrationSettings::cached && !settings.file.empty())
-      if (auto all = read_file(settings.file); all.ok()) cached = find_key(*all, key);
-    if (cached) {
-      out = *cached;
-      out.source = "cache " + settings.file;
-    } else if (auto c = calibrate(device); c.ok()) {
-      out = std::move(*c);
-      log().info("{}: calibrated in {:.2f} s", device.id(), out.cost_s);
-      if (!settings.file.empty())
-        if (Status s = write_cache(settings.file, out); !s.ok()) log().warn("{}", s.message());
-      out.source = "measured now" + (settings.file.empty() ? std::string(" (no cache folder)")
-                                                           : ", cached in " + settings.file);
+    if (settings.mode == CalibrationSettings::off) {
+      out[i].source = "off (DUET_CALIBRATION=off): estimates from peaks";
+    } else if (settings.mode == CalibrationSettings::fixed) {
+      auto all = read_file(settings.file);
+      if (!all.ok()) {
+        log().warn("{}; estimates from peaks", all.status().message());
+        out[i].source = all.status().message();
+      } else if (auto c = find_key(*all, key)) {
+        out[i] = *c;
+        out[i].source = "fixed " + settings.file;
+      } else {
+        out[i].source = "fixed " + settings.file + " has no entry for this device";
+      }
     } else {
-      log().warn("{}: calibration failed, estimates from peaks: {}", device.id(),
-                 c.status().message());
-      out.source = "calibration failed: " + c.status().message();
+      if (settings.mode == CalibrationSettings::cached && !settings.file.empty() && !file)
+        if (auto all = read_file(settings.file); all.ok()) file = std::move(*all);
+      std::optional<Calibration> cached;
+      if (file) cached = find_key(*file, key);
+      if (cached) {
+        out[i] = *cached;
+        out[i].source = "cache " + settings.file;
+      } else {
+        missing.push_back(devices[i]);
+        missing_at.push_back(i);
+        continue;
+      }
     }
+    remembered[memo[i]] = out[i];
   }
-  remembered[memo] = out;
+  if (missing.empty()) return out;
+
+  auto measured = calibrate(missing);
+  for (size_t k = 0; k < missing.size(); ++k) {
+    const size_t i = missing_at[k];
+    Calibration& c = out[i];
+    if (!measured.ok()) {
+      log().warn("{}: calibration failed, estimates from peaks: {}", missing[k]->id(),
+                 measured.status().message());
+      c.source = "calibration failed: " + measured.status().message();
+    } else if (!(*measured)[k].doubt.empty()) {
+      log().info("{}: calibration not used nor cached: {}", missing[k]->id(), (*measured)[k].doubt);
+      c.source = "measured now but not used: " + (*measured)[k].doubt;
+    } else {
+      c = std::move((*measured)[k]);
+      log().info("{}: calibrated in {:.2f} s", missing[k]->id(), c.cost_s);
+      if (!settings.file.empty())
+        if (Status s = write_cache(settings.file, c); !s.ok()) log().warn("{}", s.message());
+      c.source = "measured now" + (settings.file.empty() ? std::string(" (no cache folder)")
+                                                         : ", cached in " + settings.file);
+    }
+    remembered[memo[i]] = c;
+  }
   return out;
+}
+
+Calibration calibration_for(Device& device, const CalibrationSettings& settings) {
+  Device* d = &device;
+  return calibrations_for(std::span<Device* const>(&d, 1), settings)[0];
 }
 
 }  // namespace duet

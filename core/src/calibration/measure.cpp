@@ -1,10 +1,14 @@
-// Measuring a device: one small graph per kernel family, planned on the device alone with the
+// Measuring devices: one small graph per kernel family, planned on each device alone with the
 // tier and precision fixed by a policy, run through an Executor (so the device's lock is held as
-// for any engine) and timed per kernel step. The shapes are small enough that a family takes a
-// few milliseconds per run on lavapipe and large enough that launches do not dominate.
+// for any engine) and timed per kernel step. Devices measured together take turns, round after
+// round, and each keeps its best run: a burst of load from other work then slows every device
+// alike instead of one device's whole measurement, and the ranking between them holds on a
+// busy machine. The shapes are small enough that a family takes a few milliseconds per run on
+// lavapipe and large enough that launches do not dominate.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <ctime>
 
 #include "duet/calibration.h"
@@ -19,14 +23,17 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Timed runs per measurement: at least kMinRuns, then until kTargetSeconds of them or kMaxRuns.
-constexpr int kMinRuns = 3;
-constexpr int kMaxRuns = 15;
-constexpr double kTargetSeconds = 0.05;
+// Rounds of two timed runs per measurement: at least kMinRounds, then until kTargetSeconds
+// have passed or kMaxRounds.
+constexpr int kMinRounds = 5;
+constexpr int kMaxRounds = 12;
+constexpr double kTargetSeconds = 0.3;
 // Tiers whose peak-model estimate is this many times the best tier's are not contenders and
 // are not measured (on lavapipe that spares compiling the shared-memory kernels).
 constexpr double kContenderFactor = 4.0;
-constexpr int kMaxTiers = 3;
+constexpr size_t kMaxTiers = 3;
+// A kernel this many times slower than the peak model predicts was disturbed.
+constexpr double kDoubtFactor = 8.0;
 
 struct Probe {
   CostFamily family;
@@ -83,41 +90,9 @@ std::map<std::string, HostTensor> random_inputs(const Graph& g) {
   return in;
 }
 
-// The fastest of several timed runs of the graph's kernel on `device` with `tier` at `p`
-// (seconds, from the kernel's start until the device finished it).
-Result<double> time_kernel(Device& device, const Graph& g, Tier tier, Precision p) {
-  const std::string term =
-      "allow=" + device.id() + "." + std::string(tier_name(tier)) + ";precision=" + std::string(precision_name(p));
-  DUET_ASSIGN_OR_RETURN(Policy policy, parse_policy(term, {}, "calibration"));
-  std::vector<PlanDevice> devices = {
-      PlanDevice{device.id(), device.caps(), &device.rules(), {}, {}}};
-  DUET_ASSIGN_OR_RETURN(Plan plan, make_plan(g, std::move(devices), policy));
-  int step = -1;
-  for (size_t i = 0; i < plan.steps.size(); ++i)
-    if (plan.steps[i].kind == StepKind::kernel && plan.steps[i].name == "op")
-      step = static_cast<int>(i);
-  if (step < 0) return Status(Code::internal, "calibration: the plan has no kernel step");
-  Device* d = &device;
-  DUET_ASSIGN_OR_RETURN(auto exec, Executor::create(g, std::move(plan), std::span(&d, 1)));
-  const auto inputs = random_inputs(g);
-  DUET_TRY(exec->run(inputs).status());  // warm-up: pipelines compiled, caches filled
-  double best = INFINITY, total = 0;
-  for (int run = 0; run < kMaxRuns && (run < kMinRuns || total < kTargetSeconds); ++run) {
-    std::vector<StepTime> times;
-    DUET_TRY(exec->run_timed(inputs, times).status());
-    for (const StepTime& t : times)
-      if (t.step == step) {
-        best = std::min(best, t.seconds);
-        total += t.seconds;
-      }
-  }
-  if (!std::isfinite(best)) return Status(Code::internal, "calibration: the kernel was not timed");
-  return best;
-}
-
-// The precisions and tiers worth measuring for a family at dtype t: usable choices that read
-// the graph's dtype as it is and compute at least at its precision, the fastest by the
-// peak model first, those within kContenderFactor of it.
+// The choices worth measuring for a probe's op on a device: usable, reading the graph's dtype
+// as it is and computing at least at its precision; the fastest by the peak model first, and
+// those within kContenderFactor of it.
 std::vector<KernelChoice> contenders(const Device& device, const OpDesc& op) {
   const Precision asked = precision_of(op.inputs[0].dtype);
   std::vector<std::pair<double, KernelChoice>> ok;
@@ -138,6 +113,46 @@ std::vector<KernelChoice> contenders(const Device& device, const OpDesc& op) {
   return out;
 }
 
+// One kernel of one probe on one device, ready to run: its plan fixes the tier and precision.
+struct Timer {
+  size_t device = 0;
+  bool launch = false;  // the tiny op whose time is the launch
+  CostFamily family = CostFamily::memory;
+  KernelChoice choice;
+  std::string shape;
+  OpDesc op;
+  std::unique_ptr<Executor> exec;
+  std::map<std::string, HostTensor> inputs;
+  int step = -1;
+  double best = INFINITY;
+};
+
+Status prepare(Timer& t, Device& device, const Graph& g) {
+  const std::string term = "allow=" + device.id() + "." + std::string(tier_name(t.choice.tier)) +
+                           ";precision=" + std::string(precision_name(t.choice.precision));
+  DUET_ASSIGN_OR_RETURN(Policy policy, parse_policy(term, {}, "calibration"));
+  std::vector<PlanDevice> devices = {
+      PlanDevice{device.id(), device.caps(), &device.rules(), {}, {}}};
+  DUET_ASSIGN_OR_RETURN(Plan plan, make_plan(g, std::move(devices), policy));
+  for (size_t i = 0; i < plan.steps.size(); ++i)
+    if (plan.steps[i].kind == StepKind::kernel && plan.steps[i].name == "op")
+      t.step = static_cast<int>(i);
+  if (t.step < 0) return Status(Code::internal, "calibration: the plan has no kernel step");
+  Device* d = &device;
+  DUET_ASSIGN_OR_RETURN(t.exec, Executor::create(g, std::move(plan), std::span(&d, 1)));
+  t.inputs = random_inputs(g);
+  DUET_TRY(t.exec->run(t.inputs).status());  // warm-up: pipelines compiled, caches filled
+  return {};
+}
+
+Status time_once(Timer& t) {
+  std::vector<StepTime> times;
+  DUET_TRY(t.exec->run_timed(t.inputs, times).status());
+  for (const StepTime& s : times)
+    if (s.step == t.step) t.best = std::min(t.best, s.seconds);
+  return {};
+}
+
 std::string utc_now() {
   const std::time_t t = std::time(nullptr);
   std::tm tm{};
@@ -147,67 +162,117 @@ std::string utc_now() {
   return b;
 }
 
-}  // namespace
-
-Result<Calibration> calibrate(Device& device) {
-  const auto t0 = Clock::now();
-  Calibration c;
-  c.device_key = calibration_key(device.caps());
-  c.measured_at = utc_now();
-
-  // The launch: a kernel with almost nothing to do.
+// The timers of one device: the launch, the bandwidth, and each family's contenders in f32, and
+// in f16 and bf16 where the device computes them faster than f32 (tensor cores, packed half
+// arithmetic); elsewhere they are widened to f32 and the f32 rate says it.
+Status add_timers(std::vector<Timer>& timers, size_t index, Device& device) {
+  const DeviceCaps& caps = device.caps();
   {
     DUET_ASSIGN_OR_RETURN(Probe tiny, probe(CostFamily::memory, DType::f32, true));
-    const OpDesc& op = tiny.graph.nodes()[0].op;
-    auto picks = contenders(device, op);
+    auto picks = contenders(device, tiny.graph.nodes()[0].op);
     if (picks.empty())
-      return Status(Code::unsupported,
-                    "calibration: " + device.id() + " cannot run " + describe(op));
-    DUET_ASSIGN_OR_RETURN(double s,
-                          time_kernel(device, tiny.graph, picks[0].tier, picks[0].precision));
-    c.launch_us = s * 1e6;
+      return Status(Code::unsupported, "calibration: " + device.id() + " cannot run " +
+                                           describe(tiny.graph.nodes()[0].op));
+    Timer t;
+    t.device = index;
+    t.launch = true;
+    t.choice = picks[0];
+    DUET_TRY(prepare(t, device, tiny.graph));
+    timers.push_back(std::move(t));
   }
-  // f16 and bf16 are measured where the device computes them faster than f32 (tensor cores,
-  // packed half arithmetic); elsewhere they are widened to f32, and the f32 rate says it.
-  const DeviceCaps& caps = device.caps();
   std::vector<DType> dtypes = {DType::f32};
   if (caps.peak_gflops_f16 > caps.peak_gflops_f32) dtypes.push_back(DType::f16);
   if (caps.bf16_arith && caps.peak_gflops_bf16 > caps.peak_gflops_f32)
     dtypes.push_back(DType::bf16);
   for (CostFamily f : {CostFamily::memory, CostFamily::matmul, CostFamily::attention}) {
-    for (DType t : dtypes) {
-      if (f == CostFamily::memory && t != DType::f32) continue;  // bandwidth: one dtype says it
-      DUET_ASSIGN_OR_RETURN(Probe p, probe(f, t));
+    for (DType dt : dtypes) {
+      if (f == CostFamily::memory && dt != DType::f32) continue;  // bandwidth: one dtype says it
+      DUET_ASSIGN_OR_RETURN(Probe p, probe(f, dt));
       const OpDesc& op = p.graph.nodes()[0].op;
       for (const KernelChoice& k : contenders(device, op)) {
-        if (c.find(f, k.tier, k.precision)) continue;  // f16 read by an f32 kernel: measured
+        bool measured = false;  // f16 read by an f32 kernel: the f32 probe measures it
+        for (const Timer& t : timers)
+          measured = measured || (t.device == index && !t.launch && t.family == f &&
+                                  t.choice.tier == k.tier && t.choice.precision == k.precision);
+        if (measured) continue;
+        Timer t;
+        t.device = index;
+        t.family = f;
+        t.choice = k;
+        t.shape = p.shape;
+        t.op = op;
         const auto started = Clock::now();
-        auto s = time_kernel(device, p.graph, k.tier, k.precision);
-        if (!s.ok()) {
+        if (Status s = prepare(t, device, p.graph); !s.ok()) {
           log().warn("calibration of {} on {}: {} {} not measured: {}", describe(op), device.id(),
-                     tier_name(k.tier), precision_name(k.precision), s.status().message());
+                     tier_name(k.tier), precision_name(k.precision), s.message());
           continue;
         }
-        // The launch is counted apart; what is left is the kernel's work.
-        const double work = std::max(*s - c.launch_us * 1e-6, 0.25 * *s);
-        MeasuredRate r;
-        r.family = f;
-        r.tier = k.tier;
-        r.precision = k.precision;
-        r.shape = p.shape;
-        if (f == CostFamily::memory)
-          r.gbps = op_bytes(op) / work / 1e9;
-        else
-          r.gflops = op_flops(op) / work / 1e9;
-        log().debug("{} calibration: {} {} {} in {:.2f} s", device.id(), p.shape, tier_name(k.tier),
-                    precision_name(k.precision),
+        log().debug("{} calibration: {} {} {} prepared in {:.2f} s", device.id(), p.shape,
+                    tier_name(k.tier), precision_name(k.precision),
                     std::chrono::duration<double>(Clock::now() - started).count());
-        c.rates.push_back(std::move(r));
+        timers.push_back(std::move(t));
       }
     }
   }
-  c.cost_s = std::chrono::duration<double>(Clock::now() - t0).count();
-  return c;
+  return {};
+}
+
+}  // namespace
+
+Result<std::vector<Calibration>> calibrate(std::span<Device* const> devices) {
+  const auto t0 = Clock::now();
+  std::vector<Timer> timers;
+  std::vector<Calibration> out(devices.size());
+  for (size_t i = 0; i < devices.size(); ++i) {
+    out[i].device_key = calibration_key(devices[i]->caps());
+    out[i].measured_at = utc_now();
+    DUET_TRY(add_timers(timers, i, *devices[i]));
+  }
+  // Rounds in which every kernel of every device runs twice, each keeping its best.
+  const auto runs_start = Clock::now();
+  for (int round = 0; round < kMaxRounds; ++round) {
+    const double spent = std::chrono::duration<double>(Clock::now() - runs_start).count();
+    if (round >= kMinRounds && spent >= kTargetSeconds) break;
+    for (Timer& t : timers)
+      for (int k = 0; k < 2; ++k) DUET_TRY(time_once(t));
+  }
+  for (const Timer& t : timers)
+    if (t.launch) out[t.device].launch_us = t.best * 1e6;
+  for (const Timer& t : timers) {
+    if (t.launch) continue;
+    Calibration& c = out[t.device];
+    // The launch is counted apart; what is left is the kernel's work.
+    const double work = std::max(t.best - c.launch_us * 1e-6, 0.25 * t.best);
+    MeasuredRate r;
+    r.family = t.family;
+    r.tier = t.choice.tier;
+    r.precision = t.choice.precision;
+    r.shape = t.shape;
+    if (t.family == CostFamily::memory)
+      r.gbps = op_bytes(t.op) / work / 1e9;
+    else
+      r.gflops = op_flops(t.op) / work / 1e9;
+    // Far slower than the device's peaks allow: other work took the device (a busy machine).
+    const double model = estimate_kernel_us(t.op, t.choice, devices[t.device]->caps()) * 1e-6;
+    if (t.best > kDoubtFactor * model && c.doubt.empty()) {
+      char b[64];
+      std::snprintf(b, sizeof b, "%.0f times", t.best / model);
+      c.doubt = std::string(cost_family_name(t.family)) + " " +
+                std::string(tier_name(t.choice.tier)) + " " +
+                std::string(precision_name(t.choice.precision)) + " ran " + b +
+                " slower than the device's peaks predict (other work on the machine?)";
+    }
+    c.rates.push_back(std::move(r));
+  }
+  const double cost = std::chrono::duration<double>(Clock::now() - t0).count();
+  for (Calibration& c : out) c.cost_s = cost;
+  return out;
+}
+
+Result<Calibration> calibrate(Device& device) {
+  Device* d = &device;
+  DUET_ASSIGN_OR_RETURN(std::vector<Calibration> c, calibrate(std::span<Device* const>(&d, 1)));
+  return std::move(c[0]);
 }
 
 }  // namespace duet

@@ -157,7 +157,8 @@ Rates rates_for(CostFamily f, const KernelChoice& choice, const DeviceCaps& caps
       }
   if (!best || best->gflops <= 0) return r;
   r.gflops = best->gflops * scale;
-  r.basis = "measured " + std::string(cost_family_name(f)) + " " + std::string(tier_name(best->tier)) + " " +
+  r.basis = "measured " + std::string(cost_family_name(f)) + " " +
+            std::string(tier_name(best->tier)) + " " +
             std::string(precision_name(best->precision)) + (scale != 1.0 ? ", scaled" : "");
   return r;
 }

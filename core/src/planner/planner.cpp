@@ -21,9 +21,13 @@ std::vector<PlanDevice> plan_devices(std::span<Device* const> devices, bool cali
     out.push_back(PlanDevice{d->id(), d->caps(), &d->rules(), {}, {}});
   }
   // Measured rates rank devices; with one device there is nothing to rank it against.
-  if (calibrate && out.size() > 1)
-    for (size_t i = 0, k = 0; i < devices.size(); ++i)
-      if (devices[i]) out[k++].measured = calibration_for(*devices[i]);
+  if (calibrate && out.size() > 1) {
+    std::vector<Device*> present;
+    for (Device* d : devices)
+      if (d) present.push_back(d);
+    std::vector<Calibration> c = calibrations_for(present);
+    for (size_t i = 0; i < out.size(); ++i) out[i].measured = std::move(c[i]);
+  }
   return out;
 }
 
