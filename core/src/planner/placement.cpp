@@ -54,6 +54,11 @@ DeviceEval Planner::evaluate(const GraphNode& n, int d, const PrecisionFloor& fl
     if (us[i] > us[b] * 1.05) return false;
     if (cast[i] != cast[b]) return cast[i] < cast[b];
     if (standing[i].kind != standing[b].kind) return standing[i].kind < standing[b].kind;
+    // Then the precision the graph asks for (a bf16 graph's memory-bound matmul runs in bf16
+    // where the device has bf16 dot products).
+    const bool exact_i = e.all[i].precision == floor.asked(),
+               exact_b = e.all[b].precision == floor.asked();
+    if (exact_i != exact_b) return exact_i;
     return us[i] < us[b] * (1 - 1e-9);
   };
   int best = -1;
@@ -346,6 +351,11 @@ Status Planner::place(int node_index) {
                           " is at least as precise (the precision asked is a floor) and is the "
                           "fastest acceptable kernel on " +
                           dev(d).id;
+    std::string refused;  // kernels at the precision asked that the device cannot run
+    for (const KernelChoice& c : e.all)
+      if (c.precision == asked && !c.ok)
+        refused += (refused.empty() ? "" : "; ") + choice_name(c) + ": " + c.reason;
+    if (!refused.empty()) st.precision_reason += " (" + refused + ")";
   } else if (e.standing.term == "fallback=f16") {
     std::string missing;
     for (const KernelChoice& c : e.all)
