@@ -25,8 +25,8 @@ std::string cost_inputs(const PlanDevice& d) {
     std::string s = "measured (" + m.source + (m.measured_at.empty() ? "" : ", " + m.measured_at) +
                     "): launch " + format_us(m.launch_us);
     for (const MeasuredRate& r : m.rates)
-      s += "; " + std::string(cost_family_name(r.family)) + " " + std::string(tier_name(r.tier)) + " " +
-           std::string(precision_name(r.precision)) + " " +
+      s += "; " + std::string(cost_family_name(r.family)) + " " + std::string(tier_name(r.tier)) +
+           " " + std::string(precision_name(r.precision)) + " " +
            (r.gflops > 0 ? rate(r.gflops, "GFLOP/s") : rate(r.gbps, "GB/s"));
     return s;
   }
@@ -148,12 +148,27 @@ std::string explain(const Plan& plan) {
     if (!launch.empty()) o << "    launch     " << launch << "\n";
     for (const std::string& k : s.skipped) o << "    skipped    " << k << "\n";
     for (const std::string& p : s.policy) o << "    policy     " << p << "\n";
+    // A reason that rejects every choice of a device (no kernel image for its architecture) is
+    // said once for the device.
     bool first = true;
-    for (const Alternative& a : s.rejected) {
-      o << (first ? "    rejected   " : "               ") << a.device;
-      if (a.tier) o << " " << tier_name(*a.tier) << " " << precision_name(a.precision);
-      o << ": " << a.reason << (a.by_policy ? " [policy]" : "") << "\n";
-      first = false;
+    for (size_t i = 0; i < s.rejected.size();) {
+      const Alternative& a = s.rejected[i];
+      size_t j = i + 1;
+      bool same = true;
+      for (; j < s.rejected.size() && s.rejected[j].device == a.device; ++j)
+        same = same && s.rejected[j].reason == a.reason && s.rejected[j].by_policy == a.by_policy;
+      const bool whole = same && j - i > 1;
+      for (size_t k = i; k < (whole ? i + 1 : j); ++k) {
+        const Alternative& x = s.rejected[k];
+        o << (first ? "    rejected   " : "               ") << x.device;
+        if (whole)
+          o << " (all " << j - i << " choices)";
+        else if (x.tier)
+          o << " " << tier_name(*x.tier) << " " << precision_name(x.precision);
+        o << ": " << x.reason << (x.by_policy ? " [policy]" : "") << "\n";
+        first = false;
+      }
+      i = j;
     }
     if (!s.once)
       o << "    estimate   " << format_us(s.est_us)

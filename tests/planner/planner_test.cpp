@@ -99,7 +99,7 @@ TEST(Planner, MemoryPlanReusesBuffersAlongAChain) {
   EXPECT_EQ(m.peak_bytes, m.slots.size() * one);
   EXPECT_GE(m.peak_bytes, m.max_live_bytes);
   EXPECT_EQ(m.max_live_bytes, 2 * one);
-  EXPECT_HAS(explain(p), "budget 14.8 GiB (device memory)");
+  EXPECT_HAS(explain(p), "(device memory 14.8 GiB less a reserve of ");
 }
 
 TEST(Planner, ConstantsAreResidentAndCountedOnce) {

@@ -31,7 +31,8 @@ DeviceEval Planner::evaluate(const GraphNode& n, int d, const PrecisionFloor& fl
   }
   if (single_ >= 0 && d != single_) {
     e.denied = true;
-    e.why_not = "the whole graph runs on " + dev(single_).id + " (split=off)";
+    e.why_not = "the whole graph runs on " + dev(single_).id +
+                (policy_.split ? " (estimated faster than spreading it)" : " (split=off)");
     return e;
   }
   e.all = pd.rules ? pd.rules->choices(pd.caps, n.op) : std::vector<KernelChoice>{};
@@ -114,8 +115,14 @@ DeviceEval Planner::evaluate(const GraphNode& n, int d, const PrecisionFloor& fl
     reasons.push_back(choice_name(c) + ": " + a.reason);
   }
   if (best < 0) {
+    // One reason for every choice (no kernel image for the device's architecture) is said once.
+    bool same = e.alternatives.size() > 1;
+    for (const Alternative& a : e.alternatives) same = same && a.reason == e.alternatives[0].reason;
     std::string s;
-    for (const std::string& r : reasons) s += (s.empty() ? "" : "; ") + r;
+    if (same)
+      s = "all " + std::to_string(e.alternatives.size()) + " choices: " + e.alternatives[0].reason;
+    else
+      for (const std::string& r : reasons) s += (s.empty() ? "" : "; ") + r;
     e.why_not = s.empty() ? "the backend offers no kernel for this op" : s;
     return e;
   }
@@ -211,7 +218,15 @@ void Planner::cost(const GraphNode& n, int node_index, DeviceEval& e) const {
   }
   if (is_output_[u(n.output)])
     us += estimate_transfer_us(static_cast<uint64_t>(n.op.output.nbytes()), &caps, nullptr);
-  e.est_us = us;
+  // Moving the output to where the ops reading it ran in the previous round (make_plan).
+  if (u(node_index) < readers_.size())
+    for (int r : readers_[u(node_index)])
+      if (r != d) {
+        e.moves_us +=
+            estimate_transfer_us(static_cast<uint64_t>(n.op.output.nbytes()), &caps, caps_of(r));
+        e.output_moves.push_back(r);
+      }
+  e.est_us = us + e.moves_us;
   e.new_bytes = bytes;
   const uint64_t live = live_bytes(d, node_index);
   const uint64_t b = budget(d);
@@ -311,7 +326,7 @@ Status Planner::place(int node_index) {
   st.node = node_index;
   st.device = d;
   st.requested = forced ? *forced : asked;
-  st.est_us = e.est_us;
+  st.est_us = e.est_us - e.moves_us;  // the moves are steps of their own
   st.est_basis = estimate_basis(n.op, e.pick, dev(d).caps, measured(d));
   st.skipped = e.skipped;
 
@@ -319,11 +334,20 @@ Status Planner::place(int node_index) {
   int usable = 0;
   for (const DeviceEval& x : evals) usable += x.ok ? 1 : 0;
   if (single_ >= 0) {
-    st.device_reason = "the whole graph runs on " + dev(d).id + " (policy split=off)";
+    st.device_reason = "the whole graph runs on " + dev(d).id +
+                       (policy_.split ? ": estimated faster than placing op by op (see the notes)"
+                                      : " (policy split=off)");
   } else if (usable == 1) {
     st.device_reason = "the only device that can run it";
   } else {
     st.device_reason = "estimated " + format_us(e.est_us);
+    if (!e.output_moves.empty()) {
+      std::string to;
+      for (int r : e.output_moves) to += (to.empty() ? "" : ", ") + dev(r).id;
+      st.device_reason += " with moving its output to " + to + ", where the ops reading it run";
+    } else if (u(node_index) < readers_.size() && !readers_[u(node_index)].empty()) {
+      st.device_reason += " (the ops reading it run here too)";
+    }
     if (cheapest != d && !evals[u(cheapest)].fits) {
       st.device_reason +=
           "; " + evals[u(cheapest)].fit_reason + ", so the work moves to " + dev(d).id;
@@ -402,8 +426,8 @@ Status Planner::place(int node_index) {
     if (x.device != d && x.denied && single_ >= 0 && x.device != single_) {
       Alternative a;
       a.device = dev(x.device).id;
-      a.by_policy = true;
-      a.term = "split=off";
+      a.by_policy = !policy_.split;
+      a.term = policy_.split ? "" : "split=off";
       a.reason = x.why_not;
       st.rejected.push_back(a);
     }

@@ -33,9 +33,28 @@ std::vector<PlanDevice> plan_devices(std::span<Device* const> devices, bool cali
 
 namespace planning {
 
+uint64_t memory_reserve(const DeviceCaps& c, std::string* why) {
+  constexpr uint64_t kMiB = uint64_t{1} << 20;
+  uint64_t r = 0;
+  std::string w;
+  if (c.type == DeviceType::cpu) {
+    r = std::max<uint64_t>(c.memory_bytes / 10, 1024 * kMiB);
+    w = "for the system and other processes: 10% of host memory, at least 1 GiB";
+  } else {
+    r = std::max<uint64_t>(c.memory_bytes / 20, 512 * kMiB);
+    w = "for the driver context and workspaces: 5% of a GPU's memory, at least 512 MiB";
+  }
+  if (r > c.memory_bytes / 2) {
+    r = c.memory_bytes / 2;
+    w += ", at most half";
+  }
+  if (why) *why = w;
+  return r;
+}
+
 uint64_t Planner::budget(int d) const {
   const PlanDevice& pd = dev(d);
-  uint64_t b = pd.caps.memory_bytes;
+  uint64_t b = pd.caps.memory_bytes - memory_reserve(pd.caps);
   if (auto p = policy_.budget_for(pd.caps.backend, pd.id)) b = *p;
   if (b == 0) return std::numeric_limits<uint64_t>::max();
   return b > cut_[u(d)] ? b - cut_[u(d)] : 0;
@@ -154,8 +173,17 @@ Result<Plan> Planner::run() {
     const PlanDevice& pd = plan_.devices[d];
     std::string term;
     auto b = policy_.budget_for(pd.caps.backend, pd.id, &term);
-    plan_.memory[d].budget_bytes = b ? *b : pd.caps.memory_bytes;
-    plan_.memory[d].budget_source = b ? "policy " + term : "device memory";
+    DeviceMemoryPlan& m = plan_.memory[d];
+    if (b) {
+      m.budget_bytes = *b;
+      m.budget_source = "policy " + term;
+    } else {
+      std::string why;
+      const uint64_t reserve = memory_reserve(pd.caps, &why);
+      m.budget_bytes = pd.caps.memory_bytes - reserve;
+      m.budget_source = "device memory " + format_bytes(pd.caps.memory_bytes) +
+                        " less a reserve of " + format_bytes(reserve) + " " + why;
+    }
   }
   for (const PlanStep& st : plan_.steps)
     if (!st.once) plan_.est_us += st.est_us;
@@ -177,10 +205,16 @@ Result<Plan> Planner::run() {
 
 }  // namespace planning
 
-Result<Plan> make_plan(const Graph& graph, std::vector<PlanDevice> devices, const Policy& policy) {
+namespace {
+
+// Plans; while a device's plan exceeds its budget, takes the excess off that budget and plans
+// again, so work moves to other devices.
+Result<Plan> plan_within_budgets(const Graph& graph, const std::vector<PlanDevice>& devices,
+                                 const Policy& policy,
+                                 const std::vector<std::vector<int>>& readers) {
   std::vector<uint64_t> cut(devices.size(), 0);
   for (int round = 0;; ++round) {
-    planning::Planner p(graph, devices, policy, cut);
+    planning::Planner p(graph, devices, policy, cut, readers);
     DUET_ASSIGN_OR_RETURN(Plan plan, p.run());
     // Over a budget? Move work away from that device and plan again.
     std::string over;
@@ -206,6 +240,88 @@ Result<Plan> make_plan(const Graph& graph, std::vector<PlanDevice> devices, cons
                : plan.devices.size() < 2 ? "; no other device to move work to"
                                          : "; moving work to other devices did not help"));
   }
+}
+
+// Per graph node, the devices on which kernels read its output in `plan` (through views).
+std::vector<std::vector<int>> readers_of(const Graph& g, const Plan& plan) {
+  std::vector<std::vector<int>> r(g.nodes().size());
+  auto producer = [&](int gv) {
+    for (int p = g.value(gv).producer; p >= 0; p = g.value(gv).producer) {
+      const GraphNode& n = g.nodes()[static_cast<size_t>(p)];
+      if (!is_view(n.kind())) return p;
+      gv = n.inputs[0];
+    }
+    return -1;
+  };
+  for (const PlanStep& st : plan.steps) {
+    if (st.kind != StepKind::kernel || st.node < 0 || st.device < 0) continue;
+    for (int gv : g.nodes()[static_cast<size_t>(st.node)].inputs) {
+      const int p = producer(gv);
+      if (p < 0) continue;
+      std::vector<int>& v = r[static_cast<size_t>(p)];
+      if (std::find(v.begin(), v.end(), st.device) == v.end()) v.push_back(st.device);
+    }
+  }
+  return r;
+}
+
+// The device of every graph node's kernel.
+std::vector<std::pair<int, int>> placement_of(const Plan& plan) {
+  std::vector<std::pair<int, int>> p;
+  for (const PlanStep& st : plan.steps)
+    if (st.kind == StepKind::kernel && st.node >= 0) p.emplace_back(st.node, st.device);
+  return p;
+}
+
+}  // namespace
+
+Result<Plan> make_plan(const Graph& graph, std::vector<PlanDevice> devices, const Policy& policy) {
+  // Placement in graph order sees what moving an op's inputs costs, not what moving its output
+  // to the ops reading it will cost. So plan again with each op charged for moving its output to
+  // where its readers ran in the previous plan, until the placement settles (at most 3 rounds),
+  // and keep the plan with the lowest estimated time.
+  DUET_ASSIGN_OR_RETURN(Plan best, plan_within_budgets(graph, devices, policy, {}));
+  if (!policy.split || devices.size() < 2) return best;
+  Plan last = best;
+  for (int round = 0; round < 3; ++round) {
+    Result<Plan> next = plan_within_budgets(graph, devices, policy, readers_of(graph, last));
+    if (!next.ok()) break;
+    const bool settled = placement_of(*next) == placement_of(last);
+    if (next->est_us < best.est_us * (1 - 1e-6)) best = *next;
+    if (settled) break;
+    last = std::move(*next);
+  }
+  // Placed op by op, small ops can end up on another device than the large ones around them,
+  // each move paying for itself alone but not all of them together (a decode step's norms and
+  // residual adds on the CPU between a GPU's matmuls). So the whole graph on each device is a
+  // candidate too.
+  const double spread = best.est_us;
+  int whole = -1;
+  uint64_t constants = 0;
+  for (const GraphValue& v : graph.values())
+    if (v.kind == ValueKind::constant) constants += static_cast<uint64_t>(v.desc.nbytes());
+  for (size_t d = 0; d < devices.size(); ++d) {
+    const DeviceCaps& caps = devices[d].caps;
+    const auto stated = policy.budget_for(caps.backend, devices[d].id);
+    const uint64_t budget = stated ? *stated : caps.memory_bytes - planning::memory_reserve(caps);
+    if (budget > 0 && constants > budget) continue;  // its weights alone do not fit
+    planning::Planner p(graph, devices, policy, std::vector<uint64_t>(devices.size(), 0), {},
+                        static_cast<int>(d));
+    Result<Plan> one = p.run();
+    if (!one.ok()) continue;
+    bool fits = true;
+    for (const DeviceMemoryPlan& m : one->memory)
+      fits = fits && (m.budget_bytes == 0 || m.peak_bytes <= m.budget_bytes);
+    if (fits && one->est_us < best.est_us * (1 - 1e-6)) {
+      best = std::move(*one);
+      whole = static_cast<int>(d);
+    }
+  }
+  if (whole >= 0)
+    best.notes.push_back("the whole graph on " + devices[static_cast<size_t>(whole)].id +
+                         " is estimated " + format_us(best.est_us) + " per run, placed op by op " +
+                         format_us(spread));
+  return best;
 }
 
 }  // namespace duet

@@ -53,13 +53,24 @@ struct DeviceEval {
   uint64_t new_bytes = 0;
   bool fits = true;
   std::string fit_reason;
+  std::vector<int> output_moves;  // devices its output is moved to for the ops reading it
+  double moves_us = 0;            // what moving it there costs (in est_us, not in the step's)
 };
+
+// The memory a plan keeps free on a device for the driver's context, library workspaces and other
+// processes: 5% of a GPU's memory and at least 512 MiB (a CUDA context with cuBLAS workspaces
+// takes 300 to 600 MiB), 10% of host memory and at least 1 GiB for a CPU device; never more
+// than half. `why` says which.
+uint64_t memory_reserve(const DeviceCaps& caps, std::string* why = nullptr);
 
 class Planner {
  public:
+  // `readers`: per graph node, the devices the ops reading its output ran on in a previous plan
+  // (empty: placement in graph order only).
   Planner(const Graph& g, std::vector<PlanDevice> devices, const Policy& policy,
-          std::vector<uint64_t> cut)
-      : g_(g), policy_(policy), cut_(std::move(cut)) {
+          std::vector<uint64_t> cut, std::vector<std::vector<int>> readers = {}, int whole_on = -1)
+      : g_(g), policy_(policy), cut_(std::move(cut)), readers_(std::move(readers)) {
+    single_ = whole_on;
     plan_.graph = g.name();
     plan_.devices = std::move(devices);
     plan_.policy = policy;
@@ -101,13 +112,14 @@ class Planner {
 
   const Graph& g_;
   const Policy& policy_;
-  std::vector<uint64_t> cut_;  // bytes taken off each device's budget to move work away
+  std::vector<uint64_t> cut_;              // bytes taken off each device's budget to move work away
+  std::vector<std::vector<int>> readers_;  // per node: where its output was read last round
   Plan plan_;
   std::vector<std::vector<int>> reps_;  // graph value -> plan values holding it
   std::vector<int> last_use_;
   std::vector<bool> is_output_;
   std::vector<int> home_;  // graph value -> device of the kernel that computed it
-  int single_ = -1;        // split=off: the one device
+  int single_ = -1;  // split=off, or the whole graph as a candidate (make_plan): the one device
 };
 
 }  // namespace duet::planning
