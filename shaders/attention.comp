@@ -8,6 +8,7 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
+#include "scalar.glsl"
 
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint BR = 16;
@@ -34,7 +35,17 @@ shared float alpha_s[BR];
 // P.u: Lq, Lk, G (query heads per KV head), rows (G * Lq).
 // P.u2: causal, has mask, mask is f32, splits. P.u3.x: keys per split. P.f.x: scale.
 void main() {
-  const uint Lq = P.u.x, Lk = P.u.y, G = P.u.z, rows = P.u.w;
+  const uint Lq = P.u.x, G = P.u.z, rows = P.u.w;
+  // The valid keys: the run-time key count (a cache holding fewer than its capacity), or all.
+  uint Lk = P.u.y;
+  if (has_runtime_scalar()) {
+    int n = runtime_scalar();
+    if (n < 0 || n > int(Lk)) {
+      if (gl_LocalInvocationID.x == 0u && gl_WorkGroupID == uvec3(0u)) report_bad_value(n);
+      n = clamp(n, 0, int(Lk));
+    }
+    Lk = uint(n);
+  }
   const bool causal = P.u2.x != 0u, has_mask = P.u2.y != 0u, mask_f32 = P.u2.z != 0u;
   const uint splits = P.u2.w, chunk = P.u3.x;
   const uint NT = gl_WorkGroupSize.x;

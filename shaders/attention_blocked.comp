@@ -15,6 +15,7 @@
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
+#include "scalar.glsl"
 #include "texel.glsl"
 
 layout(local_size_x_id = 0) in;
@@ -73,7 +74,17 @@ uint pack2(float a, float b) {
 // td[0] output, td[1] q, td[2] k, td[3] v, td[4] mask (offsets of q, k, v and the mask count
 // from their texel views).
 void main() {
-  const uint Lq = P.u.x, Lk = P.u.y, G = P.u.z, rows = P.u.w;
+  const uint Lq = P.u.x, G = P.u.z, rows = P.u.w;
+  // The valid keys: the run-time key count (a cache holding fewer than its capacity), or all.
+  uint Lk = P.u.y;
+  if (has_runtime_scalar()) {
+    int n = runtime_scalar();
+    if (n < 0 || n > int(Lk)) {
+      if (gl_LocalInvocationID.x == 0u && gl_WorkGroupID == uvec3(0u)) report_bad_value(n);
+      n = clamp(n, 0, int(Lk));
+    }
+    Lk = uint(n);
+  }
   const bool causal = P.u2.x != 0u;
   const uint parts = P.u2.w, chunk = P.u3.x, PS = P.u3.z;
   const uint t = gl_LocalInvocationID.x;

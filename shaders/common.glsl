@@ -26,6 +26,7 @@ layout(std140, set = 0, binding = 0) uniform Params {  // std140 = std430 for th
   uvec4 u2;
   uvec4 u3;
   vec4 f;       // float arguments, per shader
+  uvec4 rt;     // the run-time scalar (scalar.glsl): x = 1 + its offset (0: none), y = error slot
 } P;
 
 // Bit k: tensor k is dense (TDesc.dense), specialized by the host (kDenseConstantId) for shaders

@@ -142,6 +142,7 @@ class CpuDevice final : public Device {
       case OpKind::copy:
       case OpKind::concat:
       case OpKind::embedding:
+      case OpKind::write_slice:
         return data_movement(args);
       default:
         if (op_class(op.kind) == OpClass::elementwise) return elementwise(args);

@@ -1,4 +1,5 @@
 // The Vulkan device (buffers, copies, execution) and the backend's factory.
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 
@@ -16,6 +17,7 @@ VulkanDevice::VulkanDevice(std::shared_ptr<Core> core, std::string cache_dir, bo
 VulkanDevice::~VulkanDevice() {
   if (recorder_) (void)recorder_->flush();
   scratch_.clear();
+  rope_tables_.clear();
   recorder_.reset();
   pipelines_.reset();
 }
@@ -67,6 +69,32 @@ Result<std::shared_ptr<VkBuf>> VulkanDevice::scratch(uint64_t bytes) {
   auto b = std::make_shared<VkBuf>(core_, a, bytes);
   scratch_.push_back(b);
   return b;
+}
+
+Result<VkBuf*> VulkanDevice::rope_table(float theta, int rope_dims) {
+  uint32_t bits;
+  std::memcpy(&bits, &theta, sizeof bits);
+  auto& slot = rope_tables_[{bits, rope_dims}];
+  if (!slot) {
+    // cos and sin of (v << 8k) * theta^(-2i/rope_dims), in double, for each byte k of a position.
+    const int half = rope_dims / 2;
+    std::vector<float> t(static_cast<size_t>(3 * 256 * half * 2));
+    for (int k = 0; k < 3; ++k)
+      for (int v = 0; v < 256; ++v)
+        for (int i = 0; i < half; ++i) {
+          const double freq = std::pow(static_cast<double>(theta), -2.0 * i / rope_dims);
+          const double angle = static_cast<double>(int64_t{v} << (8 * k)) * freq;
+          const size_t e = 2 * ((static_cast<size_t>(k) * 256 + static_cast<size_t>(v)) *
+                                    static_cast<size_t>(half) +
+                                static_cast<size_t>(i));
+          t[e] = static_cast<float>(std::cos(angle));
+          t[e + 1] = static_cast<float>(std::sin(angle));
+        }
+    DUET_ASSIGN_OR_RETURN(auto b, allocate(t.size() * sizeof(float)));
+    DUET_TRY(write(*b, 0, t.data(), t.size() * sizeof(float)));
+    slot = std::move(b);
+  }
+  return static_cast<VkBuf*>(slot.get());
 }
 
 Status VulkanDevice::copy_staged(VkBuf& buf, uint64_t offset, void* host, uint64_t bytes,

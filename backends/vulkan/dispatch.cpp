@@ -54,7 +54,7 @@ Status Recorder::init() {
   if (r != VK_SUCCESS) return vk_error("vkCreateFence", r, core_->id);
   const VkDescriptorPoolSize ps[] = {
       {VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER, kSetsPerPool},
-      {VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, kSetsPerPool * (kBindings - 1)},
+      {VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, kSetsPerPool * (kBindings - 1 + 2)},
       {VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER, kSetsPerPool * kTexelBindings}};
   VkDescriptorPoolCreateInfo dp{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
   dp.maxSets = kSetsPerPool;
@@ -125,12 +125,13 @@ Status Recorder::reserve(uint64_t bytes, uint64_t* offset) {
   return {};
 }
 
-Result<uint32_t> Recorder::error_slot(std::string what) {
+Result<uint32_t> Recorder::error_slot(std::string what, std::string value_word,
+                                      std::string suffix) {
   if (error_what_.size() >= kErrorSlots) {
     DUET_TRY(flush());
     for (std::string& e : take_errors()) deferred_errors_.push_back(std::move(e));
   }
-  error_what_.push_back(std::move(what));
+  error_what_.push_back({std::move(what), std::move(value_word), std::move(suffix)});
   return static_cast<uint32_t>(error_what_.size() - 1);
 }
 
@@ -144,8 +145,8 @@ std::vector<std::string> Recorder::take_errors() {
   auto* w = reinterpret_cast<uint32_t*>(errors_.block->mapped + errors_.offset);
   for (size_t i = 0; i < error_what_.size(); ++i)
     if (w[2 * i])
-      out.push_back(error_what_[i] + ": id " + std::to_string(static_cast<int32_t>(w[2 * i + 1])) +
-                    " is out of range");
+      out.push_back(error_what_[i].what + ": " + error_what_[i].value_word + " " +
+                    std::to_string(static_cast<int32_t>(w[2 * i + 1])) + error_what_[i].suffix);
   std::memset(w, 0, error_what_.size() * 8);
   error_what_.clear();
   return out;
@@ -180,14 +181,19 @@ Status Recorder::record(const Dispatch& d) {
   if (d.extra_binding > 0)
     bind[static_cast<size_t>(d.extra_binding)] = {ring_.block->buffer, ring_.offset + eoff,
                                                   d.extra.size(), false};
+  std::array<Window, 2> side = {d.scalar, d.errors};  // kScalarBinding, kErrorBinding
   // Unused bindings point at the parameter block: every binding of the layout stays valid.
   for (auto& w : bind)
+    if (!w.buffer) w = {bind[0].buffer, bind[0].offset, bind[0].range, false};
+  for (auto& w : side)
     if (!w.buffer) w = {bind[0].buffer, bind[0].offset, bind[0].range, false};
 
   // Hazards against what ran since the last barrier (texel bindings are reads).
   std::vector<Window> used;
   for (size_t i = 1; i < kBindings; ++i)
     if (d.bind[i].buffer) used.push_back(d.bind[i]);
+  if (d.scalar.buffer) used.push_back(d.scalar);
+  if (d.errors.buffer) used.push_back(d.errors);
   for (const TexelWindow& t : d.texel)
     if (t.buffer) used.push_back({t.buffer, t.offset, t.range, false});
   bool hazard = false;
@@ -229,16 +235,17 @@ Status Recorder::record(const Dispatch& d) {
   VkResult r = vkAllocateDescriptorSets(core_->device, &ai, &set);
   if (r != VK_SUCCESS) return vk_error("vkAllocateDescriptorSets", r, core_->id);
   --sets_left_;
-  std::array<VkDescriptorBufferInfo, kBindings> infos{};
-  std::array<VkWriteDescriptorSet, kBindings + kTexelBindings> writes{};
+  std::array<VkDescriptorBufferInfo, kAllBindings> infos{};
+  std::array<VkWriteDescriptorSet, kAllBindings> writes{};
   for (uint32_t i = 0; i < writes.size(); ++i) {
     writes[i] = {VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
     writes[i].dstSet = set;
     writes[i].dstBinding = i;
     writes[i].descriptorCount = 1;
     writes[i].descriptorType = descriptor_type(i);
-    if (i < kBindings) {
-      infos[i] = {bind[i].buffer, bind[i].offset, bind[i].range};
+    if (i < kBindings || i >= kScalarBinding) {
+      const Window& w = i < kBindings ? bind[i] : side[i - kScalarBinding];
+      infos[i] = {w.buffer, w.offset, w.range};
       writes[i].pBufferInfo = &infos[i];
     } else {
       writes[i].pTexelBufferView = &views[i - kBindings];

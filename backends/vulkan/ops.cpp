@@ -216,6 +216,25 @@ struct Ctx {
     d.params.td[td] = wt.second;
     return {};
   }
+  // Binds the op's run-time scalar (when it has one) and an error slot through which the shader
+  // reports a bad value of it: the message names the op and the scalar, then `word` and the value,
+  // then `suffix`.
+  Status bind_scalar(Dispatch& d, const Arg* scalar, const std::string& word,
+                     const std::string& suffix) const {
+    if (!scalar) return {};
+    const int si = scalar_input(op);
+    DUET_ASSIGN_OR_RETURN(
+        auto wt, vulkan::bind(dev, *scalar, false, op.input_name(static_cast<size_t>(si))));
+    DUET_ASSIGN_OR_RETURN(
+        uint32_t slot,
+        dev.recorder().error_slot(std::string(op_name(op.kind)) + " '" + op.name + "': tensor '" +
+                                      op.input_name(static_cast<size_t>(si)) + "'",
+                                  word, suffix));
+    d.scalar = wt.first;
+    d.errors = dev.recorder().error_window();
+    d.params.rt = {1u + wt.second.offset, slot, 0, 0};
+    return {};
+  }
   int block() const { return choice.launch.block_threads > 0 ? choice.launch.block_threads : 64; }
   bool register_blocked() const { return choice.tier == Tier::register_blocked; }
 };
@@ -357,43 +376,29 @@ Status norm(const Ctx& c, const Arg& out, std::span<const Arg> in) {
 
 Status rope(const Ctx& c, const Arg& out, std::span<const Arg> in) {
   const int64_t D = out.desc.dim(3);
-  const int rd = rope_dims(c.op), half = rd / 2;
-  // The cos/sin table travels in the parameter ring: keep each dispatch's table under 1 MiB.
-  auto table_fits = [&](const std::vector<Arg>& p) {
-    return p[0].desc.dim(2) * half * 8 <= (int64_t{1} << 20);
-  };
+  const int rd = rope_dims(c.op);
+  DUET_ASSIGN_OR_RETURN(VkBuf * table, c.dev.rope_table(c.op.attrs.rope_theta, rd));
+  const Arg* pos = in.size() > 1 ? &in[1] : nullptr;
   // Slicing L shifts positions: the slice's first row is at offset (in rows) from the start.
   const int64_t out_base = out.desc.offset;
-  return split_emit(
-      c.dev, {out, in[0]}, 2, {0, 1, 2},
-      [&](const std::vector<Arg>& p) -> Status {
-        const int64_t L = p[0].desc.dim(2);
-        // Which row of the full tensor the slice starts at: from the output's (dense) offset.
-        const int64_t first_row = ((p[0].desc.offset - out_base) / D) % out.desc.dim(2);
-        std::vector<std::byte> table(static_cast<size_t>(L * half) * 8);
-        auto* f = reinterpret_cast<float*>(table.data());
-        for (int64_t l = 0; l < L; ++l) {
-          const double pos = static_cast<double>(c.op.attrs.rope_offset + first_row + l);
-          for (int i = 0; i < half; ++i) {
-            const double freq = std::pow(static_cast<double>(c.op.attrs.rope_theta), -2.0 * i / rd);
-            f[2 * (l * half + i)] = static_cast<float>(std::cos(pos * freq));
-            f[2 * (l * half + i) + 1] = static_cast<float>(std::sin(pos * freq));
-          }
-        }
-        Dispatch d;
-        d.shader = "rope_" + T(out.desc.dtype);
-        d.dense_spec = true;
-        d.spec = {static_cast<uint32_t>(c.block())};
-        DUET_TRY(c.bind_into(d, 1, 0, p[0], true, "output"));
-        DUET_TRY(c.bind_into(d, 2, 1, p[1], false, c.op.input_name(0)));
-        d.extra = std::move(table);
-        d.extra_binding = 3;
-        d.params.u = {static_cast<uint32_t>(D), static_cast<uint32_t>(rd),
-                      c.op.attrs.rope_mode == RopeMode::gptj ? 1u : 0u, static_cast<uint32_t>(L)};
-        d.groups = flat_grid(static_cast<uint64_t>(p[0].desc.numel()), c.block());
-        return c.dev.recorder().record(d);
-      },
-      table_fits);
+  return split_emit(c.dev, {out, in[0]}, 2, {0, 1, 2}, [&](const std::vector<Arg>& p) -> Status {
+    const int64_t L = p[0].desc.dim(2);
+    // Which row of the full tensor the slice starts at: from the output's (dense) offset.
+    const int64_t first_row = ((p[0].desc.offset - out_base) / D) % out.desc.dim(2);
+    Dispatch d;
+    d.shader = "rope_" + T(out.desc.dtype);
+    d.dense_spec = true;
+    d.spec = {static_cast<uint32_t>(c.block())};
+    DUET_TRY(c.bind_into(d, 1, 0, p[0], true, "output"));
+    DUET_TRY(c.bind_into(d, 2, 1, p[1], false, c.op.input_name(0)));
+    d.bind[3] = {table->vk(), table->base(), table->size(), false};
+    DUET_TRY(c.bind_scalar(d, pos, "position", " is outside [0, 2^24)"));
+    d.params.u = {static_cast<uint32_t>(D), static_cast<uint32_t>(rd),
+                  c.op.attrs.rope_mode == RopeMode::gptj ? 1u : 0u, static_cast<uint32_t>(L)};
+    d.params.u2 = {static_cast<uint32_t>(c.op.attrs.rope_offset + first_row), 0, 0, 0};
+    d.groups = flat_grid(static_cast<uint64_t>(p[0].desc.numel()), c.block());
+    return c.dev.recorder().record(d);
+  });
 }
 
 // ---- data movement ----------------------------------------------------------------------------
@@ -472,6 +477,35 @@ Status embedding(const Ctx& c, const Arg& out, std::span<const Arg> in) {
     if (!s.ok()) return s;
   }
   return {};
+}
+
+// state with x written along the axis at start + pos. The output is the state itself when the
+// planner writes in place; otherwise the state is copied into it first.
+Status write_slice(const Ctx& c, const Arg& out, std::span<const Arg> in) {
+  const Arg &st = in[0], &x = in[1];
+  const Arg* pos = in.size() > 2 ? &in[2] : nullptr;
+  if (st.buf != out.buf || st.desc.offset != out.desc.offset)
+    DUET_TRY(convert(c, out, st, c.op.input_name(0)));
+  const int axis = c.op.attrs.axis;
+  const TensorDesc& o = out.desc;
+  int64_t inner = 1;
+  for (int d = axis + 1; d < o.rank; ++d) inner *= o.shape[static_cast<size_t>(d)];
+  const int64_t len = x.desc.shape[static_cast<size_t>(axis)],
+                cap = o.shape[static_cast<size_t>(axis)];
+  Dispatch d;
+  d.shader = "write_slice_" + std::to_string(8 * elem_bytes(o.dtype));
+  d.dense_spec = true;
+  d.spec = {static_cast<uint32_t>(c.block())};
+  DUET_TRY(c.bind_into(d, 1, 0, out, true, "output"));
+  DUET_TRY(c.bind_into(d, 2, 1, x, false, c.op.input_name(1)));
+  DUET_TRY(c.bind_scalar(d, pos, "offset",
+                         " puts the " + std::to_string(len) + " written rows outside [0, " +
+                             std::to_string(cap) + ") along axis " + std::to_string(axis)));
+  d.params.u = {static_cast<uint32_t>(len * inner), static_cast<uint32_t>(cap),
+                static_cast<uint32_t>(inner), static_cast<uint32_t>(c.op.attrs.start)};
+  d.params.u2 = {static_cast<uint32_t>(len), 0, 0, 0};
+  d.groups = flat_grid(static_cast<uint64_t>(x.desc.numel()), c.block());
+  return c.dev.recorder().record(d);
 }
 
 // ---- matmul -----------------------------------------------------------------------------------
@@ -650,9 +684,10 @@ Status record_attention(const Ctx& c, const Dispatch& d, const Arg& out,
 }
 
 // The "register_blocked" attention (attention_blocked.comp): R rows per invocation, LR invocations
-// along rows and LK along keys (variant "subgroup_RxLR"), keys split `splits` ways more; the LK x
+// along rows and LK along keys (variant "blocked_RxLR"), keys split `splits` ways more; the LK x
 // splits partial results per row are merged by attention_combine.comp.
-Status attention_blocked_emit(const Ctx& c, const std::vector<Arg>& p, int64_t G, int64_t D) {
+Status attention_blocked_emit(const Ctx& c, const std::vector<Arg>& p, const Arg* kv_len, int64_t G,
+                              int64_t D) {
   const LaunchConfig& l = c.choice.launch;
   int R = 0, LR = 0;
   if (std::sscanf(l.variant.c_str(), "blocked_%dx%d", &R, &LR) != 2 || R < 1 || LR < 1 ||
@@ -699,6 +734,8 @@ Status attention_blocked_emit(const Ctx& c, const std::vector<Arg>& p, int64_t G
   d.params.u3 = {static_cast<uint32_t>(chunk), static_cast<uint32_t>(D), static_cast<uint32_t>(ps),
                  static_cast<uint32_t>(ps - 4)};
   d.params.f[0] = attention_scale(c.op);
+  DUET_TRY(c.bind_scalar(d, kv_len, "key count",
+                         " is more than the " + std::to_string(Lk) + " keys of k and v"));
   const int64_t per_group = static_cast<int64_t>(R) * LR;
   d.groups = {static_cast<uint32_t>((rows + per_group - 1) / per_group), static_cast<uint32_t>(bh),
               static_cast<uint32_t>(splits)};
@@ -710,11 +747,14 @@ Status attention(const Ctx& c, const Arg& out, std::span<const Arg> in) {
   const int64_t B = q.dim(0), Hq = q.dim(1), Lq = q.dim(2), D = q.dim(3);
   const int64_t Hkv = in[1].desc.dim(1), Lk = in[1].desc.dim(2), G = Hq / Hkv;
   std::vector<Arg> args{out, in[0], in[1], in[2]};
-  if (in.size() > 3) {
+  if (const int mi = attention_mask_input(c.op); mi >= 0) {
+    const Arg& mask = in[static_cast<size_t>(mi)];
     DUET_ASSIGN_OR_RETURN(TensorDesc m,
-                          broadcast_to(in[3].desc, std::vector<int64_t>{B, Hq, Lq, Lk}));
-    args.push_back({m, in[3].buf});
+                          broadcast_to(mask.desc, std::vector<int64_t>{B, Hq, Lq, Lk}));
+    args.push_back({m, mask.buf});
   }
+  const int si = scalar_input(c.op);
+  const Arg* kv_len = si >= 0 ? &in[static_cast<size_t>(si)] : nullptr;
   const LaunchConfig& l = c.choice.launch;
   const int64_t splits = std::max(l.splits, 1);
   const int64_t chunk = ((Lk + splits - 1) / splits + std::max(l.tile_n, 1) - 1) /
@@ -742,7 +782,7 @@ Status attention(const Ctx& c, const Arg& out, std::span<const Arg> in) {
       }
       return {};
     }
-    if (c.register_blocked()) return attention_blocked_emit(c, p, G, D);
+    if (c.register_blocked()) return attention_blocked_emit(c, p, kv_len, G, D);
     const uint64_t bh = static_cast<uint64_t>(b * hkv);
     Dispatch d;
     d.shader = "attention_" + T(t);
@@ -766,6 +806,8 @@ Status attention(const Ctx& c, const Arg& out, std::span<const Arg> in) {
                    static_cast<uint32_t>(splits)};
     d.params.u3 = {static_cast<uint32_t>(chunk), static_cast<uint32_t>(D), 0, 0};
     d.params.f[0] = attention_scale(c.op);
+    DUET_TRY(c.bind_scalar(d, kv_len, "key count",
+                           " is more than the " + std::to_string(Lk) + " keys of k and v"));
     d.groups = {static_cast<uint32_t>((rows + l.tile_m - 1) / l.tile_m), static_cast<uint32_t>(bh),
                 static_cast<uint32_t>(splits)};
     return record_attention(c, d, p[0], part, splits);
@@ -808,6 +850,8 @@ Status record_op(VulkanDevice& dev, const PlannedOp& p, std::span<const TensorRe
       return concat(c, out, in);
     case OpKind::embedding:
       return embedding(c, out, in);
+    case OpKind::write_slice:
+      return write_slice(c, out, in);
     default:
       if (op_class(op.kind) == OpClass::elementwise) return eltwise(c, out, in);
       return unsupported(dev, op, "no Vulkan kernel for this op");

@@ -89,7 +89,7 @@ Pipelines::~Pipelines() {
 
 Status Pipelines::init() {
   VkDevice d = core_->device;
-  std::array<VkDescriptorSetLayoutBinding, kBindings + kTexelBindings> b{};
+  std::array<VkDescriptorSetLayoutBinding, kAllBindings> b{};
   for (uint32_t i = 0; i < b.size(); ++i) {
     b[i].binding = i;
     b[i].descriptorType = descriptor_type(i);

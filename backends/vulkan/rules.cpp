@@ -160,7 +160,8 @@ DType input_storage(const OpDesc& op, size_t i, DType t) {
   const DType in = op.inputs[i].dtype;
   if (!is_float(in)) return in;  // ids stay i32
   const bool is_mask =
-      (op.kind == OpKind::softmax && i == 1) || (op.kind == OpKind::attention && i == 3);
+      (op.kind == OpKind::softmax && i == 1) ||
+      (op.kind == OpKind::attention && static_cast<int>(i) == attention_mask_input(op));
   if (is_mask && in == DType::f32) return DType::f32;  // masks may stay f32
   return t;
 }
@@ -195,6 +196,8 @@ class Rules final : public BackendRules {
       case OpKind::concat:
       case OpKind::embedding:
         return {data_choice(c, op)};
+      case OpKind::write_slice:
+        return {write_choice(c, op)};
       default:
         break;
     }
@@ -245,6 +248,24 @@ class Rules final : public BackendRules {
     k.reason = op.kind == OpKind::embedding
                    ? "row gather at the table's dtype; ids checked on the device"
                    : "strided element copy with exact conversion (round to nearest even)";
+    return k;
+  }
+
+  // write_slice: elements copied as stored, so x comes in the state's dtype (the planner casts it).
+  static KernelChoice write_choice(const DeviceCaps& c, const OpDesc& op) {
+    KernelChoice k;
+    k.tier = Tier::generic;
+    const DType t = op.inputs[0].dtype;
+    k.precision = is_float(t) ? precision_of(t) : Precision::f32;
+    k.input_dtypes = {t, t};
+    if (op.inputs.size() > 2) k.input_dtypes.push_back(DType::i32);
+    k.output_dtype = t;
+    k.launch.block_threads = flat_block(c);
+    k.launch.variant = "write_slice";
+    std::string why;
+    if (!storage_ok(c, t, &why)) return k.reason = why, k;
+    k.ok = true;
+    k.reason = "element copy into the slice at the run-time offset (checked on the device)";
     return k;
   }
 

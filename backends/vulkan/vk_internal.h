@@ -159,12 +159,19 @@ inline constexpr uint32_t kBindings = 7;  // 0 params, 1 output, 2..5 inputs, 6 
 // Bindings kBindings.. are uniform texel buffers (read-only operands of the "register_blocked"
 // kernels).
 inline constexpr uint32_t kTexelBindings = 4;
-// Binding 0 (the parameters) is a uniform buffer, 1..kBindings-1 storage buffers, the rest
-// uniform texel buffers.
+// After them, two storage buffers (shaders/scalar.glsl): the op's run-time scalar (an i32: rope's
+// position, attention's key count, write_slice's offset) and the error words through which a
+// shader reports a bad run-time value.
+inline constexpr uint32_t kScalarBinding = kBindings + kTexelBindings;
+inline constexpr uint32_t kErrorBinding = kScalarBinding + 1;
+inline constexpr uint32_t kAllBindings = kErrorBinding + 1;
+// Binding 0 (the parameters) is a uniform buffer, 1..kBindings-1 storage buffers, then uniform
+// texel buffers, then the two storage buffers above.
 inline VkDescriptorType descriptor_type(uint32_t binding) {
-  return binding == 0          ? VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER
-         : binding < kBindings ? VK_DESCRIPTOR_TYPE_STORAGE_BUFFER
-                               : VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER;
+  return binding == 0 ? VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER
+         : binding < kBindings || binding >= kScalarBinding
+             ? VK_DESCRIPTOR_TYPE_STORAGE_BUFFER
+             : VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER;
 }
 
 // The specialization constant `DENSE` of shaders/common.glsl: bit k set when tensor k of the
@@ -222,8 +229,11 @@ struct Params {
   GpuTensor td[5];
   std::array<uint32_t, 4> u{}, u2{}, u3{};
   std::array<float, 4> f{};
+  // The run-time scalar: 1 + its element offset in the scalar binding (0: none), and the error
+  // slot its shader reports a bad value in.
+  std::array<uint32_t, 4> rt{};
 };
-static_assert(sizeof(Params) == 5 * 48 + 64, "Params must match shaders/common.glsl");
+static_assert(sizeof(Params) == 5 * 48 + 80, "Params must match shaders/common.glsl");
 
 // A range of a VkBuffer bound to a shader binding.
 struct Window {
@@ -244,6 +254,7 @@ struct Dispatch {
   std::vector<uint32_t> spec;
   std::array<Window, kBindings> bind{};             // bind[0] (params) is filled by the recorder
   std::array<TexelWindow, kTexelBindings> texel{};  // at bindings kBindings + i
+  Window scalar, errors;                            // at kScalarBinding and kErrorBinding
   Params params{};
   std::vector<std::byte> extra;  // appended after the params and bound at `extra_binding`
   int extra_binding = -1;
@@ -266,8 +277,11 @@ class Recorder {
   // Whether recorded, unsubmitted work touches [offset, offset + bytes) of `buffer`.
   bool touches(VkBuffer buffer, uint64_t offset, uint64_t bytes) const;
   bool pending() const { return recording_; }
-  // Error slots of ops that report errors from the device (embedding ids); 2 words per slot.
-  Result<uint32_t> error_slot(std::string what);
+  // Error slots of ops that report errors from the device (embedding ids, run-time scalars out
+  // of range); 2 words per slot: a flag and the offending value. The message is `what`, then
+  // `value_word` and the value, then `suffix`.
+  Result<uint32_t> error_slot(std::string what, std::string value_word = "id",
+                              std::string suffix = " is out of range");
   Window error_window() const;
   // Messages of slots that were set by the last flush; clears them.
   std::vector<std::string> take_errors();
@@ -304,7 +318,11 @@ class Recorder {
   uint64_t ring_align_ = 256;
   // Error slots (embedding ids out of range).
   Allocation errors_{};
-  std::vector<std::string> error_what_, deferred_errors_;
+  struct ErrorText {
+    std::string what, value_word, suffix;
+  };
+  std::vector<ErrorText> error_what_;
+  std::vector<std::string> deferred_errors_;
   std::vector<Range> reads_since_barrier_, writes_since_barrier_, batch_;
   // Texel buffer views of the recorded batch (destroyed once it completes), and one that unused
   // texel bindings point at.
@@ -350,6 +368,8 @@ class VulkanDevice final : public Device {
   uint64_t texel_alignment() const { return texel_align_; }
   // A scratch buffer kept alive until the next synchronize().
   Result<std::shared_ptr<VkBuf>> scratch(uint64_t bytes);
+  // The cos/sin table of rope.comp for (theta, rotated dims), made once and kept.
+  Result<VkBuf*> rope_table(float theta, int rope_dims);
   Status check_validation();
 
  protected:
@@ -369,6 +389,7 @@ class VulkanDevice final : public Device {
   uint64_t max_window_ = 0, window_align_ = 16;
   uint64_t max_texels_ = 0, texel_align_ = 16;
   std::vector<std::shared_ptr<VkBuf>> scratch_;
+  std::map<std::pair<uint32_t, int>, std::shared_ptr<Buffer>> rope_tables_;
   std::string cache_dir_;
 };
 

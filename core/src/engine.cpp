@@ -20,7 +20,8 @@ Status Engine::prepare(const Graph& g) {
   DUET_ASSIGN_OR_RETURN(Plan plan, make_plan(g, plan_devices(devices_), policy_));
   ++plans_made_;
   log().debug("graph '{}': plan {} made, {} steps", g.name(), plans_made_, plan.steps.size());
-  DUET_ASSIGN_OR_RETURN(auto executor, Executor::create(g, std::move(plan), devices_));
+  DUET_ASSIGN_OR_RETURN(auto executor,
+                        Executor::create(g, std::move(plan), devices_, executor_.get()));
   graph_ = g;
   executor_ = std::move(executor);
   return {};
@@ -61,6 +62,21 @@ Result<std::map<std::string, HostTensor>> Engine::run_timed(
   std::lock_guard<std::mutex> g(mutex_);
   DUET_TRY(replan_for(inputs));
   return executor_->run_timed(inputs, times);
+}
+
+Result<HostTensor> Engine::read_state(std::string_view name) {
+  std::lock_guard<std::mutex> g(mutex_);
+  return executor_->read_state(name);
+}
+
+Status Engine::write_state(std::string_view name, const HostTensor& value) {
+  std::lock_guard<std::mutex> g(mutex_);
+  return executor_->write_state(name, value);
+}
+
+Status Engine::reset_states() {
+  std::lock_guard<std::mutex> g(mutex_);
+  return executor_->reset_states();
 }
 
 }  // namespace duet

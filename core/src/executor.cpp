@@ -33,7 +33,7 @@ class PlanExecutor final : public Executor {
 
   const Plan& plan() const override { return plan_; }
 
-  Status bind(std::span<Device* const> devices, const Graph& graph) {
+  Status bind(std::span<Device* const> devices, const Graph& graph, PlanExecutor* previous) {
     for (size_t i = 0; i < plan_.devices.size(); ++i) {
       const PlanDevice& pd = plan_.devices[i];
       Device* found = nullptr;
@@ -65,10 +65,58 @@ class PlanExecutor final : public Executor {
     }
     for (size_t i = 0; i < plan_.values.size(); ++i) {
       const PlanValue& v = plan_.values[i];
-      if (v.device != kHost && !v.constant && v.root == static_cast<int>(i))
+      if (v.device != kHost && !v.constant && !v.state && v.root == static_cast<int>(i))
         buffers_[i] = slots_[u(v.device)][u(v.slot)].get();
     }
-    return load_constants(graph);
+    DUET_TRY(bind_states(previous));
+    return load_constants(graph, previous);
+  }
+
+  Result<HostTensor> read_state(std::string_view name) override {
+    std::lock_guard<std::mutex> g(run_mutex_);
+    DUET_ASSIGN_OR_RETURN(int id, state_id(name));
+    const PlanValue& v = plan_.values[u(id)];
+    HostTensor t = HostTensor::empty(v.desc);
+    DUET_TRY(call(v.device, [&] {
+      return devs_[u(v.device)]->read(*buffers_[u(id)], 0, t.storage(), v.storage_bytes());
+    }));
+    return t;
+  }
+
+  Status write_state(std::string_view name, const HostTensor& value) override {
+    std::lock_guard<std::mutex> g(run_mutex_);
+    DUET_ASSIGN_OR_RETURN(int id, state_id(name));
+    const PlanValue& v = plan_.values[u(id)];
+    if (!value.defined() || value.dtype() != v.desc.dtype || !value.desc().same_shape(v.desc))
+      return Err(Code::invalid_argument)
+          .tensor(std::string(name))
+          .expected("state " + v.desc.str())
+          .got(value.defined() ? value.desc().str() : "no data");
+    HostTensor dense =
+        value.desc().is_contiguous() && value.desc().offset == 0 ? value : value.contiguous();
+    return call(v.device, [&] {
+      return devs_[u(v.device)]->write(*buffers_[u(id)], 0, dense.storage(), v.storage_bytes());
+    });
+  }
+
+  Status reset_states() override {
+    std::lock_guard<std::mutex> g(run_mutex_);
+    for (const auto& [name, id] : plan_.states) DUET_TRY(zero(id));
+    return {};
+  }
+
+  // The buffer and device of a state, or of a resident constant (name, device and descriptor as
+  // planned), when this executor holds one; for the executor that replaces it.
+  std::shared_ptr<Buffer> held(const std::string& name, const TensorDesc& desc, bool state,
+                               Device** device) const {
+    for (const auto& list : {&state_buffers_, &constant_buffers_})
+      for (const auto& [id, buf] : *list) {
+        const PlanValue& v = plan_.values[u(id)];
+        if (v.state != state || v.name != name || !(v.desc == desc) || !buf) continue;
+        *device = devs_[u(v.device)];
+        return buf;
+      }
+    return nullptr;
   }
 
   Result<std::map<std::string, HostTensor>> run(
@@ -204,17 +252,101 @@ class PlanExecutor final : public Executor {
     return st;
   }
 
-  // Constants: upload and run the load-time steps once; keep what later runs read.
-  Status load_constants(const Graph& graph) {
-    std::vector<HostTensor> host(plan_.values.size());
-    for (size_t i = 0; i < plan_.values.size(); ++i) {
+  Result<int> state_id(std::string_view name) const {
+    auto it = plan_.states.find(std::string(name));
+    if (it == plan_.states.end()) {
+      std::string names;
+      for (const auto& [n, id] : plan_.states) names += (names.empty() ? "" : ", ") + n;
+      return Err(Code::not_found)
+          .tensor(std::string(name))
+          .expected("a state of graph '" + plan_.graph + "'" +
+                    (names.empty() ? " (it has none)" : " (" + names + ")"))
+          .got("no such state");
+    }
+    return it->second;
+  }
+
+  // Sets a state to zero, a bounded chunk at a time.
+  Status zero(int id) {
+    const PlanValue& v = plan_.values[u(id)];
+    const uint64_t total = v.storage_bytes(), chunk = std::min<uint64_t>(total, 64ull << 20);
+    std::vector<std::byte> zeros(chunk);
+    for (uint64_t at = 0; at < total; at += chunk) {
+      const uint64_t n = std::min(chunk, total - at);
+      DUET_TRY(call(v.device, [&] {
+        return devs_[u(v.device)]->write(*buffers_[u(id)], at, zeros.data(), n);
+      }));
+    }
+    return {};
+  }
+
+  // States: the previous executor's buffer when it is on the same device, else a new buffer with
+  // the previous contents copied in, or zeros.
+  Status bind_states(PlanExecutor* previous) {
+    for (const auto& [name, id] : plan_.states) {
+      const PlanValue& v = plan_.values[u(id)];
+      Device* dev = devs_[u(v.device)];
+      Device* old_dev = nullptr;
+      std::shared_ptr<Buffer> old =
+          previous ? previous->held(name, v.desc, true, &old_dev) : nullptr;
+      std::shared_ptr<Buffer> buf = old && old_dev == dev ? old : nullptr;
+      if (!buf) {
+        auto b =
+            call(v.device, [&] { return dev->allocate(std::max<uint64_t>(v.storage_bytes(), 1)); });
+        if (!b.ok()) return b.status().with_context("state '" + name + "'");
+        buf = std::move(*b);
+      }
+      buffers_[u(id)] = buf.get();
+      state_buffers_.emplace_back(id, buf);
+      if (buf == old) continue;
+      if (!old) {
+        DUET_TRY(zero(id).with_context("state '" + name + "'"));
+        continue;
+      }
+      // Moved to another device: through host memory.
+      std::vector<std::byte> tmp(v.storage_bytes());
+      {
+        std::lock_guard<std::mutex> g(device_lock(old_dev));
+        DUET_TRY(old_dev->read(*old, 0, tmp.data(), tmp.size()));
+      }
+      DUET_TRY(call(v.device, [&] { return dev->write(*buf, 0, tmp.data(), tmp.size()); }));
+      log().debug("state '{}' moved from {} to {}", name, old_dev->id(), dev->id());
+    }
+    return {};
+  }
+
+  // Constants: upload and run the load-time steps once; keep what later runs read. Resident
+  // constants the previous executor holds in the same form on the same device are taken over,
+  // and the load-time steps that only they needed are skipped.
+  Status load_constants(const Graph& graph, PlanExecutor* previous) {
+    const size_t nv = plan_.values.size();
+    std::vector<char> adopted(nv, 0), needed(nv, 0), run_step(plan_.steps.size(), 0);
+    for (size_t i = 0; i < nv; ++i) {
       const PlanValue& v = plan_.values[i];
-      if (v.device != kHost || !v.constant || v.graph_value < 0) continue;
+      if (v.device == kHost || !v.constant || !v.resident || v.root != static_cast<int>(i))
+        continue;
+      Device* old_dev = nullptr;
+      auto old = previous ? previous->held(v.name, v.desc, false, &old_dev) : nullptr;
+      if (old && old_dev == devs_[u(v.device)]) {
+        adopted[i] = 1;
+        buffers_[i] = old.get();
+        constant_buffers_.push_back({static_cast<int>(i), std::move(old)});
+      } else {
+        needed[i] = 1;
+      }
+    }
+    for (size_t k = plan_.steps.size(); k-- > 0;) {
+      const PlanStep& s = plan_.steps[k];
+      const int root = plan_.values[u(s.output)].root;
+      if (!s.once || !needed[u(root)]) continue;
+      run_step[k] = 1;
+      for (int in : s.inputs) needed[u(plan_.values[u(in)].root)] = 1;
+    }
+    std::vector<HostTensor> host(nv);
+    for (size_t i = 0; i < nv; ++i) {
+      const PlanValue& v = plan_.values[i];
+      if (v.device != kHost || !v.constant || v.graph_value < 0 || !needed[i]) continue;
       const GraphValue& gv = graph.value(v.graph_value);
-      bool used = false;
-      for (const PlanStep& s : plan_.steps)
-        for (int in : s.inputs) used = used || in == static_cast<int>(i);
-      if (!used) continue;
       if (!gv.data)
         return Err(Code::invalid_argument)
             .tensor(gv.name)
@@ -222,9 +354,9 @@ class PlanExecutor final : public Executor {
             .got("none");
       host[i] = *gv.data;
     }
-    for (size_t i = 0; i < plan_.values.size(); ++i) {
+    for (size_t i = 0; i < nv; ++i) {
       const PlanValue& v = plan_.values[i];
-      if (v.device == kHost || !v.constant || v.root != static_cast<int>(i)) continue;
+      if (v.device == kHost || !v.constant || v.root != static_cast<int>(i) || !needed[i]) continue;
       auto b = call(v.device, [&] {
         return devs_[u(v.device)]->allocate(std::max<uint64_t>(v.storage_bytes(), 1));
       });
@@ -232,8 +364,9 @@ class PlanExecutor final : public Executor {
       buffers_[i] = b->get();
       constant_buffers_.push_back({static_cast<int>(i), std::move(*b)});
     }
-    for (const PlanStep& s : plan_.steps) {
-      if (!s.once) continue;
+    for (size_t k = 0; k < plan_.steps.size(); ++k) {
+      const PlanStep& s = plan_.steps[k];
+      if (!run_step[k]) continue;
       Status st;
       if (s.kind == StepKind::kernel) {
         st = kernel(s);
@@ -335,6 +468,7 @@ class PlanExecutor final : public Executor {
   std::vector<std::mutex*> locks_;
   std::vector<std::vector<std::shared_ptr<Buffer>>> slots_;
   std::vector<std::pair<int, std::shared_ptr<Buffer>>> constant_buffers_;
+  std::vector<std::pair<int, std::shared_ptr<Buffer>>> state_buffers_;
   std::vector<Buffer*> buffers_;  // per plan value (roots): where its storage lives
   std::mutex run_mutex_;
 };
@@ -342,12 +476,13 @@ class PlanExecutor final : public Executor {
 }  // namespace
 
 Result<std::unique_ptr<Executor>> Executor::create(const Graph& graph, Plan plan,
-                                                   std::span<Device* const> devices) {
+                                                   std::span<Device* const> devices,
+                                                   Executor* previous) {
   if (plan.graph != graph.name())
     return Status(Code::invalid_argument, "executor: plan for graph '" + plan.graph +
                                               "' given graph '" + graph.name() + "'");
   auto e = std::make_unique<PlanExecutor>(std::move(plan));
-  DUET_TRY(e->bind(devices, graph));
+  DUET_TRY(e->bind(devices, graph, dynamic_cast<PlanExecutor*>(previous)));
   return std::unique_ptr<Executor>(std::move(e));
 }
 

@@ -29,6 +29,8 @@ std::string_view value_kind_name(ValueKind k) {
       return "constant";
     case ValueKind::intermediate:
       return "intermediate";
+    case ValueKind::state:
+      return "state";
   }
   return "?";
 }
@@ -38,6 +40,20 @@ std::vector<int> Graph::constants() const {
   for (size_t i = 0; i < values_.size(); ++i)
     if (values_[i].kind == ValueKind::constant) out.push_back(static_cast<int>(i));
   return out;
+}
+
+std::vector<int> Graph::states() const {
+  std::vector<int> out;
+  for (size_t i = 0; i < values_.size(); ++i)
+    if (values_[i].kind == ValueKind::state) out.push_back(static_cast<int>(i));
+  return out;
+}
+
+int Graph::state_writer(int id) const {
+  for (size_t n = 0; n < nodes_.size(); ++n)
+    if (nodes_[n].kind() == OpKind::write_slice && nodes_[n].inputs[0] == id)
+      return static_cast<int>(n);
+  return -1;
 }
 
 std::optional<int> Graph::find(std::string_view name) const {
@@ -106,6 +122,9 @@ Result<Graph> Graph::with_input_shapes(const std::map<std::string, TensorDesc>& 
           b.constant(v.name, v.desc.dtype,
                      std::vector<int64_t>(v.desc.dims().begin(), v.desc.dims().end()), v.source);
       if (v.data && map[i].valid()) b.g_.values_[u(map[i].id)].data = v.data;
+    } else if (v.kind == ValueKind::state) {
+      map[i] = b.state(v.name, v.desc.dtype,
+                       std::vector<int64_t>(v.desc.dims().begin(), v.desc.dims().end()));
     } else {
       const GraphNode& n = nodes_[u(v.producer)];
       std::vector<ValueId> ins;
@@ -235,6 +254,28 @@ ValueId GraphBuilder::constant(std::string name, DType dtype, std::vector<int64_
   return add_value(std::move(*v));
 }
 
+ValueId GraphBuilder::state(std::string name, DType dtype, std::vector<int64_t> shape) {
+  std::optional<GraphValue> v = declare(std::move(name), ValueKind::state, dtype, shape);
+  if (!v) return {};
+  if (is_quantized(dtype)) {
+    status_ = graph_error(g_.name_, Err(Code::invalid_argument)
+                                        .tensor(v->name)
+                                        .expected("a state of an element dtype")
+                                        .got(v->desc.str()));
+    return {};
+  }
+  return add_value(std::move(*v));
+}
+
+int GraphBuilder::storage_of(int v) const {
+  while (g_.values_[u(v)].kind == ValueKind::intermediate) {
+    const GraphNode& n = g_.nodes_[u(g_.values_[u(v)].producer)];
+    if (!is_view(n.kind())) break;
+    v = n.inputs[0];
+  }
+  return v;
+}
+
 ValueId GraphBuilder::constant(std::string name, HostTensor data) {
   if (!status_.ok()) return {};
   if (!data.defined()) {
@@ -263,6 +304,33 @@ ValueId GraphBuilder::op(OpKind kind, std::vector<ValueId> inputs, OpAttrs attrs
                   std::string(op_name(kind)) + " '" + name + "': input " + std::to_string(i)))
       return {};
   if (!take_name(name, "node")) return {};
+  // States: written at most once, in place; after the write only its value is read.
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const int sv = storage_of(inputs[i].id);
+    const GraphValue& st = g_.values_[u(sv)];
+    if (st.kind != ValueKind::state) continue;
+    const int writer = g_.state_writer(sv);
+    const bool writes = kind == OpKind::write_slice && i == 0;
+    std::string want, got;
+    if (writes && sv != inputs[i].id) {
+      want = "a write into the state itself";
+      got = "a view of state '" + st.name + "'";
+    } else if (writer >= 0) {
+      const std::string& w = g_.nodes_[u(writer)].name;
+      want = writes ? "one write of state '" + st.name + "' per graph"
+                    : "a read of '" + w + "', the state as written";
+      got = writes ? "a second write (the first is '" + w + "')"
+                   : "a read of state '" + st.name + "' after '" + w + "' wrote it";
+    } else {
+      continue;
+    }
+    status_ = graph_error(g_.name_, Err(Code::invalid_argument)
+                                        .op(op_name(kind), name)
+                                        .tensor(g_.values_[u(inputs[i].id)].name)
+                                        .expected(want)
+                                        .got(got));
+    return {};
+  }
   std::vector<TensorDesc> descs;
   std::vector<std::string> names;
   std::vector<int> ids;
@@ -377,10 +445,25 @@ ValueId GraphBuilder::rope(ValueId x, int64_t offset, std::string name) {
   at.rope_offset = offset;
   return op(OpKind::rope, {x}, at, std::move(name));
 }
+ValueId GraphBuilder::rope(ValueId x, ValueId pos, std::string name) {
+  return op(OpKind::rope, {x, pos}, {}, std::move(name));
+}
 ValueId GraphBuilder::attention(ValueId q, ValueId k, ValueId v, bool causal, std::string name) {
   OpAttrs at;
   at.causal = causal;
   return op(OpKind::attention, {q, k, v}, at, std::move(name));
+}
+ValueId GraphBuilder::attention(ValueId q, ValueId k, ValueId v, ValueId kv_len, bool causal,
+                                std::string name) {
+  OpAttrs at;
+  at.causal = causal;
+  return op(OpKind::attention, {q, k, v, kv_len}, at, std::move(name));
+}
+ValueId GraphBuilder::write_slice(ValueId state, ValueId x, ValueId pos, int axis,
+                                  std::string name) {
+  OpAttrs at;
+  at.axis = axis;
+  return op(OpKind::write_slice, {state, x, pos}, at, std::move(name));
 }
 ValueId GraphBuilder::cast(ValueId x, DType to, std::string name) {
   OpAttrs at;

@@ -348,7 +348,7 @@ std::string graph_text(const Graph& g, const std::map<std::string, ConstantSourc
   auto shape = [](const TensorDesc& d) {
     return std::vector<int64_t>(d.dims().begin(), d.dims().end());
   };
-  std::vector<ojson> inputs, constants, nodes;
+  std::vector<ojson> inputs, constants, states, nodes;
   for (int id : g.inputs()) {
     const GraphValue& v = g.value(id);
     inputs.push_back(
@@ -366,6 +366,11 @@ std::string graph_text(const Graph& g, const std::map<std::string, ConstantSourc
       c["values"] = values_json(*v.data);
     }
     constants.push_back(std::move(c));
+  }
+  for (int id : g.states()) {
+    const GraphValue& v = g.value(id);
+    states.push_back(
+        {{"name", v.name}, {"dtype", dtype_name(v.desc.dtype)}, {"shape", shape(v.desc)}});
   }
   for (const GraphNode& n : g.nodes()) {
     ojson ins = ojson::array();
@@ -391,6 +396,7 @@ std::string graph_text(const Graph& g, const std::map<std::string, ConstantSourc
   s += " \"name\": " + ojson(g.name()).dump() + ",\n";
   s += " \"inputs\": " + lines(inputs) + ",\n";
   s += " \"constants\": " + lines(constants) + ",\n";
+  if (!states.empty()) s += " \"states\": " + lines(states) + ",\n";
   s += " \"nodes\": " + lines(nodes) + ",\n";
   s += " \"outputs\": " + outputs.dump() + "\n";
   return s + "}\n";
@@ -411,8 +417,9 @@ Result<Graph> graph_from_json(std::string_view text, const std::string& base_dir
     return Status(Code::parse_error, std::string("graph file: malformed JSON (") + e.what() + ")");
   }
   if (!j.is_object()) return Status(Code::parse_error, "graph file: expected a JSON object");
-  DUET_TRY(check_keys(j, "graph file",
-                      {"format", "version", "name", "inputs", "constants", "nodes", "outputs"}));
+  DUET_TRY(check_keys(
+      j, "graph file",
+      {"format", "version", "name", "inputs", "constants", "states", "nodes", "outputs"}));
   if (j.value("format", json()) != "duet-graph")
     return parse_err("graph file format", "\"duet-graph\"", j.value("format", json()));
   const json& ver = j.contains("version") ? j["version"] : json();
@@ -479,6 +486,12 @@ Result<Graph> graph_from_json(std::string_view text, const std::string& base_dir
     auto t = files.load(path.string(), src.key, d.dtype, d.shape);
     if (!t.ok()) return t.status().with_context(where + " (key '" + src.key + "')");
     bound.emplace(d.name, std::move(*t));
+  }
+  DUET_ASSIGN_OR_RETURN(json states, list("states"));
+  for (const json& st : states) {
+    DUET_ASSIGN_OR_RETURN(TensorDecl d, decl_from(st, "state"));
+    DUET_TRY(check_keys(st, "state '" + d.name + "'", {"name", "dtype", "shape"}));
+    ids[d.name] = b.state(d.name, d.dtype, d.shape);
   }
   DUET_TRY(b.status());
 

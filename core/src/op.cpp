@@ -98,6 +98,7 @@ bool op_is_variadic(OpKind k) {
 std::string OpDesc::input_name(size_t i) const {
   if (i < input_names.size() && !input_names[i].empty()) return input_names[i];
   auto specs = op_inputs(kind);
+  if (kind == OpKind::attention && static_cast<int>(i) == scalar_input(*this)) return "kv_len";
   if (op_is_variadic(kind)) return std::string(specs[0].name) + std::to_string(i);
   return i < specs.size() ? std::string(specs[i].name) : "input" + std::to_string(i);
 }
@@ -139,6 +140,29 @@ Result<OpDesc> make_op(OpKind kind, OpAttrs attrs, std::vector<TensorDesc> input
   return op;
 }
 
+bool is_runtime_scalar(const TensorDesc& t) {
+  return t.dtype == DType::i32 && t.rank <= 1 && t.numel() == 1;
+}
+
+int attention_mask_input(const OpDesc& op) {
+  if (op.kind != OpKind::attention || op.inputs.size() < 4) return -1;
+  return op.inputs[3].dtype == DType::i32 ? -1 : 3;
+}
+
+int scalar_input(const OpDesc& op) {
+  switch (op.kind) {
+    case OpKind::rope:
+      return op.inputs.size() > 1 ? 1 : -1;
+    case OpKind::write_slice:
+      return op.inputs.size() > 2 ? 2 : -1;
+    case OpKind::attention:
+      if (op.inputs.size() == 5) return 4;
+      return op.inputs.size() == 4 && op.inputs[3].dtype == DType::i32 ? 3 : -1;
+    default:
+      return -1;
+  }
+}
+
 float attention_scale(const OpDesc& op) {
   if (op.attrs.scale) return *op.attrs.scale;
   return 1.0f / std::sqrt(static_cast<float>(op.inputs[0].dim(-1)));
@@ -160,6 +184,9 @@ double op_bytes(const OpDesc& op) {
   if (is_view(op.kind)) return 0.0;
   double b = static_cast<double>(op.output.nbytes());
   if (op.kind == OpKind::embedding) return 2.0 * b + static_cast<double>(op.inputs[1].nbytes());
+  // In place into a state: the slice is read and written (a copy of the rest when not in place
+  // is not counted: the planner makes it in place wherever it matters).
+  if (op.kind == OpKind::write_slice) return 2.0 * static_cast<double>(op.inputs[1].nbytes());
   for (const auto& t : op.inputs) b += static_cast<double>(t.nbytes());
   return b;
 }

@@ -135,6 +135,9 @@ std::string explain(const Plan& plan) {
     }
     const KernelChoice& c = s.op.choice;
     o << "  " << describe(s.op.op) << (s.node < 0 ? " [inserted]" : "") << when << "\n";
+    if (const PlanValue& root = plan.values[u(plan.values[u(s.output)].root)]; root.state)
+      o << "    state      writes '" << root.name << "' in place ("
+        << format_bytes(root.storage_bytes()) << ", kept across runs)\n";
     o << "    device     " << plan.device_name(s.device);
     if (!s.device_reason.empty()) o << ": " << s.device_reason;
     o << "\n";
@@ -193,12 +196,21 @@ std::string explain(const Plan& plan) {
   o << "host transfers: " << format_bytes(up) << " up and " << format_bytes(down)
     << " down per run, " << format_bytes(up_once) << " of constants up once\n";
 
+  if (!plan.states.empty()) {
+    o << "states (kept across runs): " << plan.states.size() << "\n";
+    for (const auto& [name, id] : plan.states) {
+      const PlanValue& v = plan.values[u(id)];
+      o << "  " << name << " " << v.desc.str() << " on " << plan.device_name(v.device) << ", "
+        << format_bytes(v.storage_bytes()) << "\n";
+    }
+  }
   o << "memory:\n";
   for (size_t d = 0; d < plan.memory.size(); ++d) {
     const DeviceMemoryPlan& m = plan.memory[d];
     o << "  " << plan.device_name(static_cast<int>(d)) << ": peak " << format_bytes(m.peak_bytes)
       << " (" << m.slots.size() << " buffers, constants " << format_bytes(m.constant_bytes)
-      << ", at most " << format_bytes(m.max_live_bytes) << " live), budget "
+      << (m.state_bytes ? ", states " + format_bytes(m.state_bytes) : std::string()) << ", at most "
+      << format_bytes(m.max_live_bytes) << " live), budget "
       << (m.budget_bytes ? format_bytes(m.budget_bytes) : std::string("unknown")) << " ("
       << m.budget_source << ")\n";
   }
@@ -269,12 +281,23 @@ std::string plan_json(const Plan& plan) {
     memory.push_back({{"device", plan.devices[d].id},
                       {"peak_bytes", m.peak_bytes},
                       {"constant_bytes", m.constant_bytes},
+                      {"state_bytes", m.state_bytes},
                       {"max_live_bytes", m.max_live_bytes},
                       {"budget_bytes", m.budget_bytes},
                       {"budget_source", m.budget_source},
                       {"buffers", m.slots}});
   }
   j["memory"] = memory;
+  J states = J::array();
+  for (const auto& [name, id] : plan.states) {
+    const PlanValue& v = plan.values[u(id)];
+    states.push_back({{"name", name},
+                      {"device", dev(v.device)},
+                      {"dtype", dtype_name(v.desc.dtype)},
+                      {"shape", std::vector<int64_t>(v.desc.dims().begin(), v.desc.dims().end())},
+                      {"bytes", v.storage_bytes()}});
+  }
+  j["states"] = states;
   j["copy_bytes"] = plan.copy_bytes();
   j["notes"] = plan.notes;
   return j.dump(1) + "\n";

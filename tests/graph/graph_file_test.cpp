@@ -81,6 +81,9 @@ Graph every_op_graph(bool external_weight) {
   ValueId pm = b.permute(tr, {2, 0, 1}, "pm");
   ValueId sl = b.slice(pm, 0, 1, 200, 3, "sl");
   ValueId em = b.embedding(table, ids, "em");
+  ValueId pos = b.input("pos", DType::i32, {1});
+  ValueId cache = b.state("cache", DType::f32, {2, 4, 20, 16});
+  ValueId ws = b.write_slice(cache, x, pos, 2, "ws");
   OpAttrs all;
   all.transpose_a = true;
   all.transpose_b = true;
@@ -105,6 +108,7 @@ Graph every_op_graph(bool external_weight) {
   ValueId odd = b.op(OpKind::relu, {em}, all, "every_attr");
   b.output(b.copy(sl, "out"));
   b.output(odd);
+  b.output(ws);
   auto g = b.build();
   EXPECT_TRUE(g.ok()) << g.status().message();
   return std::move(*g);
@@ -112,7 +116,7 @@ Graph every_op_graph(bool external_weight) {
 
 TEST(GraphFile, EveryOpAndAttributeRoundTripsExactly) {
   Graph g = every_op_graph(false);
-  ASSERT_EQ(g.nodes().size(), 30u);
+  ASSERT_EQ(g.nodes().size(), 31u);
   std::set<OpKind> kinds;
   for (const GraphNode& n : g.nodes()) kinds.insert(n.kind());
   EXPECT_EQ(kinds.size(), static_cast<size_t>(kNumOpKinds)) << "the graph must use every op";

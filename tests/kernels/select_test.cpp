@@ -223,6 +223,9 @@ TEST(Selection, EveryOpOfV1HasAGenericKernelWithItsLaunchShape) {
     if (kind == OpKind::attention) in = {in[0], in[0], in[0]};
     if (kind == OpKind::embedding) in.push_back(TensorDesc::contiguous(DType::i32, {4}));
     if (kind == OpKind::cast) a.to = DType::i8;
+    if (kind == OpKind::write_slice)
+      in = {TensorDesc::contiguous(DType::bf16, {3, 17}),
+            TensorDesc::contiguous(DType::bf16, {1, 17}), TensorDesc::contiguous(DType::i32, {1})};
     auto op = make_op(kind, a, in);
     ASSERT_TRUE(op.ok()) << op_name(kind) << ": " << op.status().message();
     const auto cs = choices(testing::profile("t4"), *op, full_build());

@@ -100,12 +100,14 @@ TEST(VulkanWindows, EveryOpGivesTheSameAnswerInSmallWindows) {
       if (n > 1) ++split_and_passed[c.kind];
       continue;
     }
+    // Inputs the device does not read as given reach it through the planner's casts.
+    if (o.message.rfind("no usable kernel choice", 0) == 0) continue;
     EXPECT_NE(o.message.find("cannot be split further"), std::string::npos)
         << c.name << ": " << o.message;
   }
-  for (OpKind k :
-       {OpKind::matmul, OpKind::add, OpKind::exp, OpKind::softmax, OpKind::rmsnorm, OpKind::rope,
-        OpKind::attention, OpKind::cast, OpKind::copy, OpKind::concat, OpKind::embedding})
+  for (OpKind k : {OpKind::matmul, OpKind::add, OpKind::exp, OpKind::softmax, OpKind::rmsnorm,
+                   OpKind::rope, OpKind::attention, OpKind::cast, OpKind::copy, OpKind::concat,
+                   OpKind::embedding, OpKind::write_slice})
     EXPECT_GT(split_and_passed[k], 0) << op_name(k) << " never ran split into windows";
 }
 

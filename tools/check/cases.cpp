@@ -39,7 +39,8 @@ class Builder {
 
   void add(OpKind k, DType t, std::vector<TensorDesc> in, std::vector<Fill> fills, OpAttrs a = {},
            std::string tag = {}, bool full_only = false) {
-    if (full_only && !full_) return;
+    added_ = !full_only || full_;
+    if (!added_) return;
     Case c;
     c.kind = k;
     c.attrs = std::move(a);
@@ -51,10 +52,17 @@ class Builder {
     c.full_only = full_only;
     out_.push_back(std::move(c));
   }
-  void ids_range(int64_t v) { out_.back().ids_range = v; }
+  // Set on the case just added (nothing when it was left out).
+  void ids_range(int64_t v) {
+    if (added_) out_.back().ids_range = v;
+  }
+  void scalar(int64_t v) {
+    if (added_) out_.back().scalar = v;
+  }
 
  private:
   bool full_;
+  bool added_ = false;
   std::vector<Case> out_;
 };
 
@@ -167,6 +175,18 @@ void row_cases(Builder& b, DType t) {
   r.rope_mode = RopeMode::gptj;
   b.add(OpKind::rope, t, {transposed(t, {1, 4, 64, 128})}, {Fill::unit}, r, "gptj.partial.view",
         true);
+  // Positions at run time: decoding one row at a far position, a few rows after an offset.
+  const TensorDesc pos = dense(DType::i32, {1});
+  OpAttrs rp;
+  b.add(OpKind::rope, t, {dense(t, {1, 4, 1, 64}), pos}, {Fill::unit, Fill::scalar}, rp,
+        "neox.pos");
+  b.scalar(70001);
+  rp.rope_mode = RopeMode::gptj;
+  rp.rope_offset = 3;
+  rp.rope_dims = 16;
+  b.add(OpKind::rope, t, {strided(t, {2, 3, 5, 32}), pos}, {Fill::unit, Fill::scalar}, rp,
+        "gptj.partial.off3.pos");
+  b.scalar(258);
 }
 
 void attention_cases(Builder& b, DType t) {
@@ -209,6 +229,36 @@ void attention_cases(Builder& b, DType t) {
   b.add(OpKind::attention, t,
         {transposed(t, {1, 2, 9, 16}), dense(t, {1, 1, 11, 16}), dense(t, {1, 1, 11, 16})},
         {Fill::unit, Fill::unit, Fill::unit}, s, "view.scale");
+
+  // A KV cache of capacity Lk holding n keys (kv_len, at run time): only those may be read.
+  struct C {
+    int64_t B, Hq, Hkv, Lq, cap, n, D;
+    bool causal, mask, full;
+    const char* tag;
+  };
+  const C cs[] = {
+      {1, 4, 2, 1, 300, 37, 64, true, false, false, "cache.decode.causal"},
+      {1, 8, 1, 1, 257, 256, 128, false, false, false, "cache.mqa.decode"},
+      {1, 2, 2, 5, 40, 12, 16, true, true, false, "cache.prefill.causal.mask"},
+      {2, 4, 4, 3, 16, 0, 32, false, false, false, "cache.empty"},
+      {1, 32, 8, 1, 4096, 1000, 128, true, false, true, "cache.decode.long"},
+  };
+  for (const C& a : cs) {
+    OpAttrs at;
+    at.causal = a.causal;
+    std::vector<TensorDesc> in = {dense(t, {a.B, a.Hq, a.Lq, a.D}),
+                                  dense(t, {a.B, a.Hkv, a.cap, a.D}),
+                                  dense(t, {a.B, a.Hkv, a.cap, a.D})};
+    std::vector<Fill> f = {Fill::unit, Fill::cache, Fill::cache};
+    if (a.mask) {
+      in.push_back(dense(DType::f32, {a.Lq, a.cap}));
+      f.push_back(Fill::mask);
+    }
+    in.push_back(dense(DType::i32, {1}));
+    f.push_back(Fill::scalar);
+    b.add(OpKind::attention, t, in, f, at, a.tag, a.full);
+    b.scalar(a.n);
+  }
 }
 
 void data_cases(Builder& b, DType t) {
@@ -237,6 +287,30 @@ void data_cases(Builder& b, DType t) {
   b.ids_range(11);
 }
 
+void write_cases(Builder& b, DType t) {
+  const TensorDesc pos = dense(DType::i32, {1});
+  OpAttrs w;
+  w.axis = 2;  // K and V appended to a cache at a run-time position
+  b.add(OpKind::write_slice, t, {dense(t, {1, 2, 17, 16}), dense(t, {1, 2, 1, 16}), pos},
+        {Fill::unit, Fill::unit, Fill::scalar}, w, "append");
+  b.scalar(16);
+  b.add(OpKind::write_slice, t, {dense(t, {2, 3, 33, 8}), strided(t, {2, 3, 5, 8}), pos},
+        {Fill::unit, Fill::unit, Fill::scalar}, w, "view");
+  b.scalar(7);
+  // A state of t written from another float dtype (rounded once), at start + pos.
+  const DType other = t == DType::f32 ? DType::f16 : DType::f32;
+  w.axis = 0;
+  w.start = 2;
+  b.add(OpKind::write_slice, t, {dense(t, {9, 5}), dense(other, {3, 5}), pos},
+        {Fill::unit, Fill::wide, Fill::scalar}, w, "from." + std::string(dtype_name(other)));
+  b.scalar(4);
+  OpAttrs fixed;  // no run-time offset
+  fixed.axis = 1;
+  fixed.start = 3;
+  b.add(OpKind::write_slice, t, {dense(t, {4, 6}), dense(t, {4, 2})}, {Fill::unit, Fill::unit},
+        fixed, "static");
+}
+
 void integer_cases(Builder& b) {
   OpAttrs c;
   for (DType from : {DType::i32, DType::i8}) {
@@ -248,6 +322,12 @@ void integer_cases(Builder& b) {
     }
     b.add(OpKind::copy, from, {transposed(from, {5, 9})}, {Fill::wide});
   }
+  OpAttrs w;
+  w.axis = 1;
+  b.add(OpKind::write_slice, DType::i32,
+        {dense(DType::i32, {3, 10}), dense(DType::i32, {3, 4}), dense(DType::i32, {1})},
+        {Fill::wide, Fill::wide, Fill::scalar}, w, "tokens");
+  b.scalar(6);
 }
 
 uint64_t hash_name(const std::string& s) {
@@ -277,6 +357,7 @@ std::vector<Case> cases(bool full) {
     row_cases(b, t);
     attention_cases(b, t);
     data_cases(b, t);
+    write_cases(b, t);
   }
   integer_cases(b);
   return b.done();
@@ -314,6 +395,16 @@ std::vector<HostTensor> case_inputs(const Case& c, uint64_t seed) {
         case Fill::ids:
           v = std::floor(u01(rng) * static_cast<double>(c.ids_range));
           break;
+        case Fill::scalar:
+          v = static_cast<double>(c.scalar);
+          break;
+        case Fill::cache: {
+          // Row along dim 2 of element e (dense: the cache cases are dense).
+          const int64_t row = d.rank == 4 ? (e / d.strides[2]) % d.shape[2] : 0;
+          v = row < c.scalar ? sign * (0.05 + 0.95 * u01(rng))
+                             : std::numeric_limits<double>::quiet_NaN();
+          break;
+        }
       }
       store_from_double(t.storage(), d.dtype, e, v);
     }

@@ -20,6 +20,9 @@ enum class Fill : uint8_t {
   wide,      // +-[0.05, 300] (casts: saturation and rounding)
   mask,      // additive mask: [-2, 0), about 1 in 8 entries -inf
   ids,       // integer ids in [0, ids_range)
+  scalar,    // a run-time scalar: Case::scalar
+  cache,     // a KV cache holding Case::scalar rows along dim 2: +-[0.05, 1], NaN past them (a
+             // kernel that reads a key past the valid ones gives NaN)
 };
 
 struct Case {
@@ -29,6 +32,7 @@ struct Case {
   std::vector<TensorDesc> inputs;  // may be strided views (storage spans storage_extent())
   std::vector<Fill> fills;
   int64_t ids_range = 0;   // for Fill::ids
+  int64_t scalar = 0;      // for Fill::scalar and Fill::cache
   bool full_only = false;  // only in the --full set
 };
 

@@ -88,6 +88,11 @@ Result<GraphReference> reference_graph(const Graph& g,
       return Status(Code::invalid_argument, "constant '" + g.value(id).name + "' has no data");
     hold(id, *g.value(id).data);
   }
+  for (int id : g.states()) {  // as a fresh engine holds them: zeros
+    HostTensor z = HostTensor::empty(g.value(id).desc);
+    z.fill_bytes(0);
+    hold(id, z);
+  }
   for (const GraphNode& n : g.nodes()) {
     std::vector<HostTensor> ins;
     std::vector<TensorDesc> descs;
@@ -115,6 +120,8 @@ Result<Graph> expose_values(const Graph& g) {
       map[i] = b.input(v.name, v.desc.dtype, shape);
     } else if (v.kind == ValueKind::constant) {
       map[i] = v.data ? b.constant(v.name, *v.data) : b.constant(v.name, v.desc.dtype, shape);
+    } else if (v.kind == ValueKind::state) {
+      map[i] = b.state(v.name, v.desc.dtype, shape);
     } else {
       const GraphNode& n = g.nodes()[u(v.producer)];
       std::vector<ValueId> ins;

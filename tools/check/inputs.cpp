@@ -42,17 +42,32 @@ Result<std::map<std::string, HostTensor>> read_inputs_file(const std::string& pa
 }
 
 namespace {
-// Deterministic inputs when none are given: floats in +-[0.05, 1]; integers in [0, n) where n is
-// the row count of the embedding table they index (else 10).
+// How many values an integer input may take, [0, n), for the ops reading it: the rows of the
+// embedding table it indexes, the room a run-time scalar has (a write_slice's offset, attention's
+// key count), else 0 (no limit known).
+int64_t integer_range(const Graph& g, int value) {
+  int64_t range = 0;
+  auto limit = [&](int64_t n) { range = range == 0 ? n : std::min(range, n); };
+  for (const GraphNode& n : g.nodes()) {
+    const OpDesc& op = n.op;
+    if (n.kind() == OpKind::embedding && n.inputs.size() == 2 && n.inputs[1] == value)
+      limit(g.value(n.inputs[0]).desc.dim(0));
+    const int si = scalar_input(op);
+    if (si < 0 || n.inputs[static_cast<size_t>(si)] != value) continue;
+    if (n.kind() == OpKind::attention) limit(op.inputs[1].dim(2) + 1);
+    if (n.kind() == OpKind::write_slice)
+      limit(std::max<int64_t>(
+          1, op.output.dim(op.attrs.axis) - op.inputs[1].dim(op.attrs.axis) - op.attrs.start + 1));
+  }
+  return range;
+}
+
+// Deterministic inputs when none are given: floats in +-[0.05, 1]; integers in [0, n) with n
+// from integer_range (else 10).
 HostTensor random_input(const Graph& g, int value, uint64_t seed) {
   const GraphValue& v = g.value(value);
   HostTensor t = HostTensor::empty(v.desc);
-  int64_t range = 0;
-  for (const GraphNode& n : g.nodes())
-    if (n.kind() == OpKind::embedding && n.inputs.size() == 2 && n.inputs[1] == value) {
-      const int64_t rows = g.value(n.inputs[0]).desc.dim(0);
-      range = range == 0 ? rows : std::min(range, rows);
-    }
+  int64_t range = integer_range(g, value);
   if (range == 0) range = 10;
   std::vector<double> x(static_cast<size_t>(t.numel()));
   uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;

@@ -334,7 +334,20 @@ Status attention(const OpArgs& a) {
   p.Lq = qd.dim(2);
   p.D = qd.dim(3);
   p.Hkv = a.in[1].desc.dim(1);
-  p.Lk = a.in[1].desc.dim(2);
+  const int64_t capacity = a.in[1].desc.dim(2);
+  p.Lk = capacity;
+  if (const int si = scalar_input(op); si >= 0) {
+    // A cache of `capacity` rows holding n keys: only those are read.
+    const int64_t n = *static_cast<const int32_t*>(a.in[static_cast<size_t>(si)].elem0());
+    if (n < 0 || n > capacity)
+      return Err(Code::invalid_argument)
+          .op("attention", op.name)
+          .tensor(op.input_name(static_cast<size_t>(si)))
+          .device(a.device)
+          .expected("a key count in [0, " + std::to_string(capacity) + "]")
+          .got(std::to_string(n));
+    p.Lk = n;
+  }
   p.group = p.Hq / p.Hkv;
   p.rows = p.group * p.Lq;
   p.shift = p.Lk - p.Lq;
@@ -345,11 +358,11 @@ Status attention(const OpArgs& a) {
   p.v = a.in[2];
   p.out = a.out;
   std::optional<F32In> mask;
-  if (op.has_input(3)) {
-    mask.emplace(a.in[3], a.pool);
+  if (const int mi = attention_mask_input(op); mi >= 0) {
+    mask.emplace(a.in[static_cast<size_t>(mi)], a.pool);
     p.mask = mask->data();
-    p.mask_strides = broadcast_strides(mask->desc(),
-                                       TensorDesc::contiguous(DType::f32, {p.B, p.Hq, p.Lq, p.Lk}));
+    p.mask_strides = broadcast_strides(
+        mask->desc(), TensorDesc::contiguous(DType::f32, {p.B, p.Hq, p.Lq, capacity}));
   }
 
   const int64_t threads = a.pool.size();

@@ -116,6 +116,52 @@ Status embedding(const OpArgs& a) {
   return {};
 }
 
+// state with x written along the axis at start + pos; in place when the output is the state.
+Status write_slice(const OpArgs& a) {
+  const HostArg &st = a.in[0], &x = a.in[1];
+  const TensorDesc& out = a.op.output;
+  const int axis = a.op.attrs.axis;
+  const int64_t len = x.desc.shape[u(axis)], cap = out.shape[u(axis)];
+  int64_t s = a.op.attrs.start;
+  if (const int si = scalar_input(a.op); si >= 0)
+    s += *static_cast<const int32_t*>(a.in[u(si)].elem0());
+  if (s < 0 || s + len > cap)
+    return Err(Code::invalid_argument)
+        .op("write_slice", a.op.name)
+        .tensor(a.op.input_name(1))
+        .device(a.device)
+        .expected("a slice inside [0, " + std::to_string(cap) + ") along axis " +
+                  std::to_string(axis))
+        .got("[" + std::to_string(s) + ", " + std::to_string(s + len) + ")");
+  auto* dst = static_cast<std::byte*>(a.out.elem0());
+  if (st.base != a.out.base || st.desc.offset != a.out.desc.offset) gather(st, dst, a.pool);
+  const std::byte* src = static_cast<const std::byte*>(x.elem0());
+  std::vector<std::byte> dense;
+  if (!x.desc.is_contiguous()) {
+    dense.resize(u(x.desc.nbytes()));
+    gather(x, dense.data(), a.pool);
+    src = dense.data();
+  }
+  int64_t outer = 1, inner = 1;
+  for (int d = 0; d < axis; ++d) outer *= out.shape[u(d)];
+  for (int d = axis + 1; d < out.rank; ++d) inner *= out.shape[u(d)];
+  const int64_t es = static_cast<int64_t>(dtype_size(out.dtype));
+  const int64_t xs = static_cast<int64_t>(dtype_size(x.desc.dtype));
+  const int64_t chunk = len * inner;
+  a.pool.parallel_for(outer, std::max<int64_t>(1, 16384 / std::max<int64_t>(chunk, 1)),
+                      [&](int64_t b, int64_t e) {
+                        for (int64_t o = b; o < e; ++o) {
+                          std::byte* to = dst + (o * cap + s) * inner * es;
+                          const std::byte* from = src + o * chunk * xs;
+                          if (x.desc.dtype == out.dtype)
+                            std::memcpy(to, from, u(chunk * es));
+                          else
+                            convert_fast(from, x.desc.dtype, to, out.dtype, chunk);
+                        }
+                      });
+  return {};
+}
+
 }  // namespace
 
 Status data_movement(const OpArgs& a) {
@@ -129,6 +175,8 @@ Status data_movement(const OpArgs& a) {
       return concat(a);
     case OpKind::embedding:
       return embedding(a);
+    case OpKind::write_slice:
+      return write_slice(a);
     default:
       return Status(Code::internal, "cpu data_movement: unexpected op");
   }

@@ -24,6 +24,6 @@ Status norm(const OpArgs& a);  // rmsnorm, layernorm
 Status rope(const OpArgs& a);
 Status matmul(const OpArgs& a);
 Status attention(const OpArgs& a);
-Status data_movement(const OpArgs& a);  // cast, copy, concat, embedding
+Status data_movement(const OpArgs& a);  // cast, copy, concat, embedding, write_slice
 
 }  // namespace duet::cpu

@@ -158,14 +158,21 @@ std::vector<double> norm(const OpDesc& op, std::span<const HostTensor> in) {
   return y;
 }
 
+// The value of a run-time scalar input.
+int64_t scalar(const OpDesc& op, std::span<const HostTensor> in) {
+  const int si = scalar_input(op);
+  return si < 0 ? 0 : static_cast<int64_t>(in[u(si)].to_doubles()[0]);
+}
+
 std::vector<double> rope(const OpDesc& op, std::span<const HostTensor> in) {
   Values x(in[0]);
+  const int64_t first = op.attrs.rope_offset + scalar(op, in);
   std::vector<double> y = x.v;
   const int64_t L = op.output.dim(2), D = op.output.dim(3);
   const int64_t rd = rope_dims(op), half = rd / 2;
   const int64_t rows = op.output.numel() / D;
   for (int64_t r = 0; r < rows; ++r) {
-    const double pos = static_cast<double>(op.attrs.rope_offset + r % L);
+    const double pos = static_cast<double>(first + r % L);
     double* row = y.data() + r * D;
     const double* src = x.v.data() + r * D;
     for (int64_t i = 0; i < half; ++i) {
@@ -187,14 +194,15 @@ std::vector<double> attention(const OpDesc& op, std::span<const HostTensor> in) 
   TensorDesc mdesc;
   const TensorDesc& qd = in[0].desc();
   const int64_t B = qd.dim(0), Hq = qd.dim(1), Lq = qd.dim(2), D = qd.dim(3);
-  const int64_t Hkv = in[1].desc().dim(1), Lk = in[1].desc().dim(2);
+  const int64_t Hkv = in[1].desc().dim(1), cap = in[1].desc().dim(2);
+  const int64_t Lk = scalar_input(op) >= 0 ? scalar(op, in) : cap;  // the valid keys
   const int64_t group = Hq / Hkv;
   const double scale = attention_scale(op);
-  const Dims full{B, Hq, Lq, Lk};
-  if (op.has_input(3)) {
-    auto bm = broadcast_to(TensorDesc::contiguous(DType::f32, in[3].desc().dims()), full);
+  const Dims full{B, Hq, Lq, cap};
+  if (const int mi = attention_mask_input(op); mi >= 0) {
+    auto bm = broadcast_to(TensorDesc::contiguous(DType::f32, in[u(mi)].desc().dims()), full);
     mdesc = *bm;
-    mask = in[3].to_doubles();
+    mask = in[u(mi)].to_doubles();
   }
   std::vector<double> y(u(B * Hq * Lq * D));
   std::vector<double> p(u(Lk));
@@ -209,7 +217,7 @@ std::vector<double> attention(const OpDesc& op, std::span<const HostTensor> in) 
             p[u(j)] = ninf;
             continue;
           }
-          const double* kj = k.v.data() + ((b * Hkv + hk) * Lk + j) * D;
+          const double* kj = k.v.data() + ((b * Hkv + hk) * cap + j) * D;
           double s = 0;
           for (int64_t d = 0; d < D; ++d) s += qi[d] * kj[d];
           s *= scale;
@@ -223,10 +231,30 @@ std::vector<double> attention(const OpDesc& op, std::span<const HostTensor> in) 
         for (int64_t d = 0; d < D; ++d) {
           double acc = 0;
           for (int64_t j = 0; j < Lk; ++j)
-            acc += p[u(j)] * v.v[u(((b * Hkv + hk) * Lk + j) * D + d)];
+            acc += p[u(j)] * v.v[u(((b * Hkv + hk) * cap + j) * D + d)];
           yi[d] = acc;
         }
       }
+    }
+  return y;
+}
+
+// The state's values with the slice replaced by x, each rounded to the state's dtype.
+std::vector<double> write_slice(const OpDesc& op, std::span<const HostTensor> in) {
+  std::vector<double> y = in[0].to_doubles();
+  const std::vector<double> x = in[1].to_doubles();
+  const TensorDesc& out = op.output;
+  const int axis = op.attrs.axis;
+  const int64_t len = in[1].desc().dim(axis), cap = out.dim(axis);
+  const int64_t s = op.attrs.start + scalar(op, in);
+  int64_t outer = 1, inner = 1;
+  for (int d = 0; d < axis; ++d) outer *= out.shape[u(d)];
+  for (int d = axis + 1; d < out.rank; ++d) inner *= out.shape[u(d)];
+  HostTensor one = HostTensor::empty(out.dtype, std::span<const int64_t>{});
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < len * inner; ++i) {
+      store_from_double(one.storage(), out.dtype, 0, x[u(o * len * inner + i)]);
+      y[u((o * cap + s) * inner + i)] = load_as_double(one.storage(), out.dtype, 0);
     }
   return y;
 }
@@ -266,6 +294,30 @@ Result<std::vector<double>> evaluate(const OpDesc& op, std::span<const HostTenso
           .expected(op.inputs[i].str())
           .got(inputs[i].desc().str());
 
+  if (const int si = scalar_input(op); si >= 0) {
+    // Run-time values out of range: an error, as every backend reports it.
+    const int64_t v = scalar(op, inputs);
+    int64_t lo = 0, hi = std::numeric_limits<int64_t>::max();
+    std::string what = "a position >= 0";
+    if (op.kind == OpKind::attention) {
+      hi = op.inputs[1].dim(2);
+      what = "a key count in [0, " + std::to_string(hi) + "]";
+    } else if (op.kind == OpKind::write_slice) {
+      const int64_t cap = op.output.dim(op.attrs.axis), len = op.inputs[1].dim(op.attrs.axis);
+      lo = -op.attrs.start;
+      hi = cap - len - op.attrs.start;
+      what = "an offset in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
+    } else {
+      lo = -op.attrs.rope_offset;
+    }
+    if (v < lo || v > hi)
+      return Err(Code::invalid_argument)
+          .op(op_name(op.kind), op.name)
+          .tensor(op.input_name(u(si)))
+          .device("reference")
+          .expected(what)
+          .got(std::to_string(v));
+  }
   if (op_class(op.kind) == OpClass::elementwise) return elementwise(op, inputs);
   switch (op.kind) {
     case OpKind::matmul:
@@ -300,6 +352,8 @@ Result<std::vector<double>> evaluate(const OpDesc& op, std::span<const HostTenso
     }
     case OpKind::concat:
       return concat(op, inputs);
+    case OpKind::write_slice:
+      return write_slice(op, inputs);
     case OpKind::embedding: {
       std::vector<double> table = inputs[0].to_doubles();
       std::vector<double> ids = inputs[1].to_doubles();

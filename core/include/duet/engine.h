@@ -1,5 +1,7 @@
 // The engine: a graph, the devices to run it on and a policy; it plans once, runs the plan as
-// many times as asked with new inputs, and plans again only when the input shapes change.
+// many times as asked with new inputs, and plans again only when the input shapes change. The
+// graph's states (duet/graph.h) live as long as the engine: across runs and across re-plans (a
+// new plan takes over their contents, and the weights it keeps in the same place).
 //
 //   auto engine = Engine::create(std::move(graph), devices, *policy_from_env());
 //   auto out = (*engine)->run({{"x", x}});
@@ -45,6 +47,11 @@ class DUET_API Engine {
   // run(), also timing every step of the plan (see Executor::run_timed).
   Result<std::map<std::string, HostTensor>> run_timed(
       const std::map<std::string, HostTensor>& inputs, std::vector<StepTime>& times);
+
+  // States by name: read back (dense), overwritten (the state's dtype and shape), all zeroed.
+  Result<HostTensor> read_state(std::string_view name);
+  Status write_state(std::string_view name, const HostTensor& value);
+  Status reset_states();
 
  private:
   Engine() = default;

@@ -35,8 +35,12 @@ class DUET_API Executor {
 
   // Binds `plan` (made for `graph`) to devices whose ids match the plan's, allocates the memory
   // plan, uploads the constants and runs the load-time steps. Every constant needs its data.
+  // `previous`, an executor of the same graph at other shapes (an engine re-planning), hands over
+  // its states (their contents, moved when the new plan puts them on another device) and the
+  // constants both plans keep on the same device in the same form (not uploaded again).
   static Result<std::unique_ptr<Executor>> create(const Graph& graph, Plan plan,
-                                                  std::span<Device* const> devices);
+                                                  std::span<Device* const> devices,
+                                                  Executor* previous = nullptr);
 
   virtual const Plan& plan() const = 0;
   // One run. Inputs by name, each of the planned dtype and shape (any strides); every output
@@ -48,6 +52,12 @@ class DUET_API Executor {
   // gets one entry per step that ran, in plan order.
   virtual Result<std::map<std::string, HostTensor>> run_timed(
       const std::map<std::string, HostTensor>& inputs, std::vector<StepTime>& times) = 0;
+
+  // States by name: read back (dense), overwritten (a tensor of the state's dtype and shape), or
+  // all set to zero. Each waits for the runs before it.
+  virtual Result<HostTensor> read_state(std::string_view name) = 0;
+  virtual Status write_state(std::string_view name, const HostTensor& value) = 0;
+  virtual Status reset_states() = 0;
 };
 
 }  // namespace duet

@@ -1,10 +1,18 @@
 // A graph of v1 ops over named tensors: inputs (given at run time), constants (weights, with
-// their data or a reference to a .safetensors or .gguf file) and the values ops produce. Built with
+// their data or a reference to a .safetensors or .gguf file), states (persistent tensors: a KV
+// cache) and the values ops produce. Built with
 // a GraphBuilder, which validates every op as it is added (shape and dtype inference by make_op);
 // saved and loaded as versioned JSON (see docs/planner.md, "Graph files").
 //
 // A node and the value it produces share one name. Views (reshape, transpose, permute, slice)
 // are nodes too; they have no kernel and their value aliases the input's storage.
+//
+// States are tensors that persist across runs: declared by dtype and shape (their capacity, e.g.
+// the longest context), allocated once on the device the planner puts them on, zero at first,
+// read back, overwritten or reset through the engine (duet/engine.h). A write_slice node whose
+// first input is a state writes into it in place, and its value is the state after the write. A
+// state is written by at most one node; nodes after the write read the written value, never the
+// state itself (so every read sees a defined version of it).
 #pragma once
 
 #include <map>
@@ -21,7 +29,7 @@
 
 namespace duet {
 
-enum class ValueKind : uint8_t { input, constant, intermediate };
+enum class ValueKind : uint8_t { input, constant, intermediate, state };
 DUET_API std::string_view value_kind_name(ValueKind k);
 
 // Where a constant's data lives on disk: a tensor of a .safetensors or .gguf file, or a GPTQ/AWQ
@@ -67,6 +75,9 @@ class DUET_API Graph {
   const std::vector<int>& inputs() const { return inputs_; }
   const std::vector<int>& outputs() const { return outputs_; }
   std::vector<int> constants() const;
+  std::vector<int> states() const;
+  // The node that writes state `id` in place, or -1.
+  int state_writer(int id) const;
 
   const GraphValue& value(int id) const { return values_[static_cast<size_t>(id)]; }
   std::optional<int> find(std::string_view name) const;
@@ -114,6 +125,8 @@ class DUET_API GraphBuilder {
   // A constant declared by type and shape, its data to be loaded from `source` or bound later.
   ValueId constant(std::string name, DType dtype, std::vector<int64_t> shape,
                    ConstantSource source = {});
+  // A persistent tensor (zero until written; see above).
+  ValueId state(std::string name, DType dtype, std::vector<int64_t> shape);
   // Any op; `name` defaults to "<op><n>".
   ValueId op(OpKind kind, std::vector<ValueId> inputs, OpAttrs attrs = {}, std::string name = {});
   // Marks a value as a graph output (outputs are read back in the order marked).
@@ -133,7 +146,14 @@ class DUET_API GraphBuilder {
   ValueId softmax(ValueId x, std::string name = {});
   ValueId rmsnorm(ValueId x, ValueId weight, float eps = 1e-5f, std::string name = {});
   ValueId rope(ValueId x, int64_t offset = 0, std::string name = {});
+  // rope with the position of the first row given at run time by `pos` (i32 [1]).
+  ValueId rope(ValueId x, ValueId pos, std::string name = {});
   ValueId attention(ValueId q, ValueId k, ValueId v, bool causal = false, std::string name = {});
+  // attention over the first kv_len (i32 [1], a run-time value) keys of k and v.
+  ValueId attention(ValueId q, ValueId k, ValueId v, ValueId kv_len, bool causal,
+                    std::string name = {});
+  // Writes x into `state` along `axis` at the run-time offset `pos` (i32 [1]).
+  ValueId write_slice(ValueId state, ValueId x, ValueId pos, int axis, std::string name = {});
   ValueId cast(ValueId x, DType to, std::string name = {});
   ValueId copy(ValueId x, std::string name = {});
   ValueId concat(std::vector<ValueId> xs, int axis, std::string name = {});
@@ -160,6 +180,9 @@ class DUET_API GraphBuilder {
   // the error recorded.
   std::optional<GraphValue> declare(std::string name, ValueKind kind, DType dtype,
                                     const std::vector<int64_t>& shape);
+
+  // The value whose storage `v` reads (through views).
+  int storage_of(int v) const;
 
   Graph g_;
   Status status_;

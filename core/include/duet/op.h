@@ -18,16 +18,22 @@
 //   softmax(x[, mask])    softmax over the last dim of x * scale + mask; mask broadcasts to x.
 //   rmsnorm(x[, w])       x / sqrt(mean(x^2) + eps) * w over the last dim.
 //   layernorm(x[, w[, b]]) (x - mean) / sqrt(var + eps) * w + b over the last dim.
-//   rope(x)               x[B, H, L, D]; position of row l is rope_offset + l; frequencies
-//                         theta^(-2i/rope_dims) for pair i; dims past rope_dims pass through.
-//                         neox pairs (i, i + rope_dims/2), gptj pairs (2i, 2i+1).
-//   attention(q, k, v[, mask])
+//   rope(x[, pos])        x[B, H, L, D]; position of row l is rope_offset + pos + l, with pos a
+//                         run-time scalar (0 when absent); frequencies theta^(-2i/rope_dims) for
+//                         pair i; dims past rope_dims pass through. neox pairs (i, i +
+//                         rope_dims/2), gptj pairs (2i, 2i+1). A negative position is an error of
+//                         the backend.
+//   attention(q, k, v[, mask][, kv_len])
 //                         q[B, Hq, Lq, D], k/v[B, Hkv, Lk, D]; Hq a multiple of Hkv (query head
 //                         h reads kv head h / (Hq/Hkv)); out[B, Hq, Lq, D]. scores = q k^T * scale
-//                         (+ mask, broadcast to [B, Hq, Lq, Lk]). Causal masking is aligned to
-//                         the END of the keys, so decoding against a KV cache works: query i
-//                         sees keys j <= i + (Lk - Lq). With Lq > Lk the first queries see no
-//                         key and their output is 0. scale defaults to 1/sqrt(D).
+//                         (+ mask, broadcast to [B, Hq, Lq, Lk]). kv_len, a run-time scalar, is
+//                         the number n of valid keys (a KV cache of capacity Lk holding n): only
+//                         keys j < n exist and are read; without it n = Lk; n > Lk is an error
+//                         of the backend. Causal masking is aligned to the END of the valid keys,
+//                         so decoding against a KV cache works: query i sees keys
+//                         j <= i + (n - Lq). Queries that see no key (n = 0, or Lq > n) give 0.
+//                         scale defaults to 1/sqrt(D). The 4th input is the mask when it is a
+//                         float tensor and kv_len when it is i32.
 //   cast(x)               to attrs.to; float -> int rounds toward zero and saturates, NaN -> 0.
 //                         A quantized x casts to a float dtype only (its exact dequantization,
 //                         rounded once); nothing casts to a block format.
@@ -36,8 +42,20 @@
 //   embedding(table, ids) table[V, D], ids i32 of any shape (rank <= 3) -> ids.shape + [D].
 //                         An id outside [0, V) is an error reported by the backend. A quantized
 //                         table gives its rows dequantized, in f32.
+//   write_slice(state, x[, pos])
+//                         state with the slice [s, s + x.shape[axis]) along attrs.axis replaced by
+//                         x, s = attrs.start + pos (pos a run-time scalar, 0 when absent). x has
+//                         the state's shape except along the axis and its dtype, or any float
+//                         dtype for a float state (rounded once, as cast does). A slice outside
+//                         the state (s < 0, or past its end) is an error of the backend. When
+//                         `state` is a graph state (duet/graph.h) the output is that state,
+//                         written in place: appending K and V to a cache at position p.
 //   reshape/transpose/permute/slice
 //                         views: no kernel, the output aliases the input's storage.
+//
+// Run-time scalars (rope's pos, attention's kv_len, write_slice's pos) are i32 tensors of one
+// element that the kernels read when they run, so a new position or cache length reuses the plan,
+// its buffers and its pipelines: give them as graph inputs and change their value per run.
 #pragma once
 
 #include <array>
@@ -79,6 +97,7 @@ enum class OpKind : uint8_t {
   copy,
   concat,
   embedding,
+  write_slice,
   reshape,
   transpose,
   permute,
@@ -125,8 +144,8 @@ struct DUET_API OpAttrs {
   float rope_theta = 10000.0f;                // rope
   int rope_dims = 0;                          // rope: rotated dims, 0 = all of D
   DType to = DType::f32;                      // cast
-  int axis = 0;                               // concat, slice
-  int64_t start = 0, stop = 0, step = 1;      // slice
+  int axis = 0;                               // concat, slice, write_slice
+  int64_t start = 0, stop = 0, step = 1;      // slice; write_slice: start
   int dim0 = 0, dim1 = 1;                     // transpose
   std::vector<int64_t> shape;                 // reshape (one entry may be -1)
   std::vector<int> perm;                      // permute
@@ -176,6 +195,13 @@ DUET_API EltwiseReference eltwise_reference(OpKind k);
 // positive): checks draw their random inputs from it.
 enum class InputRange : uint8_t { any, positive };
 DUET_API InputRange op_input_range(OpKind k, size_t input);
+
+// The index of the op's run-time scalar input (rope's pos, attention's kv_len, write_slice's
+// pos), and of attention's mask; -1 when absent.
+DUET_API int scalar_input(const OpDesc& op);
+DUET_API int attention_mask_input(const OpDesc& op);
+// Whether an input is a run-time scalar: i32 with one element.
+DUET_API bool is_runtime_scalar(const TensorDesc& t);
 
 // Attention's effective scale, softmax's effective scale.
 DUET_API float attention_scale(const OpDesc& op);

@@ -43,7 +43,10 @@ struct DUET_API PlanValue {
   // Computed once when the plan is loaded (constants and what is derived only from them).
   bool constant = false;
   bool resident = false;  // a load-time value kept for every run (else freed after loading)
-  int slot = -1;          // memory slot on its device (non-constant roots on devices)
+  // A graph state: allocated once on its device, kept across runs (and across the plans an
+  // engine makes); a write_slice into it is its only writer and aliases it (root = the state).
+  bool state = false;
+  int slot = -1;  // memory slot on its device (non-constant, non-state roots on devices)
   uint64_t storage_bytes() const;
 };
 
@@ -86,8 +89,9 @@ struct DUET_API PlanStep {
 };
 
 struct DUET_API DeviceMemoryPlan {
-  uint64_t peak_bytes = 0;      // slots + resident constants
+  uint64_t peak_bytes = 0;      // slots + resident constants + states
   uint64_t constant_bytes = 0;  // resident constants
+  uint64_t state_bytes = 0;     // states (persistent across runs)
   uint64_t max_live_bytes = 0;  // live bytes at the busiest step (a lower bound on the slots)
   uint64_t budget_bytes = 0;    // 0: no limit known
   std::string budget_source;    // "device memory", or the policy term
@@ -103,6 +107,7 @@ struct DUET_API Plan {
   std::vector<DeviceMemoryPlan> memory;  // per device
   std::map<std::string, int> inputs;     // graph input -> host value
   std::map<std::string, int> outputs;    // graph output -> host value
+  std::map<std::string, int> states;     // graph state -> its value on its device
   std::vector<std::string> notes;        // plan-wide remarks (memory moves, unused policy terms)
   double est_us = 0;                     // sum of per-run step estimates
 

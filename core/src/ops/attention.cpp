@@ -8,7 +8,8 @@ namespace duet::ops {
 
 namespace {
 
-constexpr InputSpec kAttn[] = {{"q", false}, {"k", false}, {"v", false}, {"mask", true}};
+constexpr InputSpec kAttn[] = {
+    {"q", false}, {"k", false}, {"v", false}, {"mask", true}, {"kv_len", true}};
 
 Status infer_attention(const Check& c, OpDesc& op) {
   for (size_t i = 0; i < 3; ++i) {
@@ -29,10 +30,15 @@ Status infer_attention(const Check& c, OpDesc& op) {
     return c.fail(1)
         .expected("Hkv dividing Hq = " + std::to_string(Hq) + " (GQA/MQA)")
         .got("Hkv = " + std::to_string(Hkv));
-  if (op.has_input(3)) {
+  // The 4th input is the mask (a float tensor) or kv_len (i32); a 5th is kv_len.
+  const int mi = attention_mask_input(op), si = scalar_input(op);
+  if (mi >= 0) {
     const int64_t target[4] = {B, Hq, Lq, Lk};
-    DUET_TRY(c.mask(3, 0, target));
+    DUET_TRY(c.mask(u(mi), 0, target));
   }
+  if (op.inputs.size() == 5 && mi != 3)
+    return c.fail(3).expected("a float mask before kv_len").got(op.inputs[3].str());
+  if (si >= 0) DUET_TRY(c.scalar(u(si)));
   if (op.attrs.scale && !std::isfinite(*op.attrs.scale))
     return c.fail_attr().expected("a finite scale").got(std::to_string(*op.attrs.scale));
   op.output = TensorDesc::contiguous(q.dtype, {B, Hq, Lq, D});

@@ -64,6 +64,11 @@ Status Check::mask(size_t i, size_t like, std::span<const int64_t> target) const
   return {};
 }
 
+Status Check::scalar(size_t i) const {
+  if (is_runtime_scalar(op_.inputs[i])) return {};
+  return fail(i).expected("a run-time scalar (i32 with one element)").got(op_.inputs[i].str());
+}
+
 Status Check::channel_vector(size_t i, int64_t n, size_t like) const {
   const TensorDesc& w = op_.inputs[i];
   if (w.rank != 1 || w.shape[0] != n)

@@ -1,5 +1,5 @@
 // Data movement: ops that move or convert stored values exactly (cast, copy, concat,
-// embedding). They have no arithmetic precision of their own.
+// embedding, write_slice). They have no arithmetic precision of their own.
 #include "op_facts.h"
 
 namespace duet::ops {
@@ -8,6 +8,7 @@ namespace {
 
 constexpr InputSpec kX[] = {{"x", false}};
 constexpr InputSpec kEmb[] = {{"table", false}, {"ids", false}};
+constexpr InputSpec kWrite[] = {{"state", false}, {"x", false}, {"pos", true}};
 
 Status infer_cast(const Check& c, OpDesc& op) {
   if (is_quantized(op.attrs.to))
@@ -71,11 +72,54 @@ Status infer_embedding(const Check& c, OpDesc& op) {
   return {};
 }
 
+// write_slice(state, x[, pos]): x written along an axis at attrs.start + pos; the output is the
+// whole state (in place when the first input is a graph state).
+Status infer_write_slice(const Check& c, OpDesc& op) {
+  const TensorDesc &st = op.inputs[0], &x = op.inputs[1];
+  DUET_TRY(c.not_quantized(0));
+  DUET_TRY(c.not_quantized(1));
+  if (st.rank == 0) return c.fail(0).expected("rank 1 to 4").got(st.str());
+  if (x.dtype != st.dtype && !(is_float(x.dtype) && is_float(st.dtype)))
+    return c.fail(1)
+        .expected(std::string(dtype_name(st.dtype)) + " like '" + op.input_name(0) + "'" +
+                  (is_float(st.dtype) ? " (or another float dtype)" : ""))
+        .got(x.str());
+  const int axis = op.attrs.axis < 0 ? op.attrs.axis + st.rank : op.attrs.axis;
+  if (axis < 0 || axis >= st.rank)
+    return c.fail_attr()
+        .expected("axis within rank " + std::to_string(st.rank))
+        .got("axis " + std::to_string(op.attrs.axis));
+  bool ok = x.rank == st.rank;
+  for (int d = 0; ok && d < st.rank; ++d) ok = d == axis || x.shape[u(d)] == st.shape[u(d)];
+  if (!ok || x.shape[u(axis)] > st.shape[u(axis)])
+    return c.fail(1)
+        .expected("the shape of '" + op.input_name(0) + "' " + st.shape_str() + " except on axis " +
+                  std::to_string(axis) + " (at most " + std::to_string(st.shape[u(axis)]) +
+                  " there)")
+        .got(x.str());
+  if (op.attrs.start < 0 ||
+      (!op.has_input(2) && op.attrs.start + x.shape[u(axis)] > st.shape[u(axis)]))
+    return c.fail_attr()
+        .expected("start in [0, " + std::to_string(st.shape[u(axis)] - x.shape[u(axis)]) + "]")
+        .got("start " + std::to_string(op.attrs.start));
+  if (op.has_input(2)) DUET_TRY(c.scalar(2));
+  op.attrs.axis = axis;
+  op.output = TensorDesc::contiguous(st.dtype, st.dims());
+  return {};
+}
+
+// The slice written (the rest of the state is untouched).
+double write_slice_flops(const OpDesc& op) {
+  return static_cast<double>(op.inputs[1].numel());
+}
+
 constexpr OpFacts kRows[] = {
     {OpKind::cast, "cast", kX, OpClass::data_movement, infer_cast, per_element<1>},
     {OpKind::copy, "copy", kX, OpClass::data_movement, infer_copy, per_element<1>},
     {OpKind::concat, "concat", kX, OpClass::data_movement, infer_concat, per_element<1>},
     {OpKind::embedding, "embedding", kEmb, OpClass::data_movement, infer_embedding, per_element<1>},
+    {OpKind::write_slice, "write_slice", kWrite, OpClass::data_movement, infer_write_slice,
+     write_slice_flops},
 };
 
 }  // namespace

@@ -33,6 +33,8 @@ class Check {
   Status same_dtype(size_t i, size_t j) const;
   // A mask must be f32 or the dtype of input `like`, and broadcast to `target`.
   Status mask(size_t i, size_t like, std::span<const int64_t> target) const;
+  // A run-time scalar: i32 with one element.
+  Status scalar(size_t i) const;
   // A per-channel vector of the last dim's size.
   Status channel_vector(size_t i, int64_t n, size_t like) const;
 

@@ -11,6 +11,7 @@ constexpr InputSpec kX[] = {{"x", false}};
 constexpr InputSpec kSoftmax[] = {{"x", false}, {"mask", true}};
 constexpr InputSpec kRms[] = {{"x", false}, {"weight", true}};
 constexpr InputSpec kLayer[] = {{"x", false}, {"weight", true}, {"bias", true}};
+constexpr InputSpec kRope[] = {{"x", false}, {"pos", true}};
 
 Status infer_softmax(const Check& c, OpDesc& op) {
   DUET_TRY(c.rank(0, 1, 4));
@@ -44,6 +45,7 @@ Status infer_rope(const Check& c, OpDesc& op) {
     return c.fail_attr().expected("rope_offset >= 0").got(std::to_string(op.attrs.rope_offset));
   if (!(op.attrs.rope_theta > 0.0f))
     return c.fail_attr().expected("rope_theta > 0").got(std::to_string(op.attrs.rope_theta));
+  if (op.has_input(1)) DUET_TRY(c.scalar(1));
   op.output = TensorDesc::contiguous(op.inputs[0].dtype, op.inputs[0].dims());
   return {};
 }
@@ -52,7 +54,7 @@ constexpr OpFacts kRows[] = {
     {OpKind::softmax, "softmax", kSoftmax, OpClass::rows, infer_softmax, per_element<5>},
     {OpKind::rmsnorm, "rmsnorm", kRms, OpClass::rows, infer_norm, per_element<4>},
     {OpKind::layernorm, "layernorm", kLayer, OpClass::rows, infer_norm, per_element<7>},
-    {OpKind::rope, "rope", kX, OpClass::rows, infer_rope, per_element<6>},
+    {OpKind::rope, "rope", kRope, OpClass::rows, infer_rope, per_element<6>},
 };
 
 }  // namespace

@@ -95,10 +95,12 @@ void plan_memory(Plan& plan) {
       mem.max_live_bytes = std::max(mem.max_live_bytes, live);
     }
     for (const Slot& s : slots) mem.slots.push_back(s.size);
-    uint64_t total = mem.constant_bytes;
+    for (const PlanValue& v : plan.values)
+      if (v.state && v.device == static_cast<int>(d)) mem.state_bytes += v.storage_bytes();
+    uint64_t total = mem.constant_bytes + mem.state_bytes;
     for (uint64_t s : mem.slots) total += s;
     mem.peak_bytes = total;
-    mem.max_live_bytes += mem.constant_bytes;
+    mem.max_live_bytes += mem.constant_bytes + mem.state_bytes;
   }
   // Views share their root's slot.
   for (PlanValue& v : plan.values) v.slot = plan.values[u(v.root)].slot;

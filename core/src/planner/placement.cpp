@@ -35,6 +35,16 @@ DeviceEval Planner::evaluate(const GraphNode& n, int d, const PrecisionFloor& fl
                 (policy_.split ? " (estimated faster than spreading it)" : " (split=off)");
     return e;
   }
+  // A state is written in place where it lives.
+  if (const int st = written_state(n); st >= 0 && state_value(st) >= 0 && home_[u(st)] != d) {
+    e.why_not =
+        "writes state '" + g_.value(st).name + "' in place, which lives on " + dev(home_[u(st)]).id;
+    Alternative a;
+    a.device = pd.id;
+    a.reason = e.why_not;
+    e.alternatives.push_back(a);
+    return e;
+  }
   e.all = pd.rules ? pd.rules->choices(pd.caps, n.op) : std::vector<KernelChoice>{};
   auto usable = [&](const KernelChoice& c) {
     return c.ok && policy_.tier_denied(pd.caps.backend, pd.id, c.tier).empty();
@@ -165,7 +175,7 @@ uint64_t Planner::live_bytes(int d, int node_index) const {
     for (int r : reps_[gv]) {
       const PlanValue& v = plan_.values[u(r)];
       if (v.device != d || v.root != r) continue;
-      if (v.constant || alive) live += v.storage_bytes();
+      if (v.constant || v.state || alive) live += v.storage_bytes();
     }
   }
   return live;
@@ -175,8 +185,10 @@ void Planner::cost(const GraphNode& n, int node_index, DeviceEval& e) const {
   const int d = e.device;
   const DeviceCaps& caps = dev(d).caps;
   double us = estimate_kernel_us(n.op, e.pick, caps, measured(d));
-  uint64_t bytes =
-      static_cast<uint64_t>(dtype_bytes(n.op.output.dtype, n.op.output.numel()));  // the output
+  // The output (none for a write in place: it is the state's storage).
+  uint64_t bytes = written_state(n) >= 0
+                       ? 0
+                       : static_cast<uint64_t>(dtype_bytes(n.op.output.dtype, n.op.output.numel()));
   uint64_t largest = bytes;
   std::set<std::pair<int, DType>> seen;  // an input read twice (attention(x, x, x)) comes once
   std::set<int> moved_storage;
@@ -190,13 +202,19 @@ void Planner::cost(const GraphNode& n, int node_index, DeviceEval& e) const {
     for (int r : reps_[u(gv)]) here = here || plan_.values[u(r)].device == d;
     const int sv = storage_value(gv);
     for (int r : reps_[u(sv)]) here = here || plan_.values[u(r)].device == d;
-    if (!here && moved_storage.insert(sv).second) {
+    const bool first_move = !here && moved_storage.insert(sv).second;
+    if (first_move && g_.value(sv).kind == ValueKind::state && state_value(sv) < 0) {
+      // A state with no device yet: it would be allocated here.
+      const uint64_t st = static_cast<uint64_t>(g_.value(sv).desc.nbytes());
+      bytes += st;
+      largest = std::max(largest, st);
+    } else if (first_move) {
       // The cheapest source of the storage.
       double best = std::numeric_limits<double>::infinity();
       uint64_t moved = 0;
       for (int r : reps_[u(sv)]) {
         const PlanValue& v = plan_.values[u(r)];
-        if (v.root != r) continue;
+        if (!owns_storage(r)) continue;
         const double t = v.constant && v.device == kHost
                              ? 0.0  // uploaded once, when the plan is loaded
                              : estimate_transfer_us(v.storage_bytes(), caps_of(v.device), &caps);
@@ -434,6 +452,11 @@ Status Planner::place(int node_index) {
   }
   for (const auto& [term, list] : removed) st.policy.push_back(term + " removed " + list);
 
+  // States this op reads or writes first are allocated on its device.
+  for (int in : n.inputs)
+    if (const int sv = storage_value(in); g_.value(sv).kind == ValueKind::state) home_state(sv, d);
+  const int written = written_state(n);
+
   // Inputs, cast and copied as the kernel needs them.
   std::vector<int> ins;
   std::vector<TensorDesc> descs;
@@ -480,6 +503,17 @@ Status Planner::place(int node_index) {
   out.device = d;
   out.graph_value = n.output;
   out.constant = constant;
+  if (written >= 0) {
+    // In place: the output is the state's storage.
+    const int sv = state_value(written);
+    if (ins[0] != sv)
+      return Status(Code::internal, "planner: " + what + " on " + dev(d).id +
+                                        " does not read state '" + g_.value(written).name +
+                                        "' as it is stored (" + choice_name(choice) + ")");
+    out.root = sv;
+    out.constant = false;
+    constant = false;
+  }
   st.once = constant;
   st.inputs = std::move(ins);
   st.op = PlannedOp{std::move(*op), std::move(choice)};

@@ -90,6 +90,14 @@ class Planner {
   std::optional<int> find_rep(int gv, int d, DType t) const;
 
   int add_value(PlanValue v);
+  // The state a node writes in place (its graph value), or -1.
+  int written_state(const GraphNode& n) const;
+  // The plan value of state `gv` (its storage on its device), or -1 while it has no device.
+  int state_value(int gv) const;
+  // Gives state `gv` its device (the first op reading or writing it chooses it).
+  int home_state(int gv, int d);
+  // Whether plan value r holds storage a copy can read (a root, or a value aliasing a state).
+  bool owns_storage(int r) const;
   int add_step(PlanStep s);
 
   DeviceEval evaluate(const GraphNode& n, int d, const PrecisionFloor& floor) const;

@@ -44,6 +44,37 @@ int Planner::add_value(PlanValue v) {
   return id;
 }
 
+int Planner::written_state(const GraphNode& n) const {
+  if (n.kind() != OpKind::write_slice) return -1;
+  return g_.value(n.inputs[0]).kind == ValueKind::state ? n.inputs[0] : -1;
+}
+
+int Planner::state_value(int gv) const {
+  for (int r : reps_[u(gv)])
+    if (plan_.values[u(r)].state) return r;
+  return -1;
+}
+
+int Planner::home_state(int gv, int d) {
+  if (int r = state_value(gv); r >= 0) return r;
+  const GraphValue& g = g_.value(gv);
+  PlanValue v;
+  v.name = g.name;
+  v.desc = g.desc;
+  v.device = d;
+  v.graph_value = gv;
+  v.state = true;
+  home_[u(gv)] = d;
+  const int id = add_value(std::move(v));
+  plan_.states[g.name] = id;
+  return id;
+}
+
+bool Planner::owns_storage(int r) const {
+  const PlanValue& v = plan_.values[u(r)];
+  return v.root == r || plan_.values[u(v.root)].state;
+}
+
 int Planner::add_step(PlanStep s) {
   const int id = static_cast<int>(plan_.steps.size());
   plan_.values[u(s.output)].producer = id;
@@ -119,7 +150,7 @@ int Planner::pick_source(int gv, int d, DType preferred) const {
   double best = std::numeric_limits<double>::infinity();
   for (int r : reps_[u(gv)]) {
     const PlanValue& pv = plan_.values[u(r)];
-    if (pv.root != r || pv.device == d) continue;
+    if (!owns_storage(r) || pv.device == d) continue;
     const bool matches = pv.desc.dtype == preferred;
     const double t = estimate_transfer_us(pv.storage_bytes(), caps_of(pv.device), caps_of(d));
     if (src < 0 || (matches && !src_matches) || (matches == src_matches && t < best)) {

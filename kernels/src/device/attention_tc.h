@@ -46,9 +46,15 @@ attention_tc(const AttnParams p) {
   const bool one_head = r0 / p.Lq == r_last / p.Lq;
   const int i_min = one_head ? r0 % p.Lq : 0;
   const int i_max = one_head ? r_last % p.Lq : p.Lq - 1;
-  const int off = p.Lk - p.Lq;  // causal: query i sees keys j <= i + off
+  // The keys that exist (a run-time count; host/plan.cpp reports a bad one).
+  int Lk = p.Lk;
+  if (p.kv_len) Lk = *p.kv_len < 0 ? 0 : (*p.kv_len < p.Lk ? *p.kv_len : p.Lk);
+  if (p.kv_len && t0 == 0 && bid_x() == 0 && bid_y() == 0 && bid_z() == 0 &&
+      (*p.kv_len < 0 || *p.kv_len > p.Lk))
+    atomic_min_u64(p.error, uint32_t(*p.kv_len));
+  const int off = Lk - p.Lq;  // causal: query i sees keys j <= i + off
 
-  int kv_end = p.Lk;
+  int kv_end = Lk;
   if (p.causal && i_max + off + 1 < kv_end) kv_end = i_max + off + 1;
   const int n_tiles = kv_end > 0 ? (kv_end + BC - 1) / BC : 0;
   const int t_begin = split * p.tiles_per_split;
@@ -103,7 +109,7 @@ attention_tc(const AttnParams p) {
     DUET_NO_UNROLL
     for (int c = t0; c < BC * CH; c += nt) {
       const int row = c / CH, ch = c % CH, key = kv0 + row;
-      const bool ok = key < p.Lk;  // keys past the end are zeros (P is 0 there, V must be finite)
+      const bool ok = key < Lk;  // keys past the end are zeros (P is 0 there, V must be finite)
       const int64_t kr = int64_t(ok ? key : 0);
       copy_chunk<Arch>(ks + row * LD + ch * 8, kbase + kr * p.ks[2] + ch * 8, ok ? 8 : 0);
       copy_chunk<Arch>(vs + row * LD + ch * 8, vbase + kr * p.vs[2] + ch * 8, ok ? 8 : 0);
@@ -160,15 +166,15 @@ attention_tc(const AttnParams p) {
     DUET_UNROLL
     for (int n = 0; n < NC; ++n) DUET_UNROLL
     for (int e = 0; e < 4; ++e) s[n][e] *= p.scale_log2;
-    if (kv0 + BC > p.Lk || (p.causal && kv0 + BC - 1 > i_min + off)) {
+    if (kv0 + BC > Lk || (p.causal && kv0 + BC - 1 > i_min + off)) {
       DUET_UNROLL
       for (int hi = 0; hi < 2; ++hi) {
-        const int last = p.causal ? row_pos(hi) + off : p.Lk - 1;  // last key this row sees
+        const int last = p.causal ? row_pos(hi) + off : Lk - 1;  // last key this row sees
         DUET_UNROLL
         for (int n = 0; n < NC; ++n) DUET_UNROLL
         for (int e = 2 * hi; e < 2 * hi + 2; ++e) {
           const int key = kv0 + n * 8 + 2 * t4 + (e & 1);
-          if (key >= p.Lk || key > last) s[n][e] = -kInf;
+          if (key >= Lk || key > last) s[n][e] = -kInf;
         }
       }
     }
@@ -180,7 +186,7 @@ attention_tc(const AttnParams p) {
         for (int n = 0; n < NC; ++n) DUET_UNROLL
         for (int e = 2 * hi; e < 2 * hi + 2; ++e) {
           const int key = kv0 + n * 8 + 2 * t4 + (e & 1);
-          if (key < p.Lk && s[n][e] != -kInf)
+          if (key < Lk && s[n][e] != -kInf)
             s[n][e] += load_f32(p.mask, p.mask_dtype, mrow + key * p.ms[3]) * kLog2e;
         }
       }

@@ -143,11 +143,26 @@ DUET_KERNEL rows_kernel(const RowParams p) {
   }
 }
 
+// The keys that exist: the run-time count when there is one (a count outside [0, Lk] is reported
+// through `error` and clamped), else Lk.
+DUET_DEV int valid_keys(const int* kv_len, int Lk, unsigned long long* error) {
+  if (!kv_len) return Lk;
+  const int n = *kv_len;
+  if (n >= 0 && n <= Lk) return n;
+  if (tid() == 0) atomic_min_u64(error, uint32_t(n));
+  return n < 0 ? 0 : Lk;
+}
+
 // Rotary embedding, one thread per output element. Angles in double: positions reach the
 // thousands, where an fp32 angle would already be off by 1e-4 radians.
 DUET_KERNEL rope_kernel(const RopeParams p) {
   const int64_t total = p.rows * p.D;
   const int half = p.rope_dims / 2;
+  const int64_t first = p.offset + (p.pos ? *p.pos : 0);
+  if (first < 0) {
+    if (grid_tid() == 0) atomic_min_u64(p.error, uint32_t(int32_t(first)));
+    return;
+  }
   for (int64_t e = grid_tid(); e < total; e += grid_threads()) {
     const int64_t row = e / p.D;
     const int d = static_cast<int>(e % p.D);
@@ -158,7 +173,7 @@ DUET_KERNEL rope_kernel(const RopeParams p) {
     } else {
       const int i = p.neox ? (d < half ? d : d - half) : d / 2;
       const int i0 = p.neox ? i : 2 * i, i1 = p.neox ? i + half : 2 * i + 1;
-      const double pos = static_cast<double>(p.offset + row % p.L);
+      const double pos = static_cast<double>(first + row % p.L);
       const double freq = pow(static_cast<double>(p.theta), -2.0 * i / p.rope_dims);
       const double c = cos(pos * freq), s = sin(pos * freq);
       const double x0 = load_f32(p.x.data, p.x.dtype, xb + i0 * xs);
@@ -188,8 +203,9 @@ DUET_KERNEL gen_attention_kernel(const GenAttnParams p) {
     acc[d] = 0.f;
   }
   sync();
-  int kv_end = p.Lk;
-  if (p.causal && i + (p.Lk - p.Lq) + 1 < kv_end) kv_end = i + (p.Lk - p.Lq) + 1;
+  const int Lk = valid_keys(p.kv_len, p.Lk, p.error);
+  int kv_end = Lk;
+  if (p.causal && i + (Lk - p.Lq) + 1 < kv_end) kv_end = i + (Lk - p.Lq) + 1;
   float m = -kGenInf, l = 0.f;
   for (int j0 = 0; j0 < kv_end; j0 += nt) {
     const int j = j0 + t0;
@@ -276,6 +292,26 @@ DUET_KERNEL embedding_kernel(const EmbedParams p) {
       continue;
     }
     copy_elem(p.out, e, p.table.data, id * p.table.stride[2] + d * p.table.stride[3], bytes);
+  }
+}
+
+// write_slice, one thread per element of x. An offset putting the slice outside [0, cap) writes
+// nothing and is reported.
+DUET_KERNEL write_slice_kernel(const WriteParams p) {
+  const int64_t s = p.start + (p.pos ? *p.pos : 0);
+  if (s < 0 || s + p.len > p.cap) {
+    if (grid_tid() == 0) atomic_min_u64(p.error, uint32_t(int32_t(s)));
+    return;
+  }
+  const int64_t chunk = p.len * p.inner;
+  const int bytes = elt_bytes(p.out_dtype);
+  for (int64_t i = grid_tid(); i < p.n; i += grid_threads()) {
+    const int64_t o = i / chunk, r = i % chunk;
+    const int64_t di = (o * p.cap + s) * p.inner + r, si = offset_of(p.x, p.x.shape, i);
+    if (p.x.dtype == p.out_dtype)
+      copy_elem(p.out, di, p.x.data, si, bytes);
+    else
+      store_f64(p.out, p.out_dtype, di, load_f64(p.x.data, p.x.dtype, si));
   }
 }
 

@@ -37,6 +37,10 @@ struct AttnParams {
   int causal = 0;
   int splits = 1, tiles_per_split = 0;
   int stages = 1;  // 1, or 2 (double buffering of K/V tiles)
+  // The run-time key count (keys j < *kv_len exist; null: Lk), and where a count outside
+  // [0, Lk] is reported (it is then clamped).
+  const int* kv_len = nullptr;
+  unsigned long long* error = nullptr;
 };
 
 struct CombineParams {
@@ -106,6 +110,8 @@ struct RopeParams {
   int neox = 1;
   int64_t offset = 0;
   float theta = 10000;
+  const int* pos = nullptr;             // run-time position added to offset (may be null)
+  unsigned long long* error = nullptr;  // a negative position is reported here (with pos)
 };
 
 struct GenAttnParams {
@@ -116,6 +122,20 @@ struct GenAttnParams {
   int B = 0, Hq = 0, Hkv = 0, Lq = 0, Lk = 0, D = 0;
   float scale = 1;
   int causal = 0;
+  const int* kv_len = nullptr;  // as in AttnParams
+  unsigned long long* error = nullptr;
+};
+
+// write_slice: out (dense, seen as [outer, cap, inner]) gets x ([outer, len, inner], through its
+// view, converted to out's dtype) at rows [s, s + len), s = start + *pos.
+struct WriteParams {
+  Strided x;  // padded to rank 4 over x's shape
+  void* out = nullptr;
+  Elt out_dtype = Elt::f32;
+  int64_t n = 0;  // elements of x
+  int64_t len = 0, cap = 0, inner = 0, start = 0;
+  const int* pos = nullptr;
+  unsigned long long* error = nullptr;  // an offset putting the slice outside [0, cap)
 };
 
 struct EmbedParams {

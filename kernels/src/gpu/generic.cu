@@ -24,6 +24,8 @@ Status generic(const detail::Call& c, void* stream) {
       return launch_on_gpu(c, &dev::gen_matmul_kernel, stream);
     case Kernel::embedding:
       return launch_on_gpu(c, &dev::embedding_kernel, stream);
+    case Kernel::write_slice:
+      return launch_on_gpu(c, &dev::write_slice_kernel, stream);
     case Kernel::fill_u64:
       return launch_on_gpu(c, &dev::fill_u64_kernel, stream);
     default:

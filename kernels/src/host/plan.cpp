@@ -92,6 +92,8 @@ class Planner {
         return concat();
       case OpKind::embedding:
         return embedding();
+      case OpKind::write_slice:
+        return write_slice();
       default:
         if (is_unary_elementwise(op_.kind) || is_binary_elementwise(op_.kind)) return eltwise();
         return fail(Code::unsupported, "views are resolved by the executor, not run as kernels");
@@ -180,6 +182,27 @@ class Planner {
         .got(std::string(dtype_name(t)));
   }
 
+  // The error word of an op that reports bad run-time values (the first bytes of the workspace),
+  // and the call that resets it before the op's kernel; null when the op has none.
+  Result<unsigned long long*> error_word(std::vector<Call>& calls) const {
+    if (error_bytes(op_) == 0) return nullptr;
+    if (!launch_.workspace)
+      return fail(Code::invalid_argument,
+                  std::string(op_name(op_.kind)) + " needs a workspace of " +
+                      std::to_string(workspace_bytes(tier_, op_, launch_.config)) +
+                      " bytes for its checks");
+    auto* e = static_cast<unsigned long long*>(launch_.workspace);
+    calls.push_back(call(Kernel::fill_u64, {1, 1, 1}, 32, 0,
+                         dev::FillParams{e, std::numeric_limits<unsigned long long>::max()}));
+    return e;
+  }
+
+  // The run-time scalar input's address, or null.
+  const int* scalar_ptr() const {
+    const int si = scalar_input(op_);
+    return si < 0 ? nullptr : static_cast<const int*>(in_[static_cast<size_t>(si)].data);
+  }
+
   // ---- attention
 
   Result<std::vector<Call>> attention_tc() {
@@ -228,9 +251,9 @@ class Planner {
     p.scale_log2 = attention_scale(op_) * kLog2e;
     p.causal = op_.attrs.causal ? 1 : 0;
     p.stages = cfg.stages;
-    if (op_.has_input(3)) {
+    if (const int mi = attention_mask_input(op_); mi >= 0) {
       const int64_t full[4] = {q.shape[0], q.shape[1], q.shape[2], k.shape[2]};
-      const dev::Strided m = strided(in_[3], full);
+      const dev::Strided m = strided(in_[static_cast<size_t>(mi)], full);
       p.mask = m.data;
       p.mask_dtype = m.dtype;
       for (int d = 0; d < 4; ++d) p.ms[d] = m.stride[d];
@@ -245,16 +268,19 @@ class Planner {
     const int br = warps * 16;
 
     std::vector<Call> calls;
+    p.kv_len = scalar_ptr();
+    DUET_ASSIGN_OR_RETURN(p.error, error_word(calls));
     if (p.splits > 1) {
       const uint64_t need = workspace_bytes(tier_, op_, cfg);
       if (!launch_.workspace)
         return fail(Code::invalid_argument,
                     "split-KV needs a workspace of " + std::to_string(need) + " bytes");
       const int64_t out_rows = int64_t(p.B) * p.Hq * p.Lq;
-      p.part_o = static_cast<float*>(launch_.workspace);
-      p.part_lse =
-          reinterpret_cast<float*>(static_cast<unsigned char*>(launch_.workspace) +
-                                   round_up(static_cast<uint64_t>(p.splits) * out_rows * D * 4));
+      // After the error word, when there is one.
+      auto* base = static_cast<unsigned char*>(launch_.workspace) + round_up(error_bytes(op_));
+      p.part_o = reinterpret_cast<float*>(base);
+      p.part_lse = reinterpret_cast<float*>(
+          base + round_up(static_cast<uint64_t>(p.splits) * out_rows * D * 4));
     }
     const uint64_t smem = shapes::attn_smem_bytes(D, warps, p.stages, flash);
     Call c = call(Kernel::attention_tc,
@@ -293,18 +319,22 @@ class Planner {
     p.D = static_cast<int>(q.shape[3]);
     p.scale = attention_scale(op_);
     p.causal = op_.attrs.causal ? 1 : 0;
-    if (op_.has_input(3)) {
+    if (const int mi = attention_mask_input(op_); mi >= 0) {
       const int64_t full[4] = {q.shape[0], q.shape[1], q.shape[2], k.shape[2]};
-      p.mask = strided(in_[3], full);
+      p.mask = strided(in_[static_cast<size_t>(mi)], full);
     }
     p.out = out_.data;
     p.out_dtype = elt(out_.dtype);
     if (p.Hq > 65535 || p.B > 65535)
       return fail(Code::unsupported, "grid too large (Hq and B at most 65535)");
-    return std::vector<Call>{
+    std::vector<Call> calls;
+    p.kv_len = scalar_ptr();
+    DUET_ASSIGN_OR_RETURN(p.error, error_word(calls));
+    calls.push_back(
         call(Kernel::gen_attention,
              {static_cast<unsigned>(p.Lq), static_cast<unsigned>(p.Hq), static_cast<unsigned>(p.B)},
-             shapes::kGenAttnThreads, shapes::gen_attn_smem_bytes(p.D), p)};
+             shapes::kGenAttnThreads, shapes::gen_attn_smem_bytes(p.D), p));
+    return calls;
   }
 
   // ---- matmul
@@ -495,7 +525,38 @@ class Planner {
     p.neox = op_.attrs.rope_mode == RopeMode::neox ? 1 : 0;
     p.offset = op_.attrs.rope_offset;
     p.theta = op_.attrs.rope_theta;
-    return std::vector<Call>{call(Kernel::rope, {blocks_for(p.rows * p.D, 256), 1, 1}, 256, 0, p)};
+    std::vector<Call> calls;
+    p.pos = scalar_ptr();
+    DUET_ASSIGN_OR_RETURN(p.error, error_word(calls));
+    calls.push_back(call(Kernel::rope, {blocks_for(p.rows * p.D, 256), 1, 1}, 256, 0, p));
+    return calls;
+  }
+
+  Result<std::vector<Call>> write_slice() {
+    std::vector<Call> calls;
+    const View& st = in_[0];
+    const int axis = op_.attrs.axis;
+    // Not in place: the state's contents first.
+    if (st.data != out_.data) {
+      int64_t s[4];
+      dense_strides(s);
+      calls.push_back(copy_call(st, out_.data, s));
+    }
+    dev::WriteParams p;
+    p.x = strided(in_[1]);
+    p.out = out_.data;
+    p.out_dtype = elt(out_.dtype);
+    p.n = op_.inputs[1].numel();
+    p.len = op_.inputs[1].dim(axis);
+    p.cap = op_.output.dim(axis);
+    p.inner = 1;
+    for (int d = axis + 1; d < op_.output.rank; ++d)
+      p.inner *= op_.output.shape[static_cast<size_t>(d)];
+    p.start = op_.attrs.start;
+    p.pos = scalar_ptr();
+    DUET_ASSIGN_OR_RETURN(p.error, error_word(calls));
+    calls.push_back(call(Kernel::write_slice, {blocks_for(p.n, 256), 1, 1}, 256, 0, p));
+    return calls;
   }
 
   Result<std::vector<Call>> embedding() {
@@ -554,6 +615,8 @@ std::string Call::name() const {
       return "generic matmul";
     case Kernel::embedding:
       return "generic embedding";
+    case Kernel::write_slice:
+      return "generic write_slice";
     case Kernel::fill_u64:
       return "fill";
   }
@@ -565,11 +628,26 @@ Result<std::vector<Call>> plan(Tier tier, const OpDesc& op, std::span<const View
   return Planner(tier, op, inputs, output, launch, device).run();
 }
 
-Status data_error(const OpDesc& op, const void* error_bytes, std::string_view device) {
-  if (op.kind != OpKind::embedding || !error_bytes) return {};
+Status data_error(const OpDesc& op, const void* bytes, std::string_view device) {
+  if (!bytes || kernels::error_bytes(op) == 0) return {};
   unsigned long long v;
-  std::memcpy(&v, error_bytes, sizeof v);
+  std::memcpy(&v, bytes, sizeof v);
   if (v == std::numeric_limits<unsigned long long>::max()) return {};
+  if (const int si = scalar_input(op); si >= 0) {
+    // A run-time scalar out of range (its value in the low word).
+    const int32_t bad = static_cast<int32_t>(static_cast<uint32_t>(v & 0xffffffffu));
+    Err e(Code::invalid_argument);
+    e.op(op_name(op.kind), op.name).tensor(op.input_name(static_cast<size_t>(si))).device(device);
+    if (op.kind == OpKind::attention)
+      return e.expected("a key count in [0, " + std::to_string(op.inputs[1].dim(2)) + "]")
+          .got(std::to_string(bad));
+    if (op.kind == OpKind::write_slice)
+      return e
+          .expected("a slice inside [0, " + std::to_string(op.output.dim(op.attrs.axis)) +
+                    ") along axis " + std::to_string(op.attrs.axis))
+          .got("offset " + std::to_string(bad));
+    return e.expected("a position >= 0").got(std::to_string(bad));
+  }
   const int64_t pos = static_cast<int64_t>(v >> 32);
   const int32_t id = static_cast<int32_t>(static_cast<uint32_t>(v & 0xffffffffu));
   return Err(Code::invalid_argument)
@@ -583,21 +661,22 @@ Status data_error(const OpDesc& op, const void* error_bytes, std::string_view de
 }  // namespace detail
 
 uint64_t workspace_bytes(Tier tier, const OpDesc& op, const LaunchConfig& config) {
-  if (op.kind == OpKind::embedding) return error_bytes(op);
-  if (op.kind != OpKind::attention || tier == Tier::generic || op.inputs.size() < 3) return 0;
+  const uint64_t eb = error_bytes(op);
+  if (op.kind != OpKind::attention || tier == Tier::generic || op.inputs.size() < 3) return eb;
   const TensorDesc &q = op.inputs[0], &k = op.inputs[1];
   const int D = static_cast<int>(q.dim(3));
   const int64_t bc = shapes::attn_key_tile(D, tier == Tier::flash);
   const int64_t tiles = (k.dim(2) + bc - 1) / bc;
   const int64_t splits = std::clamp<int64_t>(config.splits, 1, std::max<int64_t>(tiles, 1));
-  if (splits <= 1) return 0;
+  if (splits <= 1) return eb;
   const uint64_t rows = static_cast<uint64_t>(q.dim(0) * q.dim(1) * q.dim(2));
   const uint64_t s = static_cast<uint64_t>(splits);
-  return detail::round_up(s * rows * static_cast<uint64_t>(D) * 4) + s * rows * 4;
+  return detail::round_up(eb) + detail::round_up(s * rows * static_cast<uint64_t>(D) * 4) +
+         s * rows * 4;
 }
 
 uint64_t error_bytes(const OpDesc& op) {
-  return op.kind == OpKind::embedding ? 8 : 0;
+  return op.kind == OpKind::embedding || scalar_input(op) >= 0 ? 8 : 0;
 }
 
 Status launch_result(const OpDesc& op, const void* error_bytes_on_host, std::string_view device) {

@@ -24,6 +24,7 @@ enum class Kernel : uint8_t {
   gen_attention,
   gen_matmul,
   embedding,
+  write_slice,
   fill_u64,
 };
 
@@ -31,9 +32,10 @@ struct Dim3 {
   unsigned x = 1, y = 1, z = 1;
 };
 
-using Params = std::variant<dev::AttnParams, dev::CombineParams, dev::MatmulParams,
-                            dev::EltwiseParams, dev::CopyParams, dev::RowParams, dev::RopeParams,
-                            dev::GenAttnParams, dev::EmbedParams, dev::FillParams>;
+using Params =
+    std::variant<dev::AttnParams, dev::CombineParams, dev::MatmulParams, dev::EltwiseParams,
+                 dev::CopyParams, dev::RowParams, dev::RopeParams, dev::GenAttnParams,
+                 dev::EmbedParams, dev::WriteParams, dev::FillParams>;
 
 struct Call {
   Kernel kernel = Kernel::eltwise;
@@ -51,7 +53,8 @@ struct Call {
 Result<std::vector<Call>> plan(Tier tier, const OpDesc& op, std::span<const View> inputs,
                                const View& output, const Launch& launch, std::string_view device);
 
-// Error from a kernel-found data error (embedding ids), given the error bytes.
+// Error from a kernel-found data error (embedding ids, run-time scalars out of range), given the
+// error bytes.
 Status data_error(const OpDesc& op, const void* error_bytes, std::string_view device);
 
 }  // namespace duet::kernels::detail

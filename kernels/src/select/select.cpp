@@ -160,7 +160,8 @@ void attention_choices(const DeviceCaps& caps, const OpDesc& op, const BuildArch
   const std::string layout = attn_layout_problem(op);
   auto inputs_at = [&](DType t) {
     std::vector<DType> v = {t, t, t};
-    if (op.has_input(3)) v.push_back(op.inputs[3].dtype);  // the mask is read as it is
+    // The mask is read as it is, and so is the run-time key count.
+    for (size_t i = 3; i < op.inputs.size(); ++i) v.push_back(op.inputs[i].dtype);
     return v;
   };
 
