@@ -1,0 +1,109 @@
+// A Llama-architecture decoder read from a GGUF file (tensor names and metadata as llama.cpp
+// writes them) and run by duet: the graph is built once, its KV cache lives on the devices as
+// graph states, and every decode step reuses one plan with the position given at run time.
+//
+//   auto m = llama::Model::open("model.gguf", devices);
+//   auto ids = (*m)->generate({1, 15043, 29892}, 32);
+//
+// The graph, per layer N (x is the residual stream, f32, [rows, E]):
+//   h = rmsnorm(x, blk.N.attn_norm)
+//   q, k, v = h @ attn_q^T, h @ attn_k^T, h @ attn_v^T, viewed as [1, heads, rows, head_dim]
+//   q, k = rope(q, pos), rope(k, pos)        (GPT-J pairs for "llama"; NeoX where the file says)
+//   k_cache.N, v_cache.N <- k, v at rows [pos, pos + rows)  (write_slice into the states)
+//   x += attention(q, k_cache.N, v_cache.N, len = pos + rows, causal) @ attn_output^T
+//   h = rmsnorm(x, blk.N.ffn_norm)
+//   x += (silu(h @ ffn_gate^T) * (h @ ffn_up^T)) @ ffn_down^T
+// then logits = rmsnorm(x, output_norm) @ output^T (token_embd when the file has no output).
+// Inputs: "tokens" (i32 [rows]), "pos" and "len" (i32 [1]); output "logits" ([rows, vocab] or
+// the last row only).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "duet/engine.h"
+#include "duet/gguf.h"
+#include "duet/graph.h"
+
+namespace duet::llama {
+
+struct Config {
+  std::string arch = "llama";  // general.architecture
+  int64_t layers = 0, embd = 0, ff = 0, heads = 0, kv_heads = 0, head_dim = 0, vocab = 0;
+  int64_t context = 0;  // the file's training context (llama.context_length), 0 when absent
+  int rope_dims = 0;
+  float rope_theta = 10000.0f;
+  float eps = 1e-5f;
+  RopeMode rope_mode = RopeMode::gptj;
+  bool tied_output = false;  // no output.weight: logits through token_embd
+};
+
+// The architecture's hyper-parameters from the file's metadata and tensor shapes, every one
+// checked (an error names the key or tensor and what was expected).
+Result<Config> read_config(const GgufFile& file);
+
+struct BuildOptions {
+  int64_t max_context = 512;  // the KV cache's capacity (rows)
+  bool all_logits = false;    // logits of every row, else of the last one only
+  DType cache_dtype = DType::f32;
+  // Block-format weights are dequantized once when the graph is built (to f32, on the host)
+  // when true; kept as stored when false (Model::open sets it when the devices have no kernel
+  // for them).
+  bool dequantize = false;
+};
+
+// The decoder graph at `rows` rows per run (any later row count re-plans the same graph).
+Result<Graph> build_graph(const GgufFile& file, const Config& cfg, const BuildOptions& opts,
+                          int64_t rows = 1);
+
+struct StepStats {
+  int64_t tokens = 0;
+  double prefill_s = 0, decode_s = 0;  // wall time of the prefill run and of all decode runs
+  int decode_steps = 0;
+};
+
+class Model {
+ public:
+  // Reads the file, builds the graph and plans it on `devices` (the planner places layers and
+  // their caches). `opts.dequantize` is set when the stored weights cannot be planned.
+  static Result<std::unique_ptr<Model>> open(const std::string& path, std::vector<Device*> devices,
+                                             BuildOptions opts = {}, Policy policy = {});
+
+  const Config& config() const { return cfg_; }
+  Engine& engine() { return *engine_; }
+  int64_t position() const { return pos_; }
+  // Whether the weights were dequantized at load time (see BuildOptions).
+  bool dequantized() const { return opts_.dequantize; }
+  // Why the weights were dequantized (the planner's refusal of them as stored), else empty.
+  const std::string& note() const { return note_; }
+  const GgufFile& file() const { return file_; }
+
+  // Runs `tokens` at the current position, appends them to the cache and returns the logits
+  // (f32, [rows or 1, vocab] as built). An empty list or a cache overflow is an error.
+  Result<HostTensor> forward(std::span<const int32_t> tokens);
+  // Greedy decoding: the prompt, then up to `n` new tokens (stops early at `eos` when >= 0).
+  Result<std::vector<int32_t>> generate(std::span<const int32_t> prompt, int n, int32_t eos = -1,
+                                        StepStats* stats = nullptr);
+  Status reset();  // empty cache, position 0
+
+  // The file's token strings (tokenizer.ggml.tokens), empty when it has none.
+  const std::vector<std::string>& vocab() const { return vocab_; }
+
+ private:
+  Model() = default;
+  GgufFile file_;
+  Config cfg_;
+  BuildOptions opts_;
+  std::unique_ptr<Engine> engine_;
+  std::vector<std::string> vocab_;
+  std::string note_;
+  int64_t pos_ = 0;
+};
+
+// The index of the largest logit of row `row`.
+int32_t argmax(const HostTensor& logits, int64_t row);
+
+}  // namespace duet::llama

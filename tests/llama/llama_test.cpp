@@ -1,0 +1,297 @@
+// The Llama example against an independent float64 forward pass: tiny GGUF files written here
+// (random weights, 2 layers, GQA), the logits of a prefill and of every decode step compared
+// with the whole sequence recomputed in float64, and greedy decoding with the cache giving the
+// tokens that re-running the whole sequence gives.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "duet/builtin_engine.h"
+#include "duet/quantize.h"
+#include "llama.h"
+
+namespace duet::llama {
+namespace {
+
+#define EXPECT_HAS(text, part) EXPECT_NE((text).find(part), std::string::npos) << (text)
+
+constexpr int64_t L = 2, E = 64, H = 4, HKV = 2, HD = 16, FF = 96, V = 80;
+constexpr double kTheta = 10000.0, kEps = 1e-5;
+
+using Mat = std::vector<double>;  // row-major
+
+struct Weights {
+  Mat embd, out_norm, output;
+  struct Layer {
+    Mat attn_norm, q, k, v, o, ffn_norm, gate, up, down;
+  };
+  std::vector<Layer> layers;
+};
+
+// Random weights as stored in `t` (rows of K), and their exact values in float64.
+struct Store {
+  std::vector<std::pair<std::string, HostTensor>> tensors;
+  uint32_t seed = 1;
+  Mat add(const std::string& name, int64_t n, int64_t k, DType t, double scale) {
+    std::mt19937 rng(seed++);
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    HostTensor f =
+        HostTensor::empty(DType::f32, n > 1 ? std::vector<int64_t>{n, k} : std::vector<int64_t>{k});
+    for (int64_t i = 0; i < f.numel(); ++i) f.data<float>()[i] = static_cast<float>(scale) * u(rng);
+    HostTensor stored = f;
+    if (is_quantized(t)) {
+      stored = *quantize(f, t, name);
+      tensors.emplace_back(name, stored);
+      return dequantize(stored, DType::f32)->to_doubles();
+    }
+    if (t != DType::f32) {
+      stored = HostTensor::empty(t, f.desc().dims());
+      stored.from_doubles(f.to_doubles());
+    }
+    tensors.emplace_back(name, stored);
+    return stored.to_doubles();
+  }
+};
+
+GgufValue u32(int64_t v) {
+  return GgufValue::of_int(GgufType::u32, v);
+}
+
+// Writes a Llama GGUF with weights of dtype `t` (norms in f32) and returns the weights.
+Weights write_model(const std::string& path, DType t, bool tied = false) {
+  Store s;
+  Weights w;
+  const double se = 1.0 / std::sqrt(static_cast<double>(E));
+  w.embd = s.add("token_embd.weight", V, E, t, 1.0);
+  w.out_norm = s.add("output_norm.weight", 1, E, DType::f32, 1.0);
+  if (!tied) w.output = s.add("output.weight", V, E, t, se);
+  for (int64_t l = 0; l < L; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    Weights::Layer y;
+    y.attn_norm = s.add(p + "attn_norm.weight", 1, E, DType::f32, 1.0);
+    y.q = s.add(p + "attn_q.weight", E, E, t, se);
+    y.k = s.add(p + "attn_k.weight", HKV * HD, E, t, se);
+    y.v = s.add(p + "attn_v.weight", HKV * HD, E, t, se);
+    y.o = s.add(p + "attn_output.weight", E, E, t, se);
+    y.ffn_norm = s.add(p + "ffn_norm.weight", 1, E, DType::f32, 1.0);
+    y.gate = s.add(p + "ffn_gate.weight", FF, E, t, se);
+    y.up = s.add(p + "ffn_up.weight", FF, E, t, se);
+    y.down = s.add(p + "ffn_down.weight", E, FF, t, 1.0 / std::sqrt(static_cast<double>(FF)));
+    w.layers.push_back(std::move(y));
+  }
+  if (tied) w.output = w.embd;
+  std::vector<std::pair<std::string, GgufValue>> meta = {
+      {"general.architecture", GgufValue::of_string("llama")},
+      {"llama.block_count", u32(L)},
+      {"llama.embedding_length", u32(E)},
+      {"llama.feed_forward_length", u32(FF)},
+      {"llama.attention.head_count", u32(H)},
+      {"llama.attention.head_count_kv", u32(HKV)},
+      {"llama.rope.freq_base", GgufValue::of_float(GgufType::f32, kTheta)},
+      {"llama.attention.layer_norm_rms_epsilon", GgufValue::of_float(GgufType::f32, kEps)},
+      {"llama.context_length", u32(128)},
+  };
+  Status st = write_gguf(path, meta, s.tensors);
+  EXPECT_TRUE(st.ok()) << st.message();
+  return w;
+}
+
+// y[n] = sum_k x[k] w[n, k]
+std::vector<double> linear(const std::vector<double>& x, const Mat& w, int64_t n, int64_t k) {
+  std::vector<double> y(static_cast<size_t>(n), 0.0);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < k; ++j) y[i] += x[j] * w[i * k + j];
+  return y;
+}
+
+std::vector<double> rmsnorm(const std::vector<double>& x, const Mat& w) {
+  double ss = 0;
+  for (double v : x) ss += v * v;
+  const double r = 1.0 / std::sqrt(ss / static_cast<double>(x.size()) + kEps);
+  std::vector<double> y(x.size());
+  for (size_t i = 0; i < x.size(); ++i) y[i] = x[i] * r * w[i];
+  return y;
+}
+
+// Adjacent pairs (llama.cpp's rotation for llama), all of the head dim rotated.
+void rope(double* h, int64_t pos) {
+  for (int64_t i = 0; i < HD / 2; ++i) {
+    const double f = std::pow(kTheta, -2.0 * static_cast<double>(i) / HD);
+    const double a = static_cast<double>(pos) * f, c = std::cos(a), s = std::sin(a);
+    const double x0 = h[2 * i], x1 = h[2 * i + 1];
+    h[2 * i] = x0 * c - x1 * s;
+    h[2 * i + 1] = x0 * s + x1 * c;
+  }
+}
+
+// The logits of every position of `tokens`, the whole sequence at once (no cache).
+std::vector<std::vector<double>> reference(const Weights& w, const std::vector<int32_t>& tokens) {
+  const int64_t T = static_cast<int64_t>(tokens.size());
+  std::vector<std::vector<double>> x(T);
+  for (int64_t t = 0; t < T; ++t)
+    x[t].assign(w.embd.begin() + tokens[t] * E, w.embd.begin() + (tokens[t] + 1) * E);
+  for (const Weights::Layer& y : w.layers) {
+    std::vector<std::vector<double>> q(T), k(T), v(T);
+    for (int64_t t = 0; t < T; ++t) {
+      const auto h = rmsnorm(x[t], y.attn_norm);
+      q[t] = linear(h, y.q, E, E);
+      k[t] = linear(h, y.k, HKV * HD, E);
+      v[t] = linear(h, y.v, HKV * HD, E);
+      for (int64_t hh = 0; hh < H; ++hh) rope(&q[t][hh * HD], t);
+      for (int64_t hh = 0; hh < HKV; ++hh) rope(&k[t][hh * HD], t);
+    }
+    for (int64_t t = 0; t < T; ++t) {
+      std::vector<double> a(E, 0.0);
+      for (int64_t hh = 0; hh < H; ++hh) {
+        const int64_t g = hh / (H / HKV);
+        std::vector<double> s(t + 1);
+        double mx = -1e300;
+        for (int64_t j = 0; j <= t; ++j) {
+          double d = 0;
+          for (int64_t e = 0; e < HD; ++e) d += q[t][hh * HD + e] * k[j][g * HD + e];
+          s[j] = d / std::sqrt(static_cast<double>(HD));
+          mx = std::max(mx, s[j]);
+        }
+        double sum = 0;
+        for (double& e : s) sum += (e = std::exp(e - mx));
+        for (int64_t j = 0; j <= t; ++j)
+          for (int64_t e = 0; e < HD; ++e) a[hh * HD + e] += s[j] / sum * v[j][g * HD + e];
+      }
+      const auto o = linear(a, y.o, E, E);
+      for (int64_t e = 0; e < E; ++e) x[t][e] += o[e];
+      const auto h = rmsnorm(x[t], y.ffn_norm);
+      auto g = linear(h, y.gate, FF, E);
+      const auto u = linear(h, y.up, FF, E);
+      for (int64_t e = 0; e < FF; ++e) g[e] = g[e] / (1.0 + std::exp(-g[e])) * u[e];
+      const auto d = linear(g, y.down, E, FF);
+      for (int64_t e = 0; e < E; ++e) x[t][e] += d[e];
+    }
+  }
+  std::vector<std::vector<double>> logits(T);
+  for (int64_t t = 0; t < T; ++t) logits[t] = linear(rmsnorm(x[t], w.out_norm), w.output, V, E);
+  return logits;
+}
+
+// Largest difference relative to the largest reference logit of the row.
+double rel_err(const HostTensor& got, int64_t row, const std::vector<double>& want) {
+  const std::vector<double> g = got.to_doubles();
+  double err = 0, mx = 0;
+  for (int64_t i = 0; i < V; ++i) {
+    err = std::max(err, std::abs(g[row * V + i] - want[i]));
+    mx = std::max(mx, std::abs(want[i]));
+  }
+  return err / mx;
+}
+
+std::string tmp(const std::string& name) {
+  return std::string(DUET_TEST_TMPDIR) + "/" + name;
+}
+
+double tolerance(DType t) {
+  return t == DType::f16 ? 2e-2 : 2e-4;
+}
+
+// A prefill of 5 tokens (logits of every row), then decode steps fed the reference's greedy
+// tokens: every row matches the whole sequence recomputed in float64.
+void logits_match(Device& dev, DType t, bool tied = false) {
+  const std::string path =
+      tmp("tiny_" + std::string(dtype_name(t)) + (tied ? "_tied" : "") + ".gguf");
+  const Weights w = write_model(path, t, tied);
+  BuildOptions o;
+  o.max_context = 32;
+  o.all_logits = true;
+  auto m = Model::open(path, {&dev}, o);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  std::vector<int32_t> seq = {3, 41, 7, 79, 0};
+  auto logits = (*m)->forward(seq);
+  ASSERT_TRUE(logits.ok()) << logits.status().message();
+  auto ref = reference(w, seq);
+  const std::string what = std::string(dtype_name(t)) + " on " + dev.id();
+  for (int64_t r = 0; r < 5; ++r)
+    EXPECT_LE(rel_err(*logits, r, ref[r]), tolerance(t)) << what << " prefill row " << r;
+  const int plans = (*m)->engine().plans_made();
+  for (int step = 0; step < 6; ++step) {
+    const auto& last = ref.back();
+    const int32_t next =
+        static_cast<int32_t>(std::max_element(last.begin(), last.end()) - last.begin());
+    seq.push_back(next);
+    logits = (*m)->forward(std::span<const int32_t>(&seq.back(), 1));
+    ASSERT_TRUE(logits.ok()) << logits.status().message();
+    ref = reference(w, seq);
+    EXPECT_LE(rel_err(*logits, 0, ref.back()), tolerance(t)) << what << " decode step " << step;
+  }
+  EXPECT_EQ((*m)->engine().plans_made(), plans + 1) << "decode steps share one plan";
+}
+
+Device& cpu() {
+  return *shared_registry()->find("cpu:0");
+}
+Device* vulkan() {
+  for (Device* d : shared_registry()->devices())
+    if (d->caps().backend == BackendKind::vulkan) return d;
+  return nullptr;
+}
+
+TEST(Llama, LogitsMatchTheFloat64ForwardOnTheCpu) {
+  for (DType t : {DType::f32, DType::f16, DType::q8_0, DType::q4_0}) logits_match(cpu(), t);
+  logits_match(cpu(), DType::f32, true);
+}
+
+TEST(Llama, LogitsMatchTheFloat64ForwardOnVulkan) {
+  Device* vk = vulkan();
+  if (!vk) GTEST_SKIP() << "no Vulkan device opened on this machine (duet devices says why)";
+  for (DType t : {DType::f32, DType::f16}) logits_match(*vk, t);
+}
+
+// Greedy tokens with the cache equal the tokens of re-running the whole sequence each time.
+TEST(Llama, DecodingWithTheCacheGivesTheTokensOfRerunningTheSequence) {
+  const std::string path = tmp("tiny_greedy.gguf");
+  write_model(path, DType::f32);
+  BuildOptions o;
+  o.max_context = 24;
+  auto m = Model::open(path, {&cpu()}, o);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  const std::vector<int32_t> prompt = {5, 6, 7};
+  StepStats s;
+  auto ids = (*m)->generate(prompt, 10, -1, &s);
+  ASSERT_TRUE(ids.ok()) << ids.status().message();
+  ASSERT_EQ(ids->size(), 10u);
+  EXPECT_EQ(s.decode_steps, 9);
+  std::vector<int32_t> seq = prompt;
+  for (size_t i = 0; i < ids->size(); ++i) {
+    ASSERT_TRUE((*m)->reset().ok());
+    auto l = (*m)->forward(seq);
+    ASSERT_TRUE(l.ok()) << l.status().message();
+    EXPECT_EQ(argmax(*l, 0), (*ids)[i]) << "token " << i;
+    seq.push_back((*ids)[i]);
+  }
+  // The cache is full after 24 tokens: one more is an error, not a write past it.
+  ASSERT_TRUE((*m)->reset().ok());
+  auto full = (*m)->forward(std::vector<int32_t>(25, 1));
+  ASSERT_FALSE(full.ok());
+  EXPECT_HAS(full.status().message(), "cache holds 24");
+}
+
+TEST(Llama, AFileThatIsNotALlamaIsAnErrorNamingWhatIsWrong) {
+  const std::string path = tmp("broken.gguf");
+  std::vector<std::pair<std::string, GgufValue>> meta = {
+      {"general.architecture", GgufValue::of_string("llama")},
+      {"llama.block_count", u32(1)},
+      {"llama.embedding_length", u32(E)},
+      {"llama.feed_forward_length", u32(FF)}};
+  HostTensor emb = HostTensor::empty(DType::f32, std::vector<int64_t>{V, E});
+  ASSERT_TRUE(write_gguf(path, meta, {{"token_embd.weight", emb}}).ok());
+  auto m = Model::open(path, {&cpu()});
+  ASSERT_FALSE(m.ok());
+  EXPECT_HAS(m.status().message(), "llama.attention.head_count");
+
+  meta.push_back({"llama.attention.head_count", u32(H)});
+  ASSERT_TRUE(write_gguf(path, meta, {{"token_embd.weight", emb}}).ok());
+  m = Model::open(path, {&cpu()});
+  ASSERT_FALSE(m.ok());
+  EXPECT_HAS(m.status().message(), "output_norm.weight");
+}
+
+}  // namespace
+}  // namespace duet::llama
