@@ -43,9 +43,13 @@ class CpuRules final : public BackendRules {
                       .input_dtypes = in,
                       .output_dtype = op.output.dtype,
                       .launch = {}};
-    if (quantized_input(op)) {
-      fast.ok = false;
-      fast.reason = "the f32 kernels do not read block formats yet (the reference tier does)";
+    if (auto q = quantized_input(op)) {
+      const std::string f(dtype_name(op.inputs[*q].dtype));
+      fast.reason = op.kind == OpKind::matmul
+                        ? f + " weight read block by block (never dequantized to memory), " +
+                              "activations quantized to 8 bits per 32, integer dot products " +
+                              "(AVX-512 VNNI, AVX2 or portable, by the CPU)"
+                        : f + " rows dequantized exactly, rounded once to the output";
     }
     KernelChoice ref{.tier = Tier::reference,
                      .precision = Precision::f64,
@@ -126,6 +130,18 @@ class CpuDevice final : public Device {
     HostArg out = host_arg(output);
     if (p.choice.tier == Tier::reference) return run_reference(op, in, out);
     OpArgs args{op, in, out, pool_, id_, p.choice.precision};
+    if (quantized_input(op)) {
+      switch (op.kind) {
+        case OpKind::matmul:
+          return quantized_matmul(args);
+        case OpKind::embedding:
+          return quantized_embedding(args);
+        case OpKind::cast:
+          return quantized_cast(args);
+        default:
+          return unsupported(*this, op, "no kernel reads a block format for this op");
+      }
+    }
     switch (op.kind) {
       case OpKind::matmul:
         return matmul(args);

@@ -44,6 +44,8 @@ Result<GemmCall> plan_gemm(const OpDesc& op) {
     return Err(Code::unsupported).op(op_name(op.kind), op.name).note(why);
   };
   if (op.kind != OpKind::matmul || op.inputs.size() != 2) return refuse("not a matmul");
+  if (is_quantized(op.inputs[1].dtype) || is_quantized(op.inputs[0].dtype))
+    return refuse("cuBLAS reads no block-quantized weight");
   const TensorDesc& a = op.inputs[0];
   const TensorDesc& b = op.inputs[1];
   const TensorDesc& out = op.output;

@@ -60,6 +60,10 @@ TEST(CublasGemm, EveryPlannableMatmulCaseMatchesTheReference) {
     if (c.kind != OpKind::matmul) continue;
     auto op = check::case_op(c);
     ASSERT_TRUE(op.ok()) << c.name;
+    if (is_quantized(op->inputs[1].dtype)) {  // block formats: never cuBLAS's
+      EXPECT_EQ(run(*op, check::case_inputs(c)).rfind("refused", 0), 0u) << c.name;
+      continue;
+    }
     const std::string r = run(*op, check::case_inputs(c));
     if (r.rfind("refused", 0) == 0) {
       ++refused;

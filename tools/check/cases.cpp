@@ -1,11 +1,13 @@
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <random>
 
 #include "check/check.h"
 #include "duet/half.h"
+#include "duet/quantize.h"
 
 namespace duet::check {
 
@@ -330,6 +332,75 @@ void integer_cases(Builder& b) {
   b.scalar(6);
 }
 
+// Block formats: every weight format beside every activation dtype, odd N, K at block multiples,
+// one row (decode), a few (batched decode) and many (prefill); embedding and cast out of each.
+void quantized_cases(Builder& b) {
+  OpAttrs tb;
+  tb.transpose_b = true;
+  for (DType q : kQuantizedDTypes) {
+    const int64_t be = dtype_block_elems(q);
+    const int64_t k = be == 32 ? 96 : 512;
+    for (DType t : kFloats) {
+      b.add(OpKind::matmul, t, {dense(t, {1, k}), dense(q, {33, k})}, {Fill::unit, Fill::unit}, tb,
+            std::string(dtype_name(q)) + ".decode");
+      b.add(OpKind::matmul, t, {dense(t, {3, k}), dense(q, {17, k})}, {Fill::unit, Fill::blocks},
+            tb, std::string(dtype_name(q)) + ".random");
+    }
+    b.add(OpKind::matmul, DType::f32, {dense(DType::f32, {2, 19, k}), dense(q, {45, k})},
+          {Fill::unit, Fill::unit}, tb, std::string(dtype_name(q)) + ".prefill");
+    b.add(OpKind::matmul, DType::f32, {dense(DType::f32, {64, 2 * k}), dense(q, {130, 2 * k})},
+          {Fill::unit, Fill::blocks}, tb, std::string(dtype_name(q)) + ".prefill.random", true);
+    // A transposed activation and a weight that is a slice of a larger one (rows 2..),
+    b.add(OpKind::matmul, DType::f16,
+          {transposed(DType::f16, {5, k}), *slice(dense(q, {20, k}), 0, 2, 20)},
+          {Fill::unit, Fill::unit}, tb, std::string(dtype_name(q)) + ".views");
+    b.add(OpKind::embedding, DType::f32, {dense(q, {37, k}), dense(DType::i32, {2, 5})},
+          {Fill::blocks, Fill::ids}, {}, std::string(dtype_name(q)));
+    b.ids_range(37);
+    for (DType to : {DType::f32, DType::bf16}) {
+      OpAttrs c;
+      c.to = to;
+      b.add(OpKind::cast, DType::f32, {dense(q, {3, k})}, {Fill::unit}, c,
+            std::string(dtype_name(q)) + ".to." + std::string(dtype_name(to)));
+    }
+  }
+}
+
+// Random block bytes whose f16 fields (scales, mins) are finite: +-[2^-9, 2^-3].
+void random_blocks(DType q, std::byte* p, int64_t blocks, std::mt19937_64& rng) {
+  std::vector<int> f16_fields;
+  switch (q) {
+    case DType::q4_1:
+    case DType::q5_1:
+    case DType::q4_k:
+    case DType::q5_k:
+      f16_fields = {0, 2};
+      break;
+    case DType::q2_k:
+      f16_fields = {80, 82};
+      break;
+    case DType::q3_k:
+      f16_fields = {108};
+      break;
+    case DType::q6_k:
+      f16_fields = {208};
+      break;
+    default:
+      f16_fields = {0};
+  }
+  std::uniform_real_distribution<double> e(-9.0, -3.0);
+  const int64_t bb = dtype_block_bytes(q);
+  for (int64_t b = 0; b < blocks; ++b) {
+    std::byte* blk = p + b * bb;
+    for (int64_t i = 0; i < bb; ++i) blk[i] = static_cast<std::byte>(rng());
+    for (int off : f16_fields) {
+      const float v = static_cast<float>((rng() & 1 ? -1.0 : 1.0) * std::exp2(e(rng)));
+      const uint16_t h = f32_to_f16(v);
+      std::memcpy(blk + off, &h, 2);
+    }
+  }
+}
+
 uint64_t hash_name(const std::string& s) {
   uint64_t h = 1469598103934665603ull;
   for (char ch : s) h = (h ^ static_cast<uint8_t>(ch)) * 1099511628211ull;
@@ -360,6 +431,7 @@ std::vector<Case> cases(bool full) {
     write_cases(b, t);
   }
   integer_cases(b);
+  quantized_cases(b);
   return b.done();
 }
 
@@ -376,6 +448,19 @@ std::vector<HostTensor> case_inputs(const Case& c, uint64_t seed) {
     const Fill f = i < c.fills.size() ? c.fills[i] : Fill::unit;
     const int64_t n = d.storage_extent();
     HostTensor t = *HostTensor::with_storage(d, static_cast<uint64_t>(dtype_bytes(d.dtype, n)));
+    if (is_quantized(d.dtype)) {
+      const int64_t blocks = n / dtype_block_elems(d.dtype);
+      if (f == Fill::blocks) {
+        random_blocks(d.dtype, t.storage(), blocks, rng);
+      } else {  // the quantizer's blocks for unit values
+        std::vector<float> v(static_cast<size_t>(n));
+        for (float& x : v)
+          x = static_cast<float>((u01(rng) < 0.5 ? -1 : 1) * (0.05 + 0.95 * u01(rng)));
+        (void)quantize(d.dtype, v.data(), t.storage(), n);
+      }
+      out.push_back(std::move(t));
+      continue;
+    }
     for (int64_t e = 0; e < n; ++e) {
       const double sign = u01(rng) < 0.5 ? -1.0 : 1.0;
       double v = 0;
@@ -405,6 +490,9 @@ std::vector<HostTensor> case_inputs(const Case& c, uint64_t seed) {
                              : std::numeric_limits<double>::quiet_NaN();
           break;
         }
+        case Fill::blocks:  // on an element dtype: unit values
+          v = sign * (0.05 + 0.95 * u01(rng));
+          break;
       }
       store_from_double(t.storage(), d.dtype, e, v);
     }

@@ -23,6 +23,8 @@ enum class Fill : uint8_t {
   scalar,    // a run-time scalar: Case::scalar
   cache,     // a KV cache holding Case::scalar rows along dim 2: +-[0.05, 1], NaN past them (a
              // kernel that reads a key past the valid ones gives NaN)
+  blocks,    // block formats: random bytes (every bit pattern of the integers, scales and zero
+             // points) with finite f16 scales of either sign; Fill::unit quantizes unit values
 };
 
 struct Case {

@@ -26,4 +26,9 @@ Status matmul(const OpArgs& a);
 Status attention(const OpArgs& a);
 Status data_movement(const OpArgs& a);  // cast, copy, concat, embedding, write_slice
 
+// Ops reading block-quantized tensors (ops/quantized.cpp).
+Status quantized_matmul(const OpArgs& a);     // matmul with a quantized 'b' [N, K]
+Status quantized_embedding(const OpArgs& a);  // embedding of a quantized table
+Status quantized_cast(const OpArgs& a);       // cast from a block format to a float dtype
+
 }  // namespace duet::cpu

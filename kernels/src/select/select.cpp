@@ -363,6 +363,7 @@ std::vector<KernelChoice> choices(const DeviceCaps& caps, const OpDesc& op,
     c.reason = "the device has no CUDA compute capability (" + caps.arch + ")";
     return {c};
   }
+  if (quantized_input(op)) return {no_quantized_kernel(op, "CUDA")};
   switch (op.kind) {
     case OpKind::attention:
       attention_choices(caps, op, build, out);

@@ -1,0 +1,188 @@
+#include "kernels/qgemm.h"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "duet/quantize.h"
+
+namespace duet::cpu::kernels {
+
+namespace {
+
+size_t u(int64_t i) {
+  return static_cast<size_t>(i);
+}
+
+int64_t ceil_div(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
+
+// Grows a per-thread buffer; its contents are scratch.
+template <class T>
+T* grow(std::vector<T>& v, int64_t n) {
+  if (v.size() < u(n)) v.resize(u(n));
+  return v.data();
+}
+
+// Activations in 8 bits, with the per-sub-block scales and sums the products read.
+struct Q8Activations {
+  std::vector<int8_t> xq;
+  std::vector<float> dsub, dxs;
+  int64_t subs = 0;
+  Q8Rows rows() const { return {xq.data(), dsub.data(), dxs.data(), 0, subs}; }
+};
+
+Q8Activations quantize_activations(const QuantKernels& qk, const QuantMatmul& a, int sub,
+                                   ThreadPool& pool) {
+  Q8Activations q;
+  const int64_t K = a.k;
+  q.subs = K / sub;
+  q.xq.resize(u(a.m * K));
+  q.dsub.resize(u(a.m * q.subs));
+  q.dxs.resize(u(a.m * q.subs));
+  pool.parallel_for(a.m, std::max<int64_t>(1, 16384 / K), [&](int64_t r0, int64_t r1) {
+    std::vector<float> d(u(K / 32));
+    std::vector<int16_t> s16(u(K / 16));
+    for (int64_t r = r0; r < r1; ++r) {
+      qk.quantize_q8(a.x + r * a.ldx, K, q.xq.data() + r * K, d.data(), s16.data());
+      float* ds = q.dsub.data() + r * q.subs;
+      float* dx = q.dxs.data() + r * q.subs;
+      for (int64_t s = 0; s < q.subs; ++s) {
+        const int64_t k0 = s * sub;
+        const float scale = d[u(k0 / 32)];
+        int sum = 0;
+        for (int64_t h = k0 / 16; h < (k0 + sub) / 16; ++h) sum += s16[u(h)];
+        ds[s] = scale;
+        dx[s] = scale * static_cast<float>(sum);
+      }
+    }
+  });
+  return q;
+}
+
+// Unpacks blocks [b0, b1) of `rows` weight rows into lane group g of a tile, through the exact
+// integer form of duet::unpack_block. Lanes past `rows` are zero.
+void unpack_generic(DType format, const uint8_t* w, int64_t row_bytes, int rows, int64_t b0,
+                    int64_t b1, const QTile& t, int g) {
+  const DTypeInfo& info = dtype_info(format);
+  const int64_t be = info.block_elems, bb = info.block_bytes;
+  const int sub = info.sub_elems, L = t.lanes;
+  const int64_t k4 = t.k / 4, subs = t.k / t.sub;
+  uint8_t* ug = t.u + g * k4 * L * 4;
+  float* sc = t.scale + g * subs * L;
+  float* of = t.off + g * subs * L;
+  // A q8_0 byte above 127 cannot be the AVX2 product's unsigned operand: keep it as int8.
+  const int shift = t.signed_bytes && format == DType::q8_0 ? 128 : 0;
+  UnpackedBlock ub;
+  for (int lane = 0; lane < L; ++lane) {
+    for (int64_t b = b0; b < b1; ++b) {
+      const int64_t kb = (b - b0) * be;  // first k of the block in the tile
+      if (lane >= rows) {
+        for (int64_t e = 0; e < be; ++e) ug[((kb + e) / 4 * L + lane) * 4 + (kb + e) % 4] = 0;
+        for (int64_t s = kb / sub; s < (kb + be) / sub; ++s)
+          sc[s * L + lane] = of[s * L + lane] = 0;
+        continue;
+      }
+      unpack_block(format, w + lane * row_bytes + b * bb, &ub);
+      for (int64_t e = 0; e < be; ++e)
+        ug[((kb + e) / 4 * L + lane) * 4 + (kb + e) % 4] = static_cast<uint8_t>(ub.q[e] - shift);
+      for (int j = 0; j < be / sub; ++j) {
+        const int64_t s = kb / sub + j;
+        sc[s * L + lane] = static_cast<float>(ub.scale[j]);
+        of[s * L + lane] = static_cast<float>(ub.offset[j] - ub.scale[j] * (ub.zero[j] - shift));
+      }
+    }
+  }
+}
+
+// Rows of the output per task when few activation rows stream whole weight rows.
+constexpr int64_t kRowDotGrain = 16;
+// The k extent of a weight tile: a multiple of every block size, small enough that a tile of
+// 4 lane groups stays in L2 beside the activation rows it meets.
+constexpr int64_t kTileK = 4096;
+
+// Several activation rows: each pass covers a k chunk whose activations (all rows) stay in L1
+// while a block of weight rows streams through it; one row covers all of K at once.
+constexpr int64_t kRowDotL1Bytes = 16 << 10;
+
+void row_dots(const QuantKernels& qk, const QuantMatmul& a, const Q8Activations& q, int sub,
+              ThreadPool& pool) {
+  const QuantKernels::RowDot dot = qk.row_dot[static_cast<int>(a.format)];
+  const int64_t be = dtype_block_elems(a.format), bb = dtype_block_bytes(a.format);
+  const int64_t unit = std::max<int64_t>(be, 256);  // keeps chunks on every format's blocks
+  const int64_t kc = a.m == 1 ? a.k : std::max(unit, kRowDotL1Bytes / a.m / unit * unit);
+  pool.parallel_for(a.n, kRowDotGrain, [&](int64_t n0, int64_t n1) {
+    for (int64_t r0 = n0; r0 < n1; r0 += kRowDotGrain) {
+      const int rows = static_cast<int>(std::min(kRowDotGrain, n1 - r0));
+      for (int64_t k0 = 0; k0 < a.k; k0 += kc) {
+        Q8Rows x = q.rows();
+        x.ldq = a.k;
+        x.xq += k0;
+        x.dsub += k0 / sub;
+        x.dxs += k0 / sub;
+        dot(a.w + r0 * a.w_row_bytes + k0 / be * bb, a.w_row_bytes, rows, std::min(kc, a.k - k0), x,
+            static_cast<int>(a.m), a.y + r0, a.ldy, k0 > 0);
+      }
+    }
+  });
+}
+
+void tiled(const QuantKernels& qk, const QuantMatmul& a, const Q8Activations& q, int sub,
+           ThreadPool& pool) {
+  const int L = qk.lanes, MR = qk.mr;
+  const int64_t NT = 4 * L;
+  const int64_t be = dtype_block_elems(a.format);
+  const int64_t tk = std::min(a.k, kTileK);
+  const QuantKernels::Unpack fast = qk.unpack[static_cast<int>(a.format)];
+  pool.parallel_for(ceil_div(a.n, NT), 1, [&](int64_t t0, int64_t t1) {
+    thread_local std::vector<uint8_t> u_storage;
+    thread_local std::vector<float> s_storage, o_storage;
+    QTile t;
+    t.lanes = L;
+    t.sub = sub;
+    t.signed_bytes = qk.signed_bytes;
+    t.u = grow(u_storage, NT * tk);
+    t.scale = grow(s_storage, NT / L * (tk / sub) * L);
+    t.off = grow(o_storage, NT / L * (tk / sub) * L);
+    for (int64_t task = t0; task < t1; ++task) {
+      const int64_t n0 = task * NT, nrows = std::min(NT, a.n - n0);
+      const int groups = static_cast<int>(ceil_div(nrows, L));
+      for (int64_t k0 = 0; k0 < a.k; k0 += tk) {
+        t.k = std::min(tk, a.k - k0);
+        for (int g = 0; g < groups; ++g) {
+          const int rows = static_cast<int>(std::min<int64_t>(L, nrows - g * L));
+          const uint8_t* wg = a.w + (n0 + g * L) * a.w_row_bytes;
+          if (fast)
+            fast(wg, a.w_row_bytes, rows, k0 / be, (k0 + t.k) / be, t, g);
+          else
+            unpack_generic(a.format, wg, a.w_row_bytes, rows, k0 / be, (k0 + t.k) / be, t, g);
+        }
+        for (int64_t m0 = 0; m0 < a.m; m0 += MR) {
+          Q8Rows x = q.rows();
+          x.xq += m0 * a.k + k0;
+          x.ldq = a.k;
+          x.dsub += m0 * q.subs + k0 / sub;
+          x.dxs += m0 * q.subs + k0 / sub;
+          const int mm = static_cast<int>(std::min<int64_t>(MR, a.m - m0));
+          for (int g = 0; g < groups; ++g)
+            qk.qgemm_tile(t, g, 0, t.k / sub, x, mm, a.y + m0 * a.ldy + n0 + g * L, a.ldy,
+                          static_cast<int>(std::min<int64_t>(L, nrows - g * L)), k0 > 0);
+        }
+      }
+    }
+  });
+}
+
+}  // namespace
+
+void quantized_matmul(const QuantKernels& qk, const QuantMatmul& a, ThreadPool& pool) {
+  const int sub = dtype_info(a.format).sub_elems;
+  const Q8Activations q = quantize_activations(qk, a, sub, pool);
+  if (a.m <= qk.row_dot_rows && qk.row_dot[static_cast<int>(a.format)])
+    row_dots(qk, a, q, sub, pool);
+  else
+    tiled(qk, a, q, sub, pool);
+}
+
+}  // namespace duet::cpu::kernels
