@@ -84,6 +84,10 @@ class TieredRules final : public BackendRules {
         k.reason = "no f16 arithmetic on " + arch;
       else
         k.ok = true, k.reason = "portable kernel";
+      // A block-quantized weight is read as it is stored (the kernels of issue 11 do the same).
+      if (auto q = quantized_input(op))
+        k.reason +=
+            ", reading " + std::string(dtype_name(op.inputs[*q].dtype)) + " blocks in registers";
       out.push_back(k);
     }
     return out;

@@ -46,6 +46,18 @@ DeviceEval Planner::evaluate(const GraphNode& n, int d, const PrecisionFloor& fl
     return e;
   }
   e.all = pd.rules ? pd.rules->choices(pd.caps, n.op) : std::vector<KernelChoice>{};
+  // A quantized input is read in its blocks or not at all: a choice that would read it in
+  // another dtype would have the planner insert a cast, a dequantized copy of the weight.
+  for (KernelChoice& c : e.all)
+    for (size_t i = 0; c.ok && i < n.op.inputs.size() && i < c.input_dtypes.size(); ++i)
+      if (is_quantized(n.op.inputs[i].dtype) && c.input_dtypes[i] != n.op.inputs[i].dtype) {
+        c.ok = false;
+        c.reason = "reads '" + n.op.input_name(i) + "' as " +
+                   std::string(dtype_name(c.input_dtypes[i])) + ": a " +
+                   std::string(dtype_name(n.op.inputs[i].dtype)) +
+                   " weight is never dequantized into memory (no kernel of this tier reads its "
+                   "blocks)";
+      }
   auto usable = [&](const KernelChoice& c) {
     return c.ok && policy_.tier_denied(pd.caps.backend, pd.id, c.tier).empty();
   };

@@ -274,6 +274,11 @@ Result<int> Planner::cast_to(int gv, DType t, int d, const std::string& why) {
 
 Result<int> Planner::need(int gv, int d, DType t, const std::string& why) {
   if (auto r = find_rep(gv, d, t)) return *r;
+  if (is_quantized(g_.value(gv).desc.dtype) && t != g_.value(gv).desc.dtype)
+    return Status(Code::internal, "planner: " + why + " would read the " +
+                                      std::string(dtype_name(g_.value(gv).desc.dtype)) + " '" +
+                                      g_.value(gv).name + "' as " + std::string(dtype_name(t)) +
+                                      " (a dequantized copy; placement must not choose it)");
   // Already in that dtype somewhere (or its storage, for a view): bring it.
   if (available_dtype(gv, d, t) == t) return on_device(gv, d, t, why);
   return cast_to(gv, t, d, why);
