@@ -14,6 +14,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "duet/gguf.h"
+#include "duet/quantize.h"
 #include "duet/safetensors.h"
 
 namespace {
@@ -106,7 +108,7 @@ duet::HostTensor f32(std::vector<int64_t> shape, std::vector<float> v) {
 // ---- every command -----------------------------------------------------------------------
 
 TEST_F(Cli, EveryCommandHasHelp) {
-  for (const char* c : {"", "devices", "check", "plan", "run", "bench", "calibrate"}) {
+  for (const char* c : {"", "devices", "check", "plan", "run", "bench", "calibrate", "gguf"}) {
     CliRun r = duet(std::string(c) + " --help");
     EXPECT_EQ(r.status, 0) << c;
     EXPECT_NE(r.out.find("Usage"), std::string::npos) << c;
@@ -719,5 +721,33 @@ TEST_F(Cli, SymbolicDimensionsComeFromDim) {
   EXPECT_EQ(duet("check " + onnx_model("gpt2_block.onnx") + " --op matmul").status, 2);
 }
 #endif
+
+// duet gguf: a file's header, metadata and tensors in duet's shapes; malformed files exit 2.
+TEST_F(Cli, GgufListsWhatAFileHolds) {
+  duet::HostTensor f = duet::HostTensor::empty(duet::DType::f32, std::vector<int64_t>{3, 256});
+  for (int64_t i = 0; i < f.numel(); ++i) f.data<float>()[i] = 0.01f * static_cast<float>(i % 7);
+  auto q = duet::quantize(f, duet::DType::q4_k);
+  ASSERT_TRUE(q.ok());
+  ASSERT_TRUE(duet::write_gguf(path("m.gguf"),
+                               {{"general.architecture", duet::GgufValue::of_string("llama")}},
+                               {{"blk.0.ffn_up.weight", *q}})
+                  .ok());
+  CliRun r = duet("gguf " + path("m.gguf"));
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("general.architecture"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\"llama\""), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("blk.0.ffn_up.weight  q4_k"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("[3,256]"), std::string::npos) << r.out;
+  CliRun j = duet("gguf --json " + path("m.gguf"));
+  ASSERT_EQ(j.status, 0) << j.err;
+  auto doc = nlohmann::json::parse(j.out);
+  EXPECT_EQ(doc["tensors"][0]["type"], "q4_k");
+  EXPECT_EQ(doc["tensors"][0]["shape"], nlohmann::json::array({3, 256}));
+  const std::string bad = write("bad.gguf", "GGUF\x03\x00\x00\x00");
+  CliRun b = duet("gguf " + bad);
+  EXPECT_EQ(b.status, 2);
+  EXPECT_NE(b.err.find("bad.gguf"), std::string::npos) << b.err;
+  EXPECT_EQ(std::count(b.err.begin(), b.err.end(), '\n'), 1) << b.err;
+}
 
 }  // namespace

@@ -98,6 +98,22 @@ std::vector<check::Case> bench_cases() {
                      OpKind::matmul, {D(t, {1, 14336}), D(t, {4096, 14336})}, tb));
   v.push_back(make("matmul f16 decode M8 N4096 K14336", OpKind::matmul,
                    {D(DType::f16, {8, 14336}), D(DType::f16, {4096, 14336})}, tb));
+  // Quantized weights: decode (one row, and 8) and prefill (512 rows) through the same layer,
+  // beside the f32 rows above. The weights are random blocks (timing does not need fitted ones).
+  for (DType q : {DType::q4_0, DType::q8_0, DType::q4_k, DType::q6_k}) {
+    const std::string qs(dtype_name(q));
+    v.push_back(make("matmul " + qs + " decode M1 N4096 K14336", OpKind::matmul,
+                     {D(DType::f32, {1, 14336}), D(q, {4096, 14336})}, tb));
+    v.back().fills[1] = check::Fill::blocks;
+    if (q == DType::q4_0) {
+      v.push_back(make("matmul " + qs + " decode M8 N4096 K14336", OpKind::matmul,
+                       {D(DType::f32, {8, 14336}), D(q, {4096, 14336})}, tb));
+      v.back().fills[1] = check::Fill::blocks;
+    }
+    v.push_back(make("matmul " + qs + " M4096 N512 K14336", OpKind::matmul,
+                     {D(DType::f32, {512, 14336}), D(q, {4096, 14336})}, tb));
+    v.back().fills[1] = check::Fill::blocks;
+  }
   struct Decode {
     const char* kind;
     int64_t hq, hkv, lk, d;
@@ -254,26 +270,39 @@ bool at_least_asked_precision(const KernelChoice& k, const OpDesc& op) {
   return true;
 }
 
+// Copies of a row's inputs that runs rotate through on a host-memory device, so that a row whose
+// inputs would fit the last-level cache still reads them from memory, as a model's layers do:
+// enough copies to span the bandwidth yardstick's buffer (several times the cache), at most 16.
+int input_copies(const Device& d, const Inputs& inputs, const Yardstick& y) {
+  if (d.caps().type != DeviceType::cpu || y.host.bytes == 0) return 1;
+  uint64_t bytes = 0;
+  for (const auto& t : inputs) bytes += t->storage_bytes();
+  if (bytes == 0) return 1;
+  return static_cast<int>(std::clamp<uint64_t>((y.host.bytes + bytes - 1) / bytes, 1, 16));
+}
+
 Row bench_one(Device& d, const KernelChoice& k, const BenchCase& c, const Inputs& inputs,
               const Options& o, const Yardstick& y) {
   const OpDesc& op = *c.op;
   Row r{c.name, d.id(), std::string(tier_name(k.tier)), std::string(precision_name(k.precision)),
         c.count};
   std::vector<std::shared_ptr<Buffer>> keep;
-  std::vector<TensorRef> refs;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    auto b = d.allocate(inputs[i]->storage_bytes());
-    if (!b.ok()) {
-      r.error = b.status().message();
-      return r;
+  const int copies = input_copies(d, inputs, y);
+  std::vector<std::vector<TensorRef>> sets(static_cast<size_t>(copies));
+  for (std::vector<TensorRef>& refs : sets)
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      auto b = d.allocate(inputs[i]->storage_bytes());
+      if (!b.ok()) {
+        r.error = b.status().message();
+        return r;
+      }
+      if (Status s = d.write(**b, 0, inputs[i]->storage(), inputs[i]->storage_bytes()); !s.ok()) {
+        r.error = s.message();
+        return r;
+      }
+      refs.push_back({op.inputs[i], b->get()});
+      keep.push_back(*b);
     }
-    if (Status s = d.write(**b, 0, inputs[i]->storage(), inputs[i]->storage_bytes()); !s.ok()) {
-      r.error = s.message();
-      return r;
-    }
-    refs.push_back({op.inputs[i], b->get()});
-    keep.push_back(*b);
-  }
   auto out = d.allocate(static_cast<uint64_t>(op.output.nbytes()));
   if (!out.ok()) {
     r.error = out.status().message();
@@ -281,7 +310,9 @@ Row bench_one(Device& d, const KernelChoice& k, const BenchCase& c, const Inputs
   }
   const TensorRef out_ref{op.output, out->get()};
   const PlannedOp planned{op, k};
+  size_t run = 0;
   auto once = [&]() -> Result<double> {
+    const std::vector<TensorRef>& refs = sets[run++ % sets.size()];
     const auto t0 = std::chrono::steady_clock::now();
     DUET_TRY(d.execute(planned, refs, out_ref));
     DUET_TRY(d.synchronize());
@@ -453,8 +484,7 @@ int run_bench(const CLI::App& cmd, const Options& o) {
     int nodes = 0;
     for (BenchCase& c : graph_cases(*graph)) {
       nodes += c.count;
-      if (selected(o.ops, op_name(c.op->kind)) &&
-          selected(o.dtypes, dtype_name(c.op->inputs[0].dtype)))
+      if (selected(o.ops, op_name(c.op->kind)) && dtypes_selected(o.dtypes, c.op->inputs))
         cases.push_back(std::move(c));
     }
     std::printf("graph '%s': %d ops (views left out), %zu distinct ones timed%s\n",
@@ -462,7 +492,7 @@ int run_bench(const CLI::App& cmd, const Options& o) {
                 o.ops.empty() && o.dtypes.empty() ? "" : " (--op/--dtype select)");
   } else {
     for (check::Case& c : bench_cases())
-      if (selected(o.ops, op_name(c.kind)) && selected(o.dtypes, dtype_name(c.inputs[0].dtype)))
+      if (selected(o.ops, op_name(c.kind)) && dtypes_selected(o.dtypes, c.inputs))
         cases.push_back(builtin_case(std::move(c)));
   }
   for (const BenchCase& c : cases)

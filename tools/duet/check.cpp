@@ -181,8 +181,7 @@ int run_check(const CLI::App& cmd, const Options& o) {
 
   std::vector<check::Case> cases;
   for (check::Case& c : check::cases(o.full)) {
-    if (!selected(o.ops, op_name(c.kind)) || !selected(o.dtypes, dtype_name(c.inputs[0].dtype)))
-      continue;
+    if (!selected(o.ops, op_name(c.kind)) || !dtypes_selected(o.dtypes, c.inputs)) continue;
     cases.push_back(std::move(c));
   }
   const bool tty = isatty(fileno(stderr));

@@ -40,7 +40,11 @@ Status validate_ops(const std::vector<std::string>& ops) {
 Status validate_dtypes(const std::vector<std::string>& dtypes) {
   for (const std::string& t : dtypes)
     if (!parse_dtype(t))
-      return Err(Code::not_found).expected("a dtype: f32, f16, bf16, i8, i32").got(t);
+      return Err(Code::not_found)
+          .expected(
+              "a dtype: f32, f16, bf16, i8, i32, or a block format (q8_0, q4_0, q4_1, "
+              "q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k, q4_z)")
+          .got(t);
   return {};
 }
 
@@ -61,6 +65,14 @@ int exit_status_for(const Status& s) {
 
 bool selected(const std::vector<std::string>& list, std::string_view value) {
   return list.empty() || std::find(list.begin(), list.end(), value) != list.end();
+}
+
+bool dtypes_selected(const std::vector<std::string>& list, const std::vector<TensorDesc>& inputs) {
+  if (list.empty() || inputs.empty()) return true;
+  if (selected(list, dtype_name(inputs[0].dtype))) return true;
+  for (const TensorDesc& t : inputs)
+    if (is_quantized(t.dtype) && selected(list, dtype_name(t.dtype))) return true;
+  return false;
 }
 
 std::string ChosenPolicy::line() const {

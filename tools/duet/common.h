@@ -28,6 +28,8 @@ Status write_file_atomically(const std::string& path, const std::string& content
 int exit_status_for(const Status& s);
 // Whether `list` is empty (no filter) or contains `value`.
 bool selected(const std::vector<std::string>& list, std::string_view value);
+// Whether a case's dtypes pass a --dtypes filter: its first input's, or a block format it reads.
+bool dtypes_selected(const std::vector<std::string>& list, const std::vector<TensorDesc>& inputs);
 
 // The policy a command runs under: --policy when given (DUET_POLICY is then not read), else
 // DUET_POLICY, else none. `source` says which won, in words, for the command's output.

@@ -14,8 +14,8 @@ Status infer_cast(const Check& c, OpDesc& op) {
   if (is_quantized(op.attrs.to))
     return c.fail_attr()
         .expected(
-            "a float or integer 'to' (quantize weights with duet::quantize or "
-            "duet quantize, not in a graph)")
+            "a float or integer 'to' (quantize weights with duet::quantize, duet/quantize.h, "
+            "not in a graph)")
         .got("to " + std::string(dtype_name(op.attrs.to)));
   if (is_quantized(op.inputs[0].dtype) && !is_float(op.attrs.to))
     return c.fail_attr()
