@@ -4,6 +4,7 @@
 // K past a tile's extent, random block bytes and quantizer blocks; then embedding and cast.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <optional>
 #include <string>
@@ -156,6 +157,14 @@ TEST(QuantKernelTables, EachIsaPathHasItsOwnTable) {
   // AVX-512 without VNNI falls back to AVX2's table, never to a kernel the CPU cannot run.
   const Isa got = quant_kernels_for(Isa::avx512).isa;
   EXPECT_TRUE(got == Isa::avx512 || got == Isa::avx2 || got == Isa::generic);
+  // Every AVX-512 level above it (the one detected on a CPU with AVX512-BF16 among them) gets the
+  // VNNI table where the CPU has VNNI, never a lesser one.
+  for (Isa i : {Isa::avx512, Isa::avx512bf16})
+    if (cpu::kernels::isa_supported(i) && got == Isa::avx512) {
+      EXPECT_EQ(quant_kernels_for(i).isa, Isa::avx512) << cpu::kernels::isa_name(i);
+    }
+  EXPECT_EQ(quant_kernels_for(cpu::kernels::detected_isa()).isa,
+            quant_kernels_for(std::min(cpu::kernels::detected_isa(), Isa::avx512)).isa);
 }
 
 }  // namespace

@@ -28,7 +28,9 @@ bool vnni() {
 const QuantKernels& quant_kernels_for(Isa isa) {
 #if defined(__x86_64__) || defined(__i386__)
   static const bool has_vnni = vnni();
-  if (isa == Isa::avx512 && has_vnni) return avx512_quant_kernels();
+  // Every AVX-512 level (avx512bf16 too) runs the VNNI kernels where the CPU has VNNI.
+  if (static_cast<int>(isa) >= static_cast<int>(Isa::avx512) && has_vnni)
+    return avx512_quant_kernels();
   if (isa != Isa::generic && isa_supported(Isa::avx2)) return avx2_quant_kernels();
 #else
   (void)isa;
