@@ -117,6 +117,30 @@ BlockTile pick_register_block(const DeviceCaps& c, const OpDesc& op, DType t) {
   return s;
 }
 
+// The quantized matmul's register block (matmul_q.comp): TM rows of activations x TN weight rows
+// per invocation. One activation row (decode) reads each weight byte once; for more rows the
+// block grows so that a decoded group of 32 weights serves up to 8 rows, and 8 weight rows share
+// each fetched activation. Blocks shrink until there are workgroups for every compute unit.
+BlockTile pick_quant_block(const DeviceCaps& c, const OpDesc& op) {
+  const int64_t M = op.output.dim(-2), N = op.output.dim(-1);
+  int64_t batch = 1;
+  for (int i = 0; i + 2 < op.output.rank; ++i) batch *= op.output.dim(i);
+  const int sg = std::max(c.subgroup_size, 1);
+  BlockTile s{std::min(sg, max_threads(c)), 1, 4};
+  if (c.type != DeviceType::cpu) s.wg = std::max(s.wg, std::min(64, max_threads(c)) / s.wg * s.wg);
+  const int tm_cap = c.type == DeviceType::cpu ? 8 : 4;
+  s.tm = static_cast<int>(
+      std::min<uint64_t>(tm_cap, pow2_ceil(static_cast<uint64_t>(std::max<int64_t>(M, 1)))));
+  s.tn = s.tm >= 4 && c.type == DeviceType::cpu ? 8 : 4;
+  const int64_t target = 2 * std::max(c.compute_units, 1);
+  auto groups = [&] {
+    return ((N + s.wg * s.tn - 1) / (s.wg * s.tn)) * ((M + s.tm - 1) / s.tm) * batch;
+  };
+  while (groups() < target && s.tn > 1) s.tn /= 2;
+  while (groups() < target && s.tm > 1) s.tm /= 2;
+  return s;
+}
+
 struct AttnTile {
   int br = 0, bc = 0, threads = 0;
   uint64_t shared = 0;
@@ -189,7 +213,7 @@ class Rules final : public BackendRules {
       k.reason = "views are resolved by the executor, not run as kernels";
       return {k};
     }
-    if (quantized_input(op)) return {no_quantized_kernel(op, "Vulkan")};
+    if (quantized_input(op)) return quantized_choices(c, op);
     switch (op.kind) {
       case OpKind::cast:
       case OpKind::copy:
@@ -267,6 +291,64 @@ class Rules final : public BackendRules {
     k.ok = true;
     k.reason = "element copy into the slice at the run-time offset (checked on the device)";
     return k;
+  }
+
+  // Block-quantized weights: matmul (weight 'b'), embedding (the table) and cast read the blocks
+  // through a texel buffer of 32-bit words and dequantize them in registers.
+  static std::vector<KernelChoice> quantized_choices(const DeviceCaps& c, const OpDesc& op) {
+    const size_t qi = *quantized_input(op);
+    const DType q = op.inputs[qi].dtype;
+    const std::string f(dtype_name(q));
+    std::string why;
+    if ((op.kind == OpKind::embedding || op.kind == OpKind::cast) && qi == 0) {
+      KernelChoice k;
+      k.tier = Tier::generic;
+      k.precision = Precision::f32;
+      for (const auto& t : op.inputs) k.input_dtypes.push_back(t.dtype);
+      k.output_dtype = op.output.dtype;
+      k.launch.block_threads = flat_block(c);
+      k.launch.variant = "dequantize_rows";
+      if (!texels_ok(c, &why) || !storage_ok(c, op.output.dtype, &why)) {
+        k.reason = why;
+        return {k};
+      }
+      k.ok = true;
+      k.reason = (op.kind == OpKind::embedding ? "row gather of the " : "rows of the ") + f +
+                 (op.kind == OpKind::embedding ? " table" : " tensor") +
+                 ", each group of 32 dequantized in registers from its blocks (read through a "
+                 "texel buffer) and rounded once to " +
+                 std::string(dtype_name(op.output.dtype)) +
+                 (op.kind == OpKind::embedding ? "; ids checked on the device" : "");
+      return {k};
+    }
+    if (op.kind != OpKind::matmul || qi != 1) return {no_quantized_kernel(op, "Vulkan")};
+    std::vector<KernelChoice> out;
+    for (DType t : {DType::f32, DType::f16, DType::bf16}) {
+      KernelChoice k = base(op, t, Tier::register_blocked);
+      k.input_dtypes[1] = q;
+      if (!storage_ok(c, t, &why) || !texels_ok(c, &why)) {
+        k.reason = why;
+        out.push_back(k);
+        continue;
+      }
+      const BlockTile s = pick_quant_block(c, op);
+      LaunchConfig& l = k.launch;
+      l.block_threads = s.wg;
+      l.tile_m = s.tm;
+      l.tile_n = s.wg * s.tn;
+      l.subgroup = c.subgroup_size;
+      l.variant = "q_" + std::to_string(s.tm) + "x" + std::to_string(s.tn);
+      k.ok = true;
+      k.reason = f + " weight read block by block through a texel buffer and dequantized in " +
+                 "registers (never expanded in memory), " + compute_name(t) + ", " +
+                 std::to_string(s.tm) + "x" + std::to_string(s.tn) + " outputs per invocation, " +
+                 std::to_string(s.wg) + " per workgroup" +
+                 (c.type == DeviceType::cpu
+                      ? ""
+                      : "; no shared-memory or integer-dot kernel for block formats yet");
+      out.push_back(k);
+    }
+    return out;
   }
 
   static KernelChoice coopmat_choice(const DeviceCaps& c, const OpDesc& op, DType t) {
