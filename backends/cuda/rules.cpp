@@ -35,9 +35,9 @@ class CudaRules final : public BackendRules {
   BackendKind backend() const override { return BackendKind::cuda; }
 
   std::vector<KernelChoice> choices(const DeviceCaps& caps, const OpDesc& op) const override {
-    if (quantized_input(op)) return {no_quantized_kernel(op, "CUDA")};  // cuBLAS reads none
     std::vector<KernelChoice> out;
-    if (op.kind == OpKind::matmul) out = cublas_choices(caps, op);
+    // cuBLAS reads no block format: those run on the kernels of kernels/ only.
+    if (op.kind == OpKind::matmul && !quantized_input(op)) out = cublas_choices(caps, op);
     for (KernelChoice& c : kernels::choices(caps, op, archs_)) out.push_back(std::move(c));
     const ImageCheck image = check_image(archs_, caps.cc_major, caps.cc_minor);
     for (KernelChoice& c : out) {

@@ -4,8 +4,8 @@ namespace duet::kernels {
 
 View make_view(const TensorDesc& desc, void* storage_base) {
   View v;
-  v.data = static_cast<std::byte*>(storage_base) +
-           desc.offset * static_cast<int64_t>(dtype_size(desc.dtype));
+  // Block formats: the offset is a whole number of blocks (views never split one).
+  v.data = static_cast<std::byte*>(storage_base) + dtype_bytes(desc.dtype, desc.offset);
   v.dtype = desc.dtype;
   v.rank = desc.rank;
   for (int i = 0; i < desc.rank; ++i) {

@@ -129,6 +129,16 @@ void kernel_cases(std::vector<check::Case>& out) {
                             }(),
                             {dense(t, {64, 40}), dense(t, {33, 64})}, {Fill::unit, Fill::unit}));
   }
+  // Block-quantized weights (generic tier): K of more groups of 32 than a warp has lanes, rows of
+  // A past one block of kQRows, batch dims broadcast over the weight, a bf16 activation.
+  OpAttrs tb;
+  tb.transpose_b = true;
+  out.push_back(make_case("kernels/qmatmul/q4_k/9x2304x37", OpKind::matmul, tb,
+                          {dense(DType::f16, {9, 2304}), dense(DType::q4_k, {37, 2304})},
+                          {Fill::unit, Fill::blocks}));
+  out.push_back(make_case("kernels/qmatmul/q8_0/batch.2x3x1088x6", OpKind::matmul, tb,
+                          {dense(DType::bf16, {2, 3, 1088}), dense(DType::q8_0, {6, 1088})},
+                          {Fill::unit, Fill::blocks}));
 }
 
 const std::vector<check::Case>& all_cases() {

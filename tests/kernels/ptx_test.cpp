@@ -206,6 +206,22 @@ TEST(PtxasReport, FlashAndTiledKernelsUseNoLocalMemory) {
   }
 }
 
+// The quantized generic kernels keep the 32 decoded weights of a group in registers on every
+// architecture, and fit their 128- and 256-thread blocks.
+TEST(PtxasReport, QuantizedKernelsDecodeIntoRegisters) {
+  int seen = 0;
+  for (const Entry& e : reports()) {
+    if (e.name.find("gen_qmatmul_kernel") == std::string::npos &&
+        e.name.find("gen_qrows_kernel") == std::string::npos)
+      continue;
+    ++seen;
+    EXPECT_EQ(e.spill_stores + e.spill_loads, 0) << e.name << " on sm_" << e.sm << " spills";
+    EXPECT_EQ(e.stack, 0) << e.name << " on sm_" << e.sm << " has a stack frame (local memory)";
+    EXPECT_LE(e.registers * 256, 65536) << e.name << " on sm_" << e.sm;
+  }
+  EXPECT_GE(seen, 2);
+}
+
 TEST(PtxasReport, LaunchesFitTheRegisterFileAndSharedMemory) {
   for (const Entry& e : reports()) {
     if (!tensor_core(e)) continue;

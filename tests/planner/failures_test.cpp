@@ -68,18 +68,6 @@ TEST(Failure2, TuringAndAmpereEachGetTheirOwnKernels) {
   }
 }
 
-std::vector<PlanDevice> with_build(std::vector<std::string> names, const cuda::BuildArchs& archs,
-                                   const BackendRules& rules) {
-  std::vector<PlanDevice> d = real_devices(std::move(names));
-  for (PlanDevice& x : d)
-    if (x.caps.backend == BackendKind::cuda) {
-      x.rules = &rules;
-      x.caps.extra[std::string(cuda::kKernelImageKey)] =
-          cuda::check_image(archs, x.caps.cc_major, x.caps.cc_minor).text;
-    }
-  return d;
-}
-
 TEST(Failure2, ABuildWithoutSm86RunsThe3090ThroughPtxJitAndSaysSo) {
   const cuda::BuildArchs archs{{75}, 75, {}, false};
   auto rules = cuda::make_rules(archs);

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda/rules.h"
 #include "duet/backends.h"
 #include "duet/builtin_engine.h"
 #include "duet/graph.h"
@@ -117,6 +118,20 @@ inline std::vector<PlanDevice> real_devices(std::vector<std::string> names) {
 }
 
 // q, k, v [1, H, L, 64] in `t`, attention, then an output projection.
+// Profiles of `names` whose CUDA devices are planned with `rules` and a build of `archs`.
+inline std::vector<PlanDevice> with_build(std::vector<std::string> names,
+                                          const cuda::BuildArchs& archs,
+                                          const BackendRules& rules) {
+  std::vector<PlanDevice> d = real_devices(std::move(names));
+  for (PlanDevice& x : d)
+    if (x.caps.backend == BackendKind::cuda) {
+      x.rules = &rules;
+      x.caps.extra[std::string(cuda::kKernelImageKey)] =
+          cuda::check_image(archs, x.caps.cc_major, x.caps.cc_minor).text;
+    }
+  return d;
+}
+
 inline Graph attention_graph(DType t, int64_t heads = 8, int64_t len = 128) {
   GraphBuilder b("attn");
   ValueId q = b.input("q", t, {1, heads, len, 64});

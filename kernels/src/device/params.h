@@ -147,6 +147,39 @@ struct EmbedParams {
   unsigned long long* error = nullptr;  // min over bad ids of (position << 32 | id as u32)
 };
 
+// ---- block-quantized weights (generic tier): formats numbered as duet::DType (checked in
+// host/plan.cpp), byte layouts in duet/block_layout.h
+enum class QFmt : uint8_t { q8_0 = 5, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k, q4_z };
+
+// C[b][m][n] = sum_k A[b][m][k] * W[n][k], W in blocks (rows of K), C dense. Blocks of kQWarps
+// warps, each a weight row for kQRows rows of A.
+inline constexpr int kQRows = 4, kQWarps = 4;
+struct QMatmulParams {
+  const void* a = nullptr;
+  const uint8_t* w = nullptr;  // row 0's first block
+  void* c = nullptr;
+  Elt a_dtype = Elt::f32, c_dtype = Elt::f32;
+  QFmt fmt = QFmt::q8_0;
+  int M = 0, N = 0, K = 0;
+  int64_t a_m = 0, a_k = 0;  // strides of the logical A[m][k]
+  int64_t a_batch[2] = {};   // batch strides, outer then inner (0: broadcast)
+  int batch_inner = 1;       // blockIdx.z = outer * batch_inner + inner
+  int64_t w_row_bytes = 0;   // from one weight row to the next
+};
+
+// Rows of a block-quantized [V, D] tensor dequantized into a dense [rows, D] output: by ids
+// (embedding) or in order (cast, ids.data null).
+struct QRowsParams {
+  const uint8_t* table = nullptr;  // row 0's first block
+  QFmt fmt = QFmt::q8_0;
+  int64_t row_bytes = 0;
+  Strided ids;
+  void* out = nullptr;
+  Elt out_dtype = Elt::f32;
+  int64_t rows = 0, D = 0, V = 0;
+  unsigned long long* error = nullptr;  // as EmbedParams::error
+};
+
 struct FillParams {
   unsigned long long* p = nullptr;
   unsigned long long v = 0;

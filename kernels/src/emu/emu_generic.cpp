@@ -1,5 +1,6 @@
 // The generic tier, compiled for the emulator.
 #include "device/generic.h"
+#include "device/quant.h"
 #include "emu/run_kernel.h"
 #include "host/runners.h"
 
@@ -28,6 +29,10 @@ Status generic(const detail::Call& c) {
       return run_kernel(c, &dev::write_slice_kernel);
     case Kernel::fill_u64:
       return run_kernel(c, &dev::fill_u64_kernel);
+    case Kernel::gen_qmatmul:
+      return run_kernel(c, &dev::gen_qmatmul_kernel);
+    case Kernel::gen_qrows:
+      return run_kernel(c, &dev::gen_qrows_kernel);
     default:
       return Status(Code::internal, "emulator: " + c.name() + " is not a generic kernel");
   }

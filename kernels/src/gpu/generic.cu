@@ -1,5 +1,6 @@
 // The generic tier and the split-KV combine (built for every architecture of the list).
 #include "device/generic.h"
+#include "device/quant.h"
 #include "gpu/gpu_launch.h"
 #include "host/runners.h"
 
@@ -28,6 +29,10 @@ Status generic(const detail::Call& c, void* stream) {
       return launch_on_gpu(c, &dev::write_slice_kernel, stream);
     case Kernel::fill_u64:
       return launch_on_gpu(c, &dev::fill_u64_kernel, stream);
+    case Kernel::gen_qmatmul:
+      return launch_on_gpu(c, &dev::gen_qmatmul_kernel, stream);
+    case Kernel::gen_qrows:
+      return launch_on_gpu(c, &dev::gen_qrows_kernel, stream);
     default:
       return Status(Code::internal, c.name() + " is not a generic kernel");
   }

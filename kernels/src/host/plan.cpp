@@ -19,6 +19,9 @@ static_assert(static_cast<int>(dev::Elt::f32) == static_cast<int>(DType::f32) &&
               static_cast<int>(dev::Elt::bf16) == static_cast<int>(DType::bf16) &&
               static_cast<int>(dev::Elt::i8) == static_cast<int>(DType::i8) &&
               static_cast<int>(dev::Elt::i32) == static_cast<int>(DType::i32));
+static_assert(static_cast<int>(dev::QFmt::q8_0) == static_cast<int>(DType::q8_0) &&
+              static_cast<int>(dev::QFmt::q6_k) == static_cast<int>(DType::q6_k) &&
+              static_cast<int>(dev::QFmt::q4_z) == static_cast<int>(DType::q4_z));
 
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr uint64_t kAlign = 256;  // workspace sub-buffers start on this boundary
@@ -73,11 +76,16 @@ class Planner {
       return no_kernel("generic, tiled or flash");
     }
     if (op_.kind == OpKind::matmul) {
+      if (is_quantized(op_.inputs[1].dtype))
+        return tier_ == Tier::generic ? gen_qmatmul() : no_kernel("generic for block formats");
       if (tier_ == Tier::generic) return gen_matmul();
       if (tier_ == Tier::tiled || tier_ == Tier::pipelined) return matmul_tc();
       return no_kernel("generic, tiled or pipelined");
     }
     if (tier_ != Tier::generic) return no_kernel("generic only");
+    if ((op_.kind == OpKind::embedding || op_.kind == OpKind::cast) &&
+        is_quantized(op_.inputs[0].dtype))
+      return qrows();
     switch (op_.kind) {
       case OpKind::softmax:
       case OpKind::rmsnorm:
@@ -428,6 +436,89 @@ class Planner {
              shapes::kGenMatmulThreads, shapes::kGenMatmulSmem, p)};
   }
 
+  // ---- block-quantized weights (device/quant.h)
+
+  // The byte address of a block-quantized view's first block and the bytes between its rows;
+  // rows must be whole blocks of a dense last dim.
+  Status quant_rows(const View& v, const std::string& name, const uint8_t** base,
+                    int64_t* row_bytes, int64_t* rows) const {
+    const int64_t be = dtype_block_elems(v.dtype), bb = dtype_block_bytes(v.dtype);
+    const int64_t D = v.shape[v.rank - 1];
+    bool ok = v.strides[v.rank - 1] == 1 || D == 1;
+    int64_t n = 1, rs = D;
+    for (int d = v.rank - 2; d >= 0; --d) {
+      if (v.shape[d] == 1) continue;
+      if (n == 1) rs = v.strides[d];  // the stride of the innermost dim of rows
+      ok = ok && v.strides[d] == rs * n;
+      n *= v.shape[d];
+    }
+    ok = ok && D % be == 0 && rs % be == 0;
+    if (!ok)
+      return err(Code::unsupported)
+          .tensor(name)
+          .expected("rows of whole " + std::string(dtype_name(v.dtype)) + " blocks")
+          .got(std::string(dtype_name(v.dtype)) + " view of rank " + std::to_string(v.rank));
+    *base = static_cast<const uint8_t*>(v.data);
+    *row_bytes = rs / be * bb;
+    *rows = n;
+    return {};
+  }
+
+  Result<std::vector<Call>> gen_qmatmul() {
+    const dev::MatmulParams m = matmul_params();  // A's strides and the batch layout
+    dev::QMatmulParams p;
+    p.a = m.a;
+    p.c = m.c;
+    p.a_dtype = elt(in_[0].dtype);
+    p.c_dtype = elt(out_.dtype);
+    p.fmt = static_cast<dev::QFmt>(in_[1].dtype);
+    p.M = m.M;
+    p.N = m.N;
+    p.K = m.K;
+    p.a_m = m.a_m;
+    p.a_k = m.a_k;
+    p.a_batch[0] = m.a_batch[0];
+    p.a_batch[1] = m.a_batch[1];
+    p.batch_inner = m.batch_inner;
+    int64_t rows = 0;
+    DUET_TRY(quant_rows(in_[1], op_.input_name(1), &p.w, &p.w_row_bytes, &rows));
+    const int64_t batch = batch_count();
+    const int64_t gy = (p.M + dev::kQRows - 1) / dev::kQRows;
+    if (batch > 65535 || gy > 65535)
+      return fail(Code::unsupported, "grid too large (batch at most 65535)");
+    return std::vector<Call>{call(Kernel::gen_qmatmul,
+                                  {static_cast<unsigned>((p.N + dev::kQWarps - 1) / dev::kQWarps),
+                                   static_cast<unsigned>(gy), static_cast<unsigned>(batch)},
+                                  dev::kQWarps * 32, 0, p)};
+  }
+
+  Result<std::vector<Call>> qrows() {
+    dev::QRowsParams p;
+    p.fmt = static_cast<dev::QFmt>(in_[0].dtype);
+    DUET_TRY(quant_rows(in_[0], op_.input_name(0), &p.table, &p.row_bytes, &p.V));
+    p.D = in_[0].shape[in_[0].rank - 1];
+    p.out = out_.data;
+    p.out_dtype = elt(out_.dtype);
+    std::vector<Call> calls;
+    if (op_.kind == OpKind::embedding) {
+      if (!launch_.workspace)
+        return fail(Code::invalid_argument, "embedding needs a workspace of " +
+                                                std::to_string(error_bytes(op_)) +
+                                                " bytes for its id check");
+      p.ids = strided(in_[1]);
+      p.rows = op_.inputs[1].numel();
+      p.error = static_cast<unsigned long long*>(launch_.workspace);
+      calls.push_back(
+          call(Kernel::fill_u64, {1, 1, 1}, 32, 0,
+               dev::FillParams{p.error, std::numeric_limits<unsigned long long>::max()}));
+    } else {
+      p.rows = p.V;
+    }
+    calls.push_back(
+        call(Kernel::gen_qrows, {blocks_for(p.rows * (p.D / 32), 256), 1, 1}, 256, 0, p));
+    return calls;
+  }
+
   // ---- the other generic kernels
 
   Result<std::vector<Call>> eltwise() {
@@ -619,6 +710,10 @@ std::string Call::name() const {
       return "generic write_slice";
     case Kernel::fill_u64:
       return "fill";
+    case Kernel::gen_qmatmul:
+      return "generic quantized matmul";
+    case Kernel::gen_qrows:
+      return "generic quantized rows";
   }
   return "?";
 }

@@ -26,16 +26,18 @@ enum class Kernel : uint8_t {
   embedding,
   write_slice,
   fill_u64,
+  gen_qmatmul,  // block-quantized weight (generic)
+  gen_qrows,    // block-quantized rows: embedding, cast (generic)
 };
 
 struct Dim3 {
   unsigned x = 1, y = 1, z = 1;
 };
 
-using Params =
-    std::variant<dev::AttnParams, dev::CombineParams, dev::MatmulParams, dev::EltwiseParams,
-                 dev::CopyParams, dev::RowParams, dev::RopeParams, dev::GenAttnParams,
-                 dev::EmbedParams, dev::WriteParams, dev::FillParams>;
+using Params = std::variant<dev::AttnParams, dev::CombineParams, dev::MatmulParams,
+                            dev::EltwiseParams, dev::CopyParams, dev::RowParams, dev::RopeParams,
+                            dev::GenAttnParams, dev::EmbedParams, dev::WriteParams,
+                            dev::FillParams, dev::QMatmulParams, dev::QRowsParams>;
 
 struct Call {
   Kernel kernel = Kernel::eltwise;

@@ -346,6 +346,33 @@ void generic_choice(const DeviceCaps& caps, const OpDesc& op, const BuildArchs& 
   out.push_back(d.done("generic " + std::string(op_name(op.kind))));
 }
 
+// ---- block-quantized weights: the generic tier (SIMT dequantize-and-FMA)
+
+void quantized_choices(const DeviceCaps& caps, const OpDesc& op, const BuildArchs& build,
+                       std::vector<KernelChoice>& out) {
+  const size_t qi = *quantized_input(op);
+  const bool mm = op.kind == OpKind::matmul && qi == 1;
+  const bool rows = (op.kind == OpKind::embedding || op.kind == OpKind::cast) && qi == 0;
+  if (!mm && !rows) {
+    out.push_back(no_quantized_kernel(op, "CUDA"));
+    return;
+  }
+  const std::string f(dtype_name(op.inputs[qi].dtype));
+  Draft d(Tier::generic, Precision::f32);
+  need_image(d, caps, build, 0);
+  LaunchConfig cfg;
+  cfg.subgroup = 32;
+  cfg.block_threads = mm ? 128 : 256;
+  cfg.variant = mm ? "generic_qmatmul" : "generic_qrows";
+  d.c.launch = cfg;
+  d.c.input_dtypes = op_dtypes(op);
+  d.c.output_dtype = op.output.dtype;
+  d.why.push_back(f + " blocks decoded in registers (never expanded in memory), SIMT fp32 " +
+                  (mm ? "FMA, a warp per weight row" : "rows") +
+                  ", any architecture; no dp4a or int8 tensor-core tier yet");
+  out.push_back(d.done(mm ? "generic quantized matmul" : "generic quantized rows"));
+}
+
 }  // namespace
 
 std::vector<KernelChoice> choices(const DeviceCaps& caps, const OpDesc& op,
@@ -363,7 +390,10 @@ std::vector<KernelChoice> choices(const DeviceCaps& caps, const OpDesc& op,
     c.reason = "the device has no CUDA compute capability (" + caps.arch + ")";
     return {c};
   }
-  if (quantized_input(op)) return {no_quantized_kernel(op, "CUDA")};
+  if (quantized_input(op)) {
+    quantized_choices(caps, op, build, out);
+    return out;
+  }
   switch (op.kind) {
     case OpKind::attention:
       attention_choices(caps, op, build, out);
