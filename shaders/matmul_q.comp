@@ -1,8 +1,8 @@
 // Matmul with a block-quantized weight (tier "register_blocked"): y[.., M, N] = a[.., M, K] *
 // w[N, K]^T, the weight read in its blocks through a uniform texel buffer of 32-bit words and
 // dequantized in registers 32 elements at a time (quant.glsl); it is never expanded in memory.
-// Each invocation accumulates a TM x TN block of outputs in f32: per 32-element step it fetches
-// TM x 32 activations once and decodes TN weight groups once, then does TM * TN * 32 FMAs. TM = 1
+// Each invocation accumulates a TM x TN block of outputs in f32: per 32-element step it decodes
+// TN weight groups once and fetches TM x 32 activations once, then does TM * TN * 32 FMAs. TM = 1
 // is the decode (mat-vec) shape: every weight byte is fetched once. On a CPU device (lavapipe) a
 // texel fetch is one vector gather over the invocations, where a storage-buffer read is a loop.
 //
@@ -24,6 +24,25 @@ TEXELS(8, tw)
 
 #define QWORD(i) texelFetch(tw, int(i)).x
 #include "quant.glsl"
+
+// 32 activations of the row starting at element `row`, from element k on.
+void load_row(uint row, uint k, uint sak, out float a[32]) {
+  if (AVEC != 0u) {
+    [[unroll]] for (uint c = 0u; c < 32u; c += VEC) {
+      float v[VEC];
+      FETCH_VEC(ta, row + k + c, v);
+      [[unroll]] for (uint e = 0u; e < VEC; ++e) a[c + e] = v[e];
+    }
+  } else {
+    [[unroll]] for (uint c = 0u; c < 32u; ++c) a[c] = FETCH_ONE(ta, row + (k + c) * sak);
+  }
+}
+
+float dot32(float a[32], float w[32]) {
+  float s = 0.0;
+  [[unroll]] for (uint c = 0u; c < 32u; ++c) s = fma(a[c], w[c], s);
+  return s;
+}
 
 // td[0]: the dense output [B0, B1, M, N]; td[1]: a as [B0, B1, M, K] (offset in elements from
 // the start of its texel view). P.u: M, N, K, accumulate. P.u2.x: byte of weight row 0 in its
@@ -47,27 +66,27 @@ void main() {
   [[unroll]] for (uint i = 0u; i < TM; ++i)
     [[unroll]] for (uint j = 0u; j < TN; ++j) acc[i][j] = 0.0;
 
+  // Per step of 32 along K: each weight group decoded once, each activation row fetched once.
+  // Decode (TM <= 2) keeps the activations in registers and streams the weight groups; larger
+  // blocks keep the TN decoded groups and stream the activation rows (registers: TN x 32
+  // weights, 32 activations and TM x TN sums).
   for (uint k = 0u; k < K; k += 32u) {
-    float a[TM][32];
-    [[unroll]] for (uint i = 0u; i < TM; ++i) {
-      if (AVEC != 0u) {
-        [[unroll]] for (uint c = 0u; c < 32u; c += VEC) {
-          float v[VEC];
-          FETCH_VEC(ta, ar[i] + k + c, v);
-          [[unroll]] for (uint e = 0u; e < VEC; ++e) a[i][c + e] = v[e];
-        }
-      } else {
-        [[unroll]] for (uint c = 0u; c < 32u; ++c) a[i][c] = FETCH_ONE(ta, ar[i] + (k + c) * sak);
-      }
-    }
     const uint blk = (k / QK) * QB, g = (k % QK) / 32u;
-    [[unroll]] for (uint j = 0u; j < TN; ++j) {
-      float w[32];
-      qblock32(wr[j] + blk, g, w);
+    if (TM <= 2u) {
+      float a[TM][32];
+      [[unroll]] for (uint i = 0u; i < TM; ++i) load_row(ar[i], k, sak, a[i]);
+      [[unroll]] for (uint j = 0u; j < TN; ++j) {
+        float w[32];
+        qblock32(wr[j] + blk, g, w);
+        [[unroll]] for (uint i = 0u; i < TM; ++i) acc[i][j] += dot32(a[i], w);
+      }
+    } else {
+      float w[TN][32];
+      [[unroll]] for (uint j = 0u; j < TN; ++j) qblock32(wr[j] + blk, g, w[j]);
       [[unroll]] for (uint i = 0u; i < TM; ++i) {
-        float s = 0.0;
-        [[unroll]] for (uint c = 0u; c < 32u; ++c) s = fma(a[i][c], w[c], s);
-        acc[i][j] += s;
+        float a[32];
+        load_row(ar[i], k, sak, a);
+        [[unroll]] for (uint j = 0u; j < TN; ++j) acc[i][j] += dot32(a, w[j]);
       }
     }
   }

@@ -108,7 +108,7 @@ TEST(VulkanQuantRules, ChoicesReadTheBlocksAndFollowTheDevice) {
                          {TensorDesc::contiguous(DType::f32, {512, 4096}),
                           TensorDesc::contiguous(DType::q4_k, {4096, 4096})});
   ASSERT_TRUE(prefill.ok());
-  EXPECT_EQ(rules().choices(c, *prefill)[0].launch.variant, "q_8x8");
+  EXPECT_EQ(rules().choices(c, *prefill)[0].launch.variant, "q_32x4");
   OpAttrs to;
   to.to = DType::f16;
   auto cast = make_op(OpKind::cast, to, {TensorDesc::contiguous(DType::q4_k, {4, 256})});

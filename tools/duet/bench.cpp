@@ -114,6 +114,14 @@ std::vector<check::Case> bench_cases() {
                      {D(DType::f32, {512, 14336}), D(q, {4096, 14336})}, tb));
     v.back().fills[1] = check::Fill::blocks;
   }
+  // q4_0 beside the f16 rows of the same shapes, f16 activations on both sides (Vulkan's q4_0
+  // kernels against its f16 ones, both reading f16 activations).
+  for (int64_t m : {1, 512}) {
+    v.push_back(make(
+        std::string("matmul q4_0 f16 ") + (m == 1 ? "decode M1 N4096" : "M4096 N512") + " K14336",
+        OpKind::matmul, {D(DType::f16, {m, 14336}), D(DType::q4_0, {4096, 14336})}, tb));
+    v.back().fills[1] = check::Fill::blocks;
+  }
   struct Decode {
     const char* kind;
     int64_t hq, hkv, lk, d;
