@@ -167,12 +167,12 @@ void row_dot_q4_0_m(const uint8_t* w, int64_t row_bytes, int rows, int64_t k, co
         __m512i xv = _mm512_loadu_si512(x.xq + i * x.ldq + b * 32);
         xv = _mm512_shuffle_i64x2(xv, xv, _MM_SHUFFLE(3, 1, 2, 0));
         const __m512i dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), qq, xv);
-        const __m128 dx =
-            _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(x.dsub + i * x.lds + b)));
+        const __m128 dx = _mm_castsi128_ps(
+            _mm_loadl_epi64(reinterpret_cast<const __m128i_u*>(x.dsub + i * x.lds + b)));
         const __m512 s = _mm512_permutexvar_ps(pattern, _mm512_castps128_ps512(_mm_mul_ps(dw, dx)));
         acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), s, acc[i]);
-        const __m128 dxs =
-            _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(x.dxs + i * x.lds + b)));
+        const __m128 dxs = _mm_castsi128_ps(
+            _mm_loadl_epi64(reinterpret_cast<const __m128i_u*>(x.dxs + i * x.lds + b)));
         off[i] = _mm_fmadd_ps(dw, dxs, off[i]);
       }
     }
@@ -222,12 +222,12 @@ void row_dot_q8_0_m(const uint8_t* w, int64_t row_bytes, int rows, int64_t k, co
       for (int i = 0; i < M; ++i) {
         const __m512i xv = _mm512_loadu_si512(x.xq + i * x.ldq + b * 32);
         const __m512i dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), qq, xv);
-        const __m128 dx =
-            _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(x.dsub + i * x.lds + b)));
+        const __m128 dx = _mm_castsi128_ps(
+            _mm_loadl_epi64(reinterpret_cast<const __m128i_u*>(x.dsub + i * x.lds + b)));
         const __m512 s = _mm512_permutexvar_ps(pattern, _mm512_castps128_ps512(_mm_mul_ps(dw, dx)));
         acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), s, acc[i]);
-        const __m128 dxs =
-            _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(x.dxs + i * x.lds + b)));
+        const __m128 dxs = _mm_castsi128_ps(
+            _mm_loadl_epi64(reinterpret_cast<const __m128i_u*>(x.dxs + i * x.lds + b)));
         off[i] = _mm_fmadd_ps(dw, dxs, off[i]);
       }
     }
