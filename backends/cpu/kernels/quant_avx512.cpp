@@ -132,6 +132,12 @@ void qgemm_tile(const QTile& t, int g, int64_t s0, int64_t s1, const Q8Rows& x, 
 // 33 MB q4_0 weight ran 5x slower than the same work from L3 without this).
 constexpr int kPrefetch = 1024;
 
+// Two consecutive floats in the low lanes, from any address (a 64-bit integer load: no
+// alignment is assumed).
+inline __m128 two_floats(const float* p) {
+  return _mm_castsi128_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i_u*>(p)));
+}
+
 // [d_b, d_b+1] of two consecutive blocks `stride` bytes apart, from their leading f16 scales.
 __m128 two_scales(const uint8_t* p, int64_t stride) {
   const uint32_t h = load_u16(p) | static_cast<uint32_t>(load_u16(p + stride)) << 16;
@@ -167,12 +173,10 @@ void row_dot_q4_0_m(const uint8_t* w, int64_t row_bytes, int rows, int64_t k, co
         __m512i xv = _mm512_loadu_si512(x.xq + i * x.ldq + b * 32);
         xv = _mm512_shuffle_i64x2(xv, xv, _MM_SHUFFLE(3, 1, 2, 0));
         const __m512i dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), qq, xv);
-        const __m128 dx = _mm_castsi128_ps(
-            _mm_loadl_epi64(reinterpret_cast<const __m128i_u*>(x.dsub + i * x.lds + b)));
+        const __m128 dx = two_floats(x.dsub + i * x.lds + b);
         const __m512 s = _mm512_permutexvar_ps(pattern, _mm512_castps128_ps512(_mm_mul_ps(dw, dx)));
         acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), s, acc[i]);
-        const __m128 dxs = _mm_castsi128_ps(
-            _mm_loadl_epi64(reinterpret_cast<const __m128i_u*>(x.dxs + i * x.lds + b)));
+        const __m128 dxs = two_floats(x.dxs + i * x.lds + b);
         off[i] = _mm_fmadd_ps(dw, dxs, off[i]);
       }
     }
@@ -222,12 +226,10 @@ void row_dot_q8_0_m(const uint8_t* w, int64_t row_bytes, int rows, int64_t k, co
       for (int i = 0; i < M; ++i) {
         const __m512i xv = _mm512_loadu_si512(x.xq + i * x.ldq + b * 32);
         const __m512i dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), qq, xv);
-        const __m128 dx = _mm_castsi128_ps(
-            _mm_loadl_epi64(reinterpret_cast<const __m128i_u*>(x.dsub + i * x.lds + b)));
+        const __m128 dx = two_floats(x.dsub + i * x.lds + b);
         const __m512 s = _mm512_permutexvar_ps(pattern, _mm512_castps128_ps512(_mm_mul_ps(dw, dx)));
         acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), s, acc[i]);
-        const __m128 dxs = _mm_castsi128_ps(
-            _mm_loadl_epi64(reinterpret_cast<const __m128i_u*>(x.dxs + i * x.lds + b)));
+        const __m128 dxs = two_floats(x.dxs + i * x.lds + b);
         off[i] = _mm_fmadd_ps(dw, dxs, off[i]);
       }
     }
