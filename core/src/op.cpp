@@ -20,7 +20,8 @@ double no_flops(const OpDesc&) {
   return 0.0;
 }
 
-constexpr OpFacts kUnknown{OpKind::copy, "?", {}, OpClass::view, no_row, no_flops};
+constexpr OpDoc kNoDoc{};
+constexpr OpFacts kUnknown{OpKind::copy, "?", {}, OpClass::view, no_row, no_flops, &kNoDoc};
 
 }  // namespace
 
@@ -46,6 +47,10 @@ std::optional<OpKind> parse_op(std::string_view name) {
   for (int k = 0; k < kNumOpKinds; ++k)
     if (ops::facts(static_cast<OpKind>(k)).name == name) return static_cast<OpKind>(k);
   return std::nullopt;
+}
+
+const OpDoc& op_doc(OpKind k) {
+  return *ops::facts(k).doc;
 }
 
 OpClass op_class(OpKind k) {

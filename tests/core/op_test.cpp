@@ -3,7 +3,10 @@
 
 #include <set>
 
+#include <nlohmann/json.hpp>
+
 #include "duet/eltwise.h"
+#include "duet/graph_file.h"
 #include "duet/op.h"
 
 namespace duet {
@@ -59,6 +62,39 @@ TEST(Op, EveryKindHasItsFactsAndEveryElementwiseOpItsCode) {
   EXPECT_EQ(eltwise_code(gelu), DUET_EW_GELU_TANH);
   EXPECT_EQ(op_input_range(OpKind::div, 1), InputRange::positive);
   EXPECT_EQ(op_input_range(OpKind::div, 0), InputRange::any);
+}
+
+// Every op kind's row documents it (docs/ops.md is printed from the rows): a line per input, an
+// example graph that loads and uses the op, and attributes whose stated default is the default
+// (a graph file omits an attribute at its default when written back).
+TEST(Op, EveryKindIsDocumentedWithAnExampleThatLoads) {
+  for (int i = 0; i < kNumOpKinds; ++i) {
+    const auto k = static_cast<OpKind>(i);
+    const OpDoc& d = op_doc(k);
+    EXPECT_FALSE(d.summary.empty()) << op_name(k);
+    EXPECT_FALSE(d.semantics.empty()) << op_name(k);
+    EXPECT_EQ(d.inputs.size(), op_inputs(k).size()) << op_name(k);
+    auto g = graph_from_json(d.example);
+    ASSERT_TRUE(g.ok()) << op_name(k) << ": " << g.status().message();
+    bool uses = false;
+    for (const auto& n : g->nodes()) uses |= n.op.kind == k;
+    EXPECT_TRUE(uses) << op_name(k) << "'s example does not use it";
+    for (const OpAttrDoc& a : d.attrs) {
+      auto value = nlohmann::json::parse(a.default_value, nullptr, false);
+      if (value.is_discarded() || a.name == "scale") continue;  // "1/sqrt(D)"; scale is optional
+      nlohmann::json file = nlohmann::json::parse(d.example);
+      for (auto& n : file["nodes"])
+        if (n["op"] == op_name(k)) n["attrs"][std::string(a.name)] = value;
+      auto with_default = graph_from_json(file.dump());
+      if (!with_default.ok()) continue;  // a default that is no valid value (slice's stop)
+      const auto written = nlohmann::json::parse(graph_to_json(*with_default));
+      for (const auto& n : written["nodes"])
+        if (n["op"] == op_name(k))
+          EXPECT_FALSE(n.contains("attrs") && n["attrs"].contains(std::string(a.name)))
+              << op_name(k) << "." << a.name << " documented default " << a.default_value
+              << " is not the default";
+    }
+  }
 }
 
 TEST(Op, MatmulBroadcastsBatchAndHonoursTranspose) {

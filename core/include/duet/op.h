@@ -161,6 +161,26 @@ struct InputSpec {
 DUET_API std::span<const InputSpec> op_inputs(OpKind k);  // concat: one variadic entry "x"
 DUET_API bool op_is_variadic(OpKind k);
 
+// What a user writing graphs needs to know of an op, from its row of facts (core/src/ops/):
+// `duet ops --markdown` prints docs/ops.md from it. Markdown text; `inputs` runs parallel to
+// op_inputs(k); `example` is a duet-graph JSON file that `duet run` runs as it is.
+struct OpAttrDoc {
+  std::string_view name;           // the OpAttrs field, as graph files spell it
+  std::string_view type;           // "bool", "float", "int", "string", "dtype", "array of int"
+  std::string_view default_value;  // as a graph file would write it
+  std::string_view allowed;        // the values accepted
+  std::string_view meaning;
+};
+struct OpDoc {
+  std::string_view summary;                  // one line
+  std::span<const std::string_view> inputs;  // per input: shape and meaning
+  std::string_view output;                   // dtype and shape
+  std::span<const OpAttrDoc> attrs;          // the attributes the op reads
+  std::string_view semantics;                // in words, with the formula
+  std::string_view example;                  // a whole graph file
+};
+DUET_API const OpDoc& op_doc(OpKind k);
+
 // One op application with its inputs' descriptors and the inferred output. `name` is the
 // graph node's name (for messages); `input_names` are the graph tensors' names.
 struct DUET_API OpDesc {

@@ -60,8 +60,40 @@ double attention_flops(const OpDesc& op) {
   return 4.0 * static_cast<double>(q.dim(0) * q.dim(1)) * pairs * static_cast<double>(q.dim(3));
 }
 
+// What docs/ops.md says of it (duet ops --markdown).
+constexpr std::string_view kAttnInputs[] = {
+    "queries `[B, Hq, Lq, D]`, a float dtype",
+    "keys `[B, Hkv, Lk, D]`, `q`'s dtype; `Hkv` divides `Hq` (GQA, MQA)",
+    "values, `k`'s shape and dtype",
+    "optional additive mask, f32 or `q`'s dtype, broadcasting to `[B, Hq, Lq, Lk]` (-inf hides "
+    "a key)",
+    "optional run-time scalar (i32, one element): the number `n` of valid keys, a KV cache of "
+    "capacity `Lk` holding `n`; it may come 4th when there is no mask"};
+constexpr OpAttrDoc kAttnAttrs[] = {
+    {"scale", "float", "1/sqrt(D)", "any finite number", "the factor on `q k^T`"},
+    {"causal", "bool", "false", "true, false",
+     "query `i` sees keys `j <= i + (n - Lq)` (aligned to the end of the valid keys)"}};
+constexpr OpDoc kAttentionDoc{
+    "Scaled dot-product attention with GQA/MQA, masks, causal masking and KV-cache lengths.",
+    kAttnInputs,
+    "`q`'s dtype, `[B, Hq, Lq, D]`",
+    kAttnAttrs,
+    "For each batch `b` and query head `h` (reading kv head `h / (Hq / Hkv)`): `s[i, j] = scale * "
+    "sum over d of q[i, d] * k[j, d] + mask[i, j]` over the valid keys `j < n` (`n = kv_len`, "
+    "else `Lk`; `n > Lk` is an error of the backend), with `s[i, j] = -inf` where causal hides "
+    "`j > i + (n - Lq)`; then `p = softmax(s)` over `j` and `y[i, d] = sum over j of p[i, j] * "
+    "v[j, d]`. A query that sees no key (`n = 0`, all masked, or `Lq > n` under causal) gives 0.",
+    R"({"format": "duet-graph", "version": 1, "name": "attention",
+ "inputs": [{"name": "q", "dtype": "f32", "shape": [1, 4, 3, 16]},
+            {"name": "k", "dtype": "f32", "shape": [1, 2, 5, 16]},
+            {"name": "v", "dtype": "f32", "shape": [1, 2, 5, 16]}],
+ "nodes": [{"name": "y", "op": "attention", "inputs": ["q", "k", "v"], "attrs": {"causal": true}}],
+ "outputs": ["y"]}
+)"};
+
 constexpr OpFacts kRows[] = {
-    {OpKind::attention, "attention", kAttn, OpClass::contraction, infer_attention, attention_flops},
+    {OpKind::attention, "attention", kAttn, OpClass::contraction, infer_attention, attention_flops,
+     &kAttentionDoc},
 };
 
 }  // namespace

@@ -113,13 +113,109 @@ double write_slice_flops(const OpDesc& op) {
   return static_cast<double>(op.inputs[1].numel());
 }
 
+// What docs/ops.md says of them (duet ops --markdown).
+constexpr std::string_view kCastInputs[] = {"any dtype and shape, or a block format"};
+constexpr OpAttrDoc kCastAttrs[] = {{"to", "dtype", "\"f32\"",
+                                     "\"f32\", \"f16\", \"bf16\", \"i8\", \"i32\"",
+                                     "the output dtype (a float one for a block-format `x`)"}};
+constexpr OpDoc kCastDoc{
+    "Converts to another dtype.",
+    kCastInputs,
+    "`to`, `x`'s shape",
+    kCastAttrs,
+    "Each value converted once: to a float dtype rounded to nearest even (exact where it fits); "
+    "to an integer dtype rounded toward zero and saturated at its range, NaN giving 0. A "
+    "block-format `x` gives its exact dequantization, rounded once to `to`; nothing casts to a "
+    "block format (quantize weights with `duet::quantize`).",
+    R"({"format": "duet-graph", "version": 1, "name": "cast",
+ "inputs": [{"name": "x", "dtype": "f32", "shape": [2, 3]}],
+ "nodes": [{"name": "y", "op": "cast", "inputs": ["x"], "attrs": {"to": "f16"}}],
+ "outputs": ["y"]}
+)"};
+
+constexpr std::string_view kCopyInputs[] = {
+    "any dtype and shape (a view included), not a block format"};
+constexpr OpDoc kCopyDoc{"Dense copy (makes a view contiguous).",
+                         kCopyInputs,
+                         "`x`'s dtype and shape, dense row-major",
+                         {},
+                         "`y = x`, value for value, written dense in row-major order.",
+                         R"({"format": "duet-graph", "version": 1, "name": "copy",
+ "inputs": [{"name": "x", "dtype": "f32", "shape": [2, 3]}],
+ "nodes": [{"name": "t", "op": "transpose", "inputs": ["x"]},
+           {"name": "y", "op": "copy", "inputs": ["t"]}],
+ "outputs": ["y"]}
+)"};
+
+constexpr std::string_view kConcatInputs[] = {
+    "1 to 64 tensors of one dtype (not a block format), equal in every dim but `axis`"};
+constexpr OpAttrDoc kAxisAttrs[] = {{"axis", "int", "0",
+                                     "-rank to rank - 1 (negative counts from the end)",
+                                     "the dim joined along"}};
+constexpr OpDoc kConcatDoc{"Joins tensors along an axis.",
+                           kConcatInputs,
+                           "the inputs' dtype; their shape with the sizes along `axis` added",
+                           kAxisAttrs,
+                           "`y` along `axis` is `x0`, then `x1`, ... in input order.",
+                           R"({"format": "duet-graph", "version": 1, "name": "concat",
+ "inputs": [{"name": "a", "dtype": "f32", "shape": [2, 3]},
+            {"name": "b", "dtype": "f32", "shape": [2, 1]}],
+ "nodes": [{"name": "y", "op": "concat", "inputs": ["a", "b"], "attrs": {"axis": 1}}],
+ "outputs": ["y"]}
+)"};
+
+constexpr std::string_view kEmbInputs[] = {"`[V, D]`, a float dtype or a block format",
+                                           "i32 of any shape of rank 1 to 3"};
+constexpr OpDoc kEmbeddingDoc{
+    "Row lookup: one table row per id.",
+    kEmbInputs,
+    "`table`'s dtype (f32 for a block-format table), `ids.shape + [D]`",
+    {},
+    "`y[..., d] = table[ids[...], d]`. An id outside `[0, V)` is an error naming the value, "
+    "reported by the backend. A block-format table gives its rows' exact dequantization.",
+    R"({"format": "duet-graph", "version": 1, "name": "embedding",
+ "inputs": [{"name": "table", "dtype": "f32", "shape": [10, 4]}],
+ "constants": [{"name": "ids", "dtype": "i32", "shape": [3], "values": [7, 0, 7]}],
+ "nodes": [{"name": "y", "op": "embedding", "inputs": ["table", "ids"]}],
+ "outputs": ["y"]}
+)"};
+
+constexpr std::string_view kWriteInputs[] = {
+    "any dtype but a block format, rank 1 to 4: the tensor written into (a graph state to write "
+    "in place, e.g. a KV cache)",
+    "`state`'s shape except along `axis` (at most its size there); `state`'s dtype, or any float "
+    "dtype for a float state",
+    "optional run-time scalar (i32, one element) added to `start`"};
+constexpr OpAttrDoc kWriteAttrs[] = {
+    {"axis", "int", "0", "-rank to rank - 1 (negative counts from the end)",
+     "the dim written along"},
+    {"start", "int", "0", "0 to the room left along `axis`",
+     "where the slice begins (plus `pos`)"}};
+constexpr OpDoc kWriteSliceDoc{
+    "Writes a slice into a tensor (appends to a KV cache in place).",
+    kWriteInputs,
+    "`state`'s dtype and shape: the state after the write",
+    kWriteAttrs,
+    "With `s = start + pos`: `y` is `state` with the slice `[s, s + x.shape[axis])` along `axis` "
+    "replaced by `x` (rounded once to `state`'s dtype, as cast does). A slice outside the state is "
+    "an error of the backend. When `state` is a graph state the write happens in place and "
+    "persists across runs.",
+    R"({"format": "duet-graph", "version": 1, "name": "write_slice",
+ "inputs": [{"name": "state", "dtype": "f32", "shape": [4, 3]},
+            {"name": "x", "dtype": "f32", "shape": [1, 3]}],
+ "nodes": [{"name": "y", "op": "write_slice", "inputs": ["state", "x"], "attrs": {"start": 2}}],
+ "outputs": ["y"]}
+)"};
+
 constexpr OpFacts kRows[] = {
-    {OpKind::cast, "cast", kX, OpClass::data_movement, infer_cast, per_element<1>},
-    {OpKind::copy, "copy", kX, OpClass::data_movement, infer_copy, per_element<1>},
-    {OpKind::concat, "concat", kX, OpClass::data_movement, infer_concat, per_element<1>},
-    {OpKind::embedding, "embedding", kEmb, OpClass::data_movement, infer_embedding, per_element<1>},
+    {OpKind::cast, "cast", kX, OpClass::data_movement, infer_cast, per_element<1>, &kCastDoc},
+    {OpKind::copy, "copy", kX, OpClass::data_movement, infer_copy, per_element<1>, &kCopyDoc},
+    {OpKind::concat, "concat", kX, OpClass::data_movement, infer_concat, per_element<1>,
+     &kConcatDoc},
+    {OpKind::embedding, "embedding", kEmb, OpClass::data_movement, infer_embedding, per_element<1>,
+     &kEmbeddingDoc},
     {OpKind::write_slice, "write_slice", kWrite, OpClass::data_movement, infer_write_slice,
-     write_slice_flops},
+     write_slice_flops, &kWriteSliceDoc},
 };
 
 }  // namespace

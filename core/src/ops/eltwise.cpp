@@ -71,12 +71,176 @@ double gelu(double x, double, const OpAttrs& a) {
   return 0.5 * x * std::erfc(-x / std::numbers::sqrt2);
 }
 
+// What docs/ops.md says of each op (duet ops --markdown): the float64 definition above, in words.
+constexpr std::string_view kXDoc[] = {"any shape (rank 1 to 4)"};
+constexpr std::string_view kABDoc[] = {
+    "any shape (rank 1 to 4)",
+    "a shape that broadcasts with `a` (numpy rules: dims aligned from the right, a dim of 1 "
+    "stretches), `a`'s dtype"};
+constexpr std::string_view kSameOut = "`x`'s dtype and shape";
+constexpr std::string_view kBroadcastOut = "`a`'s dtype, the broadcast shape of `a` and `b`";
+
+constexpr OpAttrDoc kScaleAttrs[] = {{"alpha", "float", "1", "any finite number", "the factor"}};
+constexpr OpAttrDoc kGeluAttrs[] = {{"gelu_approx", "string", "\"none\"", "\"none\", \"tanh\"",
+                                     "`none`: the exact erf form; `tanh`: the tanh approximation"}};
+constexpr OpAttrDoc kPowAttrs[] = {{"exponent", "float", "1", "any finite number", "the exponent"}};
+
+constexpr OpDoc kAddDoc{"Element-wise sum with broadcasting.",
+                        kABDoc,
+                        kBroadcastOut,
+                        {},
+                        "`y = a + b`, element by element after broadcasting.",
+                        R"({"format": "duet-graph", "version": 1, "name": "add",
+ "inputs": [{"name": "a", "dtype": "f32", "shape": [2, 3]},
+            {"name": "b", "dtype": "f32", "shape": [3]}],
+ "nodes": [{"name": "y", "op": "add", "inputs": ["a", "b"]}],
+ "outputs": ["y"]}
+)"};
+constexpr OpDoc kSubDoc{"Element-wise difference with broadcasting.",
+                        kABDoc,
+                        kBroadcastOut,
+                        {},
+                        "`y = a - b`, element by element after broadcasting.",
+                        R"({"format": "duet-graph", "version": 1, "name": "sub",
+ "inputs": [{"name": "a", "dtype": "f32", "shape": [2, 3]},
+            {"name": "b", "dtype": "f32", "shape": [3]}],
+ "nodes": [{"name": "y", "op": "sub", "inputs": ["a", "b"]}],
+ "outputs": ["y"]}
+)"};
+constexpr OpDoc kMulDoc{"Element-wise product with broadcasting.",
+                        kABDoc,
+                        kBroadcastOut,
+                        {},
+                        "`y = a * b`, element by element after broadcasting.",
+                        R"({"format": "duet-graph", "version": 1, "name": "mul",
+ "inputs": [{"name": "a", "dtype": "f32", "shape": [2, 3]},
+            {"name": "b", "dtype": "f32", "shape": [3]}],
+ "nodes": [{"name": "y", "op": "mul", "inputs": ["a", "b"]}],
+ "outputs": ["y"]}
+)"};
+constexpr OpDoc kDivDoc{"Element-wise quotient with broadcasting.",
+                        kABDoc,
+                        kBroadcastOut,
+                        {},
+                        "`y = a / b`, element by element after broadcasting (IEEE division: a zero "
+                        "divisor gives an infinity or NaN; checks draw positive divisors).",
+                        R"({"format": "duet-graph", "version": 1, "name": "div",
+ "inputs": [{"name": "a", "dtype": "f32", "shape": [2, 3]},
+            {"name": "b", "dtype": "f32", "shape": [3]}],
+ "nodes": [{"name": "y", "op": "div", "inputs": ["a", "b"]}],
+ "outputs": ["y"]}
+)"};
+constexpr OpDoc kScaleDoc{"Multiplies by a constant.",
+                          kXDoc,
+                          kSameOut,
+                          kScaleAttrs,
+                          "`y = alpha * x`.",
+                          R"({"format": "duet-graph", "version": 1, "name": "scale",
+ "inputs": [{"name": "x", "dtype": "f32", "shape": [2, 3]}],
+ "nodes": [{"name": "y", "op": "scale", "inputs": ["x"], "attrs": {"alpha": 0.5}}],
+ "outputs": ["y"]}
+)"};
+constexpr OpDoc kSiluDoc{"SiLU (swish) activation.",
+                         kXDoc,
+                         kSameOut,
+                         {},
+                         "`y = x / (1 + exp(-x))`.",
+                         R"({"format": "duet-graph", "version": 1, "name": "silu",
+ "inputs": [{"name": "x", "dtype": "f32", "shape": [2, 3]}],
+ "nodes": [{"name": "y", "op": "silu", "inputs": ["x"]}],
+ "outputs": ["y"]}
+)"};
+constexpr OpDoc kGeluDoc{"GELU activation, exact or in its tanh form.",
+                         kXDoc,
+                         kSameOut,
+                         kGeluAttrs,
+                         "`gelu_approx = none`: `y = x/2 * (1 + erf(x / sqrt(2)))`. `gelu_approx = "
+                         "tanh`: `y = x/2 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3)))`. The "
+                         "reference evaluates both in forms that do not cancel for negative x.",
+                         R"({"format": "duet-graph", "version": 1, "name": "gelu",
+ "inputs": [{"name": "x", "dtype": "f32", "shape": [2, 3]}],
+ "nodes": [{"name": "y", "op": "gelu", "inputs": ["x"], "attrs": {"gelu_approx": "tanh"}}],
+ "outputs": ["y"]}
+)"};
+constexpr OpDoc kReluDoc{"ReLU activation.",
+                         kXDoc,
+                         kSameOut,
+                         {},
+                         "`y = max(x, 0)`.",
+                         R"({"format": "duet-graph", "version": 1, "name": "relu",
+ "inputs": [{"name": "x", "dtype": "f32", "shape": [2, 3]}],
+ "nodes": [{"name": "y", "op": "relu", "inputs": ["x"]}],
+ "outputs": ["y"]}
+)"};
+constexpr OpDoc kExpDoc{"Natural exponential.",
+                        kXDoc,
+                        kSameOut,
+                        {},
+                        "`y = exp(x)` (overflows to +inf).",
+                        R"({"format": "duet-graph", "version": 1, "name": "exp",
+ "inputs": [{"name": "x", "dtype": "f32", "shape": [2, 3]}],
+ "nodes": [{"name": "y", "op": "exp", "inputs": ["x"]}],
+ "outputs": ["y"]}
+)"};
+constexpr OpDoc kSigmoidDoc{"Logistic sigmoid.",
+                            kXDoc,
+                            kSameOut,
+                            {},
+                            "`y = 1 / (1 + exp(-x))`.",
+                            R"({"format": "duet-graph", "version": 1, "name": "sigmoid",
+ "inputs": [{"name": "x", "dtype": "f32", "shape": [2, 3]}],
+ "nodes": [{"name": "y", "op": "sigmoid", "inputs": ["x"]}],
+ "outputs": ["y"]}
+)"};
+constexpr OpDoc kTanhDoc{"Hyperbolic tangent.",
+                         kXDoc,
+                         kSameOut,
+                         {},
+                         "`y = tanh(x)`.",
+                         R"({"format": "duet-graph", "version": 1, "name": "tanh",
+ "inputs": [{"name": "x", "dtype": "f32", "shape": [2, 3]}],
+ "nodes": [{"name": "y", "op": "tanh", "inputs": ["x"]}],
+ "outputs": ["y"]}
+)"};
+constexpr OpDoc kErfDoc{"Gauss error function.",
+                        kXDoc,
+                        kSameOut,
+                        {},
+                        "`y = erf(x) = 2/sqrt(pi) * integral from 0 to x of exp(-t^2) dt`.",
+                        R"({"format": "duet-graph", "version": 1, "name": "erf",
+ "inputs": [{"name": "x", "dtype": "f32", "shape": [2, 3]}],
+ "nodes": [{"name": "y", "op": "erf", "inputs": ["x"]}],
+ "outputs": ["y"]}
+)"};
+constexpr OpDoc kSqrtDoc{"Square root.",
+                         kXDoc,
+                         kSameOut,
+                         {},
+                         "`y = sqrt(x)`; NaN below 0 (checks draw positive inputs).",
+                         R"({"format": "duet-graph", "version": 1, "name": "sqrt",
+ "inputs": [{"name": "x", "dtype": "f32", "shape": [2, 3]}],
+ "nodes": [{"name": "y", "op": "sqrt", "inputs": ["x"]}],
+ "outputs": ["y"]}
+)"};
+constexpr OpDoc kPowDoc{
+    "Power with a constant exponent.",
+    kXDoc,
+    kSameOut,
+    kPowAttrs,
+    "`y = x ^ exponent`, C's `pow`: a negative base needs an integral exponent, else NaN (checks "
+    "draw positive inputs, and integral exponents on signed ones).",
+    R"({"format": "duet-graph", "version": 1, "name": "pow",
+ "inputs": [{"name": "x", "dtype": "f32", "shape": [2, 3]}],
+ "nodes": [{"name": "y", "op": "pow", "inputs": ["x"], "attrs": {"exponent": 2}}],
+ "outputs": ["y"]}
+)"};
+
 constexpr OpFacts kRows[] = {
-    {OpKind::add, "add", kAB, OpClass::elementwise, infer_binary, per_element<1>,
+    {OpKind::add, "add", kAB, OpClass::elementwise, infer_binary, per_element<1>, &kAddDoc,
      code_of<DUET_EW_ADD>, [](double x, double z, const OpAttrs&) { return x + z; }},
-    {OpKind::sub, "sub", kAB, OpClass::elementwise, infer_binary, per_element<1>,
+    {OpKind::sub, "sub", kAB, OpClass::elementwise, infer_binary, per_element<1>, &kSubDoc,
      code_of<DUET_EW_SUB>, [](double x, double z, const OpAttrs&) { return x - z; }},
-    {OpKind::mul, "mul", kAB, OpClass::elementwise, infer_binary, per_element<1>,
+    {OpKind::mul, "mul", kAB, OpClass::elementwise, infer_binary, per_element<1>, &kMulDoc,
      code_of<DUET_EW_MUL>, [](double x, double z, const OpAttrs&) { return x * z; }},
     {OpKind::div,
      "div",
@@ -84,27 +248,29 @@ constexpr OpFacts kRows[] = {
      OpClass::elementwise,
      infer_binary,
      per_element<1>,
+     &kDivDoc,
      code_of<DUET_EW_DIV>,
      [](double x, double z, const OpAttrs&) { return x / z; },
      nullptr,
      {InputRange::any, InputRange::positive}},
-    {OpKind::scale, "scale", kX, OpClass::elementwise, infer_scale, per_element<1>,
+    {OpKind::scale, "scale", kX, OpClass::elementwise, infer_scale, per_element<1>, &kScaleDoc,
      code_of<DUET_EW_SCALE>,
      [](double x, double, const OpAttrs& a) { return x * static_cast<double>(a.alpha); }, alpha},
-    {OpKind::silu, "silu", kX, OpClass::elementwise, infer_unary, per_element<6>,
+    {OpKind::silu, "silu", kX, OpClass::elementwise, infer_unary, per_element<6>, &kSiluDoc,
      code_of<DUET_EW_SILU>,
      [](double x, double, const OpAttrs&) { return x / (1.0 + std::exp(-x)); }},
-    {OpKind::gelu, "gelu", kX, OpClass::elementwise, infer_unary, per_element<12>, gelu_code, gelu},
-    {OpKind::relu, "relu", kX, OpClass::elementwise, infer_unary, per_element<1>,
+    {OpKind::gelu, "gelu", kX, OpClass::elementwise, infer_unary, per_element<12>, &kGeluDoc,
+     gelu_code, gelu},
+    {OpKind::relu, "relu", kX, OpClass::elementwise, infer_unary, per_element<1>, &kReluDoc,
      code_of<DUET_EW_RELU>, [](double x, double, const OpAttrs&) { return x > 0 ? x : 0.0; }},
-    {OpKind::exp, "exp", kX, OpClass::elementwise, infer_unary, per_element<4>,
+    {OpKind::exp, "exp", kX, OpClass::elementwise, infer_unary, per_element<4>, &kExpDoc,
      code_of<DUET_EW_EXP>, [](double x, double, const OpAttrs&) { return std::exp(x); }},
     {OpKind::sigmoid, "sigmoid", kX, OpClass::elementwise, infer_unary, per_element<6>,
-     code_of<DUET_EW_SIGMOID>,
+     &kSigmoidDoc, code_of<DUET_EW_SIGMOID>,
      [](double x, double, const OpAttrs&) { return 1.0 / (1.0 + std::exp(-x)); }},
-    {OpKind::tanh, "tanh", kX, OpClass::elementwise, infer_unary, per_element<6>,
+    {OpKind::tanh, "tanh", kX, OpClass::elementwise, infer_unary, per_element<6>, &kTanhDoc,
      code_of<DUET_EW_TANH>, [](double x, double, const OpAttrs&) { return std::tanh(x); }},
-    {OpKind::erf, "erf", kX, OpClass::elementwise, infer_unary, per_element<12>,
+    {OpKind::erf, "erf", kX, OpClass::elementwise, infer_unary, per_element<12>, &kErfDoc,
      code_of<DUET_EW_ERF>, [](double x, double, const OpAttrs&) { return std::erf(x); }},
     // NaN below 0: checks draw positive inputs.
     {OpKind::sqrt,
@@ -113,6 +279,7 @@ constexpr OpFacts kRows[] = {
      OpClass::elementwise,
      infer_unary,
      per_element<4>,
+     &kSqrtDoc,
      code_of<DUET_EW_SQRT>,
      [](double x, double, const OpAttrs&) { return std::sqrt(x); },
      nullptr,
@@ -125,6 +292,7 @@ constexpr OpFacts kRows[] = {
      OpClass::elementwise,
      infer_pow,
      per_element<12>,
+     &kPowDoc,
      code_of<DUET_EW_POW>,
      [](double x, double, const OpAttrs& a) {
        return std::pow(x, static_cast<double>(a.exponent));

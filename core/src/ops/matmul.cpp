@@ -61,8 +61,33 @@ double matmul_flops(const OpDesc& op) {
   return 2.0 * static_cast<double>(op.output.numel()) * k;
 }
 
+// What docs/ops.md says of it (duet ops --markdown).
+constexpr std::string_view kMatmulInputs[] = {
+    "`[..., M, K]` (`[..., K, M]` with `transpose_a`), rank 2 to 4, a float dtype",
+    "`[..., K, N]` (`[..., N, K]` with `transpose_b`), rank 2 to 4, `a`'s dtype; or a block "
+    "format (a quantized weight) stored `[N, K]`, read with `transpose_b`"};
+constexpr OpAttrDoc kMatmulAttrs[] = {
+    {"transpose_a", "bool", "false", "true, false", "`a` is stored `[..., K, M]`"},
+    {"transpose_b", "bool", "false", "true, false",
+     "`b` is stored `[..., N, K]` (as checkpoints store weights; required for a quantized `b`)"}};
+constexpr OpDoc kMatmulDoc{
+    "Matrix product with batch broadcasting.",
+    kMatmulInputs,
+    "`a`'s dtype, `[..., M, N]` with the batch dims broadcast (numpy rules)",
+    kMatmulAttrs,
+    "`y[..., m, n] = sum over k of a[..., m, k] * b[..., k, n]`, with `a` and `b` read transposed "
+    "where their attribute says so. Products are accumulated in f32 (the reference: f64) and the "
+    "output is rounded once to its dtype. A quantized `b` contributes its exact dequantization; a "
+    "kernel may quantize `a`'s rows to 8 bits per 32, as ggml does.",
+    R"({"format": "duet-graph", "version": 1, "name": "matmul",
+ "inputs": [{"name": "x", "dtype": "f32", "shape": [2, 4]},
+            {"name": "w", "dtype": "f32", "shape": [3, 4]}],
+ "nodes": [{"name": "y", "op": "matmul", "inputs": ["x", "w"], "attrs": {"transpose_b": true}}],
+ "outputs": ["y"]}
+)"};
+
 constexpr OpFacts kRows[] = {
-    {OpKind::matmul, "matmul", kAB, OpClass::contraction, infer_matmul, matmul_flops},
+    {OpKind::matmul, "matmul", kAB, OpClass::contraction, infer_matmul, matmul_flops, &kMatmulDoc},
 };
 
 }  // namespace

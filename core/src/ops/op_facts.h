@@ -54,6 +54,8 @@ struct OpFacts {
   // op.output.
   Status (*infer)(const Check& c, OpDesc& op);
   double (*flops)(const OpDesc& op);
+  // What docs/ops.md says of it (duet ops --markdown).
+  const OpDoc* doc;
   // Element-wise ops only.
   uint32_t (*code)(const OpAttrs& a) = nullptr;  // DUET_EW_* of duet/eltwise.h
   EltwiseFn reference = nullptr;

@@ -50,11 +50,95 @@ Status infer_rope(const Check& c, OpDesc& op) {
   return {};
 }
 
+// What docs/ops.md says of them (duet ops --markdown).
+constexpr std::string_view kSoftmaxInputs[] = {
+    "rank 1 to 4, a float dtype; rows are along the last dim",
+    "optional additive mask, f32 or `x`'s dtype, broadcasting to `x` (-inf hides an entry)"};
+constexpr OpAttrDoc kSoftmaxAttrs[] = {
+    {"scale", "float", "1", "any number", "the factor on `x` before the mask is added"}};
+constexpr OpDoc kSoftmaxDoc{
+    "Softmax over the last dim, with an optional scale and additive mask.",
+    kSoftmaxInputs,
+    "`x`'s dtype and shape",
+    kSoftmaxAttrs,
+    "Per row: `s_i = scale * x_i + mask_i`, `y_i = exp(s_i - max s) / sum over j of exp(s_j - max "
+    "s)`. A row with no finite entry (all masked) gives zeros.",
+    R"({"format": "duet-graph", "version": 1, "name": "softmax",
+ "inputs": [{"name": "x", "dtype": "f32", "shape": [2, 5]}],
+ "nodes": [{"name": "y", "op": "softmax", "inputs": ["x"]}],
+ "outputs": ["y"]}
+)"};
+
+constexpr std::string_view kRmsInputs[] = {
+    "rank 1 to 4, a float dtype; rows are along the last dim",
+    "optional `[D]` (the last dim), `x`'s dtype"};
+constexpr OpAttrDoc kEpsAttrs[] = {
+    {"eps", "float", "1e-05", "a finite number > 0", "added to the mean square (variance)"}};
+constexpr OpDoc kRmsnormDoc{
+    "RMS normalisation over the last dim.",
+    kRmsInputs,
+    "`x`'s dtype and shape",
+    kEpsAttrs,
+    "Per row of `D` values: `y_i = x_i / sqrt(mean over j of x_j^2 + eps) * weight_i` (`weight` "
+    "1 when absent).",
+    R"({"format": "duet-graph", "version": 1, "name": "rmsnorm",
+ "inputs": [{"name": "x", "dtype": "f32", "shape": [2, 8]},
+            {"name": "w", "dtype": "f32", "shape": [8]}],
+ "nodes": [{"name": "y", "op": "rmsnorm", "inputs": ["x", "w"], "attrs": {"eps": 1e-06}}],
+ "outputs": ["y"]}
+)"};
+
+constexpr std::string_view kLayerInputs[] = {
+    "rank 1 to 4, a float dtype; rows are along the last dim",
+    "optional `[D]` (the last dim), `x`'s dtype", "optional `[D]`, `x`'s dtype (needs `weight`)"};
+constexpr OpDoc kLayernormDoc{
+    "Layer normalisation over the last dim.",
+    kLayerInputs,
+    "`x`'s dtype and shape",
+    kEpsAttrs,
+    "Per row of `D` values: `mean = sum of x_j / D`, `var = sum of (x_j - mean)^2 / D`, `y_i = "
+    "(x_i - mean) / sqrt(var + eps) * weight_i + bias_i` (`weight` 1 and `bias` 0 when absent).",
+    R"({"format": "duet-graph", "version": 1, "name": "layernorm",
+ "inputs": [{"name": "x", "dtype": "f32", "shape": [2, 8]},
+            {"name": "w", "dtype": "f32", "shape": [8]},
+            {"name": "b", "dtype": "f32", "shape": [8]}],
+ "nodes": [{"name": "y", "op": "layernorm", "inputs": ["x", "w", "b"]}],
+ "outputs": ["y"]}
+)"};
+
+constexpr std::string_view kRopeInputs[] = {
+    "`[B, H, L, D]`, a float dtype",
+    "optional run-time scalar (i32, one element) added to every position; 0 when absent"};
+constexpr OpAttrDoc kRopeAttrs[] = {
+    {"rope_mode", "string", "\"neox\"", "\"neox\", \"gptj\"",
+     "which dims pair up: `neox` pairs `(i, i + R/2)`, `gptj` pairs `(2i, 2i + 1)`"},
+    {"rope_offset", "int", "0", "an integer >= 0", "the position of the first row"},
+    {"rope_theta", "float", "10000", "a number > 0", "the frequency base"},
+    {"rope_dims", "int", "0", "0 (all of D), or an even number <= D",
+     "`R`, the dims rotated; the dims past them pass through"}};
+constexpr OpDoc kRopeDoc{
+    "Rotary position embedding.",
+    kRopeInputs,
+    "`x`'s dtype and shape",
+    kRopeAttrs,
+    "Row `l` has position `p = rope_offset + pos + l`. For each pair `i < R/2` of dims `(u, w)` "
+    "(by `rope_mode`), with angle `a = p * rope_theta^(-2i / R)`: `y_u = x_u cos a - x_w sin a`, "
+    "`y_w = x_u sin a + x_w cos a`. Dims past `R` are copied. A negative position is an error of "
+    "the backend.",
+    R"({"format": "duet-graph", "version": 1, "name": "rope",
+ "inputs": [{"name": "x", "dtype": "f32", "shape": [1, 2, 3, 8]}],
+ "constants": [{"name": "pos", "dtype": "i32", "shape": [1], "values": [4]}],
+ "nodes": [{"name": "y", "op": "rope", "inputs": ["x", "pos"], "attrs": {"rope_mode": "gptj"}}],
+ "outputs": ["y"]}
+)"};
+
 constexpr OpFacts kRows[] = {
-    {OpKind::softmax, "softmax", kSoftmax, OpClass::rows, infer_softmax, per_element<5>},
-    {OpKind::rmsnorm, "rmsnorm", kRms, OpClass::rows, infer_norm, per_element<4>},
-    {OpKind::layernorm, "layernorm", kLayer, OpClass::rows, infer_norm, per_element<7>},
-    {OpKind::rope, "rope", kRope, OpClass::rows, infer_rope, per_element<6>},
+    {OpKind::softmax, "softmax", kSoftmax, OpClass::rows, infer_softmax, per_element<5>,
+     &kSoftmaxDoc},
+    {OpKind::rmsnorm, "rmsnorm", kRms, OpClass::rows, infer_norm, per_element<4>, &kRmsnormDoc},
+    {OpKind::layernorm, "layernorm", kLayer, OpClass::rows, infer_norm, per_element<7>,
+     &kLayernormDoc},
+    {OpKind::rope, "rope", kRope, OpClass::rows, infer_rope, per_element<6>, &kRopeDoc},
 };
 
 }  // namespace
