@@ -37,6 +37,11 @@ Result<std::vector<PlanDevice>> profile_devices(std::span<const std::string> nam
   return profile_devices(caps, labels);
 }
 
+Result<std::vector<PlanDevice>> profile_devices(std::initializer_list<std::string_view> names) {
+  const std::vector<std::string> list(names.begin(), names.end());
+  return profile_devices(std::span<const std::string>(list));
+}
+
 std::shared_ptr<Registry> shared_registry(const BackendOptions& options) {
   // Never destroyed: at exit, drivers loaded with dlopen may already be finalised, and tearing
   // devices down after them crashes or leaks inside the driver. The OS reclaims everything.

@@ -114,5 +114,17 @@ TEST(Profiles, ProfileDevicesAreNumberedPerBackend) {
   EXPECT_EQ((*d)[0].rules, &builtin_rules(BackendKind::cuda));
 }
 
+// The call as docs/planner.md and docs/embedding.md write it: a braced list of names.
+TEST(Profiles, ProfileDevicesTakeABracedListOfNames) {
+  auto d = profile_devices({"rtx2080ti", "rtx3090"});
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  ASSERT_EQ(d->size(), 2u);
+  EXPECT_EQ((*d)[1].id, "cuda:1");
+  EXPECT_EQ((*d)[1].label, "rtx3090");
+  auto unknown = profile_devices({"rtx9999"});
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.status().message().find("rtx9999"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace duet::testing_planner

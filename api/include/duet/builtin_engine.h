@@ -2,9 +2,11 @@
 // (answered by each backend's rules, built or not), and engines on this machine's devices.
 #pragma once
 
+#include <initializer_list>
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "duet/engine.h"
@@ -18,8 +20,11 @@ namespace duet {
 // `labels` (optional, same length) are shown beside the ids.
 DUET_API std::vector<PlanDevice> profile_devices(std::span<const DeviceCaps> caps,
                                                  std::span<const std::string> labels = {});
-// The same from profile names or paths ("rtx2080ti", "my/gpu.json").
+// The same from profile names or paths ("rtx2080ti", "my/gpu.json"), from any list of strings or
+// a braced one: profile_devices({"rtx2080ti", "rtx3090"}).
 DUET_API Result<std::vector<PlanDevice>> profile_devices(std::span<const std::string> names);
+DUET_API Result<std::vector<PlanDevice>> profile_devices(
+    std::initializer_list<std::string_view> names);
 
 // The process's registry of this machine's devices, opened on first use.
 DUET_API std::shared_ptr<Registry> shared_registry(const BackendOptions& options = {});
