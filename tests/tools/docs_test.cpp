@@ -226,7 +226,8 @@ std::vector<Sample> all_samples() {
 }
 
 // Each runnable sample runs in a scratch folder of its own, as a reader at the repository root
-// would run it: `duet` on PATH, `build/tools/duet`, `examples/`, `tests/` and `profiles/` there.
+// would run it: `duet` (and `duet-llama`) on PATH, `build/tools/duet`, `examples/`, `tests/`,
+// `profiles/` and `tools/` there.
 class DocSample : public Docs, public ::testing::WithParamInterface<Sample> {};
 
 TEST_P(DocSample, PrintsWhatItShows) {
@@ -238,7 +239,7 @@ TEST_P(DocSample, PrintsWhatItShows) {
   const fs::path root(DUET_SOURCE_DIR), cli(DUET_CLI);
   fs::create_directories(dir_ / "build" / "tools");
   fs::create_symlink(cli, dir_ / "build" / "tools" / "duet");
-  for (const char* d : {"examples", "tests", "profiles"})
+  for (const char* d : {"examples", "tests", "profiles", "tools"})
     fs::create_directory_symlink(root / d, dir_ / d);
   for (const Command& c : s.commands) {
     std::ofstream(dir_ / ".command.sh") << c.text << "\n";
