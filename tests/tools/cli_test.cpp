@@ -17,70 +17,14 @@
 #include "duet/gguf.h"
 #include "duet/quantize.h"
 #include "duet/safetensors.h"
+#include "tools/cli_fixture.h"
 
 namespace {
 
+using duet_cli_test::Cli;
+using duet_cli_test::CliRun;
+using duet_cli_test::lines;
 namespace fs = std::filesystem;
-
-struct CliRun {
-  int status = -1;
-  std::string out, err;
-};
-
-// A folder of its own for each test, removed afterwards.
-class Cli : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("duet-cli-" + std::to_string(::getpid()) + "-" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
-
-  std::string write(const std::string& name, const std::string& text) const {
-    std::ofstream(path(name), std::ios::binary) << text;
-    return path(name);
-  }
-
-  // Runs the duet binary with `args` (a shell-quoted string) and `env` assignments in front
-  // ("DUET_POLICY=..."), capturing stdout and stderr. DUET_POLICY is unset unless given.
-  CliRun duet(const std::string& args, const std::string& env = "") const {
-    const std::string cmd = "env -u DUET_POLICY " + env + " " + std::string(DUET_CLI) + " " + args +
-                            " >" + path(".out") + " 2>" + path(".err");
-    CliRun r;
-    const int rc = std::system(cmd.c_str());
-    r.status = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-    r.out = slurp(path(".out"));
-    r.err = slurp(path(".err"));
-    return r;
-  }
-
-  static std::string slurp(const std::string& p) {
-    std::ifstream f(p, std::ios::binary);
-    return std::string(std::istreambuf_iterator<char>(f), {});
-  }
-
-  // Files in the test's folder other than the captured streams.
-  std::vector<std::string> files() const {
-    std::vector<std::string> out;
-    for (const auto& e : fs::directory_iterator(dir_)) {
-      const std::string n = e.path().filename().string();
-      if (n != ".out" && n != ".err") out.push_back(n);
-    }
-    std::sort(out.begin(), out.end());
-    return out;
-  }
-
-  fs::path dir_;
-};
-
-int lines(const std::string& s) {
-  return static_cast<int>(std::count(s.begin(), s.end(), '\n'));
-}
 
 // y = relu(x * 2) - b, x f32[2,3], b inline: exact in f32 on every device.
 const char* kGraph = R"({"format": "duet-graph", "version": 1, "name": "tiny",
@@ -108,7 +52,8 @@ duet::HostTensor f32(std::vector<int64_t> shape, std::vector<float> v) {
 // ---- every command -----------------------------------------------------------------------
 
 TEST_F(Cli, EveryCommandHasHelp) {
-  for (const char* c : {"", "devices", "check", "plan", "run", "bench", "calibrate", "gguf"}) {
+  for (const char* c :
+       {"", "devices", "check", "plan", "run", "bench", "calibrate", "gguf", "convert", "inputs"}) {
     CliRun r = duet(std::string(c) + " --help");
     EXPECT_EQ(r.status, 0) << c;
     EXPECT_NE(r.out.find("Usage"), std::string::npos) << c;

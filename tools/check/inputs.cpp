@@ -84,21 +84,28 @@ HostTensor random_input(const Graph& g, int value, uint64_t seed) {
 }
 }  // namespace
 
+Result<std::map<std::string, HostTensor>> random_graph_inputs(const Graph& g, uint64_t seed) {
+  // Every input is held at once: the sum is checked before the first is allocated.
+  uint64_t total = 0;
+  for (int id : g.inputs()) {
+    const GraphValue& v = g.value(id);
+    total += static_cast<uint64_t>(v.desc.nbytes());
+    DUET_TRY(check_host_bytes(
+        total, "graph '" + g.name() + "': random values for input '" + v.name + "' " +
+                   v.desc.str() + (g.inputs().size() > 1 ? " and the inputs before it" : "")));
+  }
+  std::map<std::string, HostTensor> in;
+  for (int id : g.inputs())
+    in[g.value(id).name] = random_input(g, id, static_cast<uint64_t>(id) + (seed << 32));
+  return in;
+}
+
 Result<std::map<std::string, HostTensor>> graph_inputs(
     const Graph& g, const std::map<std::string, HostTensor>* given, const std::string& path,
     std::string& note) {
   std::map<std::string, HostTensor> in;
   if (!given) {
-    // Every input is held at once: the sum is checked before the first is allocated.
-    uint64_t total = 0;
-    for (int id : g.inputs()) {
-      const GraphValue& v = g.value(id);
-      total += static_cast<uint64_t>(v.desc.nbytes());
-      DUET_TRY(check_host_bytes(
-          total, "graph '" + g.name() + "': random values for input '" + v.name + "' " +
-                     v.desc.str() + (g.inputs().size() > 1 ? " and the inputs before it" : "")));
-    }
-    for (int id : g.inputs()) in[g.value(id).name] = random_input(g, id, static_cast<uint64_t>(id));
+    DUET_ASSIGN_OR_RETURN(in, random_graph_inputs(g, 0));
     note = g.inputs().empty() ? "" : "inputs: random (no --inputs given)";
     return in;
   }

@@ -21,4 +21,8 @@ Result<std::map<std::string, HostTensor>> graph_inputs(
     const Graph& g, const std::map<std::string, HostTensor>* given, const std::string& path,
     std::string& note);
 
+// Deterministic random values for every input of `g` (floats in +-[0.05, 1], integers in the range
+// of the embedding they index); seed 0 gives the values graph_inputs draws.
+Result<std::map<std::string, HostTensor>> random_graph_inputs(const Graph& g, uint64_t seed);
+
 }  // namespace duet::check

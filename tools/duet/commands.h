@@ -24,6 +24,8 @@ Command add_bench(CLI::App& app);
 Command add_calibrate(CLI::App& app);
 Command add_gguf(CLI::App& app);
 Command add_ops(CLI::App& app);
+Command add_convert(CLI::App& app);
+Command add_inputs(CLI::App& app);
 
 // Prints "duet <command>: <message>" on stderr and returns `status`.
 int fail(const CLI::App& command, const std::string& message, int status = 1);

@@ -32,7 +32,8 @@ int main(int argc, char** argv) {
   const std::vector<duet::cli::Command> commands = {
       duet::cli::add_devices(app), duet::cli::add_check(app), duet::cli::add_plan(app),
       duet::cli::add_run(app),     duet::cli::add_bench(app), duet::cli::add_calibrate(app),
-      duet::cli::add_gguf(app),    duet::cli::add_ops(app)};
+      duet::cli::add_gguf(app),    duet::cli::add_ops(app),   duet::cli::add_inputs(app),
+      duet::cli::add_convert(app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

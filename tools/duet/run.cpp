@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <iostream>
 
 #include <nlohmann/json.hpp>
@@ -13,8 +14,8 @@
 #include "duet/backends.h"
 #include "duet/commands.h"
 #include "duet/common.h"
-#include "duet/internal/files.h"
 #include "duet/engine.h"
+#include "duet/internal/files.h"
 #include "duet/plan_view.h"
 #include "duet/safetensors.h"
 
@@ -28,6 +29,9 @@ struct Options {
   std::string policy;
   const CLI::Option* policy_given = nullptr;
   int repeats = 1;
+  std::vector<std::string> print;  // outputs whose values are printed
+  bool print_all = false;          // every output's
+  int64_t print_limit = 1000;      // more elements than this are summarised (0: never)
 };
 
 size_t u(int i) {
@@ -53,6 +57,70 @@ std::string stats(const HostTensor& t) {
   std::string s = b;
   if (bad) s += ", " + std::to_string(bad) + " not finite";
   return s;
+}
+
+// A tensor's values as NumPy prints them: nested brackets, one row per line, every element of
+// one width; with more than `limit` elements (limit > 0), each dimension shows its first and last
+// three entries around "...".
+std::string format_values(const HostTensor& t, int64_t limit) {
+  const std::vector<double> v = t.to_doubles();
+  const auto dims = t.desc().dims();
+  const size_t rank = dims.size();
+  const bool summarise = limit > 0 && t.numel() > limit;
+  constexpr int64_t kEdge = 3;
+  std::vector<std::vector<int64_t>> shown(rank);  // per dimension; -1 stands for "..."
+  for (size_t d = 0; d < rank; ++d)
+    for (int64_t i = 0; i < dims[d]; ++i) {
+      if (summarise && dims[d] > 2 * kEdge && i == kEdge) {
+        shown[d].push_back(-1);
+        i = dims[d] - kEdge - 1;
+        continue;
+      }
+      shown[d].push_back(i);
+    }
+  const bool integral = !is_float(t.dtype());
+  auto text = [&](double x) {
+    char b[48];
+    if (integral)
+      std::snprintf(b, sizeof b, "%.0f", x);
+    else
+      std::snprintf(b, sizeof b, "%.6g", x);
+    return std::string(b);
+  };
+  // Row-major strides, then the width of every element shown.
+  std::vector<int64_t> stride(rank, 1);
+  for (size_t d = rank; d-- > 1;) stride[d - 1] = stride[d] * dims[d];
+  size_t width = 0;
+  std::function<void(size_t, int64_t)> measure = [&](size_t d, int64_t at) {
+    if (d == rank) {
+      width = std::max(width, text(v[static_cast<size_t>(at)]).size());
+      return;
+    }
+    for (int64_t i : shown[d])
+      if (i >= 0) measure(d + 1, at + i * stride[d]);
+  };
+  measure(0, 0);
+  std::string out;
+  std::function<void(size_t, int64_t)> emit = [&](size_t d, int64_t at) {
+    if (d == rank) {
+      const std::string s = text(v[static_cast<size_t>(at)]);
+      out += std::string(width - s.size(), ' ') + s;
+      return;
+    }
+    out += '[';
+    const std::string sep =
+        d + 1 == rank ? ", " : "," + std::string(rank - d - 1, '\n') + std::string(d + 1, ' ');
+    for (size_t k = 0; k < shown[d].size(); ++k) {
+      if (k) out += sep;
+      if (shown[d][k] < 0)
+        out += "...";
+      else
+        emit(d + 1, at + shown[d][k] * stride[d]);
+    }
+    out += ']';
+  };
+  emit(0, 0);
+  return out;
 }
 
 int run_graph(const CLI::App& cmd, const Options& o) {
@@ -81,6 +149,20 @@ int run_graph(const CLI::App& cmd, const Options& o) {
                     " (give each a \"file\" or \"values\" in the graph file)",
                 2);
   }
+  {
+    std::vector<std::string> outs;
+    for (int id : graph->outputs()) outs.push_back(graph->value(id).name);
+    for (const std::string& want : split_list(o.print))
+      if (std::find(outs.begin(), outs.end(), want) == outs.end()) {
+        std::string names;
+        for (const std::string& n : outs) names += (names.empty() ? "" : ", ") + n;
+        return fail(cmd,
+                    "--print: '" + want + "' is not an output of graph '" + graph->name() +
+                        "' (its outputs: " + names + ")",
+                    2);
+      }
+  }
+  if (o.print_limit < 0) return fail(cmd, "--print-limit must be 0 (no limit) or more", 2);
   std::string inputs_note;
   auto inputs = check::graph_inputs(*graph, given ? &*given : nullptr, o.inputs_path, inputs_note);
   if (!inputs.ok()) return fail(cmd, inputs.status().message(), 2);
@@ -176,6 +258,11 @@ int run_graph(const CLI::App& cmd, const Options& o) {
     std::printf("output %s %s: %s\n", name.c_str(), t.desc().str().c_str(), stats(t).c_str());
     jout[name] = t.desc().str();
   }
+  const std::vector<std::string> print = split_list(o.print);
+  for (const auto& [name, t] : outputs)
+    if (o.print_all || std::find(print.begin(), print.end(), name) != print.end())
+      std::printf("%s %s =\n%s\n", name.c_str(), t.desc().str().c_str(),
+                  format_values(t, o.print_limit).c_str());
 
   if (!o.outputs_path.empty()) {
     std::vector<std::pair<std::string, HostTensor>> list(outputs.begin(), outputs.end());
@@ -217,6 +304,15 @@ Command add_run(CLI::App& app) {
   sub->add_option("--repeats", o->repeats, "Runs; times are the median per step")
       ->capture_default_str();
   sub->add_option("--json", o->json_path, "Write the per-step times to this JSON file");
+  sub->add_option("--print", o->print,
+                  "Print this output's values (repeatable, or a,b; summarised beyond "
+                  "--print-limit elements)")
+      ->allow_extra_args(false);
+  sub->add_flag("--print-all", o->print_all, "Print every output's values");
+  sub->add_option("--print-limit", o->print_limit,
+                  "Outputs with more elements than this are printed summarised: the first and "
+                  "last 3 of each dimension (0: print everything)")
+      ->capture_default_str();
   auto run = std::make_shared<std::function<int()>>([sub, o] { return run_graph(*sub, *o); });
   return {sub, run};
 }
