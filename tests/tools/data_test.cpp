@@ -1,5 +1,6 @@
 // Data in and out of the `duet` command without code: `duet convert` between .safetensors and
 // NumPy's .npy, `duet inputs` from a graph's declarations, `duet run --print`.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -284,7 +285,11 @@ TEST_F(Cli, LargeOutputsArePrintedSummarisedUnlessAskedInFull) {
   EXPECT_NE(v.find("[[7, 7, 7, ..., 7, 7, 7],"), std::string::npos) << v;
   r = duet(run + " --print y --print-limit 0");
   ASSERT_EQ(r.status, 0) << r.err;
-  EXPECT_EQ(lines(r.out.substr(r.out.find("y f32[40,30] ="))), 41) << r.out;
+  const std::string all = r.out.substr(r.out.find("y f32[40,30] ="));
+  EXPECT_EQ(std::count(all.begin(), all.end(), '7'), 1200) << all;
+  EXPECT_EQ(all.find("..."), std::string::npos) << all;
+  for (size_t at = 0, next; (next = all.find('\n', at)) != std::string::npos; at = next + 1)
+    EXPECT_LE(next - at, 75u) << "rows wrap at 75 columns:\n" << all;
 }
 
 }  // namespace

@@ -59,9 +59,9 @@ std::string stats(const HostTensor& t) {
   return s;
 }
 
-// A tensor's values as NumPy prints them: nested brackets, one row per line, every element of
-// one width; with more than `limit` elements (limit > 0), each dimension shows its first and last
-// three entries around "...".
+// A tensor's values as NumPy prints them: nested brackets, one row per line (wrapped at 75
+// columns), every element of one width; with more than `limit` elements (limit > 0), each dimension
+// shows its first and last three entries around "...".
 std::string format_values(const HostTensor& t, int64_t limit) {
   const std::vector<double> v = t.to_doubles();
   const auto dims = t.desc().dims();
@@ -111,7 +111,13 @@ std::string format_values(const HostTensor& t, int64_t limit) {
     const std::string sep =
         d + 1 == rank ? ", " : "," + std::string(rank - d - 1, '\n') + std::string(d + 1, ' ');
     for (size_t k = 0; k < shown[d].size(); ++k) {
-      if (k) out += sep;
+      // A row wider than 75 columns goes on over several lines, as NumPy wraps it.
+      const size_t column =
+          out.size() - (out.rfind('\n') == std::string::npos ? 0 : out.rfind('\n') + 1);
+      if (k && d + 1 == rank && column + 2 + width + 1 > 75)
+        out += ",\n" + std::string(rank, ' ');
+      else if (k)
+        out += sep;
       if (shown[d][k] < 0)
         out += "...";
       else
