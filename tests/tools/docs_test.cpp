@@ -1,6 +1,7 @@
 // The documentation as the program makes it: docs/ops.md is what `duet ops --markdown` prints,
 // every op's example graph runs under `duet run` as printed, and every command sample of README.md
-// and docs/*.md marked runnable (docs/writing-docs.md) prints what it shows.
+// and docs/*.md marked runnable (docs/writing-docs.md) prints what it shows, and the C++ samples
+// marked <!-- compile --> compile.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -269,6 +270,75 @@ INSTANTIATE_TEST_SUITE_P(Docs, DocSample, ::testing::ValuesIn(all_samples()), sa
 
 TEST(DocSamples, SomeAreMarkedRunnable) {
   EXPECT_GE(all_samples().size(), 5u);
+}
+
+// ---- C++ samples -------------------------------------------------------------------------
+
+// A ```cpp block preceded by <!-- compile -->: a whole program, or statements that compile in a
+// function body with `using namespace duet;`.
+struct CxxSample {
+  std::string where;
+  std::vector<std::string> lines;
+};
+
+std::vector<CxxSample> cxx_samples() {
+  std::vector<CxxSample> out;
+  for (const auto& [name, file] : documents()) {
+    const std::vector<std::string> lines = split_lines(slurp(file));
+    for (size_t i = 0; i + 1 < lines.size(); ++i) {
+      if (lines[i] != "<!-- compile -->") continue;
+      CxxSample s{name + ":" + std::to_string(i + 1), {}};
+      for (size_t j = i + 2; j < lines.size() && lines[j] != "```"; ++j)
+        s.lines.push_back(lines[j]);
+      if (lines[i + 1] != "```cpp")
+        s.lines = {"#error <!-- compile --> must come right before a ```cpp fence"};
+      out.push_back(std::move(s));
+    }
+  }
+  return out;
+}
+
+// Every marked sample in one translation unit (each in a namespace of its own, its includes
+// hoisted), checked by the compiler that builds duet, against the source tree's headers.
+TEST_F(Docs, EveryCxxSampleMarkedCompileCompiles) {
+  const std::vector<CxxSample> samples = cxx_samples();
+  ASSERT_GE(samples.size(), 1u) << "no C++ sample is marked <!-- compile -->";
+  std::string includes = "#include <duet/builtin_engine.h>\n#include <duet/planner.h>\n", body;
+  for (size_t n = 0; n < samples.size(); ++n) {
+    const CxxSample& s = samples[n];
+    bool program = false;
+    std::string code;
+    for (const std::string& l : s.lines) {
+      if (l.rfind("#include", 0) == 0) {
+        includes += l + "\n";
+        continue;
+      }
+      std::string line = l;
+      if (line.rfind("int main(", 0) == 0) {
+        line.replace(0, 9, "int sample_main(");
+        program = true;
+      }
+      code += line + "\n";
+    }
+    body += "// " + s.where + "\nnamespace sample_" + std::to_string(n) + " {\n" +
+            (program ? "using namespace duet;\n" + code
+                     : "using namespace duet;\n[[maybe_unused]] void sample() {\n" + code + "}\n") +
+            "}  // namespace sample_" + std::to_string(n) + "\n";
+  }
+  std::ofstream(dir_ / "samples.cpp") << includes << body;
+  const std::string cmd = std::string(DUET_CXX) + " -std=c++20 -fsyntax-only -I" + DUET_SOURCE_DIR +
+                          "/core/include -I" + DUET_SOURCE_DIR + "/api/include -I" +
+                          DUET_BINARY_DIR + "/api/include " + (dir_ / "samples.cpp").string() +
+                          " >" + (dir_ / ".err").string() + " 2>&1";
+  const int rc = std::system(cmd.c_str());
+  EXPECT_EQ(rc, 0) << "the C++ samples of " <<
+      [&] {
+        std::string w;
+        for (const auto& s : samples) w += s.where + " ";
+        return w;
+      }() << "do not compile:\n"
+                   << slurp(dir_ / ".err") << "\nas checked:\n"
+                   << includes << body;
 }
 
 TEST(DocSamples, MasksAndSkipsMatchWhatTheySay) {
