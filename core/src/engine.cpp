@@ -28,7 +28,13 @@ Status Engine::prepare(const Graph& g) {
 }
 
 std::string Engine::explain() const {
-  return duet::explain(plan());
+  std::lock_guard<std::mutex> g(mutex_);
+  return duet::explain(executor_->plan());
+}
+
+int Engine::plans_made() const {
+  std::lock_guard<std::mutex> g(mutex_);
+  return plans_made_;
 }
 
 Status Engine::replan_for(const std::map<std::string, HostTensor>& inputs) {

@@ -7,8 +7,10 @@
 //   auto out = (*engine)->run({{"x", x}});
 //
 // Thread safety: run() may be called from several threads; calls on one Engine are serialised.
-// Several Engines may share devices and run at the same time (see duet/executor.h). plan() and
-// explain() return the current plan; do not hold the reference across a run() that may re-plan.
+// Several Engines may share devices and run at the same time (see duet/executor.h). explain()
+// and plans_made() may be called while other threads run. plan() and graph() return references
+// to the current plan and graph: do not use them while another thread may run() with new shapes
+// (a re-plan replaces both).
 #pragma once
 
 #include <map>
@@ -36,10 +38,10 @@ class DUET_API Engine {
 
   const Graph& graph() const { return graph_; }
   const Plan& plan() const { return executor_->plan(); }
-  std::string explain() const;
+  std::string explain() const;  // the current plan in words
   const Policy& policy() const { return policy_; }
   // How many plans were made (1 after create; +1 for each change of input shapes).
-  int plans_made() const { return plans_made_; }
+  int plans_made() const;
 
   // Runs the graph. Inputs by name; outputs dense, by name. Inputs of new shapes (same dtypes)
   // re-plan for those shapes first.
@@ -65,7 +67,7 @@ class DUET_API Engine {
   std::shared_ptr<const void> owner_;
   std::unique_ptr<Executor> executor_;
   int plans_made_ = 0;
-  std::mutex mutex_;
+  mutable std::mutex mutex_;  // held by run() (and a re-plan), explain(), plans_made(), states
 };
 
 }  // namespace duet
