@@ -1,5 +1,7 @@
 #include "importer.h"
 
+#include <onnx/defs/schema.h>
+
 #include <algorithm>
 
 #include "fuse.h"
@@ -310,6 +312,23 @@ Status Importer::map_node(const onnx::NodeProto& n) {
     return in_context(Status(Code::unsupported, "op type '" + n.op_type() +
                                                     "' is not mapped onto duet's op set "
                                                     "(docs/onnx.md lists the ops)"));
+  // The inputs ONNX's schema of the op requires (neither optional nor variadic) are there: the
+  // mappings read them without asking.
+  if (n.domain() != kFusedDomain)
+    if (const onnx::OpSchema* s = onnx::OpSchemaRegistry::Schema(n.op_type(), opset_)) {
+      const auto& formal = s->inputs();
+      for (size_t i = 0; i < formal.size(); ++i) {
+        if (formal[i].GetOption() != onnx::OpSchema::Single) continue;
+        if (static_cast<int>(i) >= n.input_size() || n.input(static_cast<int>(i)).empty())
+          return in_context(Status(Code::invalid_argument, "input " + std::to_string(i) + " ('" +
+                                                               formal[i].GetName() +
+                                                               "') is required and not given"));
+      }
+      if (n.input_size() < s->min_input())
+        return in_context(
+            Status(Code::invalid_argument, "expected at least " + std::to_string(s->min_input()) +
+                                               " inputs, got " + std::to_string(n.input_size())));
+    }
   for (int i = 0; i < n.input_size(); ++i)
     if (!n.input(i).empty() && !values_.count(n.input(i)))
       return in_context(Status(Code::invalid_argument,
