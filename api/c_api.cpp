@@ -232,7 +232,8 @@ duet_status duet_tensor_create(duet_dtype dtype, const int64_t* shape, int rank,
         duet::TensorDesc::contiguous(static_cast<duet::DType>(dtype), dims);
     DUET_TRY(duet::validate(desc).with_context("duet_tensor_create"));
     auto t = std::make_unique<duet_tensor>();
-    t->t = duet::HostTensor::empty(desc);
+    DUET_ASSIGN_OR_RETURN(
+        t->t, duet::HostTensor::with_storage(desc, static_cast<uint64_t>(desc.nbytes())));
     if (data)
       std::memcpy(t->t.storage(), data, static_cast<size_t>(desc.nbytes()));
     else

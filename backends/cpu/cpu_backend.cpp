@@ -6,6 +6,7 @@
 
 #include "duet/half.h"
 #include "duet/host_tensor.h"
+#include "duet/internal/fault.h"
 #include "duet/internal/log.h"
 #include "ops/ops.h"
 #include "reference/reference.h"
@@ -18,9 +19,14 @@ class CpuBuffer final : public Buffer {
  public:
   explicit CpuBuffer(uint64_t n)
       : size_(n),
-        p_(static_cast<std::byte*>(::operator new(static_cast<size_t>(std::max<uint64_t>(n, 1)),
-                                                  std::align_val_t(64), std::nothrow))) {}
-  ~CpuBuffer() override { ::operator delete(p_, std::align_val_t(64)); }
+        p_(fault::allocation_fails() || n > SIZE_MAX / 2
+               ? nullptr
+               : static_cast<std::byte*>(
+                     ::operator new(static_cast<size_t>(std::max<uint64_t>(n, 1)),
+                                    std::align_val_t(64), std::nothrow))) {}
+  ~CpuBuffer() override {
+    if (p_) ::operator delete(p_, std::align_val_t(64));
+  }
   uint64_t size() const override { return size_; }
   void* host_ptr() override { return p_; }
   bool valid() const { return p_ != nullptr; }

@@ -9,9 +9,11 @@
 
 namespace duet::vulkan {
 
-VulkanDevice::VulkanDevice(std::shared_ptr<Core> core, std::string cache_dir, bool force_staging)
+VulkanDevice::VulkanDevice(std::shared_ptr<Core> core, std::string cache_dir, bool force_staging,
+                           uint64_t block_bytes)
     : core_(std::move(core)), caps_(core_->info.caps), cache_dir_(std::move(cache_dir)) {
   staging_ = force_staging || !caps_.host_visible_device_memory;
+  block_bytes_ = block_bytes;
 }
 
 VulkanDevice::~VulkanDevice() {
@@ -32,8 +34,8 @@ Status VulkanDevice::init() {
   max_window_ = lim.maxStorageBufferRange;
   max_texels_ = core_->info.max_texels;
   texel_align_ = std::max<uint64_t>(core_->info.texel_align, 16);
-  // Blocks of 256 MiB (less where the driver caps single allocations).
-  uint64_t block = 256ull << 20;
+  // Blocks of 256 MiB (less where the driver caps single allocations), or as the options say.
+  uint64_t block = block_bytes_ ? std::max<uint64_t>(block_bytes_, 256) : 256ull << 20;
   if (caps_.max_allocation) block = std::min(block, caps_.max_allocation);
   core_->allocator =
       std::make_unique<Allocator>(core_->device, core_->info, !staging_, block, core_->id);
@@ -103,7 +105,11 @@ Status VulkanDevice::copy_staged(VkBuf& buf, uint64_t offset, void* host, uint64
   VkDevice d = core_->device;
   const uint64_t chunk = std::min<uint64_t>(bytes, 64ull << 20);
   Allocator host_alloc(d, core_->info, true, std::max<uint64_t>(chunk, 1 << 20) * 2, core_->id);
-  DUET_ASSIGN_OR_RETURN(Allocation st, host_alloc.allocate(chunk));
+  auto staging = host_alloc.allocate(chunk);
+  if (!staging.ok())
+    return staging.status().with_context("a staging buffer for " + std::to_string(bytes) +
+                                         " bytes");
+  const Allocation st = *staging;
   VkCommandPool pool = VK_NULL_HANDLE;
   VkCommandPoolCreateInfo pi{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
   pi.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
@@ -259,8 +265,11 @@ Result<std::unique_ptr<VulkanDevice>> open_device(std::shared_ptr<Instance> inst
   if (r != VK_SUCCESS) return vk_error("vkCreateDevice", r, core->id);
   vkGetDeviceQueue(core->device, pi.queue_family, 0, &core->queue);
 
-  auto dev = std::make_unique<VulkanDevice>(core, default_cache_dir(o),
-                                            o.get_bool("vulkan.force_staging", false));
+  // "vulkan.block_bytes": the size of the memory blocks tensors are sub-allocated from (tests
+  // make it small so that every few tensors need a new vkAllocateMemory).
+  auto dev = std::make_unique<VulkanDevice>(
+      core, default_cache_dir(o), o.get_bool("vulkan.force_staging", false),
+      static_cast<uint64_t>(std::max(0, o.get_int("vulkan.block_bytes", 0))));
   DUET_TRY(dev->init());
   return dev;
 }

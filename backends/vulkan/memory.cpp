@@ -1,6 +1,7 @@
 // Device memory: large blocks, each with one VkBuffer, sub-allocated first-fit with coalescing on
 // release. One allocation per tensor would exhaust maxMemoryAllocationCount on real drivers and
 // costs a kernel call each; blocks do not.
+#include "duet/internal/fault.h"
 #include "duet/internal/log.h"
 #include "vk_internal.h"
 
@@ -75,14 +76,17 @@ Result<Block*> Allocator::new_block(uint64_t size, bool dedicated) {
   bi.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_UNIFORM_TEXEL_BUFFER_BIT |
              VK_BUFFER_USAGE_UNIFORM_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
              VK_BUFFER_USAGE_TRANSFER_DST_BIT;
-  VkResult r = vkCreateBuffer(device_, &bi, nullptr, &b->buffer);
+  // Fault injection (tests only) stands for the driver running out of memory at either call.
+  VkResult r = fault::allocation_fails() ? VK_ERROR_OUT_OF_DEVICE_MEMORY
+                                         : vkCreateBuffer(device_, &bi, nullptr, &b->buffer);
   if (r != VK_SUCCESS) return fail("vkCreateBuffer", r);
   VkMemoryRequirements req;
   vkGetBufferMemoryRequirements(device_, b->buffer, &req);
   VkMemoryAllocateInfo ai{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
   ai.allocationSize = req.size;
   ai.memoryTypeIndex = type_index_;
-  r = vkAllocateMemory(device_, &ai, nullptr, &b->memory);
+  r = fault::allocation_fails() ? VK_ERROR_OUT_OF_DEVICE_MEMORY
+                                : vkAllocateMemory(device_, &ai, nullptr, &b->memory);
   if (r != VK_SUCCESS) {
     vkDestroyBuffer(device_, b->buffer, nullptr);
     return fail("vkAllocateMemory", r);

@@ -339,7 +339,10 @@ Status record_op(VulkanDevice& dev, const PlannedOp& op, std::span<const TensorR
 // ---- device.cpp -------------------------------------------------------------------------------
 class VulkanDevice final : public Device {
  public:
-  VulkanDevice(std::shared_ptr<Core> core, std::string cache_dir, bool force_staging);
+  // `block_bytes`: the size of the allocator's memory blocks (0: 256 MiB, less where the driver
+  // caps allocations).
+  VulkanDevice(std::shared_ptr<Core> core, std::string cache_dir, bool force_staging,
+               uint64_t block_bytes = 0);
   ~VulkanDevice() override;
   Status init();
 
@@ -386,6 +389,7 @@ class VulkanDevice final : public Device {
   std::unique_ptr<Pipelines> pipelines_;
   std::unique_ptr<Recorder> recorder_;
   bool staging_ = false;
+  uint64_t block_bytes_ = 0;
   uint64_t max_window_ = 0, window_align_ = 16;
   uint64_t max_texels_ = 0, texel_align_ = 16;
   std::vector<std::shared_ptr<VkBuf>> scratch_;

@@ -76,7 +76,11 @@ class PlanExecutor final : public Executor {
     std::lock_guard<std::mutex> g(run_mutex_);
     DUET_ASSIGN_OR_RETURN(int id, state_id(name));
     const PlanValue& v = plan_.values[u(id)];
-    HostTensor t = HostTensor::empty(v.desc);
+    auto allocated = HostTensor::with_storage(TensorDesc::contiguous(v.desc.dtype, v.desc.dims()),
+                                              v.storage_bytes());
+    if (!allocated.ok())
+      return allocated.status().with_context("state '" + std::string(name) + "'");
+    HostTensor t = std::move(*allocated);
     DUET_TRY(call(v.device, [&] {
       return devs_[u(v.device)]->read(*buffers_[u(id)], 0, t.storage(), v.storage_bytes());
     }));

@@ -325,8 +325,10 @@ Result<HostTensor> inline_values(const json& v, const TensorDecl& d, const std::
                        v[i]);
     }
   }
-  HostTensor t = HostTensor::empty(d.dtype, d.shape);
-  t.from_doubles(vals);
+  const TensorDesc desc = TensorDesc::contiguous(d.dtype, d.shape);
+  auto t = HostTensor::with_storage(desc, static_cast<uint64_t>(desc.nbytes()));
+  if (!t.ok()) return t.status().with_context(where);
+  t->from_doubles(vals);
   return t;
 }
 

@@ -1,18 +1,30 @@
 #include "duet/host_tensor.h"
 
 #include <cstring>
+#include <new>
 
 #include "duet/half.h"
+#include "duet/internal/fault.h"
 #include "duet/quantize.h"
 
 namespace duet {
 
 namespace {
+// Null when the memory is not there.
 std::shared_ptr<std::byte[]> alloc_bytes(uint64_t n) {
+  if (fault::allocation_fails() || n > SIZE_MAX / 2) return nullptr;
   // Aligned for any vector load a backend may use on host memory.
+  auto* p = static_cast<std::byte*>(::operator new[](static_cast<size_t>(std::max<uint64_t>(n, 1)),
+                                                     std::align_val_t(64), std::nothrow));
+  if (!p) return nullptr;
   return std::shared_ptr<std::byte[]>(
-      new (std::align_val_t(64)) std::byte[static_cast<size_t>(std::max<uint64_t>(n, 1))],
-      [](std::byte* p) { ::operator delete[](p, std::align_val_t(64)); });
+      p, [](std::byte* q) { ::operator delete[](q, std::align_val_t(64)); });
+}
+
+Status out_of_host_memory(uint64_t bytes, const TensorDesc& desc) {
+  return Err(Code::out_of_memory)
+      .note("out of host memory: allocating " + std::to_string(bytes) + " bytes for " +
+            desc.str() + " failed");
 }
 }  // namespace
 
@@ -21,6 +33,7 @@ HostTensor HostTensor::empty(DType dtype, std::span<const int64_t> shape) {
   t.desc_ = TensorDesc::contiguous(dtype, shape);
   t.bytes_ = static_cast<uint64_t>(t.desc_.nbytes());
   t.storage_ = alloc_bytes(t.bytes_);
+  if (!t.storage_) throw std::bad_alloc();  // with_storage() returns an error instead
   return t;
 }
 
@@ -34,6 +47,7 @@ Result<HostTensor> HostTensor::with_storage(const TensorDesc& desc, uint64_t sto
   t.desc_ = desc;
   t.bytes_ = storage_bytes;
   t.storage_ = alloc_bytes(storage_bytes);
+  if (!t.storage_) return out_of_host_memory(storage_bytes, desc);
   return t;
 }
 
