@@ -615,6 +615,13 @@ Result<HostTensor> GgufFile::tensor(std::string_view name) const {
   if (Status s = validate(desc); !s.ok())
     return s.with_context("tensor '" + std::string(name) + "' of gguf " + what);
   auto* p = const_cast<std::byte*>(base + data_offset + t->offset);
+  // A file whose general.alignment is 1 or 2 may place a tensor where its elements cannot be
+  // loaded in place (an f32 at an odd address): such a tensor is copied to aligned memory.
+  if (reinterpret_cast<uintptr_t>(p) % 4 != 0) {
+    DUET_ASSIGN_OR_RETURN(HostTensor copy, HostTensor::with_storage(desc, t->bytes));
+    std::memcpy(copy.storage(), p, static_cast<size_t>(t->bytes));
+    return copy;
+  }
   return HostTensor::borrow(desc, p, t->bytes, storage);
 }
 
