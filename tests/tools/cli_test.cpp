@@ -52,8 +52,8 @@ duet::HostTensor f32(std::vector<int64_t> shape, std::vector<float> v) {
 // ---- every command -----------------------------------------------------------------------
 
 TEST_F(Cli, EveryCommandHasHelp) {
-  for (const char* c :
-       {"", "devices", "check", "plan", "run", "bench", "calibrate", "gguf", "convert", "inputs"}) {
+  for (const char* c : {"", "devices", "check", "plan", "run", "bench", "calibrate", "gguf",
+                        "convert", "inputs", "ops"}) {
     CliRun r = duet(std::string(c) + " --help");
     EXPECT_EQ(r.status, 0) << c;
     EXPECT_NE(r.out.find("Usage"), std::string::npos) << c;
