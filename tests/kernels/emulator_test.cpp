@@ -162,6 +162,117 @@ TEST(EmulatorMma, RoundsInputsToTheirSixteenBitType) {
   EXPECT_EQ(D[0], 1.f + 1.f / 512.f);
 }
 
+// ---- integer mma (.s32.s8.s8.s32), written out from the ISA's "Matrix Fragments for
+// mma.m16n8k32" (.s8: a0..a15 in four registers, b0..b7 in two) and "mma.m8n8k16" (.s8: a0..a3,
+// b0..b3 in one register each; c0, c1).
+RC isa_a_16832(int lane, int i) {
+  const int g = lane >> 2, t = lane % 4;
+  const int row = (i < 4 || (i >= 8 && i < 12)) ? g : g + 8;
+  return {row, t * 4 + (i & 3) + (i >= 8 ? 16 : 0)};
+}
+RC isa_b_16832(int lane, int i) {
+  const int g = lane >> 2, t = lane % 4;
+  return {t * 4 + (i & 3) + (i >= 4 ? 16 : 0), g};
+}
+RC isa_a_8816(int lane, int i) {
+  return {lane >> 2, (lane % 4) * 4 + i};
+}
+RC isa_b_8816(int lane, int i) {
+  return {(lane % 4) * 4 + i, lane >> 2};
+}
+RC isa_c_8816(int lane, int i) {
+  return {lane >> 2, (lane % 4) * 2 + i};
+}
+
+struct MmaS8Args {
+  const int8_t* A;  // M x K
+  const int8_t* B;  // K x 8
+  const int32_t* C;
+  int32_t* D;  // M x 8
+  bool big;    // m16n8k32, else m8n8k16
+};
+
+uint32_t pack_s8(const int8_t* A, int cols, RC (*at)(int, int), int lane, int first) {
+  uint32_t r = 0;
+  for (int j = 0; j < 4; ++j) {
+    const RC rc = at(lane, first + j);
+    r |= uint32_t(uint8_t(A[rc.row * cols + rc.col])) << (8 * j);
+  }
+  return r;
+}
+
+void mma_s8_kernel(const MmaS8Args& a) {
+  const int l = dev::lane();
+  if (a.big) {
+    int d[4];
+    for (int i = 0; i < 4; ++i) {
+      const RC rc = isa_c(l, i);
+      d[i] = a.C[rc.row * 8 + rc.col];
+    }
+    const uint32_t ar[4] = {
+        pack_s8(a.A, 32, isa_a_16832, l, 0), pack_s8(a.A, 32, isa_a_16832, l, 4),
+        pack_s8(a.A, 32, isa_a_16832, l, 8), pack_s8(a.A, 32, isa_a_16832, l, 12)};
+    dev::mma_s8_16832(d, ar, pack_s8(a.B, 8, isa_b_16832, l, 0),
+                      pack_s8(a.B, 8, isa_b_16832, l, 4));
+    for (int i = 0; i < 4; ++i) {
+      const RC rc = isa_c(l, i);
+      a.D[rc.row * 8 + rc.col] = d[i];
+    }
+  } else {
+    int d[2];
+    for (int i = 0; i < 2; ++i) {
+      const RC rc = isa_c_8816(l, i);
+      d[i] = a.C[rc.row * 8 + rc.col];
+    }
+    dev::mma_s8_8816(d, pack_s8(a.A, 16, isa_a_8816, l, 0), pack_s8(a.B, 8, isa_b_8816, l, 0));
+    for (int i = 0; i < 2; ++i) {
+      const RC rc = isa_c_8816(l, i);
+      a.D[rc.row * 8 + rc.col] = d[i];
+    }
+  }
+}
+
+// D = A B + C over the full int8 range, with C near the int32 limits (the sum wraps).
+void check_mma_s8(bool big) {
+  const int M = big ? 16 : 8, K = big ? 32 : 16;
+  std::vector<int8_t> A(M * K), B(K * 8);
+  std::vector<int32_t> C(M * 8), D(M * 8, -1);
+  for (int i = 0; i < M * K; ++i) A[i] = static_cast<int8_t>((i * 37) % 256 - 128);
+  for (int i = 0; i < K * 8; ++i) B[i] = static_cast<int8_t>((i * 91 + 5) % 256 - 128);
+  for (int i = 0; i < M * 8; ++i) C[i] = i % 3 == 0 ? 2147483000 : i * 1000 - 50000;
+  MmaS8Args args{A.data(), B.data(), C.data(), D.data(), big};
+  ASSERT_TRUE(run(warp_grid(), &mma_s8_kernel, args).ok());
+  for (int r = 0; r < M; ++r)
+    for (int c = 0; c < 8; ++c) {
+      uint32_t want = static_cast<uint32_t>(C[r * 8 + c]);
+      for (int k = 0; k < K; ++k) want += static_cast<uint32_t>(int(A[r * K + k]) * B[k * 8 + c]);
+      EXPECT_EQ(D[r * 8 + c], static_cast<int32_t>(want)) << "row " << r << " col " << c;
+    }
+}
+
+TEST(EmulatorMma, M16n8k32S8FollowsThePtxFragmentLayout) {
+  check_mma_s8(true);
+}
+TEST(EmulatorMma, M8n8k16S8FollowsThePtxFragmentLayout) {
+  check_mma_s8(false);
+}
+
+// dp4a.s32.s32: the four signed byte products added to c, wrapping like the hardware.
+TEST(EmulatorDp4a, AddsTheFourSignedByteProducts) {
+  EXPECT_EQ(dev::dp4a(0x04030201u, 0x01010101u, 10), 20);
+  EXPECT_EQ(dev::dp4a(0xFF80FF80u, 0x7F017F01u, 0), 2 * (-128 * 1 + -1 * 127));
+  EXPECT_EQ(dev::dp4a(0x80808080u, 0x80808080u, 0), 4 * 16384);
+  EXPECT_EQ(dev::dp4a(0x7F7F7F7Fu, 0x7F7F7F7Fu, 2147483647),
+            static_cast<int>(0x7FFFFFFFu + 4u * 16129u));
+  for (uint32_t s = 1; s < 2000; s += 7) {
+    const uint32_t a = s * 2654435761u, b = s * 40503u + 12345u;
+    int want = 3;
+    for (int i = 0; i < 4; ++i)
+      want += int(int8_t(uint8_t(a >> (8 * i)))) * int(int8_t(uint8_t(b >> (8 * i))));
+    EXPECT_EQ(dev::dp4a(a, b, 3), want);
+  }
+}
+
 // ---- ldmatrix: 8x8 matrices of b16; thread l provides the address of row l%8 of matrix l/8;
 // lane l receives row l/4, columns 2*(l%4) and 2*(l%4)+1 (transposed: those rows of column
 // l/4).

@@ -100,6 +100,42 @@ DUET_DEV void mma_1688(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t b0) {
       : "r"(a0), "r"(a1), "r"(b0));
 }
 
+// ---- int8 tensor cores: D = A * B + D, s8 x s8 with s32 accumulation (wrapping)
+// m16n8k32 (sm_80+): A 16x32 as four registers of 4 bytes, B 32x8 as two.
+DUET_DEV void mma_s8_16832(int (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+#if __CUDA_ARCH__ >= 800
+  asm volatile(
+      "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#else
+  __trap();  // m16n8k32 needs sm_80; the sm_75 kernels use mma_s8_8816
+#endif
+}
+// m8n8k16 (sm_75+): A 8x16 and B 16x8 as one register of 4 bytes each, D 8x8 as two.
+DUET_DEV void mma_s8_8816(int (&d)[2], uint32_t a, uint32_t b) {
+#if __CUDA_ARCH__ >= 750
+  asm volatile("mma.sync.aligned.m8n8k16.row.col.s32.s8.s8.s32 {%0,%1}, {%2}, {%3}, {%0,%1};\n"
+               : "+r"(d[0]), "+r"(d[1])
+               : "r"(a), "r"(b));
+#else
+  __trap();
+#endif
+}
+
+// ---- dp4a (sm_61+): c + the four products of the signed bytes of a and b.
+DUET_DEV int dp4a(uint32_t a, uint32_t b, int c) {
+#if __CUDA_ARCH__ >= 610
+  int r;
+  asm("dp4a.s32.s32 %0, %1, %2, %3;\n" : "=r"(r) : "r"(a), "r"(b), "r"(c));
+  return r;
+#else
+  __trap();
+  return 0;
+#endif
+}
+
 // ---- ldmatrix: 8x8 b16 matrices from shared memory; lane l gives the address of row l%8 of
 // matrix l/8 (x1: lanes 0-7, x2: 0-15, x4: all); on sm_75 every lane must hold a valid address.
 DUET_DEV void ldmatrix_x4(uint32_t (&r)[4], const void* p) {
@@ -159,6 +195,9 @@ DUET_DEV void store16(void* p, const Vec16& v) {
 }
 DUET_DEV void store_u32(void* p, uint32_t v) {  // p 4-byte aligned
   *static_cast<uint32_t*>(p) = v;
+}
+DUET_DEV uint32_t load_u32(const void* p) {  // p 4-byte aligned
+  return *static_cast<const uint32_t*>(p);
 }
 
 // ---- conversions between fp32 and the 16-bit types

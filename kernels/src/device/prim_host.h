@@ -82,6 +82,18 @@ DUET_DEV void mma_1688(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t b0) {
   emu::mma(emu::Mma::m16n8k8_f16, d, a, &b0);
 }
 
+DUET_DEV void mma_s8_16832(int (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  const uint32_t b[2] = {b0, b1};
+  emu::mma_s8(emu::MmaS8::m16n8k32, d, a, b);
+}
+DUET_DEV void mma_s8_8816(int (&d)[2], uint32_t a, uint32_t b) {
+  emu::mma_s8(emu::MmaS8::m8n8k16, d, &a, &b);
+}
+
+DUET_DEV int dp4a(uint32_t a, uint32_t b, int c) {
+  return emu::dp4a(a, b, c);
+}
+
 DUET_DEV void ldmatrix_x4(uint32_t (&r)[4], const void* p) {
   emu::ldmatrix(4, false, r, p);
 }
@@ -119,6 +131,11 @@ DUET_DEV void store16(void* p, const Vec16& v) {
 }
 DUET_DEV void store_u32(void* p, uint32_t v) {
   std::memcpy(p, &v, sizeof v);
+}
+DUET_DEV uint32_t load_u32(const void* p) {
+  uint32_t v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
 }
 
 DUET_DEV uint32_t pack2(float lo, float hi, F16) {

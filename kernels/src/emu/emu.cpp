@@ -49,7 +49,7 @@ struct Warp {
   int arrived = 0;
   const char* what = nullptr;  // the collective the first lane arrived at
   int variant = 0;             // its shape/mode, which every lane must share
-  uint32_t in[kLanes][8] = {};
+  uint32_t in[kLanes][12] = {};
   float fin[kLanes][4] = {};
   const void* addr[kLanes] = {};
   int arg[kLanes] = {};
@@ -338,6 +338,30 @@ RC cfrag(int lane, int i) {
   return {g + (i >= 2 ? 8 : 0), t * 2 + (i & 1)};
 }
 
+// Integer (.s8) fragments, PTX ISA "Matrix Fragments for mma.m16n8k32" and "mma.m8n8k16": four
+// bytes a register, element i in byte i % 4 of register i / 4.
+RC a16832(int lane, int i) {
+  const int g = lane >> 2, t = lane & 3;
+  return {g + ((i >> 2) & 1) * 8, t * 4 + (i & 3) + (i >= 8 ? 16 : 0)};
+}
+RC b16832(int lane, int i) {
+  const int g = lane >> 2, t = lane & 3;
+  return {t * 4 + (i & 3) + (i >= 4 ? 16 : 0), g};
+}
+RC a8816(int lane, int i) {
+  return {lane >> 2, (lane & 3) * 4 + i};
+}
+RC b8816(int lane, int i) {
+  return {(lane & 3) * 4 + i, lane >> 2};
+}
+RC c8816(int lane, int i) {
+  return {lane >> 2, (lane & 3) * 2 + i};
+}
+
+int32_t s8_of(uint32_t reg, int i) {
+  return static_cast<int8_t>(static_cast<uint8_t>(reg >> (8 * i)));
+}
+
 float half_of(uint32_t reg, int h, bool bf16) {
   const auto bits = static_cast<uint16_t>(h ? reg >> 16 : reg & 0xffffu);
   return bf16 ? bf16_to_f32(bits) : f16_to_f32(bits);
@@ -527,6 +551,55 @@ void mma(Mma kind, float* d, const uint32_t* a, const uint32_t* b) {
           }
       });
   for (int i = 0; i < 4; ++i) d[i] = wp.fout[lane][i];
+}
+
+void mma_s8(MmaS8 kind, int* d, const uint32_t* a, const uint32_t* b) {
+  Worker& w = worker();
+  const int lane = w.self().tid % kLanes;
+  const bool big = kind == MmaS8::m16n8k32;
+  const int M = big ? 16 : 8, K = big ? 32 : 16;
+  const int na = big ? 4 : 1, nb = big ? 2 : 1, nd = big ? 4 : 2;
+  Warp& wp = w.collective(
+      big ? "mma.m16n8k32.s8" : "mma.m8n8k16.s8", 0,
+      [&](Warp& x, int l) {
+        for (int i = 0; i < na; ++i) x.in[l][i] = a[i];
+        for (int i = 0; i < nb; ++i) x.in[l][4 + i] = b[i];
+        for (int i = 0; i < nd; ++i) x.in[l][8 + i] = static_cast<uint32_t>(d[i]);
+      },
+      [&](Warp& x) {
+        int32_t A[16][32] = {}, B[32][8] = {};
+        uint32_t C[16][8] = {};
+        for (int l = 0; l < kLanes; ++l) {
+          for (int i = 0; i < 4 * na; ++i) {
+            const RC rc = big ? a16832(l, i) : a8816(l, i);
+            A[rc.row][rc.col] = s8_of(x.in[l][i / 4], i % 4);
+          }
+          for (int i = 0; i < 4 * nb; ++i) {
+            const RC rc = big ? b16832(l, i) : b8816(l, i);
+            B[rc.row][rc.col] = s8_of(x.in[l][4 + i / 4], i % 4);
+          }
+          for (int i = 0; i < nd; ++i) {
+            const RC rc = big ? cfrag(l, i) : c8816(l, i);
+            C[rc.row][rc.col] = x.in[l][8 + i];
+          }
+        }
+        // Products of int8 fit int32; the sum wraps modulo 2^32 (unsigned arithmetic).
+        for (int i = 0; i < M; ++i)
+          for (int j = 0; j < 8; ++j)
+            for (int k = 0; k < K; ++k) C[i][j] += static_cast<uint32_t>(A[i][k] * B[k][j]);
+        for (int l = 0; l < kLanes; ++l)
+          for (int i = 0; i < nd; ++i) {
+            const RC rc = big ? cfrag(l, i) : c8816(l, i);
+            x.out[l][i] = C[rc.row][rc.col];
+          }
+      });
+  for (int i = 0; i < nd; ++i) d[i] = static_cast<int>(wp.out[lane][i]);
+}
+
+int dp4a(uint32_t a, uint32_t b, int c) {
+  uint32_t r = static_cast<uint32_t>(c);
+  for (int i = 0; i < 4; ++i) r += static_cast<uint32_t>(s8_of(a, i) * s8_of(b, i));
+  return static_cast<int>(r);
 }
 
 void ldmatrix(int num, bool trans, uint32_t* r, const void* p) {
