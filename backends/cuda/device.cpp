@@ -184,9 +184,11 @@ class Device final : public CudaDevice {
     const Tier tier = choice.tier;
     if (tier == Tier::cublas) return run_gemm(op, in, out);
     if (tier != Tier::generic && tier != Tier::tiled && tier != Tier::flash &&
-        tier != Tier::pipelined)
+        tier != Tier::pipelined && tier != Tier::int_dot && tier != Tier::int8_mma)
       return err(Code::invalid_argument)
-          .expected("a CUDA kernel tier (cublas, generic, tiled, flash, pipelined)")
+          .expected(
+              "a CUDA kernel tier (cublas, generic, tiled, flash, pipelined, int_dot, "
+              "int8_mma)")
           .got(std::string(tier_name(tier)));
     const uint64_t ws = kernels::workspace_bytes(tier, op, choice.launch);
     DUET_ASSIGN_OR_RETURN(void* workspace, ensure_workspace(op, ws));

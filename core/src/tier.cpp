@@ -21,11 +21,13 @@ constexpr TierName kTiers[] = {
     {Tier::register_blocked, "register_blocked"},
     {Tier::cublas, "cublas"},
     {Tier::coopmat, "coopmat"},
+    {Tier::int_dot, "int_dot"},
+    {Tier::int8_mma, "int8_mma"},
 };
 
 constexpr Tier kAll[] = {Tier::reference, Tier::simd,      Tier::generic,          Tier::tiled,
                          Tier::flash,     Tier::pipelined, Tier::register_blocked, Tier::cublas,
-                         Tier::coopmat};
+                         Tier::coopmat,   Tier::int_dot,   Tier::int8_mma};
 
 }  // namespace
 

@@ -1,6 +1,6 @@
-// duet_kernels_bench: attention and matmul TFLOP/s of every kernel tier the selection offers on
-// each CUDA device, with each fast tier's output checked against the generic tier's on the same
-// GPU. Prints why it skipped when there is no GPU.
+// duet_kernels_bench: attention and matmul (float and block-quantized weights) TFLOP/s of every
+// kernel tier the selection offers on each CUDA device, with each fast tier's output checked
+// against the generic tier's on the same GPU. Prints why it skipped when there is no GPU.
 //
 //   build/tools/duet_kernels_bench [--quick]
 #include <cuda_runtime.h>
@@ -15,6 +15,7 @@
 #include "duet/half.h"
 #include "duet/kernels/launch.h"
 #include "duet/kernels/select.h"
+#include "duet/quantize.h"
 
 namespace duet {
 namespace {
@@ -68,7 +69,11 @@ bool upload_random(DeviceTensor& t, const TensorDesc& d, uint64_t seed) {
   for (float& x : v) x = u(rng);
   t.bytes = static_cast<uint64_t>(d.nbytes());
   std::vector<unsigned char> host(t.bytes);
-  convert(v.data(), DType::f32, host.data(), d.dtype, d.numel());
+  if (is_quantized(d.dtype)) {
+    if (!quantize(d.dtype, v.data(), host.data(), d.numel()).ok()) return false;
+  } else {
+    convert(v.data(), DType::f32, host.data(), d.dtype, d.numel());
+  }
   return check(cudaMalloc(&t.p, t.bytes), "cudaMalloc") &&
          check(cudaMemcpy(t.p, host.data(), t.bytes, cudaMemcpyHostToDevice), "upload");
 }
@@ -224,6 +229,19 @@ int main(int argc, char** argv) {
       bench(caps, "matmul " + ts + " " + std::to_string(S) + "^3 (B transposed)",
             matmul(t, S, S, S, true), reps);
       bench(caps, "matmul " + ts + " 16x4096x4096 (decode)", matmul(t, 16, 4096, 4096, true), reps);
+    }
+    // Block-quantized weights (f16 activations, [N, K] weights): decode (1 and 8 rows) and
+    // prefill (512 rows), on every tier that reads the format.
+    for (DType q : {DType::q4_0, DType::q8_0, DType::q4_k, DType::q6_k, DType::q4_z}) {
+      const std::string qs(dtype_name(q));
+      for (int64_t M : {int64_t{1}, int64_t{8}, int64_t{512}}) {
+        OpAttrs a;
+        a.transpose_b = true;
+        const OpDesc op = *make_op(OpKind::matmul, a,
+                                   {TensorDesc::contiguous(DType::f16, {M, 4096}),
+                                    TensorDesc::contiguous(q, {4096, 4096})});
+        bench(caps, "matmul " + qs + " " + std::to_string(M) + "x4096x4096", op, reps);
+      }
     }
   }
   return 0;

@@ -289,6 +289,11 @@ TEST(CudaDevice, EmulatedKernelsMatchTheReference) {
     ASSERT_TRUE(op.ok());
     for (const KernelChoice& k : r.device->choices(*op)) {
       if (!k.ok || k.tier == Tier::cublas) continue;
+      // The integer tiers' plumbing (a workspace of quantized activations) on two formats; their
+      // kernels run every format in the kernels' own emulated tests.
+      if ((k.tier == Tier::int_dot || k.tier == Tier::int8_mma) &&
+          c.name.find("q4_0") == std::string::npos && c.name.find("q6_k") == std::string::npos)
+        continue;
       std::vector<HostTensor> in = check::case_inputs(c);
       auto ref = reference::evaluate(*op, in);
       ASSERT_TRUE(ref.ok());

@@ -34,9 +34,15 @@ std::vector<Target>& targets() {
   static std::vector<Target> t = [] {
     std::vector<Target> v;
     v.push_back({make_emu_device("emu-a100", testing::profile("a100")),
-                 {Tier::flash, Tier::pipelined, Tier::tiled, Tier::generic},
+                 {Tier::flash, Tier::pipelined, Tier::tiled, Tier::generic, Tier::int8_mma},
                  false});
-    v.push_back({make_emu_device("emu-t4", testing::profile("t4")), {Tier::tiled}, false});
+    v.push_back(
+        {make_emu_device("emu-t4", testing::profile("t4")), {Tier::tiled, Tier::int8_mma}, false});
+    // Pascal, from a build that has an sm_61 image (a CUDA 12 toolkit's): the dp4a tier.
+    v.push_back(
+        {make_emu_device("emu-gtx1060", testing::profile("gtx1060"), BuildArchs{{61, 75, 80}, 80}),
+         {Tier::int_dot},
+         true});
     v.push_back({make_emu_device("emu-orin", testing::profile("jetson-orin-nano")),
                  {Tier::flash, Tier::pipelined, Tier::tiled},
                  true});
@@ -139,6 +145,18 @@ void kernel_cases(std::vector<check::Case>& out) {
   out.push_back(make_case("kernels/qmatmul/q8_0/batch.2x3x1088x6", OpKind::matmul, tb,
                           {dense(DType::bf16, {2, 3, 1088}), dense(DType::q8_0, {6, 1088})},
                           {Fill::unit, Fill::blocks}));
+  // The integer tiers, every format once, small: a decode batch (dp4a) and a prefill tile with
+  // ragged edges over several K chunks (int8 mma: 20 x 70 against 64 x 64 blocks).
+  for (DType q : kQuantizedDTypes) {
+    const std::string qs(dtype_name(q));
+    const int64_t k = dtype_block_elems(q) == 32 ? 320 : 512;
+    out.push_back(make_case("kernels/qint/" + qs + "/decode.5x" + std::to_string(k) + "x9",
+                            OpKind::matmul, tb, {dense(DType::f32, {5, k}), dense(q, {9, k})},
+                            {Fill::unit, Fill::blocks}));
+    out.push_back(make_case("kernels/qint/" + qs + "/prefill.20x" + std::to_string(k) + "x70",
+                            OpKind::matmul, tb, {dense(DType::f16, {20, k}), dense(q, {70, k})},
+                            {Fill::unit, Fill::blocks}));
+  }
 }
 
 const std::vector<check::Case>& all_cases() {
@@ -170,10 +188,17 @@ std::vector<Param> params() {
       if (t.kernel_cases_only && all_cases()[i].name.rfind("kernels/", 0) != 0) continue;
       auto op = check::case_op(all_cases()[i]);
       if (!op.ok()) continue;
-      for (const KernelChoice& k : t.device->choices(*op))
+      // The integer tiers run the small cases made for them (the generic tier already runs the
+      // conformance set of every format, so emulated time stays low).
+      const std::string& name = all_cases()[i].name;
+      const bool qcase = name.rfind("kernels/q", 0) == 0,
+                 qint = name.rfind("kernels/qint/", 0) == 0;
+      for (const KernelChoice& k : t.device->choices(*op)) {
+        const bool int_tier = k.tier == Tier::int_dot || k.tier == Tier::int8_mma;
         // A kernel that reads other dtypes would need casts first: not the kernel's business.
-        if (t.tiers.count(k.tier) && k.ok && k.reads_as_given(*op))
+        if (t.tiers.count(k.tier) && k.ok && k.reads_as_given(*op) && (int_tier ? qcase : !qint))
           out.push_back({t.device->id(), i, k.tier, k.precision});
+      }
     }
   return out;
 }
@@ -233,7 +258,26 @@ TEST(EmulatedKernel, EveryTensorCoreVariantIsExercised) {
     want.push_back(std::string("pipelined_matmul_bf16") + b);
     want.push_back(std::string("tiled_matmul_f16") + b);
   }
+  for (const char* q : {"dp4a_qmatmul", "int8_mma_qmatmul_m16n8k32", "int8_mma_qmatmul_m8n8k16"})
+    want.push_back(q);
   for (const std::string& w : want) EXPECT_TRUE(seen.count(w)) << w << " is never run";
+}
+
+// Each integer tier runs every block format on the emulator.
+TEST(EmulatedKernel, TheIntegerTiersRunEveryBlockFormat) {
+  std::map<std::pair<std::string, Tier>, std::set<DType>> seen;
+  for (const Param& p : params()) {
+    if (p.tier != Tier::int_dot && p.tier != Tier::int8_mma) continue;
+    auto op = check::case_op(all_cases()[p.case_index]);
+    seen[{p.device, p.tier}].insert(op->inputs[1].dtype);
+  }
+  for (const auto& [device, tier] :
+       {std::pair{"emu-gtx1060", Tier::int_dot}, std::pair{"emu-t4", Tier::int8_mma},
+        std::pair{"emu-a100", Tier::int8_mma}}) {
+    const std::set<DType>& formats = seen[{device, tier}];
+    for (DType q : kQuantizedDTypes)
+      EXPECT_TRUE(formats.count(q)) << device << " " << tier << " " << dtype_name(q);
+  }
 }
 
 // ---- hand-made inputs

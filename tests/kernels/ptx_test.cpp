@@ -5,8 +5,9 @@
 //     static plus the largest dynamic shared memory the selection asks within the architecture's
 //     limit;
 //   - the PTX: the instructions each tier must use (flash: mma.sync m16n8k16 bf16/f16, cp.async,
-//     ldmatrix; tiled: f16 mma m16n8k8 and ldmatrix only, no cp.async, no bf16), and no bf16
-//     instruction anywhere in sm_75 code.
+//     ldmatrix; tiled: f16 mma m16n8k8 and ldmatrix only, no cp.async, no bf16; int_dot:
+//     dp4a; int8_mma: mma m8n8k16 s8, and m16n8k32 s8 in sm_80+ code), and no sm_80-only
+//     instruction (bf16, cp.async, m16n8k16, m16n8k32) anywhere in sm_75 code.
 #include <cxxabi.h>
 #include <gtest/gtest.h>
 
@@ -195,6 +196,9 @@ TEST(PtxasReport, CoversEveryTensorCoreInstanceOnEveryArchitecture) {
     EXPECT_EQ((count[{"flash_attention_f16", sm}]), sm >= 80 ? 5 : 0) << "sm_" << sm;
     EXPECT_EQ((count[{"flash_attention_bf16", sm}]), sm >= 80 ? 5 : 0) << "sm_" << sm;
     EXPECT_EQ((count[{"pipelined_matmul", sm}]), sm >= 80 ? 4 : 0) << "sm_" << sm;
+    // q8_act and dp4a from sm_61; the m8n8k16 and m16n8k32 instances from sm_75.
+    EXPECT_EQ((count[{"dp4a_qmatmul", sm}]), sm >= 61 ? 2 : 0) << "sm_" << sm;
+    EXPECT_EQ((count[{"int8_mma_qmatmul", sm}]), sm >= 75 ? 2 : 0) << "sm_" << sm;
   }
 }
 
@@ -206,20 +210,47 @@ TEST(PtxasReport, FlashAndTiledKernelsUseNoLocalMemory) {
   }
 }
 
-// The quantized generic kernels keep the 32 decoded weights of a group in registers on every
-// architecture, and fit their 128- and 256-thread blocks.
+bool quantized(const Entry& e) {
+  for (const char* k : {"gen_qmatmul_kernel", "gen_qrows_kernel", "q8_act_kernel",
+                        "dp4a_qmatmul_kernel", "qmma_kernel"})
+    if (e.name.find(k) != std::string::npos) return true;
+  return false;
+}
+
+// The quantized kernels of every tier keep the decoded weights of a group in registers on every
+// architecture (no spills, no stack), and fit their blocks of up to 256 threads.
 TEST(PtxasReport, QuantizedKernelsDecodeIntoRegisters) {
   int seen = 0;
   for (const Entry& e : reports()) {
-    if (e.name.find("gen_qmatmul_kernel") == std::string::npos &&
-        e.name.find("gen_qrows_kernel") == std::string::npos)
-      continue;
+    if (!quantized(e)) continue;
     ++seen;
     EXPECT_EQ(e.spill_stores + e.spill_loads, 0) << e.name << " on sm_" << e.sm << " spills";
     EXPECT_EQ(e.stack, 0) << e.name << " on sm_" << e.sm << " has a stack frame (local memory)";
     EXPECT_LE(e.registers * 256, 65536) << e.name << " on sm_" << e.sm;
   }
-  EXPECT_GE(seen, 2);
+  EXPECT_GE(seen, 6);
+}
+
+// docs/performance.md's table of the quantized kernels' resources, per architecture, from the
+// ptxas reports of this build: run this test and paste what it prints.
+TEST(PtxasReport, PrintsTheQuantizedKernelTable) {
+  std::map<std::string, std::string> rows;
+  for (const Entry& e : reports()) {
+    if (!quantized(e)) continue;
+    std::string name = e.name.substr(0, e.name.find('('));
+    name = name.substr(name.rfind("::") + 2);
+    if (e.name.find("Sm80Arch") != std::string::npos) name += " (m16n8k32)";
+    if (e.name.find("Sm75Arch") != std::string::npos) name += " (m8n8k16)";
+    std::ostringstream s;
+    s << "| " << e.source << " | " << name << " | sm_" << e.sm << " | " << e.registers << " | "
+      << e.spill_stores << "/" << e.spill_loads << " | " << e.stack << " | " << e.static_smem
+      << " |";
+    rows[e.source + name + std::to_string(e.sm)] = s.str();
+  }
+  std::printf("| object | kernel | arch | registers | spill st/ld | stack | static smem |\n");
+  std::printf("| --- | --- | --- | --- | --- | --- | --- |\n");
+  for (const auto& [k, r] : rows) std::printf("%s\n", r.c_str());
+  SUCCEED();
 }
 
 TEST(PtxasReport, LaunchesFitTheRegisterFileAndSharedMemory) {
@@ -313,6 +344,28 @@ TEST(Ptx, TiledKernelsUseOnlyF16MmaM16n8k8AndLdmatrix) {
   }
 }
 
+// Each integer tier has the instruction it is named for: dp4a in every image of the dp4a
+// kernels, m16n8k32 s8 in the sm_80+ code of the int8 mma kernels and m8n8k16 s8 in all of it
+// (the sm_75 instance), never m16n8k32 in sm_75 code.
+TEST(Ptx, IntegerTiersUseTheirInstructions) {
+  const auto dp4a = ptx_of("dp4a_qmatmul"), mma = ptx_of("int8_mma_qmatmul");
+  for (int sm : build_archs()) {
+    EXPECT_EQ(dp4a.count(sm), sm >= 61 ? 1u : 0u) << "dp4a_qmatmul for sm_" << sm;
+    EXPECT_EQ(mma.count(sm), sm >= 75 ? 1u : 0u) << "int8_mma_qmatmul for sm_" << sm;
+  }
+  for (const auto& [sm, text] : dp4a) {
+    EXPECT_TRUE(has(text, "dp4a.s32.s32")) << "sm_" << sm;
+    EXPECT_FALSE(has(text, "mma.sync")) << "sm_" << sm;
+  }
+  for (const auto& [sm, text] : mma) {
+    EXPECT_TRUE(has(text, "mma.sync.aligned.m8n8k16.row.col.s32.s8.s8.s32")) << "sm_" << sm;
+    EXPECT_EQ(has(text, "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32"), sm >= 80)
+        << "sm_" << sm;
+    EXPECT_FALSE(has(text, "cp.async")) << "sm_" << sm;
+    EXPECT_FALSE(has(text, ".bf16")) << "sm_" << sm;
+  }
+}
+
 TEST(Ptx, NoSm75CodeHasABf16Instruction) {
   int files = 0;
   for (const auto& path : report_files()) {
@@ -323,16 +376,20 @@ TEST(Ptx, NoSm75CodeHasABf16Instruction) {
     EXPECT_FALSE(has(text, ".bf16")) << file;
     EXPECT_FALSE(has(text, "cp.async")) << file;
     EXPECT_FALSE(has(text, "m16n8k16")) << file;
+    EXPECT_FALSE(has(text, "m16n8k32")) << file;
   }
   const auto archs = build_archs();
   if (std::find(archs.begin(), archs.end(), 75) != archs.end()) {
-    EXPECT_EQ(files, 3) << "tiled_attention, tiled_matmul and generic are built for sm_75";
+    EXPECT_EQ(files, 5)
+        << "tiled_attention, tiled_matmul, generic, dp4a_qmatmul and int8_mma_qmatmul are built "
+           "for sm_75";
   }
 }
 
 TEST(Ptx, GenericKernelsAreSimt) {
   for (const auto& [sm, text] : ptx_of("generic")) {
     EXPECT_FALSE(has(text, "mma.sync")) << "sm_" << sm;
+    EXPECT_FALSE(has(text, "dp4a")) << "sm_" << sm;
     EXPECT_FALSE(has(text, ".bf16")) << "sm_" << sm;
   }
 }

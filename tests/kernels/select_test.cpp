@@ -37,6 +37,81 @@ bool contains(const std::string& s, const std::string& part) {
   return s.find(part) != std::string::npos;
 }
 
+OpDesc qmatmul(DType act, DType w, int64_t M, int64_t N, int64_t K) {
+  OpAttrs a;
+  a.transpose_b = true;
+  return *make_op(OpKind::matmul, a,
+                  {TensorDesc::contiguous(act, {M, K}), TensorDesc::contiguous(w, {N, K})});
+}
+
+// Block-quantized weights: int8 tensor cores for prefill where the device has them (m16n8k32 on
+// sm_80+, m8n8k16 on sm_75), dp4a from sm_61 (GTX 16xx and Pascal included), generic anywhere.
+TEST(Selection, QuantizedMatmulTiersFollowTheArchitecture) {
+  const BuildArchs with61{{61, 75, 80}, 80};
+  const OpDesc prefill = qmatmul(DType::f16, DType::q4_k, 512, 4096, 4096);
+  const OpDesc decode = qmatmul(DType::f16, DType::q4_k, 1, 4096, 4096);
+  const auto a100 = choices(testing::profile("a100"), prefill, with61);
+  ASSERT_EQ(a100.size(), 3u);
+  EXPECT_EQ(a100[0].tier, Tier::int8_mma);
+  EXPECT_EQ(a100[1].tier, Tier::int_dot);
+  EXPECT_EQ(a100[2].tier, Tier::generic);
+  for (const KernelChoice& k : a100) EXPECT_TRUE(k.ok) << k.reason;
+  EXPECT_EQ(a100[0].launch.variant, "int8_mma_qmatmul_m16n8k32");
+  EXPECT_TRUE(contains(a100[0].reason, "q4_k blocks decoded to int8 in registers"));
+  const auto t4 = choices(testing::profile("t4"), prefill, with61);
+  EXPECT_EQ(t4[0].launch.variant, "int8_mma_qmatmul_m8n8k16");
+  EXPECT_TRUE(t4[0].ok) << t4[0].reason;
+  // Decode: one row is a mat-vec, not an mma tile.
+  const KernelChoice d =
+      find(choices(testing::profile("a100"), decode, with61), Tier::int8_mma, Precision::f32);
+  EXPECT_FALSE(d.ok);
+  EXPECT_TRUE(contains(d.reason, "decode shape")) << d.reason;
+  // GTX 16xx (Turing without tensor cores) and Pascal: dp4a, never tensor cores.
+  for (const char* name : {"gtx1660super", "gtx1060"}) {
+    const auto cs = choices(testing::profile(name), prefill, with61);
+    const KernelChoice mma = find(cs, Tier::int8_mma, Precision::f32);
+    EXPECT_FALSE(mma.ok) << name;
+    EXPECT_TRUE(
+        contains(mma.reason, std::string(name) == "gtx1060" ? "needs sm_75" : "tensor cores"))
+        << mma.reason;
+    EXPECT_TRUE(find(cs, Tier::int_dot, Precision::f32).ok) << name;
+  }
+  // Without an sm_61 image (a CUDA 13 build), Pascal is refused for the image, not for lacking
+  // Ampere.
+  const KernelChoice dp4a = find(choices(testing::profile("gtx1060"), decode, full_build()),
+                                 Tier::int_dot, Precision::f32);
+  EXPECT_FALSE(dp4a.ok);
+  EXPECT_TRUE(contains(dp4a.reason, "sm_61")) << dp4a.reason;
+  EXPECT_FALSE(contains(dp4a.reason, "Ampere")) << dp4a.reason;
+}
+
+// The int8 mma staging comes from the device's shared memory: a Turing card (64 KiB a block)
+// gets a config that fits it, an A100 a deeper one; a device allowing less gets less, never a
+// launch that fails for "out of resource: shared memory".
+TEST(Selection, Int8MmaStagingFitsTheDevicesSharedMemory) {
+  const OpDesc op = qmatmul(DType::f16, DType::q4_0, 256, 4096, 4096);
+  auto mma = [&](const DeviceCaps& c) {
+    return find(choices(c, op, full_build()), Tier::int8_mma, Precision::f32);
+  };
+  for (const char* name : {"t4", "rtx2080ti"}) {
+    const DeviceCaps c = testing::profile(name);
+    const KernelChoice k = mma(c);
+    ASSERT_TRUE(k.ok) << name << ": " << k.reason;
+    const uint64_t limit = std::max(c.shared_mem_per_block, c.shared_mem_per_block_optin);
+    EXPECT_LE(k.launch.shared_bytes, limit) << name;
+    EXPECT_EQ(k.launch.stages, 2) << name;
+    EXPECT_EQ(k.launch.tile_k, 128) << name << ": " << k.launch.str();
+  }
+  const KernelChoice a100 = mma(testing::profile("a100"));
+  EXPECT_EQ(a100.launch.tile_k, 256) << a100.launch.str();
+  EXPECT_EQ(a100.launch.stages, 2);
+  DeviceCaps small = testing::profile("t4");
+  small.shared_mem_per_block = small.shared_mem_per_block_optin = 24 * 1024;
+  const KernelChoice s = mma(small);
+  ASSERT_TRUE(s.ok) << s.reason;
+  EXPECT_LE(s.launch.shared_bytes, 24u * 1024) << s.launch.str();
+}
+
 TEST(Selection, ChoicesComeBestFirst) {
   const auto cs =
       choices(testing::profile("a100"), attention(DType::bf16, 8, 8, 128, 128, 128), full_build());

@@ -159,23 +159,41 @@ TEST(QuantizedPlans, NoPlanEverHoldsADequantizedCopyOfAQuantizedConstant) {
   ASSERT_NE(c.step("deq"), nullptr);
 }
 
-// With the real rules a quantized matmul runs on the CUDA generic tier from its blocks: a
-// 2080 Ti alone plans a q4_k stack, and explain names the format and the tier.
+// With the real rules a quantized matmul runs from its blocks on the GPU: on a 2080 Ti decode
+// takes the dp4a mat-vec and prefill the int8 tensor cores, and explain names the format, the
+// tier and why the better tiers were skipped.
 TEST(QuantizedPlans, WithTheRealRulesAQuantizedMatmulRunsFromItsBlocksOnTheGpu) {
   const Graph g = llama_stack(DType::q4_k, DType::f32, 1, 256, 512);
   Plan p = plan_ok(g, real_devices({"rtx2080ti"}));
   expect_compressed_only(g, p);
   const PlanStep* up = p.step("blk.0.ffn_up");
   ASSERT_NE(up, nullptr);
-  EXPECT_EQ(up->op.choice.tier, Tier::generic) << explain(p);
+  EXPECT_EQ(up->op.choice.tier, Tier::int_dot) << explain(p);
   EXPECT_EQ(up->op.op.inputs[1].dtype, DType::q4_k);
-  EXPECT_HAS(up->tier_reason, "q4_k blocks decoded in registers");
+  EXPECT_HAS(up->tier_reason, "q4_k blocks decoded to int8 in registers");
+  EXPECT_HAS(up->tier_reason, "dp4a");
+  bool said = false;
+  for (const std::string& k : up->skipped) said = said || k.find("int8_mma skipped: ") == 0;
+  EXPECT_TRUE(said) << explain(p);
+  EXPECT_HAS(explain(p), "decode shape");
+
+  GraphBuilder b("prefill");
+  ValueId x = b.input("x", DType::f16, {128, 512});
+  b.output(b.matmul(x, b.constant("w", DType::q4_0, {256, 512}), true, "proj"));
+  auto pg = b.build();
+  ASSERT_TRUE(pg.ok());
+  Plan pp = plan_ok(*pg, real_devices({"rtx2080ti"}));
+  const PlanStep* proj = pp.step("proj");
+  ASSERT_NE(proj, nullptr);
+  EXPECT_EQ(proj->op.choice.tier, Tier::int8_mma) << explain(pp);
+  EXPECT_HAS(proj->tier_reason, "mma.sync m8n8k16 s8");
 }
 
-// The VILA failure (MISSION.md, 4): an AWQ model on a GTX 1060 runs on the generic tier when the
-// build has an image for sm_61, instead of being refused for lacking Ampere; without one, it is
-// refused with the image as the reason, never with a dequantized copy.
-TEST(QuantizedPlans, AnAwqGraphOnAGtx1060RunsTheGenericTier) {
+// The VILA failure (MISSION.md, 4): an AWQ model on a GTX 1060 runs on the dp4a tier when the
+// build has an image for sm_61 (a CUDA 12 toolkit's; CUDA 13 cannot build sm_61), never on
+// tensor cores it lacks; without such an image it is refused with the missing image as the
+// reason, never "lacks Ampere", never with a dequantized copy.
+TEST(QuantizedPlans, AnAwqGraphOnAGtx1060RunsTheDp4aTier) {
   const Graph g = llama_stack(DType::q4_z, DType::f16, 1, 256, 512);
   const cuda::BuildArchs archs{{61, 70, 75, 80}, 80, {}, false};
   auto rules = cuda::make_rules(archs);
@@ -185,15 +203,52 @@ TEST(QuantizedPlans, AnAwqGraphOnAGtx1060RunsTheGenericTier) {
   for (const PlanStep& s : p.steps)
     if (s.kind == StepKind::kernel && s.op.op.kind == OpKind::matmul) {
       ++matmuls;
-      EXPECT_EQ(s.op.choice.tier, Tier::generic) << s.name;
+      EXPECT_EQ(s.op.choice.tier, Tier::int_dot) << s.name << "\n" << explain(p);
       EXPECT_EQ(s.op.op.inputs[1].dtype, DType::q4_z) << s.name;
+      bool why = false;
+      for (const std::string& k : s.skipped)
+        why = why || (k.find("int8_mma skipped: ") == 0 && k.find("sm_75") != std::string::npos);
+      EXPECT_TRUE(why) << s.name << "\n" << explain(p);
     }
   EXPECT_EQ(matmuls, 7);
+  const std::string text = explain(p);
+  EXPECT_HAS(text, "q4_z");
+  EXPECT_HAS(text, "dp4a (sm_61 >= sm_61)");
+  EXPECT_LACKS(text, "Ampere");
+
+  // With dp4a denied by policy the generic tier still runs it from its blocks.
+  Plan generic =
+      plan_ok(g, with_build({"gtx1060"}, archs, *rules), policy("deny=cuda.int_dot"));
+  for (const PlanStep& s : generic.steps) {
+    if (s.kind == StepKind::kernel && s.op.op.kind == OpKind::matmul) {
+      EXPECT_EQ(s.op.choice.tier, Tier::generic) << s.name;
+    }
+  }
+
   const cuda::BuildArchs no61{{75, 80}, 80, {}, false};
   auto rules75 = cuda::make_rules(no61);
   auto refused = make_plan(g, with_build({"gtx1060"}, no61, *rules75));
   ASSERT_FALSE(refused.ok());
   EXPECT_HAS(refused.status().message(), "sm_61");
+  EXPECT_LACKS(refused.status().message(), "Ampere");
+}
+
+// A GTX 16xx (Turing without tensor cores) gets dp4a for prefill too, never int8 mma.
+TEST(QuantizedPlans, AGtx1660RunsQuantizedPrefillOnDp4aNotTensorCores) {
+  GraphBuilder b("prefill");
+  ValueId x = b.input("x", DType::f16, {128, 512});
+  b.output(b.matmul(x, b.constant("w", DType::q6_k, {256, 512}), true, "proj"));
+  auto g = b.build();
+  ASSERT_TRUE(g.ok());
+  Plan p = plan_ok(*g, real_devices({"gtx1660super"}));
+  const PlanStep* proj = p.step("proj");
+  ASSERT_NE(proj, nullptr);
+  EXPECT_EQ(proj->op.choice.tier, Tier::int_dot) << explain(p);
+  bool why = false;
+  for (const std::string& k : proj->skipped)
+    why = why || (k.find("int8_mma skipped: ") == 0 &&
+                  k.find("requires tensor cores") != std::string::npos);
+  EXPECT_TRUE(why) << explain(p);
 }
 
 }  // namespace

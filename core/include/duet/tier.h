@@ -25,6 +25,10 @@ enum class Tier : uint8_t {
                      // shared memory
   cublas,            // cuda: NVIDIA's cuBLASLt
   coopmat,           // vulkan: cooperative-matrix (matrix unit) kernels
+  int_dot,   // block-quantized weights: activations quantized to q8 blocks, packed 4x8-bit integer
+             // dot products (Vulkan VK_KHR_shader_integer_dot_product, CUDA dp4a on sm_61+)
+  int8_mma,  // cuda: block-quantized weights dequantized to int8 in registers, int8 tensor-core
+             // mma.sync (m8n8k16 on sm_75, m16n8k32 on sm_80+)
 };
 
 DUET_API std::string_view tier_name(Tier t);

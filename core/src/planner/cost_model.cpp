@@ -33,6 +33,7 @@ double tier_efficiency(const DeviceCaps& c, Tier tier) {
   if (gpu_api_on_cpu(c)) {
     switch (tier) {
       case Tier::register_blocked:
+      case Tier::int_dot:
         return 0.3;
       case Tier::tiled:
       case Tier::coopmat:
@@ -44,6 +45,8 @@ double tier_efficiency(const DeviceCaps& c, Tier tier) {
     }
   }
   switch (tier) {
+    case Tier::int8_mma:
+      return 1.2;  // of the f32 peak: int8 tensor cores run 4-8x that, dequantizing costs most
     case Tier::cublas:
       return 0.7;
     case Tier::flash:
@@ -56,6 +59,12 @@ double tier_efficiency(const DeviceCaps& c, Tier tier) {
       return 0.4;
     case Tier::register_blocked:
       return 0.3;
+    case Tier::int_dot: {
+      // Packed 4x8-bit dot products run at 4 multiply-adds per instruction where the device
+      // accelerates them (the rules read the same capability); emulated, as f32 FMAs do.
+      auto a = c.extra.find("integer_dot_accelerated");
+      return a != c.extra.end() && a->second == "yes" ? 0.6 : 0.3;
+    }
     case Tier::generic:
       return 0.15;
     case Tier::reference:

@@ -151,9 +151,42 @@ struct EmbedParams {
 // host/plan.cpp), byte layouts in duet/block_layout.h
 enum class QFmt : uint8_t { q8_0 = 5, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k, q4_z };
 
+// Formats whose two halves of a group of 32 have their own scale (the int8_mma tier multiplies
+// the halves separately).
+inline constexpr bool q_scales_per16(QFmt f) {
+  return f == QFmt::q6_k || f == QFmt::q2_k || f == QFmt::q3_k;
+}
+
+// Activations quantized for the integer tiers (int_dot, int8_mma), 32 values a block:
+// q = rint(x * 127 / amax), d = amax / 127, and d times the sum of q over each half of 16 (the
+// offset terms of formats with a min or a zero point). 48 bytes, so blocks stay 16-byte aligned.
+struct alignas(16) Q8Block {
+  int8_t q[32];
+  float d;
+  float ds[2];
+  float pad;
+};
+static_assert(sizeof(Q8Block) == 48);
+
+// A[b][m][k] (any float dtype, strided, batch dims as QMatmulParams) into rows b * M + m of
+// K / 32 blocks.
+struct Q8ActParams {
+  const void* a = nullptr;
+  Elt a_dtype = Elt::f32;
+  int M = 0, K = 0;
+  int64_t a_m = 0, a_k = 0;
+  int64_t a_batch[2] = {};
+  int batch_inner = 1;
+  int64_t rows = 0;  // batch * M
+  Q8Block* out = nullptr;
+};
+
 // C[b][m][n] = sum_k A[b][m][k] * W[n][k], W in blocks (rows of K), C dense. Blocks of kQWarps
-// warps, each a weight row for kQRows rows of A.
-inline constexpr int kQRows = 4, kQWarps = 4;
+// warps, each a weight row for kQRows rows of A (generic) or kQIntRows (int_dot).
+inline constexpr int kQRows = 4, kQWarps = 4, kQIntRows = 8;
+// The int8_mma tier: blocks of 2 x 2 warps, each warp a 32 x 32 tile of C; K staged through
+// shared memory in chunks of kc groups of 32 (host/shapes.h sizes them from the device's limit).
+inline constexpr int kQMmaBM = 64, kQMmaBN = 64, kQMmaThreads = 128;
 struct QMatmulParams {
   const void* a = nullptr;
   const uint8_t* w = nullptr;  // row 0's first block
@@ -165,6 +198,10 @@ struct QMatmulParams {
   int64_t a_batch[2] = {};   // batch strides, outer then inner (0: broadcast)
   int batch_inner = 1;       // blockIdx.z = outer * batch_inner + inner
   int64_t w_row_bytes = 0;   // from one weight row to the next
+  // The integer tiers: A quantized by q8_act_kernel, rows b * M + m of K / 32 blocks.
+  const Q8Block* qa = nullptr;
+  int kc = 1, stages = 1;  // int8_mma: groups of 32 per shared-memory chunk, buffers (1 or 2)
+  int per16 = 0;           // int8_mma: the format scales halves of 16 separately
 };
 
 // Rows of a block-quantized [V, D] tensor dequantized into a dense [rows, D] output: by ids

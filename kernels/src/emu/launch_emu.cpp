@@ -17,6 +17,11 @@ Status launch(Tier tier, const OpDesc& op, std::span<const View> inputs, const V
       case detail::Kernel::matmul_tc:
         DUET_TRY(emu_impl::matmul_tc(c));
         break;
+      case detail::Kernel::q8_act:
+      case detail::Kernel::dp4a_qmatmul:
+      case detail::Kernel::mma_qmatmul:
+        DUET_TRY(emu_impl::quant_int(c));
+        break;
       default:
         DUET_TRY(emu_impl::generic(c));
         break;

@@ -35,6 +35,23 @@ Status launch(Tier tier, const OpDesc& op, std::span<const View> inputs, const V
         return Status(Code::unsupported,
                       "flash-tier matmul: this build has no sm_80+ architecture (DUET_CUDA_ARCHS)");
 #endif
+      case detail::Kernel::q8_act:
+      case detail::Kernel::dp4a_qmatmul:
+#ifdef DUET_KERNELS_HAVE_DP4A
+        DUET_TRY(gpu_impl::dp4a_qmatmul(c, launch.stream));
+        break;
+#else
+        return Status(Code::unsupported,
+                      "int_dot: this build has no sm_61+ architecture (DUET_CUDA_ARCHS)");
+#endif
+      case detail::Kernel::mma_qmatmul:
+#ifdef DUET_KERNELS_HAVE_SM75
+        DUET_TRY(gpu_impl::int8_mma_qmatmul(c, launch.stream));
+        break;
+#else
+        return Status(Code::unsupported,
+                      "int8_mma: this build has no sm_75+ architecture (DUET_CUDA_ARCHS)");
+#endif
       default:
         DUET_TRY(gpu_impl::generic(c, launch.stream));
         break;

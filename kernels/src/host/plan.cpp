@@ -76,8 +76,11 @@ class Planner {
       return no_kernel("generic, tiled or flash");
     }
     if (op_.kind == OpKind::matmul) {
-      if (is_quantized(op_.inputs[1].dtype))
-        return tier_ == Tier::generic ? gen_qmatmul() : no_kernel("generic for block formats");
+      if (is_quantized(op_.inputs[1].dtype)) {
+        if (tier_ == Tier::generic) return gen_qmatmul();
+        if (tier_ == Tier::int_dot || tier_ == Tier::int8_mma) return int_qmatmul();
+        return no_kernel("generic, int_dot or int8_mma for block formats");
+      }
       if (tier_ == Tier::generic) return gen_matmul();
       if (tier_ == Tier::tiled || tier_ == Tier::pipelined) return matmul_tc();
       return no_kernel("generic, tiled or pipelined");
@@ -464,8 +467,9 @@ class Planner {
     return {};
   }
 
-  Result<std::vector<Call>> gen_qmatmul() {
-    const dev::MatmulParams m = matmul_params();  // A's strides and the batch layout
+  // A's strides and the batch layout, and the weight's blocks.
+  Result<dev::QMatmulParams> qmatmul_params() const {
+    const dev::MatmulParams m = matmul_params();
     dev::QMatmulParams p;
     p.a = m.a;
     p.c = m.c;
@@ -482,6 +486,11 @@ class Planner {
     p.batch_inner = m.batch_inner;
     int64_t rows = 0;
     DUET_TRY(quant_rows(in_[1], op_.input_name(1), &p.w, &p.w_row_bytes, &rows));
+    return p;
+  }
+
+  Result<std::vector<Call>> gen_qmatmul() {
+    DUET_ASSIGN_OR_RETURN(const dev::QMatmulParams p, qmatmul_params());
     const int64_t batch = batch_count();
     const int64_t gy = (p.M + dev::kQRows - 1) / dev::kQRows;
     if (batch > 65535 || gy > 65535)
@@ -490,6 +499,65 @@ class Planner {
                                   {static_cast<unsigned>((p.N + dev::kQWarps - 1) / dev::kQWarps),
                                    static_cast<unsigned>(gy), static_cast<unsigned>(batch)},
                                   dev::kQWarps * 32, 0, p)};
+  }
+
+  // The integer tiers: A quantized into the workspace (q8_act), then the dp4a mat-vec or the
+  // int8 tensor-core tiles.
+  Result<std::vector<Call>> int_qmatmul() {
+    const bool mma = tier_ == Tier::int8_mma;
+    DUET_TRY(need_sm(mma ? 75 : 61));
+    DUET_ASSIGN_OR_RETURN(dev::QMatmulParams p, qmatmul_params());
+    const int64_t batch = batch_count();
+    const uint64_t need = workspace_bytes(tier_, op_, launch_.config);
+    if (!launch_.workspace)
+      return fail(Code::invalid_argument, "the " + std::string(tier_name(tier_)) +
+                                              " tier needs a workspace of " + std::to_string(need) +
+                                              " bytes for the quantized activations");
+    dev::Q8ActParams q;
+    q.a = p.a;
+    q.a_dtype = p.a_dtype;
+    q.M = p.M;
+    q.K = p.K;
+    q.a_m = p.a_m;
+    q.a_k = p.a_k;
+    q.a_batch[0] = p.a_batch[0];
+    q.a_batch[1] = p.a_batch[1];
+    q.batch_inner = p.batch_inner;
+    q.rows = batch * p.M;
+    q.out = static_cast<dev::Q8Block*>(launch_.workspace);
+    p.qa = q.out;
+    std::vector<Call> calls;
+    calls.push_back(
+        call(Kernel::q8_act, {blocks_for(q.rows * (p.K / 32) * 32, 256), 1, 1}, 256, 0, q));
+    if (!mma) {
+      const int64_t gy = (p.M + dev::kQIntRows - 1) / dev::kQIntRows;
+      if (batch > 65535 || gy > 65535)
+        return fail(Code::unsupported, "grid too large (batch at most 65535)");
+      calls.push_back(call(Kernel::dp4a_qmatmul,
+                           {static_cast<unsigned>((p.N + dev::kQWarps - 1) / dev::kQWarps),
+                            static_cast<unsigned>(gy), static_cast<unsigned>(batch)},
+                           dev::kQWarps * 32, 0, p));
+      return calls;
+    }
+    const LaunchConfig& cfg = launch_.config;
+    if (cfg.block_threads != dev::kQMmaThreads || cfg.stages < 1 || cfg.stages > 2 ||
+        cfg.tile_k < 32 || cfg.tile_k % 32 || cfg.tile_k > 256 ||
+        cfg.shared_bytes != shapes::qmma_smem_bytes(cfg.tile_k / 32, cfg.stages))
+      return fail(Code::invalid_argument,
+                  "launch configuration '" + cfg.str() + "' is not one this kernel supports");
+    p.kc = cfg.tile_k / 32;
+    p.stages = cfg.stages;
+    p.per16 = dev::q_scales_per16(p.fmt) ? 1 : 0;
+    const int64_t gy = (p.M + dev::kQMmaBM - 1) / dev::kQMmaBM;
+    if (batch > 65535 || gy > 65535)
+      return fail(Code::unsupported, "grid too large (batch at most 65535)");
+    Call c = call(Kernel::mma_qmatmul,
+                  {static_cast<unsigned>((p.N + dev::kQMmaBN - 1) / dev::kQMmaBN),
+                   static_cast<unsigned>(gy), static_cast<unsigned>(batch)},
+                  dev::kQMmaThreads, cfg.shared_bytes, p);
+    c.sm80 = launch_.sm == 0 || launch_.sm >= 80;
+    calls.push_back(c);
+    return calls;
   }
 
   Result<std::vector<Call>> qrows() {
@@ -714,6 +782,12 @@ std::string Call::name() const {
       return "generic quantized matmul";
     case Kernel::gen_qrows:
       return "generic quantized rows";
+    case Kernel::q8_act:
+      return t + " q8 activations";
+    case Kernel::dp4a_qmatmul:
+      return "int_dot quantized matmul (dp4a)";
+    case Kernel::mma_qmatmul:
+      return std::string("int8_mma quantized matmul<") + (sm80 ? "m16n8k32" : "m8n8k16") + ">";
   }
   return "?";
 }
@@ -757,6 +831,14 @@ Status data_error(const OpDesc& op, const void* bytes, std::string_view device) 
 
 uint64_t workspace_bytes(Tier tier, const OpDesc& op, const LaunchConfig& config) {
   const uint64_t eb = error_bytes(op);
+  // The integer tiers' quantized activations: a Q8Block per 32 values of A's rows.
+  if (op.kind == OpKind::matmul && (tier == Tier::int_dot || tier == Tier::int8_mma) &&
+      op.inputs.size() == 2 && is_quantized(op.inputs[1].dtype)) {
+    const uint64_t rows =
+        static_cast<uint64_t>(op.output.numel() / std::max<int64_t>(op.output.dim(-1), 1));
+    return rows * static_cast<uint64_t>(op.inputs[0].dim(op.attrs.transpose_a ? -2 : -1) / 32) *
+           sizeof(dev::Q8Block);
+  }
   if (op.kind != OpKind::attention || tier == Tier::generic || op.inputs.size() < 3) return eb;
   const TensorDesc &q = op.inputs[0], &k = op.inputs[1];
   const int D = static_cast<int>(q.dim(3));

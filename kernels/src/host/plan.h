@@ -26,8 +26,11 @@ enum class Kernel : uint8_t {
   embedding,
   write_slice,
   fill_u64,
-  gen_qmatmul,  // block-quantized weight (generic)
-  gen_qrows,    // block-quantized rows: embedding, cast (generic)
+  gen_qmatmul,   // block-quantized weight (generic)
+  gen_qrows,     // block-quantized rows: embedding, cast (generic)
+  q8_act,        // activations quantized to int8 per 32 (the integer tiers)
+  dp4a_qmatmul,  // block-quantized weight, dp4a (int_dot)
+  mma_qmatmul,   // block-quantized weight, int8 mma.sync (int8_mma)
 };
 
 struct Dim3 {
@@ -36,8 +39,8 @@ struct Dim3 {
 
 using Params = std::variant<dev::AttnParams, dev::CombineParams, dev::MatmulParams,
                             dev::EltwiseParams, dev::CopyParams, dev::RowParams, dev::RopeParams,
-                            dev::GenAttnParams, dev::EmbedParams, dev::WriteParams,
-                            dev::FillParams, dev::QMatmulParams, dev::QRowsParams>;
+                            dev::GenAttnParams, dev::EmbedParams, dev::WriteParams, dev::FillParams,
+                            dev::QMatmulParams, dev::QRowsParams, dev::Q8ActParams>;
 
 struct Call {
   Kernel kernel = Kernel::eltwise;
@@ -45,6 +48,7 @@ struct Call {
   bool bf16 = false;      // tensor-core kernels: bf16 (else f16)
   int head_dim = 0;       // attention_tc instance
   bool b_nmajor = false;  // matmul_tc instance
+  bool sm80 = false;      // mma_qmatmul instance: m16n8k32 (sm_80+), else m8n8k16 (sm_75)
   Dim3 grid;
   int threads = 0;
   uint64_t smem = 0;

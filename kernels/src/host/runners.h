@@ -13,6 +13,8 @@ Status tiled_attention(const detail::Call& c, void* stream);
 Status pipelined_matmul(const detail::Call& c, void* stream);
 Status tiled_matmul(const detail::Call& c, void* stream);
 Status generic(const detail::Call& c, void* stream);
+Status dp4a_qmatmul(const detail::Call& c, void* stream);      // q8_act and dp4a (sm_61+)
+Status int8_mma_qmatmul(const detail::Call& c, void* stream);  // sm_75+
 }  // namespace gpu_impl
 
 namespace emu_impl {
@@ -20,6 +22,7 @@ Status attention_flash(const detail::Call& c);
 Status attention_tiled(const detail::Call& c);
 Status matmul_tc(const detail::Call& c);
 Status generic(const detail::Call& c);
+Status quant_int(const detail::Call& c);  // q8_act, dp4a and int8 mma
 }  // namespace emu_impl
 
 }  // namespace duet::kernels

@@ -50,6 +50,21 @@ inline bool matmul_b_nmajor(const OpDesc& op) {
   return k_stride == 1 && b.dim(op.attrs.transpose_b ? -1 : -2) > 1;
 }
 
+// ---- int8 tensor-core quantized matmul (quant_mma.h): per buffer, the 64 rows of A and the 64
+// weight rows of a chunk of kc groups of 32 as int8 (rows padded by 16 bytes against bank
+// conflicts), A's scale and offset sums (3 floats a group and row), the weights' scales and
+// offsets (4 floats a group and row).
+inline uint64_t qmma_pitch(int kc) {
+  return static_cast<uint64_t>(kc) * 32 + 16;
+}
+inline uint64_t qmma_stage_bytes(int kc) {
+  const uint64_t k = static_cast<uint64_t>(kc);
+  return 128 * qmma_pitch(kc) + 64 * k * 3 * 4 + 64 * k * 4 * 4;
+}
+inline uint64_t qmma_smem_bytes(int kc, int stages) {
+  return static_cast<uint64_t>(stages) * qmma_stage_bytes(kc);
+}
+
 // ---- generic kernels
 inline constexpr int kGenMatmulThreads = 256;
 inline constexpr uint64_t kGenMatmulSmem = 2 * 16 * 64 * 4;

@@ -6,12 +6,18 @@
 #include <algorithm>
 #include <sstream>
 
+#include "device/params.h"
 #include "host/shapes.h"
 
 namespace duet::kernels {
 
 namespace {
 
+using dev::kQIntRows;
+using dev::kQMmaBM;
+using dev::kQMmaBN;
+using dev::kQMmaThreads;
+using dev::kQWarps;
 using shapes::sm_name;
 
 std::string kib(uint64_t bytes) {
@@ -346,7 +352,27 @@ void generic_choice(const DeviceCaps& caps, const OpDesc& op, const BuildArchs& 
   out.push_back(d.done("generic " + std::string(op_name(op.kind))));
 }
 
-// ---- block-quantized weights: the generic tier (SIMT dequantize-and-FMA)
+// ---- block-quantized weights: int8 tensor cores (prefill), dp4a (decode and small batches,
+// sm_61+), and the generic tier (SIMT dequantize-and-FMA) everywhere
+
+// The int8_mma tier's shared-memory staging: double buffering and the longest K chunk that fit
+// the device's limit per block (opt-in included), so a Turing card with 64 KiB gets a smaller
+// pipeline than an A100 instead of failing to launch.
+LaunchConfig qmma_config(const DeviceCaps& caps) {
+  LaunchConfig cfg;
+  cfg.block_threads = kQMmaThreads;
+  cfg.tile_m = kQMmaBM;
+  cfg.tile_n = kQMmaBN;
+  cfg.subgroup = 32;
+  const int tries[][2] = {{2, 8}, {2, 4}, {2, 2}, {1, 4}, {2, 1}, {1, 2}, {1, 1}};
+  for (const auto& [stages, kc] : tries) {
+    cfg.stages = stages;
+    cfg.tile_k = kc * 32;
+    cfg.shared_bytes = shapes::qmma_smem_bytes(kc, stages);
+    if (cfg.shared_bytes <= smem_limit(caps)) break;
+  }
+  return cfg;
+}
 
 void quantized_choices(const DeviceCaps& caps, const OpDesc& op, const BuildArchs& build,
                        std::vector<KernelChoice>& out) {
@@ -357,7 +383,60 @@ void quantized_choices(const DeviceCaps& caps, const OpDesc& op, const BuildArch
     out.push_back(no_quantized_kernel(op, "CUDA"));
     return;
   }
+  const int sm = device_sm(caps);
   const std::string f(dtype_name(op.inputs[qi].dtype));
+  if (mm) {
+    const int64_t M = op.output.dim(-2), batch = matmul_batch(op);
+    const bool grid_ok = batch <= 65535 && (M + kQIntRows - 1) / kQIntRows <= 65535;
+    const std::string grid_msg = "grid too large (batch at most 65535, M at most 512K)";
+    {
+      Draft d(Tier::int8_mma, Precision::f32);
+      d.need(sm >= 75, "int8 mma.sync needs sm_75 (m8n8k16), device is " + sm_name(sm));
+      d.need(caps.tensor_cores, "requires tensor cores, the device has none");
+      d.need(M > kQIntRows, "decode shape (" + std::to_string(M) + " rows, at most " +
+                                std::to_string(kQIntRows) +
+                                "): the int_dot mat-vec reads the weight once for all rows, "
+                                "an mma tile would be mostly padding");
+      d.need(grid_ok, grid_msg);
+      LaunchConfig cfg = qmma_config(caps);
+      d.need(cfg.shared_bytes <= smem_limit(caps),
+             "needs " + kib(cfg.shared_bytes) + " of shared memory per block, the device allows " +
+                 kib(smem_limit(caps)));
+      need_warp32(d, caps);
+      if (sm >= 75) need_image(d, caps, build, 75);
+      const bool k32 = sm >= 80;
+      cfg.variant = std::string("int8_mma_qmatmul_") + (k32 ? "m16n8k32" : "m8n8k16");
+      d.c.launch = cfg;
+      d.c.input_dtypes = op_dtypes(op);
+      d.c.output_dtype = op.output.dtype;
+      d.why.push_back(
+          f + " blocks decoded to int8 in registers, activations quantized to int8 per " + "32, " +
+          sm_name(sm) + (k32 ? " >= sm_80: mma.sync m16n8k32" : ": mma.sync m8n8k16") + " s8, " +
+          std::to_string(cfg.stages) + " shared-memory buffer(s) of " + std::to_string(cfg.tile_k) +
+          " K (" + kib(cfg.shared_bytes) + ")");
+      out.push_back(d.done("int8 tensor-core quantized matmul"));
+    }
+    {
+      Draft d(Tier::int_dot, Precision::f32);
+      d.need(sm >= 61, "dp4a needs sm_61, device is " + sm_name(sm));
+      d.need(grid_ok, grid_msg);
+      need_warp32(d, caps);
+      if (sm >= 61) need_image(d, caps, build, 61);
+      LaunchConfig cfg;
+      cfg.subgroup = 32;
+      cfg.block_threads = kQWarps * 32;
+      cfg.tile_m = kQIntRows;
+      cfg.variant = "dp4a_qmatmul";
+      d.c.launch = cfg;
+      d.c.input_dtypes = op_dtypes(op);
+      d.c.output_dtype = op.output.dtype;
+      d.why.push_back(f + " blocks decoded to int8 in registers, activations quantized to int8 " +
+                      "per 32, dp4a (" + sm_name(sm) +
+                      " >= sm_61), a warp per weight row for up to " + std::to_string(kQIntRows) +
+                      " activation rows");
+      out.push_back(d.done("dp4a quantized matmul"));
+    }
+  }
   Draft d(Tier::generic, Precision::f32);
   need_image(d, caps, build, 0);
   LaunchConfig cfg;
@@ -368,8 +447,7 @@ void quantized_choices(const DeviceCaps& caps, const OpDesc& op, const BuildArch
   d.c.input_dtypes = op_dtypes(op);
   d.c.output_dtype = op.output.dtype;
   d.why.push_back(f + " blocks decoded in registers (never expanded in memory), SIMT fp32 " +
-                  (mm ? "FMA, a warp per weight row" : "rows") +
-                  ", any architecture; no dp4a or int8 tensor-core tier yet");
+                  (mm ? "FMA, a warp per weight row" : "rows") + ", any architecture");
   out.push_back(d.done(mm ? "generic quantized matmul" : "generic quantized rows"));
 }
 
