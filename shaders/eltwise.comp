@@ -94,6 +94,8 @@ float apply(float x, float z) {
     case DUET_EW_ERF: return erf_of(x);
     case DUET_EW_SQRT: return sqrt(x);
     case DUET_EW_POW: return pow_of(x, P.f.x);
+    case DUET_EW_ABS: return abs(x);
+    case DUET_EW_LOG: return log(x);
     default: return uintBitsToFloat(0x7fc00000u);  // never another function: NaN
   }
 }

@@ -23,7 +23,8 @@ TEXELS(7, tw)
 #define QWORD(i) texelFetch(tw, int(i)).x
 #include "quant.glsl"
 
-// P.u.x: D; P.u.y: v0; P.u.z: v1; P.u.w: V. P.u2.x: error slot; P.u2.y: last window (reports).
+// P.u.x: D; P.u.y: v0; P.u.z: v1; P.u.w: V. P.u2.x: error slot; P.u2.y: last window (reports);
+// P.u2.z: ids in [-V, 0) count from the end (negative_ids).
 // P.u3.x: byte of row v0 in the view; P.u3.y: bytes from one row to the next. td[0]: the dense
 // output [rows, D]; td[2]: the ids.
 void main() {
@@ -33,14 +34,15 @@ void main() {
   const uint stride = gl_NumWorkGroups.x * gl_NumWorkGroups.y * gl_WorkGroupSize.x;
   for (uint i = GROUP_INDEX * gl_WorkGroupSize.x + gl_LocalInvocationID.x; i < n; i += stride) {
     const uint r = i / groups, e0 = (i % groups) * 32u;
-    const int id = IDS != 0u ? ids[toff(2, r)] : v0 + int(r);
+    const int v = IDS != 0u ? ids[toff(2, r)] : v0 + int(r);
+    const int id = P.u2.z != 0u && v < 0 ? v + V : v;
     const uint o = P.td[0].offset + r * D + e0;
     if (id < 0 || id >= V) {
       if (P.u2.y != 0u) {
         for (uint l = 0u; l < 32u; ++l) y[o + l] = STOREF(0.0);
         if (e0 == 0u) {
           atomicMax(err[2u * P.u2.x], 1u);
-          err[2u * P.u2.x + 1u] = uint(id);
+          err[2u * P.u2.x + 1u] = uint(v);
         }
       }
     } else if (id >= v0 && id < v1) {

@@ -160,6 +160,11 @@ class CpuDevice final : public Device {
         return norm(args);
       case OpKind::rope:
         return rope(args);
+      case OpKind::reduce_sum:
+      case OpKind::reduce_mean:
+      case OpKind::reduce_max:
+      case OpKind::reduce_min:
+        return reduce(args);
       case OpKind::cast:
       case OpKind::copy:
       case OpKind::concat:

@@ -401,6 +401,32 @@ Status rope(const Ctx& c, const Arg& out, std::span<const Arg> in) {
   });
 }
 
+// ---- reductions ------------------------------------------------------------------------------
+
+// reduce.comp: one invocation per output element; split along the kept dims when a window is
+// too large.
+Status reduce(const Ctx& c, const Arg& out, std::span<const Arg> in) {
+  const std::optional<uint32_t> code = reduce_code(c.op);
+  if (!code) return unsupported(c.dev, c.op, "not a reduction of duet/eltwise.h");
+  const uint32_t mask = reduce_dims_mask(c.op);
+  const int rank = out.desc.rank, lead = kMaxRank - rank;
+  std::vector<int> kept;
+  for (int d = 0; d < rank; ++d)
+    if (!(mask >> d & 1u)) kept.push_back(d);
+  const int64_t count = in[0].desc.numel() / out.desc.numel();
+  return split_emit(c.dev, {out, in[0]}, 2, kept, [&](const std::vector<Arg>& p) -> Status {
+    Dispatch d;
+    d.shader = "reduce_" + T(out.desc.dtype);
+    d.dense_spec = true;
+    d.spec = {static_cast<uint32_t>(c.block()), *code};
+    DUET_TRY(c.bind_into(d, 1, 0, p[0], true, "output"));
+    DUET_TRY(c.bind_into(d, 2, 1, p[1], false, c.op.input_name(0)));
+    d.params.u = {mask << lead, static_cast<uint32_t>(count), 0, 0};
+    d.groups = flat_grid(static_cast<uint64_t>(p[0].desc.numel()), c.block());
+    return c.dev.recorder().record(d);
+  });
+}
+
 // ---- data movement ----------------------------------------------------------------------------
 
 Status convert(const Ctx& c, const Arg& dst, const Arg& src, const std::string& name) {
@@ -439,6 +465,13 @@ Status concat(const Ctx& c, const Arg& out, std::span<const Arg> in) {
   return {};
 }
 
+// Where an embedding's shader reports a bad id.
+Result<uint32_t> id_error_slot(const Ctx& c) {
+  return c.dev.recorder().error_slot(
+      std::string(op_name(c.op.kind)) + " '" + c.op.name + "': tensor '" + c.op.input_name(1) + "'",
+      "id", " is outside the " + embedding_id_range(c.op));
+}
+
 Status embedding(const Ctx& c, const Arg& out, std::span<const Arg> in) {
   const Arg& table = in[0];
   const int64_t V = table.desc.dim(0), D = table.desc.dim(1);
@@ -453,9 +486,7 @@ Status embedding(const Ctx& c, const Arg& out, std::span<const Arg> in) {
   while (rows_per_window > 1 &&
          !fits(c.dev, Arg{slice_dim(table.desc, 0, 0, rows_per_window), table.buf}))
     rows_per_window = (rows_per_window + 1) / 2;
-  DUET_ASSIGN_OR_RETURN(uint32_t slot, c.dev.recorder().error_slot(
-                                           std::string(op_name(c.op.kind)) + " '" + c.op.name +
-                                           "': tensor '" + c.op.input_name(1) + "'"));
+  DUET_ASSIGN_OR_RETURN(uint32_t slot, id_error_slot(c));
   for (int64_t v0 = 0; v0 < V; v0 += rows_per_window) {
     const int64_t v1 = std::min(V, v0 + rows_per_window);
     Arg tw{slice_dim(table.desc, 0, v0, v1), table.buf};
@@ -470,7 +501,7 @@ Status embedding(const Ctx& c, const Arg& out, std::span<const Arg> in) {
       d.bind[4] = c.dev.recorder().error_window();
       d.params.u = {static_cast<uint32_t>(D), static_cast<uint32_t>(v0), static_cast<uint32_t>(v1),
                     static_cast<uint32_t>(V)};
-      d.params.u2 = {slot, v0 == 0 ? 1u : 0u, 0, 0};
+      d.params.u2 = {slot, v0 == 0 ? 1u : 0u, c.op.attrs.negative_ids ? 1u : 0u, 0};
       d.groups = flat_grid(static_cast<uint64_t>(p[0].desc.numel()), c.block());
       return c.dev.recorder().record(d);
     });
@@ -799,9 +830,7 @@ Status qrows(const Ctx& c, const Arg& out, const Arg& table, const Arg* ids_in) 
   if (ids_in) {
     DUET_ASSIGN_OR_RETURN(TensorDesc flat, reshape(ids_in->desc, std::vector<int64_t>{rows}));
     ids = {flat, ids_in->buf};
-    DUET_ASSIGN_OR_RETURN(
-        slot, c.dev.recorder().error_slot(std::string(op_name(c.op.kind)) + " '" + c.op.name +
-                                          "': tensor '" + c.op.input_name(1) + "'"));
+    DUET_ASSIGN_OR_RETURN(slot, id_error_slot(c));
   }
   int64_t rows_per_window = V;
   // A cast's output rows are the table's: both must fit one window.
@@ -826,7 +855,7 @@ Status qrows(const Ctx& c, const Arg& out, const Arg& table, const Arg* ids_in) 
       d.texel[0] = v.win;
       d.params.u = {static_cast<uint32_t>(D), static_cast<uint32_t>(v0), static_cast<uint32_t>(v1),
                     static_cast<uint32_t>(V)};
-      d.params.u2 = {slot, v0 == 0 ? 1u : 0u, 0, 0};
+      d.params.u2 = {slot, v0 == 0 ? 1u : 0u, c.op.attrs.negative_ids ? 1u : 0u, 0};
       d.params.u3 = {v.row0, v.row_bytes, 0, 0};
       d.groups = flat_grid(static_cast<uint64_t>(p[0].desc.numel() / 32), c.block());
       return c.dev.recorder().record(d);
@@ -1025,6 +1054,11 @@ Status record_op(VulkanDevice& dev, const PlannedOp& p, std::span<const TensorRe
       return norm(c, out, in);
     case OpKind::rope:
       return rope(c, out, in);
+    case OpKind::reduce_sum:
+    case OpKind::reduce_mean:
+    case OpKind::reduce_max:
+    case OpKind::reduce_min:
+      return reduce(c, out, in);
     case OpKind::cast:
     case OpKind::copy:
       if (is_quantized(in[0].desc.dtype)) return qrows(c, out, in[0], nullptr);

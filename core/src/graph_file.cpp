@@ -127,7 +127,8 @@ void attr_fields(AttrIO& io, OpAttrs& a, F&& custom) {
   field(io, "step", a.step, d.step);
   field(io, "dim0", a.dim0, d.dim0);
   field(io, "dim1", a.dim1, d.dim1);
-  custom();  // scale, gelu_approx, rope_mode, to, shape, perm: not plain scalars
+  field(io, "negative_ids", a.negative_ids, d.negative_ids);
+  custom();  // scale, gelu_approx, rope_mode, to, shape, perm, axes: not plain scalars
 }
 
 ojson attrs_to_json(const OpAttrs& attrs) {
@@ -142,6 +143,7 @@ ojson attrs_to_json(const OpAttrs& attrs) {
     if (a.to != DType::f32) j["to"] = dtype_name(a.to);
     if (!a.shape.empty()) j["shape"] = a.shape;
     if (!a.perm.empty()) j["perm"] = a.perm;
+    if (!a.axes.empty()) j["axes"] = a.axes;
   });
   return j;
 }
@@ -205,15 +207,16 @@ Result<OpAttrs> attrs_from_json(const json& j, const std::string& node) {
       else
         custom_error = "shape";
     }
-    if (take("perm")) {
-      const json& v = j["perm"];
+    for (const char* key : {"perm", "axes"}) {
+      if (!take(key)) continue;
+      const json& v = j[key];
       bool ok = v.is_array();
       for (size_t i = 0; ok && i < v.size(); ++i)
         ok = v[i].is_number_integer() && std::abs(v[i].get<int64_t>()) < 1000;
       if (ok)
-        a.perm = v.get<std::vector<int>>();
+        (key[0] == 'p' ? a.perm : a.axes) = v.get<std::vector<int>>();
       else
-        custom_error = "perm";
+        custom_error = key;
     }
   });
   if (!io.error.empty()) return bad(io.error, "a value of the field's type");
@@ -224,7 +227,8 @@ Result<OpAttrs> attrs_from_json(const json& j, const std::string& node) {
         {"rope_mode", "\"neox\" or \"gptj\""},
         {"to", "a dtype (f32, f16, bf16, i8, i32)"},
         {"shape", "an array of integers"},
-        {"perm", "an array of small integers"}};
+        {"perm", "an array of small integers"},
+        {"axes", "an array of small integers"}};
     return bad(custom_error, want.at(custom_error));
   }
   for (const auto& [key, _] : j.items())
@@ -233,7 +237,7 @@ Result<OpAttrs> attrs_from_json(const json& j, const std::string& node) {
           key,
           "a known attribute (transpose_a, transpose_b, alpha, exponent, scale, eps, causal, "
           "gelu_approx, rope_mode, rope_offset, rope_theta, rope_dims, to, axis, "
-          "start, stop, step, dim0, dim1, shape, perm)");
+          "start, stop, step, dim0, dim1, negative_ids, shape, perm, axes)");
   return a;
 }
 

@@ -4,6 +4,7 @@
 #include <array>
 #include <cmath>
 
+#include "duet/eltwise.h"
 #include "ops/op_facts.h"
 
 namespace duet {
@@ -65,6 +66,41 @@ bool is_unary_elementwise(OpKind k) {
 }
 bool is_binary_elementwise(OpKind k) {
   return op_class(k) == OpClass::elementwise && op_inputs(k).size() == 2;
+}
+
+bool is_reduction(OpKind k) {
+  return k == OpKind::reduce_sum || k == OpKind::reduce_mean || k == OpKind::reduce_max ||
+         k == OpKind::reduce_min;
+}
+
+std::optional<uint32_t> reduce_code(const OpDesc& op) {
+  switch (op.kind) {
+    case OpKind::reduce_sum:
+      return DUET_RED_SUM;
+    case OpKind::reduce_mean:
+      return DUET_RED_MEAN;
+    case OpKind::reduce_max:
+      return DUET_RED_MAX;
+    case OpKind::reduce_min:
+      return DUET_RED_MIN;
+    default:
+      return std::nullopt;
+  }
+}
+
+uint32_t reduce_dims_mask(const OpDesc& op) {
+  uint32_t m = 0;
+  const int r = op.inputs.empty() ? 0 : op.inputs[0].rank;
+  for (int a : op.attrs.axes) {
+    const int d = a < 0 ? a + r : a;
+    if (d >= 0 && d < r) m |= 1u << d;
+  }
+  return m;
+}
+
+std::string embedding_id_range(const OpDesc& op) {
+  const std::string v = std::to_string(op.inputs.empty() ? 0 : op.inputs[0].dim(0));
+  return "ids in [" + (op.attrs.negative_ids ? "-" + v : std::string("0")) + ", " + v + ")";
 }
 
 std::optional<uint32_t> eltwise_code(const OpDesc& op) {

@@ -56,9 +56,11 @@ Graph every_op_graph(bool external_weight) {
   ValueId ef = b.op(OpKind::erf, {th}, {}, "ef");
   ValueId sq = b.op(OpKind::sqrt, {ef}, {}, "sq");
   ValueId re = b.op(OpKind::pow, {sq}, pw, "re");
+  ValueId ab = b.op(OpKind::abs, {re}, {}, "ab");
+  ValueId lg = b.op(OpKind::log, {ab}, {}, "lg");
   OpAttrs sm;
   sm.scale = 0.7f;
-  ValueId so = b.op(OpKind::softmax, {re}, sm, "so");
+  ValueId so = b.op(OpKind::softmax, {lg}, sm, "so");
   ValueId rn = b.rmsnorm(so, gamma, 1e-6f, "rn");
   OpAttrs ln;
   ln.eps = 3e-5f;
@@ -84,6 +86,12 @@ Graph every_op_graph(bool external_weight) {
   ValueId pos = b.input("pos", DType::i32, {1});
   ValueId cache = b.state("cache", DType::f32, {2, 4, 20, 16});
   ValueId ws = b.write_slice(cache, x, pos, 2, "ws");
+  OpAttrs rd;
+  rd.axes = {1, -1};
+  ValueId rsum = b.op(OpKind::reduce_sum, {x}, rd, "rsum");
+  ValueId rmean = b.op(OpKind::reduce_mean, {rsum}, rd, "rmean");
+  ValueId rmax = b.op(OpKind::reduce_max, {rmean}, rd, "rmax");
+  ValueId rmin = b.op(OpKind::reduce_min, {rmax}, rd, "rmin");
   OpAttrs all;
   all.transpose_a = true;
   all.transpose_b = true;
@@ -105,10 +113,13 @@ Graph every_op_graph(bool external_weight) {
   all.dim1 = 2;
   all.shape = {1, -1, 7};
   all.perm = {3, 2, 1, 0};
+  all.axes = {2, 0};
+  all.negative_ids = true;
   ValueId odd = b.op(OpKind::relu, {em}, all, "every_attr");
   b.output(b.copy(sl, "out"));
   b.output(odd);
   b.output(ws);
+  b.output(rmin);
   auto g = b.build();
   EXPECT_TRUE(g.ok()) << g.status().message();
   return std::move(*g);
@@ -116,7 +127,7 @@ Graph every_op_graph(bool external_weight) {
 
 TEST(GraphFile, EveryOpAndAttributeRoundTripsExactly) {
   Graph g = every_op_graph(false);
-  ASSERT_EQ(g.nodes().size(), 31u);
+  ASSERT_EQ(g.nodes().size(), 37u);
   std::set<OpKind> kinds;
   for (const GraphNode& n : g.nodes()) kinds.insert(n.kind());
   EXPECT_EQ(kinds.size(), static_cast<size_t>(kNumOpKinds)) << "the graph must use every op";
@@ -138,6 +149,8 @@ TEST(GraphFile, EveryOpAndAttributeRoundTripsExactly) {
   EXPECT_EQ(a.eps, 1.17549435e-38f);
   EXPECT_EQ(a.rope_offset, 123456789012);
   EXPECT_EQ(a.shape, (std::vector<int64_t>{1, -1, 7}));
+  EXPECT_EQ(a.axes, (std::vector<int>{2, 0}));
+  EXPECT_TRUE(a.negative_ids);
 }
 
 TEST(GraphFile, ConstantsFromSafetensorsLoadAndSave) {

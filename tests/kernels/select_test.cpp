@@ -298,6 +298,7 @@ TEST(Selection, EveryOpOfV1HasAGenericKernelWithItsLaunchShape) {
     if (kind == OpKind::attention) in = {in[0], in[0], in[0]};
     if (kind == OpKind::embedding) in.push_back(TensorDesc::contiguous(DType::i32, {4}));
     if (kind == OpKind::cast) a.to = DType::i8;
+    if (is_reduction(kind)) a.axes = {0};
     if (kind == OpKind::write_slice)
       in = {TensorDesc::contiguous(DType::bf16, {3, 17}),
             TensorDesc::contiguous(DType::bf16, {1, 17}), TensorDesc::contiguous(DType::i32, {1})};

@@ -191,6 +191,29 @@ void row_cases(Builder& b, DType t) {
   b.scalar(258);
 }
 
+// Each reduction over the last dim, over dims apart, over a view's dims and over every dim.
+void reduce_cases(Builder& b, DType t) {
+  struct R {
+    TensorDesc x;
+    std::vector<int> axes;
+    const char* tag;
+  };
+  const R rs[] = {
+      {dense(t, {3, 17}), {-1}, "last"},        {dense(t, {2, 3, 5, 7}), {0, 2}, "a0.2"},
+      {transposed(t, {5, 33}), {0}, "view.a0"}, {strided(t, {2, 3, 33}), {1, 2}, "view.a1.2"},
+      {dense(t, {4, 6}), {1, 0}, "all"},
+  };
+  for (OpKind k : {OpKind::reduce_sum, OpKind::reduce_mean, OpKind::reduce_max, OpKind::reduce_min})
+    for (const R& r : rs) {
+      OpAttrs a;
+      a.axes = r.axes;
+      b.add(k, t, {r.x}, {Fill::unit}, a, r.tag);
+    }
+  OpAttrs wide;
+  wide.axes = {-1};
+  b.add(OpKind::reduce_mean, t, {dense(t, {8, 4096})}, {Fill::unit}, wide, "", true);
+}
+
 void attention_cases(Builder& b, DType t) {
   struct A {
     int64_t B, Hq, Hkv, Lq, Lk, D;
@@ -287,6 +310,11 @@ void data_cases(Builder& b, DType t) {
   b.add(OpKind::embedding, t, {transposed(t, {11, 64}), dense(DType::i32, {7})},
         {Fill::unit, Fill::ids}, {}, "view");
   b.ids_range(11);
+  OpAttrs neg;
+  neg.negative_ids = true;  // ONNX's Gather: ids in [-V, 0) count from the end
+  b.add(OpKind::embedding, t, {dense(t, {37, 17}), dense(DType::i32, {2, 9})},
+        {Fill::unit, Fill::signed_ids}, neg, "negative");
+  b.ids_range(37);
 }
 
 void write_cases(Builder& b, DType t) {
@@ -357,6 +385,13 @@ void quantized_cases(Builder& b) {
     b.add(OpKind::embedding, DType::f32, {dense(q, {37, k}), dense(DType::i32, {2, 5})},
           {Fill::blocks, Fill::ids}, {}, std::string(dtype_name(q)));
     b.ids_range(37);
+    if (q == DType::q8_0 || q == DType::q4_k) {
+      OpAttrs neg;
+      neg.negative_ids = true;
+      b.add(OpKind::embedding, DType::f32, {dense(q, {37, k}), dense(DType::i32, {7})},
+            {Fill::blocks, Fill::signed_ids}, neg, std::string(dtype_name(q)) + ".negative");
+      b.ids_range(37);
+    }
     for (DType to : {DType::f32, DType::bf16}) {
       OpAttrs c;
       c.to = to;
@@ -426,6 +461,7 @@ std::vector<Case> cases(bool full) {
     matmul_cases(b, t);
     elementwise_cases(b, t);
     row_cases(b, t);
+    reduce_cases(b, t);
     attention_cases(b, t);
     data_cases(b, t);
     write_cases(b, t);
@@ -479,6 +515,9 @@ std::vector<HostTensor> case_inputs(const Case& c, uint64_t seed) {
           break;
         case Fill::ids:
           v = std::floor(u01(rng) * static_cast<double>(c.ids_range));
+          break;
+        case Fill::signed_ids:
+          v = std::floor((2.0 * u01(rng) - 1.0) * static_cast<double>(c.ids_range));
           break;
         case Fill::scalar:
           v = static_cast<double>(c.scalar);

@@ -15,16 +15,17 @@ namespace duet::check {
 
 // How a case's input is drawn. Never zeros: every float value has magnitude >= 0.05.
 enum class Fill : uint8_t {
-  unit,      // +-[0.05, 1]
-  positive,  // [0.5, 2] (divisors, norm weights)
-  wide,      // +-[0.05, 300] (casts: saturation and rounding)
-  mask,      // additive mask: [-2, 0), about 1 in 8 entries -inf
-  ids,       // integer ids in [0, ids_range)
-  scalar,    // a run-time scalar: Case::scalar
-  cache,     // a KV cache holding Case::scalar rows along dim 2: +-[0.05, 1], NaN past them (a
-             // kernel that reads a key past the valid ones gives NaN)
-  blocks,    // block formats: random bytes (every bit pattern of the integers, scales and zero
-             // points) with finite f16 scales of either sign; Fill::unit quantizes unit values
+  unit,        // +-[0.05, 1]
+  positive,    // [0.5, 2] (divisors, norm weights)
+  wide,        // +-[0.05, 300] (casts: saturation and rounding)
+  mask,        // additive mask: [-2, 0), about 1 in 8 entries -inf
+  ids,         // integer ids in [0, ids_range)
+  signed_ids,  // integer ids in [-ids_range, ids_range) (embedding with negative_ids)
+  scalar,      // a run-time scalar: Case::scalar
+  cache,       // a KV cache holding Case::scalar rows along dim 2: +-[0.05, 1], NaN past them (a
+               // kernel that reads a key past the valid ones gives NaN)
+  blocks,      // block formats: random bytes (every bit pattern of the integers, scales and zero
+               // points) with finite f16 scales of either sign; Fill::unit quantizes unit values
 };
 
 struct Case {

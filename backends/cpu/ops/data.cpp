@@ -83,20 +83,33 @@ Status concat(const OpArgs& a) {
   return {};
 }
 
+}  // namespace
+
+Status resolve_ids(const OpArgs& a, std::vector<int32_t>& ids, int64_t V) {
+  const bool neg = a.op.attrs.negative_ids;
+  for (size_t r = 0; r < ids.size(); ++r) {
+    if (neg && ids[r] < 0 && ids[r] >= -V)
+      ids[r] = static_cast<int32_t>(ids[r] + V);
+    else if (ids[r] < 0 || ids[r] >= V)
+      return Err(Code::invalid_argument)
+          .op("embedding", a.op.name)
+          .tensor(a.op.input_name(1))
+          .device(a.device)
+          .expected(embedding_id_range(a.op))
+          .got("id " + std::to_string(ids[r]) + " at position " + std::to_string(r));
+  }
+  return {};
+}
+
+namespace {
+
 Status embedding(const OpArgs& a) {
   const HostArg& table = a.in[0];
   const int64_t V = table.desc.dim(0), D = table.desc.dim(1);
   const size_t es = dtype_size(table.desc.dtype);
   std::vector<int32_t> ids(u(a.in[1].desc.numel()));
   gather(a.in[1], reinterpret_cast<std::byte*>(ids.data()), a.pool);
-  for (size_t r = 0; r < ids.size(); ++r)
-    if (ids[r] < 0 || ids[r] >= V)
-      return Err(Code::invalid_argument)
-          .op("embedding", a.op.name)
-          .tensor(a.op.input_name(1))
-          .device(a.device)
-          .expected("ids in [0, " + std::to_string(V) + ")")
-          .got("id " + std::to_string(ids[r]) + " at position " + std::to_string(r));
+  DUET_TRY(resolve_ids(a, ids, V));
   auto* dst = static_cast<std::byte*>(a.out.elem0());
   const int64_t s0 = table.desc.strides[0], s1 = table.desc.strides[1];
   a.pool.parallel_for(static_cast<int64_t>(ids.size()), 16, [&](int64_t b, int64_t e) {

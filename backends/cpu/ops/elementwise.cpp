@@ -66,6 +66,12 @@ Status unary(const OpArgs& a, uint32_t code, const float* x, float* y, int64_t n
     case DUET_EW_SQRT:
       vector(kt.sqrt);
       return {};
+    case DUET_EW_ABS:
+      map_unary(x, y, n, a.pool, [](float v) { return std::fabs(v); });
+      return {};
+    case DUET_EW_LOG:
+      map_unary(x, y, n, a.pool, [](float v) { return std::log(v); });
+      return {};
     case DUET_EW_POW: {
       // The exponents models use as they are (a square, a root) without pow's log and exp.
       const float p = eltwise_param(a.op);

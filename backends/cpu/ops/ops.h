@@ -3,6 +3,7 @@
 
 #include <span>
 #include <string>
+#include <vector>
 
 #include "duet/op.h"
 #include "ops/tensor_io.h"
@@ -22,6 +23,7 @@ Status elementwise(const OpArgs& a);  // every function of duet/eltwise.h
 Status softmax(const OpArgs& a);
 Status norm(const OpArgs& a);  // rmsnorm, layernorm
 Status rope(const OpArgs& a);
+Status reduce(const OpArgs& a);  // reduce_sum, reduce_mean, reduce_max, reduce_min
 Status matmul(const OpArgs& a);
 Status attention(const OpArgs& a);
 Status data_movement(const OpArgs& a);  // cast, copy, concat, embedding, write_slice
@@ -30,5 +32,9 @@ Status data_movement(const OpArgs& a);  // cast, copy, concat, embedding, write_
 Status quantized_matmul(const OpArgs& a);     // matmul with a quantized 'b' [N, K]
 Status quantized_embedding(const OpArgs& a);  // embedding of a quantized table
 Status quantized_cast(const OpArgs& a);       // cast from a block format to a float dtype
+
+// Checks an embedding's ids against [0, V) (or [-V, V) with negative_ids, which it then maps to
+// id + V): an error naming the first bad id and its position.
+Status resolve_ids(const OpArgs& a, std::vector<int32_t>& ids, int64_t V);
 
 }  // namespace duet::cpu

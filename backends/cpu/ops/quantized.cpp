@@ -68,14 +68,7 @@ Status quantized_embedding(const OpArgs& a) {
   const auto* ib = reinterpret_cast<const int32_t*>(idx.base);
   size_t n = 0;
   for_each_index(idx.desc, [&](int64_t, int64_t off) { ids[n++] = ib[off]; });
-  for (size_t r = 0; r < ids.size(); ++r)
-    if (ids[r] < 0 || ids[r] >= V)
-      return Err(Code::invalid_argument)
-          .op("embedding", a.op.name)
-          .tensor(a.op.input_name(1))
-          .device(a.device)
-          .expected("ids in [0, " + std::to_string(V) + ")")
-          .got("id " + std::to_string(ids[r]) + " at position " + std::to_string(r));
+  DUET_TRY(resolve_ids(a, ids, V));
   auto* out = static_cast<float*>(a.out.elem0());
   a.pool.parallel_for(static_cast<int64_t>(ids.size()), 16, [&](int64_t b, int64_t e) {
     for (int64_t r = b; r < e; ++r)

@@ -110,6 +110,36 @@ void softmax_row(std::span<double> row) {
   for (double& x : row) x /= sum;
 }
 
+// Each element of x into the output element whose coordinates it has outside the reduced dims.
+std::vector<double> reduce(const OpDesc& op, std::span<const HostTensor> in) {
+  Values x(in[0]);
+  const TensorDesc& out = op.output;
+  const OpKind k = op.kind;
+  const double init = k == OpKind::reduce_max   ? -std::numeric_limits<double>::infinity()
+                      : k == OpKind::reduce_min ? std::numeric_limits<double>::infinity()
+                                                : 0.0;
+  std::vector<double> y(u(out.numel()), init);
+  int64_t i = 0;
+  for_each(x.desc, [&](const Dims& idx) {
+    int64_t o = 0;
+    for (int d = 0; d < out.rank; ++d)
+      o += (out.shape[u(d)] == 1 ? 0 : idx[u(d)]) * out.strides[u(d)];
+    const double v = x.v[u(i++)];
+    double& acc = y[u(o)];
+    if (k == OpKind::reduce_max)
+      acc = v > acc || std::isnan(v) ? v : acc;
+    else if (k == OpKind::reduce_min)
+      acc = v < acc || std::isnan(v) ? v : acc;
+    else
+      acc += v;
+  });
+  if (k == OpKind::reduce_mean) {
+    const double count = static_cast<double>(x.desc.numel() / std::max<int64_t>(out.numel(), 1));
+    for (double& v : y) v /= count;
+  }
+  return y;
+}
+
 std::vector<double> softmax(const OpDesc& op, std::span<const HostTensor> in) {
   Values x(in[0]);
   const TensorDesc& out = op.output;
@@ -329,6 +359,11 @@ Result<std::vector<double>> evaluate(const OpDesc& op, std::span<const HostTenso
       return norm(op, inputs);
     case OpKind::rope:
       return rope(op, inputs);
+    case OpKind::reduce_sum:
+    case OpKind::reduce_mean:
+    case OpKind::reduce_max:
+    case OpKind::reduce_min:
+      return reduce(op, inputs);
     case OpKind::attention:
       return attention(op, inputs);
     case OpKind::cast: {
@@ -360,14 +395,15 @@ Result<std::vector<double>> evaluate(const OpDesc& op, std::span<const HostTenso
       const int64_t V = op.inputs[0].dim(0), D = op.inputs[0].dim(1);
       std::vector<double> y(u(op.output.numel()));
       for (size_t r = 0; r < ids.size(); ++r) {
-        const int64_t id = static_cast<int64_t>(ids[r]);
+        int64_t id = static_cast<int64_t>(ids[r]);
+        if (op.attrs.negative_ids && id < 0 && id >= -V) id += V;
         if (id < 0 || id >= V)
           return Err(Code::invalid_argument)
               .op("embedding", op.name)
               .tensor(op.input_name(1))
               .device("reference")
-              .expected("ids in [0, " + std::to_string(V) + ")")
-              .got("id " + std::to_string(id) + " at position " + std::to_string(r));
+              .expected(embedding_id_range(op))
+              .got("id " + std::to_string(ids[r]) + " at position " + std::to_string(r));
         std::copy_n(table.begin() + id * D, D, y.begin() + static_cast<int64_t>(r) * D);
       }
       return y;

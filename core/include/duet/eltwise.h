@@ -29,7 +29,17 @@
 #define DUET_EW_ERF 12u
 #define DUET_EW_SQRT 13u
 #define DUET_EW_POW 14u /* x ^ p, p the op's float argument (the exponent) */
+#define DUET_EW_ABS 15u
+#define DUET_EW_LOG 16u /* natural logarithm: NaN below 0, -inf at 0 */
 
-#define DUET_EW_COUNT 15u
+#define DUET_EW_COUNT 17u
+
+/* The reductions (reduce_sum, reduce_mean, reduce_max, reduce_min: duet/op.h), numbered the same
+ * way for every backend's reduce kernel. */
+#define DUET_RED_SUM 0u
+#define DUET_RED_MEAN 1u
+#define DUET_RED_MAX 2u
+#define DUET_RED_MIN 3u
+#define DUET_RED_COUNT 4u
 
 #endif

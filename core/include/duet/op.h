@@ -15,6 +15,7 @@
 //                         elementwise: 1 / (1 + exp(-x)), tanh(x), erf(x), sqrt(x) (NaN below 0).
 //   pow(x)                x ^ exponent, elementwise (C's pow: a negative base needs an integral
 //                         exponent, else NaN).
+//   abs, log              elementwise: |x|, ln(x) (NaN below 0, -inf at 0).
 //   softmax(x[, mask])    softmax over the last dim of x * scale + mask; mask broadcasts to x.
 //   rmsnorm(x[, w])       x / sqrt(mean(x^2) + eps) * w over the last dim.
 //   layernorm(x[, w[, b]]) (x - mean) / sqrt(var + eps) * w + b over the last dim.
@@ -23,6 +24,11 @@
 //                         pair i; dims past rope_dims pass through. neox pairs (i, i +
 //                         rope_dims/2), gptj pairs (2i, 2i+1). A negative position is an error of
 //                         the backend.
+//   reduce_sum, reduce_mean, reduce_max, reduce_min (x)
+//                         the sum, mean, largest or smallest value over the dims in attrs.axes
+//                         (any of x's dims, negative counting from the end, each at most once);
+//                         the output keeps x's rank with the reduced dims of size 1 (a reshape
+//                         view drops them). f32 accumulation in the kernels.
 //   attention(q, k, v[, mask][, kv_len])
 //                         q[B, Hq, Lq, D], k/v[B, Hkv, Lk, D]; Hq a multiple of Hkv (query head
 //                         h reads kv head h / (Hq/Hkv)); out[B, Hq, Lq, D]. scores = q k^T * scale
@@ -40,8 +46,10 @@
 //   copy(x)               a dense row-major copy (makes a view contiguous).
 //   concat(x0, x1, ...)   along attrs.axis; same dtype, equal other dims.
 //   embedding(table, ids) table[V, D], ids i32 of any shape (rank <= 3) -> ids.shape + [D].
-//                         An id outside [0, V) is an error reported by the backend. A quantized
-//                         table gives its rows dequantized, in f32.
+//                         An id outside [0, V) is an error reported by the backend; with
+//                         attrs.negative_ids an id in [-V, 0) counts from the end (id + V, as
+//                         ONNX's Gather and numpy read them) and the error is outside [-V, V). A
+//                         quantized table gives its rows dequantized, in f32.
 //   write_slice(state, x[, pos])
 //                         state with the slice [s, s + x.shape[axis]) along attrs.axis replaced by
 //                         x, s = attrs.start + pos (pos a run-time scalar, 0 when absent). x has
@@ -88,10 +96,16 @@ enum class OpKind : uint8_t {
   erf,
   sqrt,
   pow,
+  abs,
+  log,
   softmax,
   rmsnorm,
   layernorm,
   rope,
+  reduce_sum,
+  reduce_mean,
+  reduce_max,
+  reduce_min,
   attention,
   cast,
   copy,
@@ -112,16 +126,18 @@ DUET_API std::optional<OpKind> parse_op(std::string_view name);
 // planner (data movement has no arithmetic precision), checks (tolerances), kernels.
 enum class OpClass : uint8_t {
   elementwise,    // y[i] = f(x[i]) or f(a[i], b[i]) with broadcasting: add ... exp
-  rows,           // along the last dim, row by row: softmax, rmsnorm, layernorm, rope
+  rows,           // along the last dim, row by row: softmax, rmsnorm, layernorm, rope; and the
+                  // reductions over any dims (reduce_sum ... reduce_min)
   contraction,    // sums of products: matmul, attention
   data_movement,  // moves or converts stored values exactly: cast, copy, concat, embedding
   view,           // no kernel, the output aliases the input: reshape, transpose, permute, slice
 };
 DUET_API OpClass op_class(OpKind k);
 DUET_API bool is_view(OpKind k);
-// scale, silu, gelu, relu, exp, sigmoid, tanh, erf, sqrt, pow
+// scale, silu, gelu, relu, exp, sigmoid, tanh, erf, sqrt, pow, abs, log
 DUET_API bool is_unary_elementwise(OpKind k);
 DUET_API bool is_binary_elementwise(OpKind k);  // add, sub, mul, div
+DUET_API bool is_reduction(OpKind k);           // reduce_sum, reduce_mean, reduce_max, reduce_min
 
 enum class GeluApprox : uint8_t { none, tanh };  // none = the exact erf form
 enum class RopeMode : uint8_t { neox, gptj };
@@ -149,6 +165,8 @@ struct DUET_API OpAttrs {
   int dim0 = 0, dim1 = 1;                     // transpose
   std::vector<int64_t> shape;                 // reshape (one entry may be -1)
   std::vector<int> perm;                      // permute
+  std::vector<int> axes;                      // reduce_*: the reduced dims
+  bool negative_ids = false;                  // embedding: ids in [-V, 0) count from the end
 
   bool operator==(const OpAttrs&) const = default;
 };
@@ -211,6 +229,12 @@ DUET_API float eltwise_param(const OpDesc& op);
 using EltwiseReference = double (*)(double x, double z, const OpAttrs& attrs);
 DUET_API EltwiseReference eltwise_reference(OpKind k);
 
+// Reductions: the function code every backend's reduce kernel switches on (DUET_RED_* of
+// duet/eltwise.h), nullopt for any other op; and the reduced dims of a valid op as a bit mask
+// over x's dims (bit d: dim d, counted from the first).
+DUET_API std::optional<uint32_t> reduce_code(const OpDesc& op);
+DUET_API uint32_t reduce_dims_mask(const OpDesc& op);
+
 // Where an input's values must lie for the op to be well defined and conditioned (a divisor is
 // positive): checks draw their random inputs from it.
 enum class InputRange : uint8_t { any, positive };
@@ -220,6 +244,9 @@ DUET_API InputRange op_input_range(OpKind k, size_t input);
 // pos), and of attention's mask; -1 when absent.
 DUET_API int scalar_input(const OpDesc& op);
 DUET_API int attention_mask_input(const OpDesc& op);
+// The ids an embedding accepts, for messages: "ids in [0, V)" or, with negative_ids,
+// "ids in [-V, V)".
+DUET_API std::string embedding_id_range(const OpDesc& op);
 // Whether an input is a run-time scalar: i32 with one element.
 DUET_API bool is_runtime_scalar(const TensorDesc& t);
 

@@ -166,13 +166,17 @@ constexpr OpDoc kConcatDoc{"Joins tensors along an axis.",
 
 constexpr std::string_view kEmbInputs[] = {"`[V, D]`, a float dtype or a block format",
                                            "i32 of any shape of rank 1 to 3"};
+constexpr OpAttrDoc kEmbAttrs[] = {
+    {"negative_ids", "bool", "false", "true, false",
+     "ids in `[-V, 0)` count from the end (`id + V`), as ONNX's Gather and numpy read them"}};
 constexpr OpDoc kEmbeddingDoc{
     "Row lookup: one table row per id.",
     kEmbInputs,
     "`table`'s dtype (f32 for a block-format table), `ids.shape + [D]`",
-    {},
-    "`y[..., d] = table[ids[...], d]`. An id outside `[0, V)` is an error naming the value, "
-    "reported by the backend. A block-format table gives its rows' exact dequantization.",
+    kEmbAttrs,
+    "`y[..., d] = table[ids[...], d]`. An id outside `[0, V)` (`[-V, V)` with `negative_ids`) is "
+    "an error naming the value, reported by the backend. A block-format table gives its rows' "
+    "exact dequantization.",
     R"({"format": "duet-graph", "version": 1, "name": "embedding",
  "inputs": [{"name": "table", "dtype": "f32", "shape": [10, 4]}],
  "constants": [{"name": "ids", "dtype": "i32", "shape": [3], "values": [7, 0, 7]}],

@@ -222,6 +222,26 @@ constexpr OpDoc kSqrtDoc{"Square root.",
  "nodes": [{"name": "y", "op": "sqrt", "inputs": ["x"]}],
  "outputs": ["y"]}
 )"};
+constexpr OpDoc kAbsDoc{"Absolute value.",
+                        kXDoc,
+                        kSameOut,
+                        {},
+                        "`y = |x|`.",
+                        R"({"format": "duet-graph", "version": 1, "name": "abs",
+ "inputs": [{"name": "x", "dtype": "f32", "shape": [2, 3]}],
+ "nodes": [{"name": "y", "op": "abs", "inputs": ["x"]}],
+ "outputs": ["y"]}
+)"};
+constexpr OpDoc kLogDoc{"Natural logarithm.",
+                        kXDoc,
+                        kSameOut,
+                        {},
+                        "`y = ln(x)`; NaN below 0 and -inf at 0 (checks draw positive inputs).",
+                        R"({"format": "duet-graph", "version": 1, "name": "log",
+ "inputs": [{"name": "x", "dtype": "f32", "shape": [2, 3]}],
+ "nodes": [{"name": "y", "op": "log", "inputs": ["x"]}],
+ "outputs": ["y"]}
+)"};
 constexpr OpDoc kPowDoc{
     "Power with a constant exponent.",
     kXDoc,
@@ -298,6 +318,20 @@ constexpr OpFacts kRows[] = {
        return std::pow(x, static_cast<double>(a.exponent));
      },
      exponent,
+     {InputRange::positive}},
+    {OpKind::abs, "abs", kX, OpClass::elementwise, infer_unary, per_element<1>, &kAbsDoc,
+     code_of<DUET_EW_ABS>, [](double x, double, const OpAttrs&) { return std::fabs(x); }},
+    // NaN below 0, -inf at 0: checks draw positive inputs.
+    {OpKind::log,
+     "log",
+     kX,
+     OpClass::elementwise,
+     infer_unary,
+     per_element<4>,
+     &kLogDoc,
+     code_of<DUET_EW_LOG>,
+     [](double x, double, const OpAttrs&) { return std::log(x); },
+     nullptr,
      {InputRange::positive}},
 };
 

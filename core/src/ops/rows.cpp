@@ -1,4 +1,5 @@
-// The row ops, computed over the last dim row by row: softmax, rmsnorm, layernorm, rope.
+// The row ops, computed over the last dim row by row: softmax, rmsnorm, layernorm, rope; and the
+// reductions over any dims.
 #include <cmath>
 
 #include "op_facts.h"
@@ -48,6 +49,34 @@ Status infer_rope(const Check& c, OpDesc& op) {
   if (op.has_input(1)) DUET_TRY(c.scalar(1));
   op.output = TensorDesc::contiguous(op.inputs[0].dtype, op.inputs[0].dims());
   return {};
+}
+
+// The reductions: x of any float dtype and rank, each axis in [-rank, rank) at most once; the
+// output keeps the rank with the reduced dims of size 1.
+Status infer_reduce(const Check& c, OpDesc& op) {
+  DUET_TRY(c.rank(0, 1, 4));
+  DUET_TRY(c.float_dtype(0));
+  const TensorDesc& x = op.inputs[0];
+  if (op.attrs.axes.empty())
+    return c.fail_attr().expected("at least one reduced dim in axes").got("none");
+  std::vector<int64_t> shape(x.dims().begin(), x.dims().end());
+  uint32_t seen = 0;
+  for (int a : op.attrs.axes) {
+    const int d = a < 0 ? a + x.rank : a;
+    if (d < 0 || d >= x.rank || (seen >> d & 1u))
+      return c.fail_attr()
+          .expected("axes in [-" + std::to_string(x.rank) + ", " + std::to_string(x.rank) +
+                    "), each once, for " + x.str())
+          .got("axis " + std::to_string(a));
+    seen |= 1u << d;
+    shape[u(d)] = 1;
+  }
+  op.output = TensorDesc::contiguous(x.dtype, shape);
+  return {};
+}
+
+double reduce_flops(const OpDesc& op) {
+  return static_cast<double>(op.inputs[0].numel());
 }
 
 // What docs/ops.md says of them (duet ops --markdown).
@@ -132,6 +161,62 @@ constexpr OpDoc kRopeDoc{
  "outputs": ["y"]}
 )"};
 
+constexpr std::string_view kReduceInputs[] = {"rank 1 to 4, a float dtype"};
+constexpr OpAttrDoc kReduceAttrs[] = {
+    {"axes", "array of int", "[]", "at least one of x's dims, each once (negative: from the end)",
+     "the reduced dims"}};
+constexpr std::string_view kReduceOut =
+    "`x`'s dtype, `x`'s shape with the reduced dims of size 1 (a reshape view drops them)";
+constexpr OpDoc kReduceSumDoc{"Sum over the given dims.",
+                              kReduceInputs,
+                              kReduceOut,
+                              kReduceAttrs,
+                              "`y = sum of x` over `axes`. Each output element combines the "
+                              "elements of `x` that share its coordinates outside `axes`; kernels "
+                              "accumulate in f32 at least and round once to the output dtype.",
+                              R"({"format": "duet-graph", "version": 1, "name": "reduce_sum",
+ "inputs": [{"name": "x", "dtype": "f32", "shape": [2, 3, 4]}],
+ "nodes": [{"name": "y", "op": "reduce_sum", "inputs": ["x"], "attrs": {"axes": [0, -1]}}],
+ "outputs": ["y"]}
+)"};
+constexpr OpDoc kReduceMeanDoc{"Mean over the given dims.",
+                               kReduceInputs,
+                               kReduceOut,
+                               kReduceAttrs,
+                               "`y = (sum of x) / n` over `axes`, `n` the number of elements "
+                               "reduced into each output. Each output element combines the "
+                               "elements of `x` that share its coordinates outside `axes`; kernels "
+                               "accumulate in f32 at least and round once to the output dtype.",
+                               R"({"format": "duet-graph", "version": 1, "name": "reduce_mean",
+ "inputs": [{"name": "x", "dtype": "f32", "shape": [2, 3, 4]}],
+ "nodes": [{"name": "y", "op": "reduce_mean", "inputs": ["x"], "attrs": {"axes": [0, -1]}}],
+ "outputs": ["y"]}
+)"};
+constexpr OpDoc kReduceMaxDoc{"Largest value over the given dims.",
+                              kReduceInputs,
+                              kReduceOut,
+                              kReduceAttrs,
+                              "`y = max of x` over `axes` (a NaN among them gives NaN). Each "
+                              "output element combines the elements of `x` that share its "
+                              "coordinates outside `axes`.",
+                              R"({"format": "duet-graph", "version": 1, "name": "reduce_max",
+ "inputs": [{"name": "x", "dtype": "f32", "shape": [2, 3, 4]}],
+ "nodes": [{"name": "y", "op": "reduce_max", "inputs": ["x"], "attrs": {"axes": [0, -1]}}],
+ "outputs": ["y"]}
+)"};
+constexpr OpDoc kReduceMinDoc{"Smallest value over the given dims.",
+                              kReduceInputs,
+                              kReduceOut,
+                              kReduceAttrs,
+                              "`y = min of x` over `axes` (a NaN among them gives NaN). Each "
+                              "output element combines the elements of `x` that share its "
+                              "coordinates outside `axes`.",
+                              R"({"format": "duet-graph", "version": 1, "name": "reduce_min",
+ "inputs": [{"name": "x", "dtype": "f32", "shape": [2, 3, 4]}],
+ "nodes": [{"name": "y", "op": "reduce_min", "inputs": ["x"], "attrs": {"axes": [0, -1]}}],
+ "outputs": ["y"]}
+)"};
+
 constexpr OpFacts kRows[] = {
     {OpKind::softmax, "softmax", kSoftmax, OpClass::rows, infer_softmax, per_element<5>,
      &kSoftmaxDoc},
@@ -139,6 +224,14 @@ constexpr OpFacts kRows[] = {
     {OpKind::layernorm, "layernorm", kLayer, OpClass::rows, infer_norm, per_element<7>,
      &kLayernormDoc},
     {OpKind::rope, "rope", kRope, OpClass::rows, infer_rope, per_element<6>, &kRopeDoc},
+    {OpKind::reduce_sum, "reduce_sum", kX, OpClass::rows, infer_reduce, reduce_flops,
+     &kReduceSumDoc},
+    {OpKind::reduce_mean, "reduce_mean", kX, OpClass::rows, infer_reduce, reduce_flops,
+     &kReduceMeanDoc},
+    {OpKind::reduce_max, "reduce_max", kX, OpClass::rows, infer_reduce, reduce_flops,
+     &kReduceMaxDoc},
+    {OpKind::reduce_min, "reduce_min", kX, OpClass::rows, infer_reduce, reduce_flops,
+     &kReduceMinDoc},
 };
 
 }  // namespace

@@ -73,6 +73,10 @@ DUET_DEV float eltwise_apply(uint32_t op, float x, float y, float alpha) {
       return sqrtf(x);
     case DUET_EW_POW:
       return alpha == 2.f ? x * x : alpha == 0.5f ? sqrtf(x) : powf(x, alpha);
+    case DUET_EW_ABS:
+      return fabsf(x);
+    case DUET_EW_LOG:
+      return logf(x);
   }
   return __builtin_nanf("");  // never another function (the host refuses unknown codes)
 }
@@ -140,6 +144,39 @@ DUET_KERNEL rows_kernel(const RowParams p) {
         store_f32(p.out, p.out_dtype, r * n + j, y);
       }
     }
+  }
+}
+
+// Reductions, one thread per output element walking its slab of x in f32.
+DUET_KERNEL reduce_kernel(const ReduceParams p) {
+  int64_t rs[4], os[4];
+  for (int d = 0; d < 4; ++d) {
+    rs[d] = (p.dims >> d & 1u) ? p.x.shape[d] : 1;
+    os[d] = p.x.shape[d] / rs[d];
+  }
+  for (int64_t i = grid_tid(); i < p.n; i += grid_threads()) {
+    int64_t rem = i, base = 0;
+    for (int d = 3; d >= 0; --d) {
+      base += (rem % os[d]) * p.x.stride[d];
+      rem /= os[d];
+    }
+    float acc = p.op == DUET_RED_MAX ? -kGenInf : p.op == DUET_RED_MIN ? kGenInf : 0.f;
+    for (int64_t j = 0; j < p.count; ++j) {
+      int64_t off = base, r = j;
+      for (int d = 3; d >= 0; --d) {
+        off += (r % rs[d]) * p.x.stride[d];
+        r /= rs[d];
+      }
+      const float v = load_f32(p.x.data, p.x.dtype, off);
+      if (p.op == DUET_RED_MAX)
+        acc = v > acc || v != v ? v : acc;
+      else if (p.op == DUET_RED_MIN)
+        acc = v < acc || v != v ? v : acc;
+      else
+        acc += v;
+    }
+    if (p.op == DUET_RED_MEAN) acc /= static_cast<float>(p.count);
+    store_f32(p.out, p.out_dtype, i, acc);
   }
 }
 
@@ -284,10 +321,10 @@ DUET_KERNEL embedding_kernel(const EmbedParams p) {
   const int bytes = elt_bytes(p.table.dtype);
   for (int64_t e = grid_tid(); e < p.n_ids * p.D; e += grid_threads()) {
     const int64_t r = e / p.D, d = e % p.D;
-    const int32_t id = static_cast<const int32_t*>(p.ids.data)[offset_of(p.ids, p.ids.shape, r)];
+    const int32_t v = static_cast<const int32_t*>(p.ids.data)[offset_of(p.ids, p.ids.shape, r)];
+    const int64_t id = p.negative_ids && v < 0 ? v + p.V : v;
     if (id < 0 || id >= p.V) {
-      if (d == 0)
-        atomic_min_u64(p.error, (static_cast<unsigned long long>(r) << 32) | uint32_t(id));
+      if (d == 0) atomic_min_u64(p.error, (static_cast<unsigned long long>(r) << 32) | uint32_t(v));
       store_f32(p.out, p.out_dtype, e, 0.f);
       continue;
     }

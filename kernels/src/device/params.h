@@ -101,6 +101,18 @@ struct RowParams {
   RowOp op = RowOp::softmax;
 };
 
+// reduce_*: out (dense, x's shape with the reduced dims 1) from x; bit d of `dims`: padded dim d
+// of x is reduced.
+struct ReduceParams {
+  Strided x;
+  void* out = nullptr;
+  Elt out_dtype = Elt::f32;
+  int64_t n = 0;      // output elements
+  int64_t count = 0;  // elements per output element
+  uint32_t dims = 0;
+  uint32_t op = DUET_RED_SUM;  // a reduction of duet/eltwise.h
+};
+
 struct RopeParams {
   Strided x;  // [B, H, L, D]
   void* out = nullptr;
@@ -144,6 +156,7 @@ struct EmbedParams {
   void* out = nullptr;
   Elt out_dtype = Elt::f32;
   int64_t n_ids = 0, D = 0, V = 0;
+  int negative_ids = 0;                 // ids in [-V, 0) count from the end
   unsigned long long* error = nullptr;  // min over bad ids of (position << 32 | id as u32)
 };
 
@@ -214,6 +227,7 @@ struct QRowsParams {
   void* out = nullptr;
   Elt out_dtype = Elt::f32;
   int64_t rows = 0, D = 0, V = 0;
+  int negative_ids = 0;                 // as EmbedParams::negative_ids
   unsigned long long* error = nullptr;  // as EmbedParams::error
 };
 

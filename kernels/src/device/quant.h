@@ -50,14 +50,14 @@ DUET_KERNEL gen_qrows_kernel(const QRowsParams p) {
     int64_t id = r;
     if (p.ids.data) {
       const int32_t v = static_cast<const int32_t*>(p.ids.data)[offset_of(p.ids, p.ids.shape, r)];
-      if (v < 0 || v >= p.V) {
+      id = p.negative_ids && v < 0 ? v + p.V : v;
+      if (id < 0 || id >= p.V) {
         if (e0 == 0)
           atomic_min_u64(p.error, (static_cast<unsigned long long>(r) << 32) | uint32_t(v));
         DUET_UNROLL for (int l = 0; l < 32; ++l)
             store_f32(p.out, p.out_dtype, r * p.D + e0 + l, 0.f);
         continue;
       }
-      id = v;
     }
     float w[32];
     q_block32(p.fmt, p.table + id * p.row_bytes + (e0 / qk) * qb, int(e0 % qk) / 32, w);

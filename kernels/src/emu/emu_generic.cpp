@@ -25,6 +25,8 @@ Status generic(const detail::Call& c) {
       return run_kernel(c, &dev::gen_matmul_kernel);
     case Kernel::embedding:
       return run_kernel(c, &dev::embedding_kernel);
+    case Kernel::reduce:
+      return run_kernel(c, &dev::reduce_kernel);
     case Kernel::write_slice:
       return run_kernel(c, &dev::write_slice_kernel);
     case Kernel::fill_u64:

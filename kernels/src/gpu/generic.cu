@@ -25,6 +25,8 @@ Status generic(const detail::Call& c, void* stream) {
       return launch_on_gpu(c, &dev::gen_matmul_kernel, stream);
     case Kernel::embedding:
       return launch_on_gpu(c, &dev::embedding_kernel, stream);
+    case Kernel::reduce:
+      return launch_on_gpu(c, &dev::reduce_kernel, stream);
     case Kernel::write_slice:
       return launch_on_gpu(c, &dev::write_slice_kernel, stream);
     case Kernel::fill_u64:

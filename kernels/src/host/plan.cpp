@@ -96,6 +96,11 @@ class Planner {
         return rows();
       case OpKind::rope:
         return rope();
+      case OpKind::reduce_sum:
+      case OpKind::reduce_mean:
+      case OpKind::reduce_max:
+      case OpKind::reduce_min:
+        return reduce();
       case OpKind::cast:
       case OpKind::copy:
         return copy();
@@ -575,6 +580,7 @@ class Planner {
                                                 " bytes for its id check");
       p.ids = strided(in_[1]);
       p.rows = op_.inputs[1].numel();
+      p.negative_ids = op_.attrs.negative_ids ? 1 : 0;
       p.error = static_cast<unsigned long long*>(launch_.workspace);
       calls.push_back(
           call(Kernel::fill_u64, {1, 1, 1}, 32, 0,
@@ -672,6 +678,21 @@ class Planner {
                                   threads, static_cast<uint64_t>(threads / 32) * 4, p)};
   }
 
+  Result<std::vector<Call>> reduce() {
+    dev::ReduceParams p;
+    p.x = strided(in_[0]);
+    p.out = out_.data;
+    p.out_dtype = elt(out_.dtype);
+    p.n = op_.output.numel();
+    p.count = op_.inputs[0].numel() / p.n;
+    p.dims = reduce_dims_mask(op_) << (4 - op_.inputs[0].rank);
+    const std::optional<uint32_t> code = reduce_code(op_);
+    if (!code || *code >= DUET_RED_COUNT)
+      return fail(Code::unsupported, "not a reduction of duet/eltwise.h");
+    p.op = *code;
+    return std::vector<Call>{call(Kernel::reduce, {blocks_for(p.n, 256), 1, 1}, 256, 0, p)};
+  }
+
   Result<std::vector<Call>> rope() {
     dev::RopeParams p;
     p.x = strided(in_[0]);
@@ -731,6 +752,7 @@ class Planner {
     p.V = in_[0].shape[0];
     p.D = in_[0].shape[1];
     p.n_ids = op_.inputs[1].numel();
+    p.negative_ids = op_.attrs.negative_ids ? 1 : 0;
     p.error = static_cast<unsigned long long*>(launch_.workspace);
     std::vector<Call> calls;
     calls.push_back(call(Kernel::fill_u64, {1, 1, 1}, 32, 0,
@@ -788,6 +810,8 @@ std::string Call::name() const {
       return "int_dot quantized matmul (dp4a)";
     case Kernel::mma_qmatmul:
       return std::string("int8_mma quantized matmul<") + (sm80 ? "m16n8k32" : "m8n8k16") + ">";
+    case Kernel::reduce:
+      return "generic reduce";
   }
   return "?";
 }
@@ -823,7 +847,7 @@ Status data_error(const OpDesc& op, const void* bytes, std::string_view device) 
       .op("embedding", op.name)
       .tensor(op.input_name(1))
       .device(device)
-      .expected("ids in [0, " + std::to_string(op.inputs[0].dim(0)) + ")")
+      .expected(embedding_id_range(op))
       .got("id " + std::to_string(id) + " at position " + std::to_string(pos));
 }
 

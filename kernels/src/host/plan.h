@@ -31,16 +31,18 @@ enum class Kernel : uint8_t {
   q8_act,        // activations quantized to int8 per 32 (the integer tiers)
   dp4a_qmatmul,  // block-quantized weight, dp4a (int_dot)
   mma_qmatmul,   // block-quantized weight, int8 mma.sync (int8_mma)
+  reduce,
 };
 
 struct Dim3 {
   unsigned x = 1, y = 1, z = 1;
 };
 
-using Params = std::variant<dev::AttnParams, dev::CombineParams, dev::MatmulParams,
-                            dev::EltwiseParams, dev::CopyParams, dev::RowParams, dev::RopeParams,
-                            dev::GenAttnParams, dev::EmbedParams, dev::WriteParams, dev::FillParams,
-                            dev::QMatmulParams, dev::QRowsParams, dev::Q8ActParams>;
+using Params =
+    std::variant<dev::AttnParams, dev::CombineParams, dev::MatmulParams, dev::EltwiseParams,
+                 dev::CopyParams, dev::RowParams, dev::RopeParams, dev::GenAttnParams,
+                 dev::EmbedParams, dev::WriteParams, dev::FillParams, dev::QMatmulParams,
+                 dev::QRowsParams, dev::Q8ActParams, dev::ReduceParams>;
 
 struct Call {
   Kernel kernel = Kernel::eltwise;
