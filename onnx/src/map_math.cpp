@@ -157,7 +157,7 @@ Status map_erf(Node& n) {
   return unary(n, OpKind::erf, erf_);
 }
 Status map_abs(Node& n) {
-  return unary(n, std::nullopt, abs_);
+  return unary(n, OpKind::abs, abs_);
 }
 Status map_reciprocal(Node& n) {
   OpAttrs at;
@@ -165,7 +165,7 @@ Status map_reciprocal(Node& n) {
   return unary(n, OpKind::pow, reciprocal, at);
 }
 Status map_log(Node& n) {
-  return unary(n, std::nullopt, log_);
+  return unary(n, OpKind::log, log_);
 }
 
 Status map_pow(Node& n) {

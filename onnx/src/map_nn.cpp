@@ -1,4 +1,5 @@
 // Contractions, normalisations and softmax.
+#include <algorithm>
 #include <cmath>
 
 #include "fold.h"
@@ -175,43 +176,139 @@ Status map_rms_norm(Node& n) {
   return {};
 }
 
-Status map_reduce_mean(Node& n) {
-  if (!n.known(0)) return n.unsupported("duet has no ReduceMean op yet");
+// The ONNX reductions: duet's reduce_sum, reduce_mean, reduce_max or reduce_min over the axes,
+// with the element-wise ops the composite ones are defined by before (x^2, |x|, exp x) and after
+// (sqrt, log). Folded when x is known.
+enum class Red { sum, mean, max, min, sum_square, l1, l2, log_sum, log_sum_exp };
+
+double red_pre(Red r, double x) {
+  switch (r) {
+    case Red::sum_square:
+    case Red::l2:
+      return x * x;
+    case Red::l1:
+      return std::fabs(x);
+    case Red::log_sum_exp:
+      return std::exp(x);
+    default:
+      return x;
+  }
+}
+
+double red_post(Red r, double x) {
+  switch (r) {
+    case Red::l2:
+      return std::sqrt(x);
+    case Red::log_sum:
+    case Red::log_sum_exp:
+      return std::log(x);
+    default:
+      return x;
+  }
+}
+
+Status map_reduce(Node& n, Red r) {
   std::vector<int64_t> axes;
-  if (n.opset() >= 18) {
+  // Axes as an input from opset 13 for ReduceSum, from 18 for the others.
+  const bool axes_input = n.opset() >= (r == Red::sum ? 13 : 18);
+  if (axes_input) {
     if (n.has(1)) {
       DUET_ASSIGN_OR_RETURN(axes, n.ints(1, "axes"));
     }
   } else {
     axes = n.attr_ints("axes").value_or(std::vector<int64_t>{});
   }
-  const Array& a = n.array(0);
-  const std::vector<int64_t>& dims = a.dims();
-  std::vector<bool> reduce(dims.size(), axes.empty() && n.attr_int("noop_with_empty_axes", 0) == 0);
+  const std::vector<int64_t> dims = n.shape(0);
+  const int rank = static_cast<int>(dims.size());
+  const bool noop = axes.empty() && axes_input && n.attr_int("noop_with_empty_axes", 0) != 0;
+  std::vector<bool> reduce(dims.size(), axes.empty() && !noop);
   for (int64_t ax : axes) {
-    DUET_ASSIGN_OR_RETURN(int d, normalize_axis(ax, static_cast<int>(dims.size())));
+    DUET_ASSIGN_OR_RETURN(int d, normalize_axis(ax, rank));
     reduce[static_cast<size_t>(d)] = true;
   }
-  std::vector<int64_t> kept;
-  for (size_t d = 0; d < dims.size(); ++d) kept.push_back(reduce[d] ? 1 : dims[d]);
-  std::vector<double> sum(static_cast<size_t>(product(kept, 0, kept.size())), 0.0);
-  std::vector<int64_t> at(dims.size(), 0);
-  for (int64_t i = 0; i < a.numel(); ++i) {
-    int64_t o = 0;
-    for (size_t d = 0; d < dims.size(); ++d) o = o * kept[d] + (reduce[d] ? 0 : at[d]);
-    sum[static_cast<size_t>(o)] += a.real_at(i);
-    for (size_t d = dims.size(); d-- > 0;) {
-      if (++at[d] < dims[d]) break;
-      at[d] = 0;
-    }
+  const bool keep = n.attr_int("keepdims", 1) != 0;
+  std::vector<int64_t> kept, out;
+  std::vector<int> red_axes;
+  for (size_t d = 0; d < dims.size(); ++d) {
+    kept.push_back(reduce[d] ? 1 : dims[d]);
+    if (!reduce[d] || keep) out.push_back(kept.back());
+    if (reduce[d]) red_axes.push_back(static_cast<int>(d));
+    if (reduce[d] && dims[d] == 0)
+      return n.unsupported("a reduction over an empty dim (duet tensors have no zero-sized dims)");
   }
-  const double per = static_cast<double>(a.numel()) / static_cast<double>(sum.size());
-  for (double& s : sum) s /= per;
-  std::vector<int64_t> out;
-  for (size_t d = 0; d < dims.size(); ++d)
-    if (!reduce[d] || n.attr_int("keepdims", 1) != 0) out.push_back(kept[d]);
-  n.set_known(0, Array::of_reals(a.elem(), out, sum));
+  if (n.known(0)) {
+    const Array& a = n.array(0);
+    const double init = r == Red::max ? -INFINITY : r == Red::min ? INFINITY : 0.0;
+    std::vector<double> acc(static_cast<size_t>(product(kept, 0, kept.size())), init);
+    std::vector<int64_t> at(dims.size(), 0);
+    for (int64_t i = 0; i < a.numel(); ++i) {
+      int64_t o = 0;
+      for (size_t d = 0; d < dims.size(); ++d) o = o * kept[d] + (reduce[d] ? 0 : at[d]);
+      const double v = red_pre(r, a.real_at(i));
+      double& s = acc[static_cast<size_t>(o)];
+      s = r == Red::max ? std::max(s, v) : r == Red::min ? std::min(s, v) : s + v;
+      for (size_t d = dims.size(); d-- > 0;) {
+        if (++at[d] < dims[d]) break;
+        at[d] = 0;
+      }
+    }
+    const double per = static_cast<double>(a.numel()) / static_cast<double>(acc.size());
+    for (double& s : acc) s = red_post(r, r == Red::mean ? s / per : s);
+    n.set_known(0, Array::of_reals(a.elem(), out, acc));
+    return {};
+  }
+  DUET_TRY(float_input(n, 0));
+  DUET_ASSIGN_OR_RETURN(ValueId x, n.runtime(0));
+  auto unary = [&](OpKind k, ValueId v, const char* purpose) {
+    OpAttrs at;
+    if (k == OpKind::pow) at.exponent = 2.0f;  // the square of ReduceSumSquare
+    return n.op(k, {v}, at, purpose);
+  };
+  if (r == Red::sum_square || r == Red::l2) x = unary(OpKind::pow, x, "square");
+  if (r == Red::l1) x = unary(OpKind::abs, x, "abs");
+  if (r == Red::log_sum_exp) x = unary(OpKind::exp, x, "exp");
+  ValueId y = x;
+  if (!red_axes.empty()) {
+    OpAttrs at;
+    at.axes = red_axes;
+    const OpKind k = r == Red::mean  ? OpKind::reduce_mean
+                     : r == Red::max ? OpKind::reduce_max
+                     : r == Red::min ? OpKind::reduce_min
+                                     : OpKind::reduce_sum;
+    y = n.op(k, {x}, at, "reduce");
+  }
+  if (r == Red::l2) y = unary(OpKind::sqrt, y, "sqrt");
+  if (r == Red::log_sum || r == Red::log_sum_exp) y = unary(OpKind::log, y, "log");
+  n.set(0, keep ? y : n.reshape(y, out), n.elem(0));
   return {};
+}
+
+Status map_reduce_sum(Node& n) {
+  return map_reduce(n, Red::sum);
+}
+Status map_reduce_mean(Node& n) {
+  return map_reduce(n, Red::mean);
+}
+Status map_reduce_max(Node& n) {
+  return map_reduce(n, Red::max);
+}
+Status map_reduce_min(Node& n) {
+  return map_reduce(n, Red::min);
+}
+Status map_reduce_sum_square(Node& n) {
+  return map_reduce(n, Red::sum_square);
+}
+Status map_reduce_l1(Node& n) {
+  return map_reduce(n, Red::l1);
+}
+Status map_reduce_l2(Node& n) {
+  return map_reduce(n, Red::l2);
+}
+Status map_reduce_log_sum(Node& n) {
+  return map_reduce(n, Red::log_sum);
+}
+Status map_reduce_log_sum_exp(Node& n) {
+  return map_reduce(n, Red::log_sum_exp);
 }
 
 // Whether a known additive mask is causal for [Lq, Lk] scores (end-aligned, as duet's causal
@@ -298,6 +395,14 @@ const Mapping kNn[] = {
     {"LayerNormalization", map_layer_norm},
     {"RmsNormalization", map_rms_norm},
     {"ReduceMean", map_reduce_mean},
+    {"ReduceSum", map_reduce_sum},
+    {"ReduceMax", map_reduce_max},
+    {"ReduceMin", map_reduce_min},
+    {"ReduceSumSquare", map_reduce_sum_square},
+    {"ReduceL1", map_reduce_l1},
+    {"ReduceL2", map_reduce_l2},
+    {"ReduceLogSum", map_reduce_log_sum},
+    {"ReduceLogSumExp", map_reduce_log_sum_exp},
 };
 
 }  // namespace

@@ -401,24 +401,27 @@ Status map_gather(Node& n) {
       return {};
     }
   }
-  // Rows of a matrix: duet's embedding (negative run-time indices are refused by the backend).
+  // Rows of a matrix: duet's embedding. Run-time indices in [-d, 0) count from the end (the
+  // embedding's negative_ids); one outside [-d, d) is an error of the backend.
   if (axis == 0 && dims.size() <= 2 && elem_is_float(n.elem(0)) && !index_dims.empty() &&
       index_dims.size() <= 3) {
     DUET_ASSIGN_OR_RETURN(ValueId table, n.runtime(0));
     if (dims.size() == 1) table = n.reshape(table, {d, 1}, "table");
     ValueId ids;
+    OpAttrs at;
     if (n.known(1)) {  // known indices, negatives made positive
       std::vector<int64_t> idx = n.array(1).ints();
       for (int64_t& i : idx) i = i < 0 ? i + d : i;
       DUET_ASSIGN_OR_RETURN(ids, n.constant(Array::of_ints(kInt32, index_dims, idx), "ids"));
     } else {
       DUET_ASSIGN_OR_RETURN(ids, n.runtime(1));
+      at.negative_ids = true;
     }
     if (dims.size() == 1) {
-      ValueId rows = n.op(OpKind::embedding, {table, ids}, {}, "rows");
+      ValueId rows = n.op(OpKind::embedding, {table, ids}, at, "rows");
       n.set(0, n.reshape(rows, index_dims), n.elem(0));
     } else {
-      n.set(0, n.op(OpKind::embedding, {table, ids}), n.elem(0));
+      n.set(0, n.op(OpKind::embedding, {table, ids}, at), n.elem(0));
     }
     return {};
   }

@@ -213,6 +213,60 @@ TEST(OnnxImport, GatherOfRowsMapsOntoEmbeddingWithNegativeIndicesMadePositive) {
   EXPECT_EQ(std::vector<float>(y, y + 6), (std::vector<float>{6, 7, 0, 1, 2, 3}));
 }
 
+// Run-time ids count from the end below 0 (ONNX's meaning); one outside [-4, 4) is an error of
+// the run naming the op's range and the id, not a crash.
+TEST(OnnxImport, GatherWithRunTimeNegativeIdsCountsFromTheEnd) {
+  Model m;
+  m.input("table", kF32, {4, 2}).input("ids", kI64, {3}).output("y");
+  m.node("Gather", {"table", "ids"}, {"y"});
+  auto g = m.import();
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  static Registry reg = open_registry();
+  auto e = Engine::create(*g, {reg.find("cpu:0")});
+  ASSERT_TRUE(e.ok()) << e.status().message();
+  const HostTensor table = tensor({4, 2}, {0, 1, 2, 3, 4, 5, 6, 7});
+  HostTensor ids = HostTensor::empty(DType::i32, std::vector<int64_t>{3});
+  const int32_t good[3] = {-1, 0, -4};
+  std::copy(good, good + 3, ids.data<int32_t>());
+  auto out = (*e)->run({{"table", table}, {"ids", ids}});
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  const float* y = out->at("y").data<float>();
+  EXPECT_EQ(std::vector<float>(y, y + 6), (std::vector<float>{6, 7, 0, 1, 0, 1}));
+  ids.data<int32_t>()[1] = -5;
+  out = (*e)->run({{"table", table}, {"ids", ids}});
+  ASSERT_FALSE(out.ok());
+  EXPECT_NE(out.status().message().find("ids in [-4, 4)"), std::string::npos)
+      << out.status().message();
+  EXPECT_NE(out.status().message().find("id -5"), std::string::npos) << out.status().message();
+}
+
+// ReduceMean's axes: an attribute up to opset 17, an input from 18; keepdims = 0 drops them.
+TEST(OnnxImport, ReduceMeanAxesFollowTheOpset) {
+  const std::vector<float> x = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};  // [2, 3, 2]
+  for (int opset : {13, 18}) {
+    Model m(opset);
+    m.input("x", kF32, {2, 3, 2}).output("y");
+    std::vector<std::string> in = {"x"};
+    if (opset >= 18) {
+      m.init_i64("axes", {2}, {0, -1});
+      in.push_back("axes");
+    }
+    auto& n = m.node("ReduceMean", in, {"y"});
+    if (opset < 18) Model::attr(n, "axes", std::vector<int64_t>{0, -1});
+    Model::attr(n, "keepdims", int64_t{0});
+    auto g = m.import();
+    ASSERT_TRUE(g.ok()) << g.status().message();
+    EXPECT_EQ(count_kind(*g, OpKind::reduce_mean), 1) << "opset " << opset;
+    auto out = run_cpu(*g, {{"x", tensor({2, 3, 2}, x)}});
+    ASSERT_TRUE(out.count("y"));
+    EXPECT_EQ(out.at("y").desc().shape_str(), "[3]");
+    const float* y = out.at("y").data<float>();
+    // Means over dims 0 and 2 of each middle index: (1+2+7+8)/4, (3+4+9+10)/4, (5+6+11+12)/4.
+    EXPECT_EQ(std::vector<float>(y, y + 3), (std::vector<float>{4.5f, 6.5f, 8.5f}))
+        << "opset " << opset;
+  }
+}
+
 TEST(OnnxImport, AScalarGatherIndexIsASliceView) {
   Model m;
   m.input("x", kF32, {2, 3}).output("y");
