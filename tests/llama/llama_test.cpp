@@ -9,6 +9,7 @@
 
 #include "duet/builtin_engine.h"
 #include "duet/quantize.h"
+#include "duet/safetensors.h"
 #include "llama.h"
 
 namespace duet::llama {
@@ -198,22 +199,27 @@ double tolerance(DType t) {
 
 // A prefill of 5 tokens (logits of every row), then decode steps fed the reference's greedy
 // tokens: every row matches the whole sequence recomputed in float64.
-void logits_match(Device& dev, DType t, bool tied = false) {
+// With an f16 cache, K and V are rounded to f16 once as they are written (and q with them, which
+// attention reads in the cache's dtype): about 1e-3 of each logit.
+void logits_match(Device& dev, DType t, bool tied = false, DType cache = DType::f32) {
   const std::string path =
       tmp("tiny_" + std::string(dtype_name(t)) + (tied ? "_tied" : "") + ".gguf");
   const Weights w = write_model(path, t, tied);
   BuildOptions o;
   o.max_context = 32;
   o.all_logits = true;
+  o.cache_dtype = cache;
+  const double tol = std::max(tolerance(t), cache == DType::f16 ? 1e-2 : 0.0);
   auto m = Model::open(path, {&dev}, o);
   ASSERT_TRUE(m.ok()) << m.status().message();
   std::vector<int32_t> seq = {3, 41, 7, 79, 0};
   auto logits = (*m)->forward(seq);
   ASSERT_TRUE(logits.ok()) << logits.status().message();
   auto ref = reference(w, seq);
-  const std::string what = std::string(dtype_name(t)) + " on " + dev.id();
+  const std::string what = std::string(dtype_name(t)) + " weights, " +
+                           std::string(dtype_name(cache)) + " cache on " + dev.id();
   for (int64_t r = 0; r < 5; ++r)
-    EXPECT_LE(rel_err(*logits, r, ref[r]), tolerance(t)) << what << " prefill row " << r;
+    EXPECT_LE(rel_err(*logits, r, ref[r]), tol) << what << " prefill row " << r;
   const int plans = (*m)->engine().plans_made();
   for (int step = 0; step < 6; ++step) {
     const auto& last = ref.back();
@@ -223,7 +229,7 @@ void logits_match(Device& dev, DType t, bool tied = false) {
     logits = (*m)->forward(std::span<const int32_t>(&seq.back(), 1));
     ASSERT_TRUE(logits.ok()) << logits.status().message();
     ref = reference(w, seq);
-    EXPECT_LE(rel_err(*logits, 0, ref.back()), tolerance(t)) << what << " decode step " << step;
+    EXPECT_LE(rel_err(*logits, 0, ref.back()), tol) << what << " decode step " << step;
   }
   EXPECT_EQ((*m)->engine().plans_made(), plans + 1) << "decode steps share one plan";
 }
@@ -246,6 +252,72 @@ TEST(Llama, LogitsMatchTheFloat64ForwardOnVulkan) {
   Device* vk = vulkan();
   if (!vk) GTEST_SKIP() << "no Vulkan device opened on this machine (duet devices says why)";
   for (DType t : {DType::f32, DType::f16}) logits_match(*vk, t);
+}
+
+TEST(Llama, AnF16CacheMatchesTheFloat64ForwardWithinF16) {
+  logits_match(cpu(), DType::f32, false, DType::f16);
+  if (Device* vk = vulkan()) logits_match(*vk, DType::f32, false, DType::f16);
+}
+
+// A file as llama.cpp's converter writes it (tools/make_llamacpp_fixture.py: a random Hugging
+// Face checkpoint through convert_hf_to_gguf.py, f32): its metadata keys, the Q and K rows it
+// permutes for llama's adjacent-pair rotation, a tied output (no output.weight) and its
+// tokenizer. The logits of every position, prefill then decode steps, match an independent
+// float64 forward pass of the checkpoint in Hugging Face's conventions, and greedy decoding
+// gives its tokens.
+void llamacpp_file(Device& dev) {
+  const std::string dir = DUET_TEST_DATA;
+  auto want = load_safetensors(dir + "/llamacpp_tiny.expected.safetensors");
+  ASSERT_TRUE(want.ok()) << want.status().message();
+  const HostTensor& ref = want->at("logits");
+  const int32_t* tok = want->at("tokens").data<int32_t>();
+  const int64_t T = want->at("tokens").numel(), P = want->at("prompt").numel(),
+                nv = ref.desc().dim(1);
+  const std::vector<double> r = ref.to_doubles();
+  BuildOptions o;
+  o.max_context = 16;
+  o.all_logits = true;
+  auto m = Model::open(dir + "/llamacpp_tiny.gguf", {&dev}, o);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  const Config& c = (*m)->config();
+  EXPECT_EQ(c.heads, 4);
+  EXPECT_EQ(c.kv_heads, 2);
+  EXPECT_EQ(c.vocab, nv);
+  EXPECT_TRUE(c.tied_output);
+  EXPECT_EQ(c.rope_mode, RopeMode::gptj);
+  EXPECT_FLOAT_EQ(c.rope_theta, 500000.0f);
+  EXPECT_FLOAT_EQ(c.eps, 1e-6f);
+  ASSERT_EQ(static_cast<int64_t>((*m)->vocab().size()), nv);
+  EXPECT_EQ((*m)->vocab()[1], "<s>");
+  auto check = [&](const HostTensor& got, int64_t row, int64_t pos) {
+    const std::vector<double> g = got.to_doubles();
+    double err = 0, mx = 0;
+    for (int64_t i = 0; i < nv; ++i) {
+      err = std::max(err, std::abs(g[row * nv + i] - r[pos * nv + i]));
+      mx = std::max(mx, std::abs(r[pos * nv + i]));
+    }
+    EXPECT_LE(err / mx, 2e-4) << "position " << pos << " on " << dev.id();
+  };
+  auto l = (*m)->forward(std::span<const int32_t>(tok, P));
+  ASSERT_TRUE(l.ok()) << l.status().message();
+  for (int64_t p = 0; p < P; ++p) check(*l, p, p);
+  for (int64_t p = P; p < T; ++p) {
+    l = (*m)->forward(std::span<const int32_t>(tok + p, 1));
+    ASSERT_TRUE(l.ok()) << l.status().message();
+    check(*l, 0, p);
+  }
+  ASSERT_TRUE((*m)->reset().ok());
+  o.all_logits = false;
+  m = Model::open(dir + "/llamacpp_tiny.gguf", {&dev}, o);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  auto ids = (*m)->generate(std::span<const int32_t>(tok, P), static_cast<int>(T - P));
+  ASSERT_TRUE(ids.ok()) << ids.status().message();
+  EXPECT_EQ(*ids, std::vector<int32_t>(tok + P, tok + T)) << dev.id();
+}
+
+TEST(Llama, AFileConvertedByLlamaCppMatchesTheCheckpointsForwardPass) {
+  llamacpp_file(cpu());
+  if (Device* vk = vulkan()) llamacpp_file(*vk);
 }
 
 // Greedy tokens with the cache equal the tokens of re-running the whole sequence each time.
