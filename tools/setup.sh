@@ -16,6 +16,8 @@ packages=(
   # ONNX import (protobuf through Debian's ONNX build), ONNX's node test suite as an outside
   # conformance test, and the Python that regenerates the exported test models in tools/onnx
   libonnx-dev libprotobuf-dev libonnx-testdata python3-onnx python3-torch
+  # what llama.cpp's converter imports beside torch, for tools/make_llamacpp_fixture.py
+  python3-sentencepiece python3-tqdm
   # `duet bench --plot`
   gnuplot-nox
   # the fuzz preset: clang with libFuzzer and its sanitizer runtimes
