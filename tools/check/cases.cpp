@@ -191,24 +191,34 @@ void row_cases(Builder& b, DType t) {
   b.scalar(258);
 }
 
-// Each reduction over the last dim, over dims apart, over a view's dims and over every dim.
+// Each reduction over the last dim, over dims apart and over a strided view's dims; the sum also
+// over a transposed view's leading dim and over every dim.
 void reduce_cases(Builder& b, DType t) {
   struct R {
     TensorDesc x;
     std::vector<int> axes;
     const char* tag;
   };
-  const R rs[] = {
-      {dense(t, {3, 17}), {-1}, "last"},        {dense(t, {2, 3, 5, 7}), {0, 2}, "a0.2"},
-      {transposed(t, {5, 33}), {0}, "view.a0"}, {strided(t, {2, 3, 33}), {1, 2}, "view.a1.2"},
+  const R every[] = {
+      {dense(t, {3, 17}), {-1}, "last"},
+      {dense(t, {2, 3, 5, 7}), {0, 2}, "a0.2"},
+      {strided(t, {2, 3, 33}), {1, 2}, "view.a1.2"},
+  };
+  const R sum_only[] = {
+      {transposed(t, {5, 33}), {0}, "view.a0"},
       {dense(t, {4, 6}), {1, 0}, "all"},
   };
   for (OpKind k : {OpKind::reduce_sum, OpKind::reduce_mean, OpKind::reduce_max, OpKind::reduce_min})
-    for (const R& r : rs) {
+    for (const R& r : every) {
       OpAttrs a;
       a.axes = r.axes;
       b.add(k, t, {r.x}, {Fill::unit}, a, r.tag);
     }
+  for (const R& r : sum_only) {
+    OpAttrs a;
+    a.axes = r.axes;
+    b.add(OpKind::reduce_sum, t, {r.x}, {Fill::unit}, a, r.tag);
+  }
   OpAttrs wide;
   wide.axes = {-1};
   b.add(OpKind::reduce_mean, t, {dense(t, {8, 4096})}, {Fill::unit}, wide, "", true);
