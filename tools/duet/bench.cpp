@@ -24,7 +24,7 @@ namespace {
 
 struct Options {
   ModelArgs model;  // a graph file or ONNX model whose ops are timed instead of the built-in set
-  std::vector<std::string> devices, ops, dtypes;
+  std::vector<std::string> devices, ops, dtypes, tiers;
   std::string json_path, plot_path;
   int repeats = 10;
   double min_seconds = 1.0;
@@ -480,6 +480,9 @@ int run_bench(const CLI::App& cmd, const Options& o) {
     if (Status s = check_output_target(*path, option); !s.ok()) return fail(cmd, s.message(), 2);
   if (Status s = validate_ops(o.ops); !s.ok()) return fail(cmd, s.message(), 2);
   if (Status s = validate_dtypes(o.dtypes); !s.ok()) return fail(cmd, s.message(), 2);
+  for (const std::string& t : o.tiers)
+    if (!parse_tier(t))
+      return fail(cmd, "--tier '" + t + "' is not a tier (" + tier_names() + ")", 2);
   if (o.repeats < 1) return fail(cmd, "--repeats must be at least 1", 2);
   Registry reg = open_registry();
   auto devices = select_devices(reg, o.devices);
@@ -543,7 +546,7 @@ int run_bench(const CLI::App& cmd, const Options& o) {
       for (const KernelChoice& k : d->choices(op)) {
         // A kernel reading other dtypes would time a different op (the planner casts first).
         if (!k.ok || k.tier == Tier::reference || !k.reads_as_given(op) ||
-            !at_least_asked_precision(k, op))
+            !at_least_asked_precision(k, op) || !selected(o.tiers, tier_name(k.tier)))
           continue;
         if (!inputs.ok()) inputs = c.inputs();
         if (!inputs.ok()) return fail(cmd, inputs.status().with_context(c.name).message(), 2);
@@ -636,6 +639,7 @@ Command add_bench(CLI::App& app) {
   sub->add_option("--device", o->devices, "Device id to benchmark (repeatable; default: all)");
   sub->add_option("--op", o->ops, "Op to benchmark (repeatable; default: all)");
   sub->add_option("--dtype", o->dtypes, "Input dtype (repeatable; default: all)");
+  sub->add_option("--tier", o->tiers, "Kernel tier to time (repeatable; default: every tier)");
   sub->add_option("--json", o->json_path, "Write every row to this JSON file");
   sub->add_option("--plot", o->plot_path,
                   "Draw the rows to this PNG: bars per case, a colour per device, tier and "
