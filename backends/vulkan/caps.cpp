@@ -193,7 +193,12 @@ Result<PhysicalInfo> probe(VkInstance instance, VkPhysicalDevice pd) {
   const bool has_driver_props = v12 || info.has_extension(VK_KHR_DRIVER_PROPERTIES_EXTENSION_NAME);
   if (has_driver_props) chain(&drv);
   if (v13 || info.has_extension(VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME)) chain(&sscp);
+  VkPhysicalDeviceShaderIntegerDotProductProperties idpp{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_PROPERTIES};
+  if (v13 || info.has_extension(VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME)) chain(&idpp);
   vkGetPhysicalDeviceProperties2(pd, &p2);
+  // The int_dot kernels use OpSDot on packed 4x8-bit signed operands.
+  info.int_dot_accelerated = info.int_dot && idpp.integerDotProduct4x8BitPackedSignedAccelerated;
 
   const VkPhysicalDeviceLimits& lim = info.props.limits;
   DeviceCaps& c = info.caps;
@@ -366,6 +371,7 @@ Result<PhysicalInfo> probe(VkInstance instance, VkPhysicalDevice pd) {
   c.extra["storage_16bit"] = info.storage16 ? "yes" : "no";
   c.extra["storage_8bit"] = info.storage8 ? "yes" : "no";
   c.extra["integer_dot_product"] = info.int_dot ? "yes" : "no";
+  c.extra["integer_dot_accelerated"] = info.int_dot_accelerated ? "yes" : "no";
   c.extra["device_uuid"] = hex(idp2.deviceUUID, 16);
   c.extra["pipeline_cache_uuid"] = hex(info.props.pipelineCacheUUID, VK_UUID_SIZE);
   c.extra["max_storage_buffers_per_stage"] =

@@ -251,6 +251,15 @@ Result<std::unique_ptr<VulkanDevice>> open_device(std::shared_ptr<Instance> inst
     f16i8.shaderInt8 = pi.int8;
     chain(&f16i8);
   }
+  // Packed integer dot products (the int_dot kernels), enabled only where the device has them.
+  VkPhysicalDeviceShaderIntegerDotProductFeatures idp{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES};
+  if (pi.int_dot) {
+    if (pi.props.apiVersion < VK_API_VERSION_1_3)
+      ext.push_back(VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME);
+    idp.shaderIntegerDotProduct = VK_TRUE;
+    chain(&idp);
+  }
   f2.features.shaderInt16 = pi.int16;
   if (!v12 && pi.has_extension("VK_KHR_portability_subset"))
     ext.push_back("VK_KHR_portability_subset");

@@ -690,8 +690,9 @@ Status matmul(const Ctx& c, const Arg& out, std::span<const Arg> in) {
 
 // ---- block-quantized weights ------------------------------------------------------------------
 
-// A block-quantized weight or table [rows, K] bound as a uniform texel buffer of 32-bit words:
-// the view starts at the texel alignment below row 0, `row0` is row 0's byte in the view and
+// A block-quantized weight or table [rows, K] bound as a uniform texel buffer of 32-bit words
+// (the texel-buffer kernels) or as a storage-buffer window (the shared-memory kernels): the view
+// starts at the device's alignment below row 0, `row0` is row 0's byte in the view and
 // `row_bytes` the bytes from one row to the next. Blocks start on even bytes, so a kernel reads
 // any field with at most two word fetches (quant.glsl); the view reaches one word past the last
 // block where the allocation allows, for the second of them.
@@ -700,22 +701,27 @@ struct QuantView {
   uint32_t row0 = 0, row_bytes = 0;
 };
 
-std::pair<uint64_t, uint64_t> quant_span(VulkanDevice& dev, const Arg& w) {
+std::pair<uint64_t, uint64_t> quant_span(VulkanDevice& dev, const Arg& w, bool storage) {
   const TensorDesc& d = w.desc;
   const int64_t be = dtype_block_elems(d.dtype), bb = dtype_block_bytes(d.dtype);
   const int64_t last = d.offset + (d.shape[0] - 1) * d.strides[0] + d.shape[1];
   const uint64_t lo = w.buf->base() + static_cast<uint64_t>(d.offset / be * bb);
   const uint64_t hi = w.buf->base() + static_cast<uint64_t>((last + be - 1) / be * bb);
-  const uint64_t start = lo / dev.texel_alignment() * dev.texel_alignment();
+  const uint64_t align = storage ? dev.window_alignment() : dev.texel_alignment();
+  const uint64_t start = lo / align * align;
   const uint64_t end = w.buf->base() + (w.buf->size() + 255) / 256 * 256;
   return {start, (std::min(hi + 4, end) - start) / 4 * 4};
 }
 
-bool quant_fits(VulkanDevice& dev, const Arg& w) {
-  return dev.max_texels() > 0 && quant_span(dev, w).second / 4 <= dev.max_texels();
+// Whether the weight fits one view: maxTexelBufferElements words, or maxStorageBufferRange bytes.
+bool quant_fits(VulkanDevice& dev, const Arg& w, bool storage = false) {
+  const uint64_t range = quant_span(dev, w, storage).second;
+  return storage ? range <= dev.max_window()
+                 : dev.max_texels() > 0 && range / 4 <= dev.max_texels();
 }
 
-Result<QuantView> bind_quant(const Ctx& c, const Arg& w, const std::string& name) {
+Result<QuantView> bind_quant(const Ctx& c, const Arg& w, const std::string& name,
+                             bool storage = false) {
   const TensorDesc& d = w.desc;
   const int64_t be = dtype_block_elems(d.dtype), bb = dtype_block_bytes(d.dtype);
   if (d.rank != 2 || d.strides[1] != 1 || d.offset % be != 0 || d.strides[0] % be != 0)
@@ -725,13 +731,16 @@ Result<QuantView> bind_quant(const Ctx& c, const Arg& w, const std::string& name
         .device(c.dev.id())
         .expected("rows of whole " + std::string(dtype_name(d.dtype)) + " blocks")
         .got(d.str());
-  if (!quant_fits(c.dev, w))
+  if (!quant_fits(c.dev, w, storage))
     return Err(Code::unsupported)
         .tensor(name)
         .device(c.dev.id())
-        .expected("a texel buffer view of at most " + std::to_string(c.dev.max_texels()) + " words")
+        .expected(storage ? "a storage buffer window of at most " +
+                                std::to_string(c.dev.max_window()) + " bytes"
+                          : "a texel buffer view of at most " + std::to_string(c.dev.max_texels()) +
+                                " words")
         .got(d.str() + ", which cannot be split further");
-  auto [start, range] = quant_span(c.dev, w);
+  auto [start, range] = quant_span(c.dev, w, storage);
   const uint64_t lo = w.buf->base() + static_cast<uint64_t>(d.offset / be * bb);
   const uint64_t row_bytes = static_cast<uint64_t>(d.strides[0] / be * bb);
   if (lo - start + row_bytes * static_cast<uint64_t>(d.shape[0]) > (uint64_t{1} << 32) - 1)
@@ -744,20 +753,87 @@ Result<QuantView> bind_quant(const Ctx& c, const Arg& w, const std::string& name
                    static_cast<uint32_t>(lo - start), static_cast<uint32_t>(row_bytes)};
 }
 
-// matmul_q.comp: y [b0, b1, M, N] = a [b0, b1, M, K] x w [N, K]^T, w in blocks.
-Status qmatmul_emit(const Ctx& c, const Arg& a, const Arg& w, const Arg& y) {
-  const LaunchConfig& l = c.choice.launch;
-  int tm = 1, tn = 4;
-  if (std::sscanf(l.variant.c_str(), "q_%dx%d", &tm, &tn) != 2 || tm < 1 || tn < 1)
-    return Err(Code::internal).device(c.dev.id()).note("matmul launch variant " + l.variant);
-  const int64_t M = y.desc.dim(2), N = y.desc.dim(3), K = a.desc.dim(3);
+// quantize_q8.comp: the activations a [b0, b1, M, K] as q8 blocks (three 16-byte texels per 32
+// values, rows batch-major) in a scratch buffer, bound for the int_dot matmul at texel slot 0.
+Result<TexelWindow> quantize_q8(const Ctx& c, const Arg& a) {
+  const int64_t K = a.desc.dim(3), blocks = a.desc.numel() / 32;
+  const uint64_t bytes = static_cast<uint64_t>(blocks) * 48;
+  if (c.dev.max_texels() == 0 || bytes / 16 > c.dev.max_texels())
+    return Err(Code::unsupported)
+        .op("matmul", c.op.name)
+        .tensor(c.op.input_name(0))
+        .device(c.dev.id())
+        .expected("q8 activation blocks within one texel view of " +
+                  std::to_string(c.dev.max_texels()) + " texels")
+        .got(a.desc.str());
+  DUET_ASSIGN_OR_RETURN(std::shared_ptr<VkBuf> q, c.dev.scratch(bytes));
   const uint32_t avec = vector_ok(a, 3) ? 1u : 0u;
   Dispatch d;
-  d.shader = "matmul_q_" + T(y.desc.dtype) + "_" + T(w.desc.dtype);
-  d.spec = {static_cast<uint32_t>(c.block()), static_cast<uint32_t>(tm), static_cast<uint32_t>(tn),
-            avec};
-  DUET_TRY(c.bind_into(d, 1, 0, y, true, "output"));
+  d.shader = "quantize_q8_" + T(a.desc.dtype);
+  d.spec = {static_cast<uint32_t>(c.block()), avec};
+  d.bind[1] = {q->vk(), q->base(), bytes, true};
   DUET_TRY(c.bind_texels_into(d, 0, 1, a, avec != 0, c.op.input_name(0)));
+  d.params.u = {static_cast<uint32_t>(K), 0u, 0u, 0u};
+  d.groups = flat_grid(static_cast<uint64_t>(blocks), c.block());
+  DUET_TRY(c.dev.recorder().record(d));
+  return TexelWindow{q->vk(), q->base(), bytes, VK_FORMAT_R32G32B32A32_UINT};
+}
+
+// matmul_q_tiled.comp (tier "tiled"): the shared-memory kernel, every operand a storage-buffer
+// window, BM x BN outputs per workgroup.
+Status qmatmul_tiled_emit(const Ctx& c, const Arg& a, const Arg& w, const Arg& y) {
+  const LaunchConfig& l = c.choice.launch;
+  int bm = 0, bn = 0, tm = 0, tn = 0;
+  if (std::sscanf(l.variant.c_str(), "qtiled_%dx%d_%dx%d", &bm, &bn, &tm, &tn) != 4 || bm < 1 ||
+      bn < 1 || tm < 1 || tn < 1 || bm % tm || bn % tn)
+    return Err(Code::internal).device(c.dev.id()).note("matmul launch variant " + l.variant);
+  const int64_t M = y.desc.dim(2), N = y.desc.dim(3), K = a.desc.dim(3);
+  Dispatch d;
+  d.shader = "matmul_q_tiled_" + T(y.desc.dtype) + "_" + T(w.desc.dtype);
+  d.spec = {static_cast<uint32_t>((bm / tm) * (bn / tn)), static_cast<uint32_t>(bm),
+            static_cast<uint32_t>(bn), static_cast<uint32_t>(tm), static_cast<uint32_t>(tn)};
+  DUET_TRY(c.bind_into(d, 1, 0, y, true, "output"));
+  DUET_TRY(c.bind_into(d, 2, 1, a, false, c.op.input_name(0)));
+  DUET_ASSIGN_OR_RETURN(QuantView v, bind_quant(c, w, c.op.input_name(1), true));
+  d.bind[3] = {v.win.buffer, v.win.offset, v.win.range, false};
+  d.params.u = {static_cast<uint32_t>(M), static_cast<uint32_t>(N), static_cast<uint32_t>(K), 0u};
+  d.params.u2 = {v.row0, v.row_bytes, 0u, 0u};
+  const uint64_t batches = static_cast<uint64_t>(y.desc.dim(0) * y.desc.dim(1));
+  d.groups = {static_cast<uint32_t>((N + bn - 1) / bn), static_cast<uint32_t>((M + bm - 1) / bm),
+              static_cast<uint32_t>(batches)};
+  if ((N + bn - 1) / bn > 65535 || (M + bm - 1) / bm > 65535 || batches > 65535)
+    return Err(Code::unsupported)
+        .op("matmul", c.op.name)
+        .device(c.dev.id())
+        .expected("at most 65535 workgroups along columns, rows and batch entries")
+        .got(describe(c.op));
+  return c.dev.recorder().record(d);
+}
+
+// matmul_q.comp (float path) or matmul_qdot.comp (int_dot: after quantize_q8): y [b0, b1, M, N]
+// = a [b0, b1, M, K] x w [N, K]^T, w in blocks.
+Status qmatmul_emit(const Ctx& c, const Arg& a, const Arg& w, const Arg& y) {
+  if (c.choice.tier == Tier::tiled) return qmatmul_tiled_emit(c, a, w, y);
+  const LaunchConfig& l = c.choice.launch;
+  const bool int_dot = c.choice.tier == Tier::int_dot;
+  int tm = 1, tn = 4;
+  const int parsed = int_dot ? std::sscanf(l.variant.c_str(), "qdot_%dx%d", &tm, &tn)
+                             : std::sscanf(l.variant.c_str(), "q_%dx%d", &tm, &tn);
+  if (parsed != 2 || tm < 1 || tn < 1)
+    return Err(Code::internal).device(c.dev.id()).note("matmul launch variant " + l.variant);
+  const int64_t M = y.desc.dim(2), N = y.desc.dim(3), K = a.desc.dim(3);
+  Dispatch d;
+  d.shader =
+      std::string(int_dot ? "matmul_qdot_" : "matmul_q_") + T(y.desc.dtype) + "_" + T(w.desc.dtype);
+  d.spec = {static_cast<uint32_t>(c.block()), static_cast<uint32_t>(tm), static_cast<uint32_t>(tn)};
+  if (int_dot) {
+    DUET_ASSIGN_OR_RETURN(d.texel[0], quantize_q8(c, a));
+  } else {
+    const uint32_t avec = vector_ok(a, 3) ? 1u : 0u;
+    d.spec.push_back(avec);
+    DUET_TRY(c.bind_texels_into(d, 0, 1, a, avec != 0, c.op.input_name(0)));
+  }
+  DUET_TRY(c.bind_into(d, 1, 0, y, true, "output"));
   DUET_ASSIGN_OR_RETURN(QuantView v, bind_quant(c, w, c.op.input_name(1)));
   d.texel[1] = v.win;
   d.params.u = {static_cast<uint32_t>(M), static_cast<uint32_t>(N), static_cast<uint32_t>(K), 0u};
@@ -776,9 +852,13 @@ Status qmatmul_emit(const Ctx& c, const Arg& a, const Arg& w, const Arg& y) {
 }
 
 // Splits until the weight's view, the activations' view and the output's window fit: weight rows
-// (N) first, then batch entries, then activation rows (M). The reduction is never split.
+// (N) first, then batch entries, then activation rows (M). The reduction is never split. The
+// texel-buffer kernels' views are bounded by maxTexelBufferElements, the shared-memory kernel's
+// windows by maxStorageBufferRange; weight windows hold whole rows, so whole blocks.
 Status qmatmul_split(const Ctx& c, const Arg& a, const Arg& w, const Arg& y) {
-  const bool fw = quant_fits(c.dev, w), fa = texels_fit(c.dev, a), fy = fits(c.dev, y);
+  const bool storage = c.choice.tier == Tier::tiled;
+  const bool fw = quant_fits(c.dev, w, storage), fy = fits(c.dev, y);
+  const bool fa = storage ? fits(c.dev, a) : texels_fit(c.dev, a);
   if (fw && fa && fy) return qmatmul_emit(c, a, w, y);
   auto halves = [](int64_t n) {
     return std::array<std::pair<int64_t, int64_t>, 2>{{{0, n / 2}, {n / 2, n}}};

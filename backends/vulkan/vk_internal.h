@@ -62,7 +62,7 @@ struct PhysicalInfo {
   std::vector<std::string> extensions;
   uint32_t queue_family = UINT32_MAX;
   bool storage16 = false, storage8 = false, float16 = false, int8 = false, int16 = false;
-  bool subgroup_size_control = false, int_dot = false;
+  bool subgroup_size_control = false, int_dot = false, int_dot_accelerated = false;
   // Uniform texel buffers with the formats the "register_blocked" kernels read (0 texels:
   // unusable).
   uint32_t max_texels = 0;

@@ -189,6 +189,32 @@ TEST(QuantizedPlans, WithTheRealRulesAQuantizedMatmulRunsFromItsBlocksOnTheGpu) 
   EXPECT_HAS(proj->tier_reason, "mma.sync m8n8k16 s8");
 }
 
+// On Vulkan the rules take the integer-dot path where the capability record says packed 4x8-bit
+// dot products are accelerated (RADV on RDNA3), and explain names the format and the tier; a
+// device without the extension runs the float path and says why int_dot was skipped.
+TEST(QuantizedPlans, OnVulkanTheIntegerDotPathRunsWhereTheDeviceAcceleratesIt) {
+  const Graph g = llama_stack(DType::q4_k, DType::f16, 1, 256, 512);
+  std::vector<PlanDevice> devs = real_devices({"rx7900xtx"});
+  ASSERT_EQ(devs.size(), 1u);
+  Plan p = plan_ok(g, devs);
+  expect_compressed_only(g, p);
+  const PlanStep* up = p.step("blk.0.ffn_up");
+  ASSERT_NE(up, nullptr);
+  EXPECT_EQ(up->op.choice.tier, Tier::int_dot) << explain(p);
+  EXPECT_HAS(up->tier_reason, "q4_k weight");
+  EXPECT_HAS(up->tier_reason, "integer dot products (accelerated)");
+  devs[0].caps.int_dot = false;
+  Plan f = plan_ok(g, devs);
+  const PlanStep* up2 = f.step("blk.0.ffn_up");
+  ASSERT_NE(up2, nullptr);
+  EXPECT_NE(up2->op.choice.tier, Tier::int_dot);
+  bool said = false;
+  for (const std::string& s : up2->skipped)
+    said = said ||
+           s.find("int_dot skipped: device lacks packed integer dot products") != std::string::npos;
+  EXPECT_TRUE(said) << explain(f);
+}
+
 // The VILA failure (MISSION.md, 4): an AWQ model on a GTX 1060 runs on the dp4a tier when the
 // build has an image for sm_61 (a CUDA 12 toolkit's; CUDA 13 cannot build sm_61), never on
 // tensor cores it lacks; without such an image it is refused with the missing image as the

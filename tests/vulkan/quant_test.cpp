@@ -38,11 +38,41 @@ TEST_F(QuantKernels, MatmulMatchesTheReferenceAtEveryBlockShape) {
           make_case(std::string("q/") + std::string(dtype_name(q)) + "." + std::to_string(m),
                     OpKind::matmul, {dense(t, {m, K}), dense(q, {67, K})}, weight_nk(),
                     {check::Fill::unit, check::Fill::blocks});
-      KernelChoice k;
-      check::Outcome o = run_on(dev(), c, &k);
+      // Both float-path families: texel buffers (CPU devices) and shared memory (GPUs).
+      for (Tier tier : {Tier::register_blocked, Tier::tiled}) {
+        const KernelChoice k = choice_of(dev(), c, tier);
+        ASSERT_TRUE(k.ok) << k.reason;
+        check::Outcome o = run_with(dev(), c, k);
+        EXPECT_TRUE(o.passed) << c.name << " " << tier << ": " << o.message;
+        EXPECT_NE(k.reason.find("never expanded"), std::string::npos) << k.reason;
+      }
+    }
+  }
+}
+
+// The int_dot tier (activations quantized to q8 blocks, OpSDot) for every block format: decode,
+// a few rows and a prefill block, f16 and f32 activations, against the float64 reference at the
+// tolerance of q8 activations. Its device feature is enabled only where the device has it, and
+// the validation layer (on in every test) reports nothing.
+TEST_F(QuantKernels, IntegerDotPathMatchesTheReferenceForEveryFormat) {
+  if (!dev().caps().int_dot) GTEST_SKIP() << "no VK_KHR_shader_integer_dot_product";
+  for (DType q : kQuantizedDTypes) {
+    const int64_t K = dtype_block_elems(q) == 32 ? 160 : 512;
+    for (auto [m, t] :
+         {std::pair<int64_t, DType>{1, DType::f16}, {3, DType::f32}, {37, DType::f32}}) {
+      check::Case c =
+          make_case(std::string("qdot/") + std::string(dtype_name(q)) + "." + std::to_string(m),
+                    OpKind::matmul, {dense(t, {m, K}), dense(q, {67, K})}, weight_nk(),
+                    {check::Fill::unit, check::Fill::blocks});
+      const KernelChoice k = choice_of(dev(), c, Tier::int_dot);
+      ASSERT_TRUE(k.ok) << k.reason;
+      EXPECT_NE(k.reason.find(std::string(dtype_name(q)) + " weight"), std::string::npos);
+      EXPECT_NE(k.reason.find("8 bits per 32"), std::string::npos) << k.reason;
+      const uint64_t before = vk(dev()).recorder().dispatches;
+      check::Outcome o = run_with(dev(), c, k);
       EXPECT_TRUE(o.passed) << c.name << ": " << o.message;
-      EXPECT_EQ(k.tier, Tier::register_blocked) << c.name;
-      EXPECT_NE(k.reason.find("never expanded"), std::string::npos) << k.reason;
+      // The activations' quantizer, then the product.
+      EXPECT_EQ(vk(dev()).recorder().dispatches - before, 2u) << c.name;
     }
   }
 }
@@ -72,7 +102,33 @@ TEST_F(QuantKernels, WeightsAndTablesPastTheTexelLimitAreSplit) {
       EXPECT_TRUE(o.passed) << c.name << ": " << o.message;
       EXPECT_GT(vk(dev()).recorder().dispatches - before, 2u) << c.name << " was not split";
     }
+    // Both paths of the matmul: the float one and the integer-dot one.
+    for (Tier tier : {Tier::register_blocked, Tier::int_dot}) {
+      const KernelChoice k = choice_of(dev(), mm, tier);
+      if (!k.ok) continue;
+      const uint64_t before = vk(dev()).recorder().dispatches;
+      check::Outcome o = run_with(dev(), mm, k);
+      EXPECT_TRUE(o.passed) << mm.name << " " << tier << ": " << o.message;
+      EXPECT_GT(vk(dev()).recorder().dispatches - before, 2u) << mm.name << " was not split";
+    }
   }
+  // The shared-memory kernel binds the weight as a storage-buffer window: past
+  // maxStorageBufferRange it runs in windows of whole rows (so whole blocks) too.
+  const uint64_t window = vk(dev()).max_window();
+  vk(dev()).set_max_window(4096);
+  for (DType q : {DType::q8_0, DType::q4_k}) {
+    const int64_t K = dtype_block_elems(q) == 32 ? 256 : 512;
+    check::Case mm = make_case(std::string("qwindows/matmul.") + std::string(dtype_name(q)),
+                               OpKind::matmul, {dense(DType::f32, {20, K}), dense(q, {70, K})},
+                               weight_nk(), {check::Fill::unit, check::Fill::blocks});
+    const KernelChoice k = choice_of(dev(), mm, Tier::tiled);
+    ASSERT_TRUE(k.ok) << k.reason;
+    const uint64_t before = vk(dev()).recorder().dispatches;
+    check::Outcome o = run_with(dev(), mm, k);
+    EXPECT_TRUE(o.passed) << mm.name << ": " << o.message;
+    EXPECT_GT(vk(dev()).recorder().dispatches - before, 2u) << mm.name << " was not split";
+  }
+  vk(dev()).set_max_window(window);
   // One row larger than the limit cannot be split: refused with the reason.
   vk(dev()).set_max_texels(64);
   check::Case wide = make_case("qtexels/too_wide", OpKind::matmul,
@@ -81,6 +137,21 @@ TEST_F(QuantKernels, WeightsAndTablesPastTheTexelLimitAreSplit) {
   check::Outcome o = run_on(dev(), wide);
   EXPECT_FALSE(o.passed);
   EXPECT_NE(o.message.find("cannot be split further"), std::string::npos) << o.message;
+}
+
+// A 128k-vocabulary table in q6_k (128256 rows; 256 wide here to keep the test small) past a
+// view of 4 MiB: gathered from its windows of whole rows, ids anywhere in the vocabulary.
+TEST_F(QuantKernels, LargeVocabularyTableRunsInWindows) {
+  if (vk(dev()).max_texels() == 0) GTEST_SKIP() << "no uniform texel buffers";
+  vk(dev()).set_max_texels(uint64_t{1} << 20);
+  check::Case emb = make_case("qtexels/embedding.q6_k.128k", OpKind::embedding,
+                              {dense(DType::q6_k, {128256, 256}), dense(DType::i32, {2, 9})}, {},
+                              {check::Fill::blocks, check::Fill::ids});
+  emb.ids_range = 128256;
+  const uint64_t before = vk(dev()).recorder().dispatches;
+  check::Outcome o = run_on(dev(), emb);
+  EXPECT_TRUE(o.passed) << emb.name << ": " << o.message;
+  EXPECT_GE(vk(dev()).recorder().dispatches - before, 7u) << "not split into windows";
 }
 
 TEST(VulkanQuantRules, ChoicesReadTheBlocksAndFollowTheDevice) {
@@ -98,7 +169,7 @@ TEST(VulkanQuantRules, ChoicesReadTheBlocksAndFollowTheDevice) {
   bool f16_ok = false;
   for (const KernelChoice& k : rules().choices(c, *mm)) {
     EXPECT_EQ(k.input_dtypes[1], DType::q4_0) << k.reason;  // never read in another dtype
-    if (k.ok && k.precision == Precision::f16) {
+    if (k.ok && k.precision == Precision::f16 && k.tier == Tier::register_blocked) {
       f16_ok = true;
       EXPECT_EQ(k.launch.variant, "q_1x4");  // decode: each weight byte fetched once
     }
@@ -108,7 +179,11 @@ TEST(VulkanQuantRules, ChoicesReadTheBlocksAndFollowTheDevice) {
                          {TensorDesc::contiguous(DType::f32, {512, 4096}),
                           TensorDesc::contiguous(DType::q4_k, {4096, 4096})});
   ASSERT_TRUE(prefill.ok());
-  EXPECT_EQ(rules().choices(c, *prefill)[0].launch.variant, "q_32x4");
+  for (const KernelChoice& k : rules().choices(c, *prefill)) {
+    if (k.ok && k.tier == Tier::register_blocked) {
+      EXPECT_EQ(k.launch.variant, "q_32x4");
+    }
+  }
   OpAttrs to;
   to.to = DType::f16;
   auto cast = make_op(OpKind::cast, to, {TensorDesc::contiguous(DType::q4_k, {4, 256})});
@@ -118,10 +193,53 @@ TEST(VulkanQuantRules, ChoicesReadTheBlocksAndFollowTheDevice) {
   c.fp16_storage = false;
   EXPECT_FALSE(rules().choices(c, *cast)[0].ok);
   for (const KernelChoice& k : rules().choices(c, *mm))
-    if (k.precision == Precision::f32)
+    if (k.tier == Tier::int_dot)
+      EXPECT_NE(k.reason.find("integer_dot_product"), std::string::npos) << k.reason;
+    else if (k.precision == Precision::f32)
       EXPECT_TRUE(k.ok) << k.reason;
     else
       EXPECT_NE(k.reason.find("16-bit storage"), std::string::npos) << k.reason;
+}
+
+// The integer-dot path: first where the device accelerates packed 4x8-bit dot products and on
+// CPU devices, after the float path on GPUs that emulate them, refused with the reason where the
+// extension is missing; it reads the weight in its blocks and keeps the activations' precision.
+TEST(VulkanQuantRules, IntegerDotPathFollowsTheCapabilityRecord) {
+  DeviceCaps c;
+  c.type = DeviceType::discrete_gpu;
+  c.subgroup_size = 32;
+  c.max_threads_per_block = 1024;
+  c.fp16_storage = c.int8_storage = true;
+  c.compute_units = 40;
+  auto mm = make_op(OpKind::matmul, weight_nk(),
+                    {TensorDesc::contiguous(DType::f16, {1, 4096}),
+                     TensorDesc::contiguous(DType::q6_k, {4096, 4096})});
+  ASSERT_TRUE(mm.ok()) << mm.status().message();
+  auto first = [&](const DeviceCaps& caps) { return rules().choices(caps, *mm)[0]; };
+  auto find = [&](const DeviceCaps& caps, Tier t, Precision p) {
+    for (const KernelChoice& k : rules().choices(caps, *mm))
+      if (k.tier == t && k.precision == p) return k;
+    return KernelChoice{};
+  };
+  const KernelChoice none = find(c, Tier::int_dot, Precision::f16);
+  EXPECT_FALSE(none.ok);
+  EXPECT_NE(none.reason.find("VK_KHR_shader_integer_dot_product"), std::string::npos);
+  c.int_dot = true;
+  c.extra["integer_dot_accelerated"] = "no";
+  EXPECT_EQ(first(c).tier, Tier::register_blocked);
+  EXPECT_NE(find(c, Tier::int_dot, Precision::f16).reason.find("not accelerated"),
+            std::string::npos);
+  c.extra["integer_dot_accelerated"] = "yes";
+  const KernelChoice k = first(c);
+  EXPECT_EQ(k.tier, Tier::int_dot);
+  EXPECT_TRUE(k.ok) << k.reason;
+  EXPECT_EQ(k.input_dtypes[1], DType::q6_k);
+  EXPECT_EQ(k.launch.variant.rfind("qdot_1x", 0), 0u) << k.launch.variant;
+  EXPECT_NE(k.reason.find("q6_k weight"), std::string::npos) << k.reason;
+  EXPECT_NE(k.reason.find("(accelerated)"), std::string::npos) << k.reason;
+  c.type = DeviceType::cpu;  // lavapipe reports the extension, accelerated or not
+  c.extra["integer_dot_accelerated"] = "no";
+  EXPECT_EQ(first(c).tier, Tier::int_dot);
 }
 
 }  // namespace
