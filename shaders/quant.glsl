@@ -25,9 +25,29 @@ uint qrd8(uint a) {
 float qf16(uint a) {
   return unpackHalf2x16(qrd16(a)).x;
 }
-// 32 bytes from byte a (a even), four per word.
+// 32 bytes from byte a (a even), four per word: eight word fetches, or nine shifted by two bytes
+// where a is not a multiple of 4 (eight reads through qrd32 would fetch sixteen words then). No
+// word past the last byte is read.
 void qbytes32(uint a, out uint b[8]) {
-  [[unroll]] for (uint i = 0u; i < 8u; ++i) b[i] = qrd32(a + 4u * i);
+  const uint w = a >> 2;
+  const bool odd = (a & 2u) != 0u;
+  uint lo = QWORD(w);
+  [[unroll]] for (uint i = 0u; i < 8u; ++i) {
+    const uint hi = odd || i < 7u ? QWORD(w + i + 1u) : 0u;
+    b[i] = odd ? (lo >> 16) | (hi << 16) : lo;
+    lo = hi;
+  }
+}
+// 16 bytes from byte a (a even), as qbytes32.
+void qbytes16(uint a, out uint b[4]) {
+  const uint w = a >> 2;
+  const bool odd = (a & 2u) != 0u;
+  uint lo = QWORD(w);
+  [[unroll]] for (uint i = 0u; i < 4u; ++i) {
+    const uint hi = odd || i < 3u ? QWORD(w + i + 1u) : 0u;
+    b[i] = odd ? (lo >> 16) | (hi << 16) : lo;
+    lo = hi;
+  }
 }
 uint qbyte(uint b[8], uint l) {
   return (b[l >> 2] >> ((l & 3u) * 8u)) & 0xffu;

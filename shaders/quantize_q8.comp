@@ -4,6 +4,10 @@
 // is three 16-byte texels: the 32 bytes (element 4i + c in byte c of word i), then the scale's
 // bits and the sums as two int16, two words of zeros.
 //
+// PAIRS = 1 (for matmul_qdot.comp's SWAR form on devices that emulate OpSDot): a block is five
+// texels instead: for each group of four values a0..a3, the words (a0 << 16) + a2 and
+// (a1 << 16) + a3 as signed integers (eight of each), then the scale and sums.
+//
 // Variants: T_<activation dtype>. AVEC: activations read VEC elements per fetch (dense along K,
 // aligned); otherwise one element per fetch, any strides.
 #version 450
@@ -13,6 +17,7 @@
 
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint AVEC = 0;
+layout(constant_id = 2) const uint PAIRS = 0;
 
 layout(std430, set = 0, binding = 1) writeonly buffer QA { uvec4 qa[]; };
 TEXELS(7, ta)
@@ -42,22 +47,33 @@ void main() {
     float amax = 0.0;
     [[unroll]] for (uint c = 0u; c < 32u; ++c) amax = max(amax, abs(a[c]));
     const float d = amax / 127.0, inv = amax > 0.0 ? 127.0 / amax : 0.0;
-    uint w[8];
+    uint w[8], e[8], o[8];
     int s0 = 0, s1 = 0;
     [[unroll]] for (uint j = 0u; j < 8u; ++j) {
-      uint word = 0u;
+      int q[4];
       [[unroll]] for (uint c = 0u; c < 4u; ++c) {
-        const int q = int(clamp(round(a[4u * j + c] * inv), -127.0, 127.0));
-        word |= uint(q & 0xff) << (8u * c);
+        q[c] = int(clamp(round(a[4u * j + c] * inv), -127.0, 127.0));
         if (j < 4u)
-          s0 += q;
+          s0 += q[c];
         else
-          s1 += q;
+          s1 += q[c];
       }
-      w[j] = word;
+      w[j] = uint(q[0] & 0xff) | (uint(q[1] & 0xff) << 8) | (uint(q[2] & 0xff) << 16) |
+             (uint(q[3] & 0xff) << 24);
+      e[j] = uint(q[0] * 65536 + q[2]);
+      o[j] = uint(q[1] * 65536 + q[3]);
     }
-    qa[3u * i] = uvec4(w[0], w[1], w[2], w[3]);
-    qa[3u * i + 1u] = uvec4(w[4], w[5], w[6], w[7]);
-    qa[3u * i + 2u] = uvec4(floatBitsToUint(d), uint(s0 & 0xffff) | (uint(s1) << 16), 0u, 0u);
+    const uvec4 meta = uvec4(floatBitsToUint(d), uint(s0 & 0xffff) | (uint(s1) << 16), 0u, 0u);
+    if (PAIRS != 0u) {
+      qa[5u * i] = uvec4(e[0], e[1], e[2], e[3]);
+      qa[5u * i + 1u] = uvec4(e[4], e[5], e[6], e[7]);
+      qa[5u * i + 2u] = uvec4(o[0], o[1], o[2], o[3]);
+      qa[5u * i + 3u] = uvec4(o[4], o[5], o[6], o[7]);
+      qa[5u * i + 4u] = meta;
+    } else {
+      qa[3u * i] = uvec4(w[0], w[1], w[2], w[3]);
+      qa[3u * i + 1u] = uvec4(w[4], w[5], w[6], w[7]);
+      qa[3u * i + 2u] = meta;
+    }
   }
 }

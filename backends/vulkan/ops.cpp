@@ -754,10 +754,11 @@ Result<QuantView> bind_quant(const Ctx& c, const Arg& w, const std::string& name
 }
 
 // quantize_q8.comp: the activations a [b0, b1, M, K] as q8 blocks (three 16-byte texels per 32
-// values, rows batch-major) in a scratch buffer, bound for the int_dot matmul at texel slot 0.
-Result<TexelWindow> quantize_q8(const Ctx& c, const Arg& a) {
+// values, five in the `pairs` form; rows batch-major) in a scratch buffer, bound for the int_dot
+// matmul at texel slot 0.
+Result<TexelWindow> quantize_q8(const Ctx& c, const Arg& a, bool pairs) {
   const int64_t K = a.desc.dim(3), blocks = a.desc.numel() / 32;
-  const uint64_t bytes = static_cast<uint64_t>(blocks) * 48;
+  const uint64_t bytes = static_cast<uint64_t>(blocks) * (pairs ? 80 : 48);
   if (c.dev.max_texels() == 0 || bytes / 16 > c.dev.max_texels())
     return Err(Code::unsupported)
         .op("matmul", c.op.name)
@@ -770,7 +771,7 @@ Result<TexelWindow> quantize_q8(const Ctx& c, const Arg& a) {
   const uint32_t avec = vector_ok(a, 3) ? 1u : 0u;
   Dispatch d;
   d.shader = "quantize_q8_" + T(a.desc.dtype);
-  d.spec = {static_cast<uint32_t>(c.block()), avec};
+  d.spec = {static_cast<uint32_t>(c.block()), avec, pairs ? 1u : 0u};
   d.bind[1] = {q->vk(), q->base(), bytes, true};
   DUET_TRY(c.bind_texels_into(d, 0, 1, a, avec != 0, c.op.input_name(0)));
   d.params.u = {static_cast<uint32_t>(K), 0u, 0u, 0u};
@@ -827,7 +828,10 @@ Status qmatmul_emit(const Ctx& c, const Arg& a, const Arg& w, const Arg& y) {
       std::string(int_dot ? "matmul_qdot_" : "matmul_q_") + T(y.desc.dtype) + "_" + T(w.desc.dtype);
   d.spec = {static_cast<uint32_t>(c.block()), static_cast<uint32_t>(tm), static_cast<uint32_t>(tn)};
   if (int_dot) {
-    DUET_ASSIGN_OR_RETURN(d.texel[0], quantize_q8(c, a));
+    // "_swar": byte pairs multiplied in 32-bit words (matmul_qdot.comp's SWAR) instead of OpSDot.
+    const bool swar = l.variant.find("_swar") != std::string::npos;
+    d.spec.push_back(swar ? 1u : 0u);
+    DUET_ASSIGN_OR_RETURN(d.texel[0], quantize_q8(c, a, swar));
   } else {
     const uint32_t avec = vector_ok(a, 3) ? 1u : 0u;
     d.spec.push_back(avec);
