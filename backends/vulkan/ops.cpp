@@ -780,6 +780,22 @@ Result<TexelWindow> quantize_q8(const Ctx& c, const Arg& a, bool pairs) {
   return TexelWindow{q->vk(), q->base(), bytes, VK_FORMAT_R32G32B32A32_UINT};
 }
 
+// Records a quantized matmul dispatch over y [b0, b1, M, N]: workgroups of `cols` columns by
+// `rows` rows, one batch entry each along z.
+Status record_qmatmul(const Ctx& c, Dispatch& d, const Arg& y, int64_t cols, int64_t rows) {
+  const int64_t M = y.desc.dim(2), N = y.desc.dim(3);
+  const uint64_t batches = static_cast<uint64_t>(y.desc.dim(0) * y.desc.dim(1));
+  if ((N + cols - 1) / cols > 65535 || (M + rows - 1) / rows > 65535 || batches > 65535)
+    return Err(Code::unsupported)
+        .op("matmul", c.op.name)
+        .device(c.dev.id())
+        .expected("at most 65535 workgroups along columns, rows and batch entries")
+        .got(describe(c.op));
+  d.groups = {static_cast<uint32_t>((N + cols - 1) / cols),
+              static_cast<uint32_t>((M + rows - 1) / rows), static_cast<uint32_t>(batches)};
+  return c.dev.recorder().record(d);
+}
+
 // matmul_q_tiled.comp (tier "tiled"): the shared-memory kernel, every operand a storage-buffer
 // window, BM x BN outputs per workgroup.
 Status qmatmul_tiled_emit(const Ctx& c, const Arg& a, const Arg& w, const Arg& y) {
@@ -799,16 +815,7 @@ Status qmatmul_tiled_emit(const Ctx& c, const Arg& a, const Arg& w, const Arg& y
   d.bind[3] = {v.win.buffer, v.win.offset, v.win.range, false};
   d.params.u = {static_cast<uint32_t>(M), static_cast<uint32_t>(N), static_cast<uint32_t>(K), 0u};
   d.params.u2 = {v.row0, v.row_bytes, 0u, 0u};
-  const uint64_t batches = static_cast<uint64_t>(y.desc.dim(0) * y.desc.dim(1));
-  d.groups = {static_cast<uint32_t>((N + bn - 1) / bn), static_cast<uint32_t>((M + bm - 1) / bm),
-              static_cast<uint32_t>(batches)};
-  if ((N + bn - 1) / bn > 65535 || (M + bm - 1) / bm > 65535 || batches > 65535)
-    return Err(Code::unsupported)
-        .op("matmul", c.op.name)
-        .device(c.dev.id())
-        .expected("at most 65535 workgroups along columns, rows and batch entries")
-        .got(describe(c.op));
-  return c.dev.recorder().record(d);
+  return record_qmatmul(c, d, y, bn, bm);
 }
 
 // matmul_q.comp (float path) or matmul_qdot.comp (int_dot: after quantize_q8): y [b0, b1, M, N]
@@ -842,17 +849,7 @@ Status qmatmul_emit(const Ctx& c, const Arg& a, const Arg& w, const Arg& y) {
   d.texel[1] = v.win;
   d.params.u = {static_cast<uint32_t>(M), static_cast<uint32_t>(N), static_cast<uint32_t>(K), 0u};
   d.params.u2 = {v.row0, v.row_bytes, 0u, 0u};
-  const int64_t cols = static_cast<int64_t>(c.block()) * tn;
-  const uint64_t batches = static_cast<uint64_t>(y.desc.dim(0) * y.desc.dim(1));
-  d.groups = {static_cast<uint32_t>((N + cols - 1) / cols),
-              static_cast<uint32_t>((M + tm - 1) / tm), static_cast<uint32_t>(batches)};
-  if ((N + cols - 1) / cols > 65535 || (M + tm - 1) / tm > 65535 || batches > 65535)
-    return Err(Code::unsupported)
-        .op("matmul", c.op.name)
-        .device(c.dev.id())
-        .expected("at most 65535 workgroups along columns, rows and batch entries")
-        .got(describe(c.op));
-  return c.dev.recorder().record(d);
+  return record_qmatmul(c, d, y, static_cast<int64_t>(c.block()) * tn, tm);
 }
 
 // Splits until the weight's view, the activations' view and the output's window fit: weight rows
