@@ -133,7 +133,8 @@ Status map_reshape(Node& n) {
       continue;
     }
     if (shape[i] < 0) return n.invalid("shape " + dims_str(shape) + " has a negative size");
-    known_count *= shape[i];
+    if (__builtin_mul_overflow(known_count, shape[i], &known_count))
+      return n.invalid("shape " + dims_str(shape) + " has more elements than 64 bits count");
   }
   const int64_t total = product(in, 0, in.size());
   if (infer >= 0) {
