@@ -52,9 +52,12 @@ std::shared_ptr<Registry> shared_registry(const BackendOptions& options) {
   return *r;
 }
 
-Result<std::unique_ptr<Engine>> open_engine(Graph graph, Policy policy) {
+Result<std::unique_ptr<Engine>> open_engine(Graph graph, std::optional<Policy> policy) {
+  if (!policy) {
+    DUET_ASSIGN_OR_RETURN(policy, policy_from_env());
+  }
   std::shared_ptr<Registry> r = shared_registry();
-  return Engine::create(std::move(graph), r->devices(), std::move(policy), r);
+  return Engine::create(std::move(graph), r->devices(), std::move(*policy), r);
 }
 
 }  // namespace duet

@@ -6,6 +6,7 @@
 
 #include "duet/half.h"
 #include "duet/host_tensor.h"
+#include "duet/internal/env.h"
 #include "duet/internal/fault.h"
 #include "duet/internal/log.h"
 #include "ops/ops.h"
@@ -209,7 +210,9 @@ const BackendRules& rules() {
 BackendFactory factory() {
   return {"cpu", [](const BackendOptions& o) -> Result<BackendOpenResult> {
             int threads = 0;
-            if (const char* env = std::getenv("DUET_CPU_THREADS")) threads = std::atoi(env);
+            // 0 is every core, as unset.
+            threads =
+                static_cast<int>(env_int("DUET_CPU_THREADS", 0, 4096, "every core").value_or(0));
             threads = o.get_int("cpu.threads", threads);
             BackendOpenResult r;
             r.devices.push_back(std::make_unique<CpuDevice>(threads));

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <deque>
 
+#include "duet/internal/env.h"
 #include "duet/internal/log.h"
 
 namespace duet::cuda {
@@ -356,8 +357,7 @@ class Device final : public CudaDevice {
 };
 
 uint64_t option_mib(const BackendOptions& o, const char* key, const char* env, uint64_t fallback) {
-  int v = -1;
-  if (const char* e = std::getenv(env)) v = std::atoi(e);
+  int v = static_cast<int>(env_int(env, 0, 1 << 20, "the default").value_or(-1));
   v = o.get_int(key, v);
   return v >= 0 ? static_cast<uint64_t>(v) << 20 : fallback;
 }
@@ -370,9 +370,7 @@ DeviceOptions DeviceOptions::from(const BackendOptions& o) {
       option_mib(o, "cuda.staging_mib", "DUET_CUDA_STAGING_MIB", d.staging_slot_bytes), 1ull << 20);
   d.staging_slots = std::clamp(o.get_int("cuda.staging_slots", d.staging_slots), 1, 64);
   d.cache_limit = option_mib(o, "cuda.cache_limit_mib", "DUET_CUDA_CACHE_LIMIT_MIB", d.cache_limit);
-  bool cublas = true;
-  if (const char* e = std::getenv("DUET_CUDA_CUBLAS")) cublas = !(e[0] == '0' && e[1] == 0);
-  d.cublas = o.get_bool("cuda.cublas", cublas);
+  d.cublas = o.get_bool("cuda.cublas", env_switch("DUET_CUDA_CUBLAS", true));
   return d;
 }
 

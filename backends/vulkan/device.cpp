@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "duet/internal/env.h"
 #include "duet/internal/log.h"
 #include "vk_internal.h"
 #include "vulkan_backend.h"
@@ -284,9 +285,7 @@ Result<std::unique_ptr<VulkanDevice>> open_device(std::shared_ptr<Instance> inst
 }
 
 bool env_flag(const char* name) {
-  const char* v = std::getenv(name);
-  return v && *v && std::strcmp(v, "0") != 0 && std::strcmp(v, "false") != 0 &&
-         std::strcmp(v, "off") != 0;
+  return env_switch(name, false);
 }
 
 }  // namespace

@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <set>
 
+#include "duet/internal/files.h"
+
 namespace duet {
 
 using nlohmann::json;
@@ -107,11 +109,13 @@ json caps_to_json(const DeviceCaps& caps) {
 
 Result<DeviceCaps> caps_from_json(const json& j) {
   auto bad = [](const std::string& key, const std::string& want) -> Status {
-    return Err(Code::parse_error).tensor(key).expected(want).note("in a capability record");
+    return at("field '" + key + "'", Err(Code::parse_error).expected(want));
   };
   if (!j.is_object()) return Status(Code::parse_error, "capability record: expected a JSON object");
   DeviceCaps c;
-  std::set<std::string> known = {"backend", "type", "uuid", "matrix_units"};
+  // "id" is the device's id in `duet devices --json` ("cuda:1"): a profile's id is given by the
+  // order of the profiles planned for, so it is accepted and not read.
+  std::set<std::string> known = {"backend", "type", "uuid", "matrix_units", "id"};
   Status err;
   scalar_fields(c, [&](const char* key, auto& v) {
     known.insert(key);

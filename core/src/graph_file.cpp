@@ -424,20 +424,19 @@ Result<Graph> graph_from_json(std::string_view text, const std::string& base_dir
   }
   if (!j.is_object()) return Status(Code::parse_error, "graph file: expected a JSON object");
   DUET_TRY(check_keys(
-      j, "graph file",
-      {"format", "version", "name", "inputs", "constants", "states", "nodes", "outputs"}));
+      j, "", {"format", "version", "name", "inputs", "constants", "states", "nodes", "outputs"}));
   if (j.value("format", json()) != "duet-graph")
-    return parse_err("graph file format", "\"duet-graph\"", j.value("format", json()));
+    return parse_err("field 'format'", "\"duet-graph\"", j.value("format", json()));
   const json& ver = j.contains("version") ? j["version"] : json();
-  if (!ver.is_number_integer()) return parse_err("graph file version", "an integer", ver);
+  if (!ver.is_number_integer()) return parse_err("field 'version'", "an integer", ver);
   if (ver.get<int64_t>() > kGraphFormatVersion || ver.get<int64_t>() < 1)
-    return at("graph file version",
+    return at("field 'version'",
               Err(Code::parse_error)
                   .expected("version 1 to " + std::to_string(kGraphFormatVersion) +
                             " (a newer file needs a newer duet)")
                   .got(ver.dump()));
   if (!j.contains("name") || !j["name"].is_string())
-    return parse_err("graph file name", "a string", j.value("name", json()));
+    return parse_err("field 'name'", "a string", j.value("name", json()));
   GraphBuilder b(j["name"].get<std::string>());
   std::map<std::string, ValueId> ids;
   auto list = [&](const char* key) -> Result<json> {
@@ -537,7 +536,7 @@ Result<Graph> graph_from_json(std::string_view text, const std::string& base_dir
   }
   DUET_ASSIGN_OR_RETURN(json outputs, list("outputs"));
   for (const json& o : outputs) {
-    if (!o.is_string()) return parse_err("graph file outputs", "tensor names", o);
+    if (!o.is_string()) return parse_err("field 'outputs'", "tensor names", o);
     auto it = ids.find(o.get<std::string>());
     if (it == ids.end())
       return Err(Code::parse_error)

@@ -11,12 +11,20 @@ spdlog::logger& log() {
     auto l = spdlog::stderr_color_mt("duet");
     l->set_pattern("[%H:%M:%S.%e] [duet] [%^%l%$] %v");
     spdlog::level::level_enum level = spdlog::level::warn;
-    if (const char* env = std::getenv("DUET_LOG")) {
+    bool bad = false;
+    const char* env = std::getenv("DUET_LOG");
+    if (env && *env) {
       auto parsed = spdlog::level::from_str(env);
       // from_str maps unknown text to "off"; only accept it when the user wrote "off".
-      if (parsed != spdlog::level::off || std::string_view(env) == "off") level = parsed;
+      bad = parsed == spdlog::level::off && std::string_view(env) != "off";
+      if (!bad) level = parsed;
     }
     l->set_level(level);
+    if (bad)
+      l->warn(
+          "DUET_LOG='{}' is not a level (trace, debug, info, warn, error, critical, off); "
+          "using warn",
+          env);
     return l;
   }();
   return *logger;

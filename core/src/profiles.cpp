@@ -10,6 +10,7 @@
 #include <dlfcn.h>
 
 #include "duet/internal/caps_json.h"
+#include "duet/internal/env.h"
 #include "duet/internal/files.h"
 
 #ifndef DUET_PROFILES_INSTALL_DIR
@@ -47,7 +48,14 @@ std::vector<std::string> profile_dirs() {
     size_t start = 0;
     for (size_t i = 0; i <= s.size(); ++i)
       if (i == s.size() || s[i] == ':') {
-        if (i > start) candidates.push_back(s.substr(start, i - start));
+        if (i > start) {
+          candidates.push_back(s.substr(start, i - start));
+          std::error_code ec;
+          if (!fs::is_directory(candidates.back(), ec))
+            env_warn_once("DUET_PROFILES", s,
+                          "names '" + candidates.back() + "', which is not a folder",
+                          "it is skipped");
+        }
         start = i + 1;
       }
   }
@@ -84,11 +92,11 @@ Result<DeviceCaps> parse_profile(std::string_view text, std::string_view what) {
   auto caps = caps_from_json(j);
   if (!caps.ok()) return caps.status().with_context("profile '" + std::string(what) + "'");
   if (caps->source.empty() || caps->source == "probed")
-    return Err(Code::parse_error)
-        .tensor("source")
-        .expected("the specification the values come from")
-        .got(caps->source.empty() ? "none" : caps->source)
-        .note("in profile '" + std::string(what) + "'");
+    return at("profile '" + std::string(what) + "': field 'source'",
+              Err(Code::parse_error)
+                  .expected("where the values come from (a specification; `duet devices "
+                            "--profile ID` fills it in for a device of this machine)")
+                  .got(caps->source.empty() ? "none" : "'" + caps->source + "'"));
   return caps;
 }
 
@@ -111,11 +119,12 @@ Result<DeviceCaps> load_profile(std::string_view name_or_path) {
       for (const std::string& n : profile_names()) known += (known.empty() ? "" : ", ") + n;
       std::string dirs;
       for (const std::string& d : profile_dirs()) dirs += (dirs.empty() ? "" : ", ") + d;
-      return Err(Code::not_found)
-          .tensor(name)
-          .expected("a profile name (" + (known.empty() ? std::string("none found") : known) + ")")
-          .got("no such profile in " + (dirs.empty() ? std::string("any folder") : dirs) +
-               " (set DUET_PROFILES to add folders)");
+      return at("profile '" + name + "'",
+                Err(Code::not_found)
+                    .expected("one of " + (known.empty() ? std::string("(none found)") : known) +
+                              ", or a path to a .json record")
+                    .got("none such in " + (dirs.empty() ? std::string("any folder") : dirs) +
+                         " (DUET_PROFILES adds folders)"));
     }
   }
   DUET_ASSIGN_OR_RETURN(std::string text, read_whole_file(path, kProfileMaxBytes, "profile"));

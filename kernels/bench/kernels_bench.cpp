@@ -12,10 +12,12 @@
 #include <string>
 #include <vector>
 
+#include "driver.h"
 #include "duet/half.h"
 #include "duet/kernels/launch.h"
 #include "duet/kernels/select.h"
 #include "duet/quantize.h"
+#include "runtime_driver.h"
 
 namespace duet {
 namespace {
@@ -198,13 +200,13 @@ OpDesc matmul(DType t, int64_t M, int64_t N, int64_t K, bool tb) {
 int main(int argc, char** argv) {
   using namespace duet;
   const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
-  int n = 0;
-  const cudaError_t e = cudaGetDeviceCount(&n);
-  if (e != cudaSuccess || n == 0) {
-    std::printf("duet_kernels_bench: skipped: no usable CUDA device (cudaGetDeviceCount: %s)\n",
-                e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
+  // The reason `duet devices` gives for an unavailable CUDA backend, found the same way.
+  if (Status s = cuda::availability(cuda::runtime_driver()->status()); !s.ok()) {
+    std::printf("duet_kernels_bench: skipped: cuda unavailable: %s\n", s.message().c_str());
     return 0;
   }
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) return 1;
   std::printf("kernels built for %s\n", kernels::this_build().str().c_str());
   const int reps = quick ? 5 : 20;
   for (int d = 0; d < n; ++d) {

@@ -44,6 +44,20 @@ run_checked("hello_cpp" ${WORK_DIR}/examples/hello_cpp)
 if(NOT LAST_OUTPUT MATCHES "y\\[0\\]\\[7\\] = 0\\.1728")
   message(FATAL_ERROR "hello_cpp printed:\n${LAST_OUTPUT}")
 endif()
+# Both APIs honour DUET_POLICY when the program gives no policy (open_engine(graph) and
+# duet_engine_create(g, NULL, ...)): every op on the CPU, and a malformed one is an error naming it.
+run_checked("hello_cpp under DUET_POLICY" ${CMAKE_COMMAND} -E env DUET_POLICY=device=cpu
+  ${WORK_DIR}/examples/hello_cpp)
+if(NOT LAST_OUTPUT MATCHES "xw: cpu:0" OR NOT LAST_OUTPUT MATCHES "y: cpu:0")
+  message(FATAL_ERROR "hello_cpp under DUET_POLICY=device=cpu printed:\n${LAST_OUTPUT}")
+endif()
+foreach(example hello_c hello_cpp)
+  execute_process(COMMAND ${CMAKE_COMMAND} -E env DUET_POLICY=device=nowhere
+    ${WORK_DIR}/examples/${example} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(rc EQUAL 0 OR NOT err MATCHES "DUET_POLICY")
+    message(FATAL_ERROR "${example} under DUET_POLICY=device=nowhere (${rc}):\n${out}\n${err}")
+  endif()
+endforeach()
 
 # 3. Components: one per built backend.
 file(WRITE ${WORK_DIR}/components/CMakeLists.txt

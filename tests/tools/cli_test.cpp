@@ -578,7 +578,9 @@ TEST_F(Cli, FieldsAreNotCalledTensorsAndEmptyPolicyTermsAreRefused) {
   v9.replace(v9.find("\"version\": 1"), 12, "\"version\": \"x\"");
   CliRun version = duet("plan " + write("v.json", v9) + " --profile h100");
   EXPECT_EQ(version.status, 2) << version.err;
-  EXPECT_NE(version.err.find("graph file version: expected an integer"), std::string::npos)
+  EXPECT_NE(
+      version.err.find("graph file '" + path("v.json") + "': field 'version': expected an integer"),
+      std::string::npos)
       << version.err;
   EXPECT_EQ(version.err.find("tensor 'graph file"), std::string::npos) << version.err;
 

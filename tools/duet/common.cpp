@@ -9,6 +9,7 @@
 
 #include "duet/internal/files.h"
 #include "duet/model_file.h"
+#include "duet/planner.h"
 
 namespace duet::cli {
 
@@ -33,7 +34,12 @@ Result<std::vector<Device*>> select_devices(const Registry& reg,
 
 Status validate_ops(const std::vector<std::string>& ops) {
   for (const std::string& op : ops)
-    if (!parse_op(op)) return Err(Code::not_found).op(op).note("unknown op");
+    if (!parse_op(op)) {
+      std::string known;
+      for (int k = 0; k < kNumOpKinds; ++k)
+        known += (k ? ", " : "") + std::string(op_name(static_cast<OpKind>(k)));
+      return Status(Code::not_found, "op '" + op + "': expected one of " + known);
+    }
   return {};
 }
 
@@ -97,6 +103,14 @@ Result<ChosenPolicy> choose_policy(const std::optional<std::string>& cli_text) {
   }
   c.source = "default: no --policy, DUET_POLICY unset";
   return c;
+}
+
+int plan_failure_status(const Graph& graph, const std::vector<PlanDevice>& devices,
+                        const Policy& policy, const Status& failure) {
+  if (failure.code() != Code::unsupported && failure.code() != Code::out_of_memory)
+    return exit_status_for(failure);
+  if (policy.empty()) return 1;
+  return make_plan(graph, devices, Policy{}).ok() ? 2 : 1;
 }
 
 Result<Graph> load_graph_file(const ModelArgs& model, bool load_constants,

@@ -9,6 +9,7 @@
 #include <CLI/CLI.hpp>
 
 #include "duet/graph.h"
+#include "duet/plan.h"
 #include "duet/policy.h"
 #include "duet/registry.h"
 
@@ -26,6 +27,11 @@ Status write_file_atomically(const std::string& path, const std::string& content
 // Exit status for a failed step: 2 when the input was at fault (malformed, unknown names,
 // impossible arguments), 1 when valid work failed.
 int exit_status_for(const Status& s);
+// Exit status for a graph that could not be planned (or an engine not created) under `policy`:
+// 2 when the policy is what made it impossible (the graph plans on `devices` without it: an
+// impossible override is bad input), else exit_status_for(failure).
+int plan_failure_status(const Graph& graph, const std::vector<PlanDevice>& devices,
+                        const Policy& policy, const Status& failure);
 // Whether `list` is empty (no filter) or contains `value`.
 bool selected(const std::vector<std::string>& list, std::string_view value);
 // Whether a case's dtypes pass a --dtypes filter: its first input's, or a block format it reads.

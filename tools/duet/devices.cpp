@@ -1,5 +1,8 @@
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
+#include <ctime>
 #include <iostream>
 
 #include <nlohmann/json.hpp>
@@ -7,6 +10,9 @@
 #include "devices_report.h"
 #include "duet/backends.h"
 #include "duet/commands.h"
+#include "duet/common.h"
+#include "duet/profiles.h"
+#include "duet/version.h"
 
 namespace duet::cli {
 
@@ -33,6 +39,21 @@ std::string features(const DeviceCaps& c) {
   add(c.tensor_cores, "matrix units");
   add(c.async_copy, "async copy");
   return s.empty() ? "none" : s;
+}
+
+std::string host_name() {
+  char b[256] = {};
+  if (::gethostname(b, sizeof b - 1) != 0 || !*b) return "a machine without a name";
+  return "host '" + std::string(b) + "'";
+}
+
+std::string today_utc() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  ::gmtime_r(&t, &tm);
+  char b[32];
+  std::strftime(b, sizeof b, "%Y-%m-%d", &tm);
+  return b;
 }
 
 std::string routes(const std::vector<Device*>& g) {
@@ -81,9 +102,22 @@ Command add_devices(CLI::App& app) {
       "devices",
       "List every backend and device with its capabilities, and why any backend is unavailable");
   auto json_out = std::make_shared<bool>(false);
+  auto profile_of = std::make_shared<std::string>();
   sub->add_flag("--json", *json_out, "Print JSON instead of text");
-  auto run = std::make_shared<std::function<int()>>([json_out] {
+  sub->add_option("--profile", *profile_of,
+                  "Print device ID's capability record as a profile, which `duet plan "
+                  "--profile FILE` and DUET_PROFILES folders read as is");
+  auto run = std::make_shared<std::function<int()>>([sub, json_out, profile_of] {
     Registry reg = open_registry();
+    if (!profile_of->empty()) {
+      auto d = select_devices(reg, {*profile_of});
+      if (!d.ok()) return fail(*sub, "--profile: " + d.status().message(), 2);
+      DeviceCaps caps = d->front()->caps();
+      caps.source = "probed by `duet devices` (duet " + std::string(DUET_VERSION_STRING) + ") on " +
+                    host_name() + ", " + today_utc();
+      std::cout << profile_json(caps);
+      return 0;
+    }
     if (*json_out) {
       std::cout << devices_json(reg).dump(2) << "\n";
     } else {

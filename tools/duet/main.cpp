@@ -9,7 +9,21 @@
 
 namespace duet::cli {
 int fail(const CLI::App& command, const std::string& message, int status) {
-  std::fprintf(stderr, "duet %s: %s\n", command.get_name().c_str(), message.c_str());
+  // One line, as docs/cli.md promises: a message listing reasons on lines of their own (the
+  // planner's per-device refusals) is joined with "; ".
+  std::string line;
+  for (size_t i = 0; i < message.size(); ++i) {
+    if (message[i] != '\n') {
+      line += message[i];
+      continue;
+    }
+    while (i + 1 < message.size() && message[i + 1] == ' ') ++i;
+    if (!line.empty() && line.back() == ':')
+      line += ' ';
+    else if (i + 1 < message.size())
+      line += "; ";
+  }
+  std::fprintf(stderr, "duet %s: %s\n", command.get_name().c_str(), line.c_str());
   return status;
 }
 

@@ -47,7 +47,9 @@ int run_plan(const CLI::App& cmd, const Options& o) {
   auto devices = planner_devices(profiles, registry);
   if (!devices.ok()) return fail(cmd, devices.status().message(), 2);
   auto plan = make_plan(*graph, *devices, policy->policy);
-  if (!plan.ok()) return fail(cmd, plan.status().message(), exit_status_for(plan.status()));
+  if (!plan.ok())
+    return fail(cmd, plan.status().message(),
+                plan_failure_status(*graph, *devices, policy->policy, plan.status()));
 
   if (o.json) {
     nlohmann::ordered_json j = nlohmann::ordered_json::parse(plan_json(*plan));

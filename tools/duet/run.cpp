@@ -17,6 +17,7 @@
 #include "duet/engine.h"
 #include "duet/internal/files.h"
 #include "duet/plan_view.h"
+#include "duet/planner.h"
 #include "duet/safetensors.h"
 
 namespace duet::cli {
@@ -177,7 +178,10 @@ int run_graph(const CLI::App& cmd, const Options& o) {
   // shared_registry(), whose devices would be torn down during exit).
   Registry reg = open_registry();
   auto engine = Engine::create(*graph, reg.devices(), policy->policy);
-  if (!engine.ok()) return fail(cmd, engine.status().message(), exit_status_for(engine.status()));
+  if (!engine.ok())
+    return fail(cmd, engine.status().message(),
+                plan_failure_status(*graph, plan_devices(reg.devices(), false), policy->policy,
+                                    engine.status()));
   Engine& e = **engine;
 
   // Every run is timed step by step; the table shows the median per step over the repeats.

@@ -4,6 +4,7 @@
 
 #include <initializer_list>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -28,7 +29,11 @@ DUET_API Result<std::vector<PlanDevice>> profile_devices(
 
 // The process's registry of this machine's devices, opened on first use.
 DUET_API std::shared_ptr<Registry> shared_registry(const BackendOptions& options = {});
-// An engine on every device of the shared registry.
-DUET_API Result<std::unique_ptr<Engine>> open_engine(Graph graph, Policy policy = {});
+// An engine on every device of the shared registry, under `policy` when the program gives one
+// (even an empty Policy{}: an explicit choice in the program wins), else under the DUET_POLICY
+// environment variable (no overrides when unset; a malformed one is an error naming it), the
+// rule of the C API's duet_engine_create and of the duet command's --policy.
+DUET_API Result<std::unique_ptr<Engine>> open_engine(Graph graph,
+                                                     std::optional<Policy> policy = std::nullopt);
 
 }  // namespace duet

@@ -1,5 +1,5 @@
 // Capability records as JSON: `duet devices --json` writes them and profiles/*.json are read
-// back through the same field names, so a probed device can be saved as a profile unchanged.
+// back through the same field names (`duet devices --profile ID` writes one that loads as is).
 #pragma once
 
 #include <nlohmann/json.hpp>
