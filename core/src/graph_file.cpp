@@ -389,22 +389,27 @@ std::string graph_text(const Graph& g, const std::map<std::string, ConstantSourc
   ojson outputs = ojson::array();
   for (int id : g.outputs()) outputs.push_back(g.value(id).name);
 
-  auto lines = [](const std::vector<ojson>& items) {
+  // Names come from users and importers: bytes that are not UTF-8 are written as U+FFFD rather
+  // than thrown (a graph built through the API may carry any bytes in its names).
+  auto text = [](const ojson& j) {
+    return j.dump(-1, ' ', false, ojson::error_handler_t::replace);
+  };
+  auto lines = [&text](const std::vector<ojson>& items) {
     if (items.empty()) return std::string("[]");
     std::string s = "[\n";
     for (size_t i = 0; i < items.size(); ++i)
-      s += "  " + items[i].dump() + (i + 1 < items.size() ? ",\n" : "\n");
+      s += "  " + text(items[i]) + (i + 1 < items.size() ? ",\n" : "\n");
     return s + " ]";
   };
   std::string s = "{\n";
   s += " \"format\": \"duet-graph\",\n";
   s += " \"version\": " + std::to_string(kGraphFormatVersion) + ",\n";
-  s += " \"name\": " + ojson(g.name()).dump() + ",\n";
+  s += " \"name\": " + text(ojson(g.name())) + ",\n";
   s += " \"inputs\": " + lines(inputs) + ",\n";
   s += " \"constants\": " + lines(constants) + ",\n";
   if (!states.empty()) s += " \"states\": " + lines(states) + ",\n";
   s += " \"nodes\": " + lines(nodes) + ",\n";
-  s += " \"outputs\": " + outputs.dump() + "\n";
+  s += " \"outputs\": " + text(outputs) + "\n";
   return s + "}\n";
 }
 

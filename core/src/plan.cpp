@@ -300,7 +300,8 @@ std::string plan_json(const Plan& plan) {
   j["states"] = states;
   j["copy_bytes"] = plan.copy_bytes();
   j["notes"] = plan.notes;
-  return j.dump(1) + "\n";
+  // Tensor names may hold any bytes (graphs built through the API): not-UTF-8 becomes U+FFFD.
+  return j.dump(1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
 }  // namespace duet

@@ -3,6 +3,8 @@
 #include <onnx/defs/schema.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <string_view>
 
 #include "fuse.h"
 
@@ -20,6 +22,70 @@ std::string node_label(const onnx::NodeProto& n, int opset) {
                     : n.output_size() > 0 ? "the node making '" + n.output(0) + "'"
                                           : "a node";
   return who + " (" + n.op_type() + ", opset " + std::to_string(opset) + ")";
+}
+
+// Offset of the first byte of `s` that does not start or continue a well-formed UTF-8 sequence
+// (overlong forms, surrogates and code points above U+10FFFF are not well-formed), or npos.
+size_t bad_utf8_at(std::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    int extra = 0;
+    unsigned lo = 0x80, hi = 0xBF;  // allowed range of the first continuation byte
+    if (c < 0x80)
+      extra = 0;
+    else if (c >= 0xC2 && c <= 0xDF)
+      extra = 1;
+    else if (c == 0xE0)
+      extra = 2, lo = 0xA0;
+    else if (c >= 0xE1 && c <= 0xEC)
+      extra = 2;
+    else if (c == 0xED)
+      extra = 2, hi = 0x9F;
+    else if (c >= 0xEE && c <= 0xEF)
+      extra = 2;
+    else if (c == 0xF0)
+      extra = 3, lo = 0x90;
+    else if (c >= 0xF1 && c <= 0xF3)
+      extra = 3;
+    else if (c == 0xF4)
+      extra = 3, hi = 0x8F;
+    else
+      return i;
+    if (s.size() - i <= static_cast<size_t>(extra)) return i;  // cut short by the end
+    for (int k = 1; k <= extra; ++k) {
+      const auto d = static_cast<unsigned char>(s[i + k]);
+      if (k == 1 ? (d < lo || d > hi) : (d < 0x80 || d > 0xBF)) return i;
+    }
+    i += static_cast<size_t>(extra) + 1;
+  }
+  return std::string_view::npos;
+}
+
+// Names become the graph's names, which the graph file, plans and messages write as JSON text:
+// ONNX requires them to be UTF-8 and protobuf's proto2 strings do not check it, so this does.
+Status check_names_are_utf8(const onnx::GraphProto& g) {
+  auto check = [](const std::string& name, const std::string& what) -> Status {
+    const size_t at = bad_utf8_at(name);
+    if (at == std::string_view::npos) return {};
+    char byte[8];
+    std::snprintf(byte, sizeof byte, "0x%02X", static_cast<unsigned char>(name[at]));
+    return Status(Code::invalid_argument, what + " is not valid UTF-8 (byte " + byte +
+                                              " at offset " + std::to_string(at) + ")");
+  };
+  DUET_TRY(check(g.name(), "the graph's name"));
+  for (const auto& t : g.initializer()) DUET_TRY(check(t.name(), "an initializer's name"));
+  for (const auto& v : g.input()) DUET_TRY(check(v.name(), "a graph input's name"));
+  for (const auto& v : g.output()) DUET_TRY(check(v.name(), "a graph output's name"));
+  for (int i = 0; i < g.node_size(); ++i) {
+    const auto& n = g.node(i);
+    const std::string which = "node " + std::to_string(i);
+    DUET_TRY(check(n.name(), "the name of " + which));
+    DUET_TRY(check(n.op_type(), "the op type of " + which));
+    for (const auto& s : n.input()) DUET_TRY(check(s, "an input name of " + which));
+    for (const auto& s : n.output()) DUET_TRY(check(s, "an output name of " + which));
+  }
+  return {};
 }
 
 const Mapping* find_mapping(std::string_view type) {
@@ -390,6 +456,7 @@ Result<Graph> Importer::run(onnx::ModelProto& model) {
                                          std::to_string(kMaxOpset));
   opset_ = opset;
   onnx::GraphProto& g = *model.mutable_graph();
+  if (Status s = check_names_are_utf8(g); !s.ok()) return s.with_context(what_);
   b_ = std::make_unique<GraphBuilder>(g.name().empty() ? std::string("onnx") : g.name());
   for (const auto& o : g.output()) {
     outputs_.insert(o.name());

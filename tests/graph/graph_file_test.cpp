@@ -199,6 +199,20 @@ std::string file(const std::string& body) {
   return std::string("{") + kHead + body + "}";
 }
 
+TEST(GraphFile, NamesThatAreNotUtf8AreWrittenAsReplacementCharacters) {
+  // A graph built through the API may carry any bytes in its names; writing it never throws.
+  GraphBuilder b(std::string("g\xff"));
+  ValueId x = b.input(std::string("x\xc3"), DType::f32, {4});
+  b.output(b.relu(x));
+  auto g = b.build();
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  const std::string text = graph_to_json(*g);
+  EXPECT_HAS(text, "\"g\xef\xbf\xbd\"");
+  EXPECT_HAS(text, "\"x\xef\xbf\xbd\"");
+  auto back = graph_from_json(text);
+  EXPECT_TRUE(back.ok()) << back.status().message();
+}
+
 TEST(GraphFile, BrokenFilesSayWhatIsWrong) {
   EXPECT_HAS(load_error("{not json"), "malformed JSON");
   EXPECT_HAS(load_error(R"({"format": "duet-graph", "version": 7, "name": "g"})"), "newer duet");

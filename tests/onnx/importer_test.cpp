@@ -10,6 +10,7 @@
 #include "check/graph_check.h"
 #include "duet/backends.h"
 #include "duet/engine.h"
+#include "duet/graph_file.h"
 #include "duet/model_file.h"
 #include "duet/onnx.h"
 
@@ -175,6 +176,39 @@ TEST(OnnxImport, AnUnmappedOpNamesTheNodeTheTypeAndTheOpset) {
   EXPECT_NE(msg.find("node 'the_node'"), std::string::npos) << msg;
   EXPECT_NE(msg.find("Hardmax"), std::string::npos) << msg;
   EXPECT_NE(msg.find("opset 15"), std::string::npos) << msg;
+}
+
+TEST(OnnxImport, NamesThatAreNotUtf8AreRefusedNamingWhere) {
+  // Found by the ONNX fuzz target: a graph name with a stray byte reached the graph file writer,
+  // whose JSON library threw. Every name the graph takes is checked at import.
+  const std::string bad_cases[] = {std::string("a\x61\xff"), std::string("\xc3"),
+                                   std::string("\xed\xa0\x80"), std::string("\xc0\xaf")};
+  for (const std::string& bad : bad_cases) {
+    Model graph_name, value_name;
+    graph_name.proto().mutable_graph()->set_name(bad);
+    graph_name.input("x", kF32, {4}).output("y");
+    graph_name.node("Relu", {"x"}, {"y"});
+    value_name.input("x", kF32, {4}).output("y");
+    value_name.node("Relu", {"x"}, {bad + "t"});
+    value_name.node("Relu", {bad + "t"}, {"y"});
+    auto a = graph_name.import();
+    ASSERT_FALSE(a.ok());
+    EXPECT_EQ(a.status().code(), Code::invalid_argument);
+    EXPECT_NE(a.status().message().find("the graph's name is not valid UTF-8"), std::string::npos)
+        << a.status().message();
+    auto b = value_name.import();
+    ASSERT_FALSE(b.ok());
+    EXPECT_NE(b.status().message().find("an output name of node 0 is not valid UTF-8"),
+              std::string::npos)
+        << b.status().message();
+  }
+  Model fine;  // multi-byte names that are well-formed pass
+  fine.proto().mutable_graph()->set_name("gr\xc3\xa4ph \xe2\x82\xac \xf0\x9f\x99\x82");
+  fine.input("x", kF32, {4}).output("y");
+  fine.node("Relu", {"x"}, {"y"});
+  auto g = fine.import();
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  EXPECT_NE(graph_to_json(*g).find("gr\xc3\xa4ph \xe2\x82\xac"), std::string::npos);
 }
 
 TEST(OnnxImport, OpsetsOutsideTheImportedRangeAreRefused) {

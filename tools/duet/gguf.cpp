@@ -55,7 +55,8 @@ int run_gguf(const CLI::App& cmd, const Options& o) {
                     {"offset", t.offset},
                     {"supported", t.dtype.has_value()}});
     j["tensors"] = ts;
-    std::printf("%s\n", j.dump(1).c_str());
+    // GGUF strings (vocabularies above all) are not always valid UTF-8: such bytes print as U+FFFD.
+    std::printf("%s\n", j.dump(1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     return 0;
   }
   std::printf("%s: GGUF v%u, %zu keys, %zu tensors, alignment %llu, data at byte %llu of %s\n",
