@@ -144,7 +144,11 @@ Result<ValueId> Node::constant(Array a, std::string_view purpose) {
 }
 
 const TensorDesc& Node::desc(ValueId v) const {
-  return *im_.b_->desc(v);
+  // A value the builder refused has no description; its error is in the builder's status, which
+  // map_node reports after the mapping returns. Until then mappings read an empty description.
+  static const TensorDesc none{};
+  const TensorDesc* d = im_.b_->desc(v);
+  return d ? *d : none;
 }
 
 const onnx::AttributeProto* Node::attr(std::string_view name) const {

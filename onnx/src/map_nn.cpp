@@ -35,6 +35,7 @@ Status map_matmul(Node& n) {
     return {};
   }
   ValueId y = n.op(OpKind::matmul, {a, b}, {}, "matmul");
+  if (!y.valid()) return {};  // the builder holds why (shapes that do not meet); map_node says it
   std::vector<int64_t> out(n.desc(y).dims().begin(), n.desc(y).dims().end());
   out.erase(out.end() - (vb ? 1 : 2));  // the promoted dim: N of b, else M of a
   if (va && vb) out.clear();

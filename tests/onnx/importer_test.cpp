@@ -178,6 +178,18 @@ TEST(OnnxImport, AnUnmappedOpNamesTheNodeTheTypeAndTheOpset) {
   EXPECT_NE(msg.find("opset 15"), std::string::npos) << msg;
 }
 
+TEST(OnnxImport, AVectorMatMulWhoseLengthsDoNotMeetIsAnErrorNotACrash) {
+  // Found by the ONNX fuzz target: a 1-D MatMul operand whose length differs from the matrix's
+  // rows crashed the importer (it read the shape of the matmul the builder had refused).
+  Model m;
+  m.input("x", kF32, {5}).output("y");
+  m.init("w", {3, 4}, std::vector<float>(12, 0.5f));
+  m.node("MatMul", {"x", "w"}, {"y"});
+  auto g = m.import();
+  ASSERT_FALSE(g.ok());
+  EXPECT_NE(g.status().message().find("MatMul"), std::string::npos) << g.status().message();
+}
+
 TEST(OnnxImport, NamesThatAreNotUtf8AreRefusedNamingWhere) {
   // Found by the ONNX fuzz target: a graph name with a stray byte reached the graph file writer,
   // whose JSON library threw. Every name the graph takes is checked at import.
