@@ -88,6 +88,33 @@ Status check_names_are_utf8(const onnx::GraphProto& g) {
   return {};
 }
 
+// The inputs ONNX's schema of the op requires (neither optional nor variadic) and the outputs it
+// must have are there: the fusions and the mappings read them without asking.
+Status check_arity(const onnx::NodeProto& n, int opset) {
+  const onnx::OpSchema* s = onnx::OpSchemaRegistry::Schema(n.op_type(), opset);
+  if (!s) return {};
+  const auto& formal = s->inputs();
+  for (size_t i = 0; i < formal.size(); ++i) {
+    if (formal[i].GetOption() != onnx::OpSchema::Single) continue;
+    if (static_cast<int>(i) >= n.input_size() || n.input(static_cast<int>(i)).empty())
+      return Status(Code::invalid_argument, "input " + std::to_string(i) + " ('" +
+                                                formal[i].GetName() +
+                                                "') is required and not given");
+  }
+  if (n.input_size() < s->min_input())
+    return Status(Code::invalid_argument, "expected at least " + std::to_string(s->min_input()) +
+                                              " inputs, got " + std::to_string(n.input_size()));
+  if (n.output_size() < std::max(1, s->min_output()))
+    return Status(Code::invalid_argument, "expected at least " +
+                                              std::to_string(std::max(1, s->min_output())) +
+                                              " output(s), got " + std::to_string(n.output_size()));
+  for (int i = 0; i < std::min(n.output_size(), std::max(1, s->min_output())); ++i)
+    if (n.output(i).empty())
+      return Status(Code::invalid_argument,
+                    "output " + std::to_string(i) + " is required and has no name");
+  return {};
+}
+
 const Mapping* find_mapping(std::string_view type) {
   for (auto family : {math_mappings(), shape_mappings(), nn_mappings()})
     for (const Mapping& m : family)
@@ -382,23 +409,8 @@ Status Importer::map_node(const onnx::NodeProto& n) {
     return in_context(Status(Code::unsupported, "op type '" + n.op_type() +
                                                     "' is not mapped onto duet's op set "
                                                     "(docs/onnx.md lists the ops)"));
-  // The inputs ONNX's schema of the op requires (neither optional nor variadic) are there: the
-  // mappings read them without asking.
   if (n.domain() != kFusedDomain)
-    if (const onnx::OpSchema* s = onnx::OpSchemaRegistry::Schema(n.op_type(), opset_)) {
-      const auto& formal = s->inputs();
-      for (size_t i = 0; i < formal.size(); ++i) {
-        if (formal[i].GetOption() != onnx::OpSchema::Single) continue;
-        if (static_cast<int>(i) >= n.input_size() || n.input(static_cast<int>(i)).empty())
-          return in_context(Status(Code::invalid_argument, "input " + std::to_string(i) + " ('" +
-                                                               formal[i].GetName() +
-                                                               "') is required and not given"));
-      }
-      if (n.input_size() < s->min_input())
-        return in_context(
-            Status(Code::invalid_argument, "expected at least " + std::to_string(s->min_input()) +
-                                               " inputs, got " + std::to_string(n.input_size())));
-    }
+    if (Status s = check_arity(n, opset_); !s.ok()) return in_context(s);
   for (int i = 0; i < n.input_size(); ++i)
     if (!n.input(i).empty() && !values_.count(n.input(i)))
       return in_context(Status(Code::invalid_argument,
@@ -474,6 +486,12 @@ Result<Graph> Importer::run(onnx::ModelProto& model) {
     auto it = values_.find(name);
     return it == values_.end() ? nullptr : it->second.known.get();
   };
+  // Every node duet maps has what its schema requires before the fusions look at node patterns
+  // (an op duet does not map is reported as such when its turn comes).
+  for (const auto& n : g.node())
+    if ((n.domain().empty() || n.domain() == "ai.onnx") && find_mapping(n.op_type()))
+      if (Status s = check_arity(n, opset_); !s.ok())
+        return s.with_context(what_ + ": " + node_label(n, opset_));
   std::vector<onnx::NodeProto> nodes = fuse(g, opset_, known, options_.notes);
   for (const auto& n : nodes)
     for (const auto& i : n.input()) ++readers_[i];

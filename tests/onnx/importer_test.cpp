@@ -190,6 +190,27 @@ TEST(OnnxImport, AVectorMatMulWhoseLengthsDoNotMeetIsAnErrorNotACrash) {
   EXPECT_NE(g.status().message().find("MatMul"), std::string::npos) << g.status().message();
 }
 
+TEST(OnnxImport, NodesMissingWhatTheirSchemaRequiresAreRefusedBeforeFusion) {
+  // Found by the ONNX fuzz target: a Softmax without its input, read by a MatMul as in an
+  // attention pattern, crashed the fusion pass, which ran before the per-node checks.
+  Model m;
+  m.input("x", kF32, {2, 2}).output("y");
+  m.node("Softmax", {}, {"p"}, "s");
+  m.node("MatMul", {"p", "x"}, {"y"});
+  auto g = m.import();
+  ASSERT_FALSE(g.ok());
+  EXPECT_NE(g.status().message().find("node 's' (Softmax, opset 17): input 0"), std::string::npos)
+      << g.status().message();
+  Model no_output;
+  no_output.input("x", kF32, {2, 2}).output("y");
+  no_output.node("Softmax", {"x"}, {}, "s");
+  no_output.node("Relu", {"x"}, {"y"});
+  auto h = no_output.import();
+  ASSERT_FALSE(h.ok());
+  EXPECT_NE(h.status().message().find("expected at least 1 output"), std::string::npos)
+      << h.status().message();
+}
+
 TEST(OnnxImport, NamesThatAreNotUtf8AreRefusedNamingWhere) {
   // Found by the ONNX fuzz target: a graph name with a stray byte reached the graph file writer,
   // whose JSON library threw. Every name the graph takes is checked at import.
