@@ -90,7 +90,7 @@ Result<std::shared_ptr<Instance>> Instance::create(bool validation,
   if (r != VK_SUCCESS)
     return Status(Code::unsupported,
                   "vkCreateInstance failed: " + vk_result_name(r) + " (no usable Vulkan driver)");
-  volkLoadInstance(inst->instance_);
+  load_instance_functions(inst->instance_, debug_utils);
   if (debug_utils) {
     r = vkCreateDebugUtilsMessengerEXT(inst->instance_, &mci, nullptr, &inst->messenger_);
     if (r != VK_SUCCESS) return vk_error("vkCreateDebugUtilsMessengerEXT", r);

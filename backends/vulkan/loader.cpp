@@ -11,6 +11,8 @@ namespace {
 std::mutex g_mu;
 void* g_lib = nullptr;
 std::string g_name;
+bool g_instance_loaded = false;  // volk's instance-level pointers are set (for g_lib)
+bool g_debug_utils_loaded = false;
 }  // namespace
 
 Status load_loader(const std::string& name) {
@@ -31,7 +33,29 @@ Status load_loader(const std::string& name) {
   // The previous library stays open: function pointers taken from it may still be in use.
   g_lib = lib;
   g_name = name;
+  g_instance_loaded = g_debug_utils_loaded = false;
   return {};
+}
+
+void load_instance_functions(VkInstance instance, bool debug_utils) {
+  // volk keeps one global pointer per function. The loader's vkGetInstanceProcAddr answers every
+  // instance with the same trampolines (they dispatch on the handle), so the pointers are set
+  // once: loading them again for each instance rewrote globals that other threads, with engines
+  // of their own, were calling through (a data race ThreadSanitizer reports). The debug-utils
+  // pointers are null for an instance without that extension, so they are filled in, from null,
+  // by the first instance that has it.
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (!g_instance_loaded) {
+    volkLoadInstance(instance);
+    g_instance_loaded = true;
+    g_debug_utils_loaded = debug_utils;
+  } else if (debug_utils && !g_debug_utils_loaded) {
+    vkCreateDebugUtilsMessengerEXT = reinterpret_cast<PFN_vkCreateDebugUtilsMessengerEXT>(
+        vkGetInstanceProcAddr(instance, "vkCreateDebugUtilsMessengerEXT"));
+    vkDestroyDebugUtilsMessengerEXT = reinterpret_cast<PFN_vkDestroyDebugUtilsMessengerEXT>(
+        vkGetInstanceProcAddr(instance, "vkDestroyDebugUtilsMessengerEXT"));
+    g_debug_utils_loaded = true;
+  }
 }
 
 std::string vk_result_name(VkResult r) {

@@ -24,6 +24,9 @@ namespace duet::vulkan {
 // Opens the Vulkan loader library `name` (default "libvulkan.so.1") at run time and points volk at
 // it. Fails with the reason when the library or its entry point is missing.
 Status load_loader(const std::string& name);
+// Sets volk's instance-level function pointers from the first instance made through the loader
+// (and the debug-utils ones from the first instance that enables that extension).
+void load_instance_functions(VkInstance instance, bool debug_utils);
 
 std::string vk_result_name(VkResult r);
 // "vkCreateDevice failed: VK_ERROR_OUT_OF_DEVICE_MEMORY" as a Status with the given code.
