@@ -15,6 +15,15 @@
 
 namespace duet_cli_test {
 
+// y = relu(x * 2) - b, x f32[2,3], b inline: exact in f32 on every device.
+inline const char* const kGraph = R"({"format": "duet-graph", "version": 1, "name": "tiny",
+  "inputs": [{"name": "x", "dtype": "f32", "shape": [2, 3]}],
+  "constants": [{"name": "b", "dtype": "f32", "shape": [3], "values": [0.5, -1, 2]}],
+  "nodes": [{"name": "x2", "op": "scale", "inputs": ["x"], "attrs": {"alpha": 2}},
+            {"name": "r", "op": "relu", "inputs": ["x2"]},
+            {"name": "y", "op": "sub", "inputs": ["r", "b"]}],
+  "outputs": ["y"]})";
+
 namespace fs = std::filesystem;
 
 struct CliRun {

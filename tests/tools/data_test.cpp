@@ -13,16 +13,9 @@ namespace {
 
 using duet_cli_test::Cli;
 using duet_cli_test::CliRun;
+using duet_cli_test::kGraph;
 using duet_cli_test::lines;
 namespace fs = std::filesystem;
-
-const char* kGraph = R"({"format": "duet-graph", "version": 1, "name": "tiny",
-  "inputs": [{"name": "x", "dtype": "f32", "shape": [2, 3]}],
-  "constants": [{"name": "b", "dtype": "f32", "shape": [3], "values": [0.5, -1, 2]}],
-  "nodes": [{"name": "x2", "op": "scale", "inputs": ["x"], "attrs": {"alpha": 2}},
-            {"name": "r", "op": "relu", "inputs": ["x2"]},
-            {"name": "y", "op": "sub", "inputs": ["r", "b"]}],
-  "outputs": ["y"]})";
 
 // A python3 with NumPy, or "" (tools/make_npy_samples.py needs it).
 std::string python_with_numpy() {
