@@ -31,7 +31,7 @@ DeviceCaps probe_caps(int threads) {
     lanes = 8;
   }
   if (__builtin_cpu_supports("fma")) isa += " fma";
-  if (__builtin_cpu_supports("f16c")) isa += " f16c";
+  if (kernels::host_has_f16c()) isa += " f16c";
   if (__builtin_cpu_supports("avx512f")) {
     isa += " avx512f";
     lanes = 16;

@@ -17,6 +17,9 @@ std::optional<Isa> parse_isa(std::string_view name);
 Isa detected_isa();
 // Whether the CPU can run `isa`'s kernels.
 bool isa_supported(Isa isa);
+// F16C (half <-> float conversion) on this CPU: cpuid leaf 1, since clang 14 does not accept
+// "f16c" in __builtin_cpu_supports.
+bool host_has_f16c();
 // The ISA in force now: detected_isa() lowered by DUET_CPU_ISA. Read on every call (one getenv),
 // so tests and tools can switch paths between ops.
 Isa active_isa();

@@ -85,7 +85,9 @@ inline V vpow2i(V n) {
   V r;
   for (int i = 0; i < W; ++i) {
     const uint32_t bits = static_cast<uint32_t>(static_cast<int32_t>(n[i]) + 127) << 23;
-    __builtin_memcpy(&r[i], &bits, sizeof bits);
+    float f;  // (clang refuses the address of a vector element)
+    __builtin_memcpy(&f, &bits, sizeof bits);
+    r[i] = f;
   }
   return r;
 }
