@@ -189,9 +189,73 @@ def onnx_seeds():
           [vi("ids", TensorProto.INT64, [3])], [vi("y", f, None)], [table, shape])
 
 
+# ---- .npy --------------------------------------------------------------------------------
+def npy_header(text, data, version=1):
+    """A .npy file from its header's dict literal, written by hand so that malformed ones can be
+    made too: padded with spaces and a newline so that the data starts on a 64-byte boundary."""
+    prefix = 10 if version == 1 else 12
+    text += " " * (-(prefix + len(text) + 1) % 64) + "\n"
+    length = struct.pack("<H" if version == 1 else "<I", len(text))
+    return b"\x93NUMPY" + bytes([version, 0]) + length + text.encode("latin-1") + data
+
+
+def npy(descr, fortran, shape, data, version=1):
+    return npy_header("{'descr': %s, 'fortran_order': %s, 'shape': %s, }" % (descr, fortran, shape),
+                      data, version)
+
+
+def npy_seeds():
+    try:
+        import io
+        import numpy as np
+    except ImportError:
+        print("make_seeds: python3-numpy missing, .npy seeds left as they are", file=sys.stderr)
+        return
+
+    def save(name, a):
+        b = io.BytesIO()
+        np.save(b, a)
+        put("npy", name + ".npy", b.getvalue())
+
+    i = np.arange(24)
+    save("f32", ((i - 5) / 4).astype("<f4").reshape(2, 3, 4))
+    save("f16", ((i[:15] - 5) / 4).astype("<f2").reshape(3, 5))
+    save("f64-scalar", np.array(2.5, dtype="<f8"))  # 0-d: shape ()
+    save("i8", (i[:12] - 5).astype("i1").reshape(2, 6))
+    save("u8", i[:9].astype("u1"))
+    save("i16", (i[:6] - 5).astype("<i2"))
+    save("u16", i[:4].astype("<u2").reshape(1, 4))
+    save("i32", (i[:8] - 5).astype("<i4").reshape(4, 2))
+    save("u32", i[:3].astype("<u4"))
+    save("i64", (i[:12] - 5).astype("<i8").reshape(3, 4))
+    save("u64", i[:2].astype("<u8"))
+    save("bool", (i[:10] % 2 == 1).reshape(2, 5))
+    save("f32-big-endian", ((i[:6] - 5) / 4).astype(">f4").reshape(2, 3))
+    save("empty", np.zeros((0, 3), dtype="<f4"))
+    # Fortran order: read when at most one dimension has more than one element, refused otherwise.
+    put("npy", "fortran-row.npy", npy("'<f4'", True, "(1, 3)", struct.pack("<3f", 1, 2, 3)))
+    save("fortran-matrix", np.asfortranarray(i[:6].astype("<f4").reshape(2, 3)))
+    put("npy", "version-2.npy", npy("'<i4'", False, "(3,)", struct.pack("<3i", 1, 2, 3), 2))
+    put("npy", "version-3.npy", npy("'<f4'", False, "(2,)", struct.pack("<2f", 1, 2), 3))
+    put("npy", "python2-long.npy", npy("'<f4'", False, "(2L, 1L)", struct.pack("<2f", 1, 2)))
+    # The malformed files of tests/tools/data_test.cpp (MalformedNpyFiles...).
+    good = npy("'<f4'", False, "(2, 3)", b"\1" * 24)
+    put("npy", "bad-truncated-header.npy", good[:40])
+    put("npy", "bad-not-npy.npy", b"PK\3\4 this is a zip")
+    put("npy", "bad-complex.npy", npy("'<c8'", False, "(3,)", b"\1" * 24))
+    put("npy", "bad-overflow.npy", npy("'<f4'", False, "(4294967296, 4294967296)", b"\1" * 24))
+    put("npy", "bad-huge-dim.npy", npy("'<f4'", False, "(99999999999999999999,)", b"\1" * 24))
+    put("npy", "bad-short-data.npy", good[:-4])
+    put("npy", "bad-no-shape.npy",
+        npy_header("{'descr': '<f4', 'fortran_order': False, }", b"\1" * 24))
+    put("npy", "bad-structured.npy", npy("[('a', '<f4')]", False, "(6,)", b"\1" * 24))
+    put("npy", "bad-bool-byte.npy", npy("'|b1'", False, "(2,)", b"\0\2"))
+
+
 if __name__ == "__main__":
     graph_seeds()
     policy_seeds()
     safetensors_seeds()
     gguf_seeds()
     onnx_seeds()
+    npy_seeds()
