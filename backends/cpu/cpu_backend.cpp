@@ -135,8 +135,26 @@ class CpuDevice final : public Device {
     std::vector<HostArg> in;
     for (const TensorRef& r : inputs) in.push_back(host_arg(r));
     HostArg out = host_arg(output);
-    if (p.choice.tier == Tier::reference) return run_reference(op, in, out);
-    OpArgs args{op, in, out, pool_, id_, p.choice.precision};
+    Scratch scratch;
+    OpArgs args{op, in, out, pool_, id_, scratch, p.choice.precision};
+    Status st;
+    try {
+      st = p.choice.tier == Tier::reference ? run_reference(op, in, out) : dispatch(args);
+    } catch (const std::bad_alloc&) {
+      // A buffer of the calling thread not grown through the Scratch (bookkeeping sized by the
+      // shapes, the reference's float64 copies).
+      return Err(Code::out_of_memory)
+          .op(op_name(op.kind), op.name)
+          .device(id_)
+          .note("out of host memory while running the op");
+    }
+    DUET_TRY(st);
+    return scratch.status(op, id_);
+  }
+
+ private:
+  Status dispatch(const OpArgs& args) {
+    const OpDesc& op = args.op;
     if (quantized_input(op)) {
       switch (op.kind) {
         case OpKind::matmul:
@@ -178,7 +196,6 @@ class CpuDevice final : public Device {
     }
   }
 
- private:
   Status run_reference(const OpDesc& op, std::span<const HostArg> in, const HostArg& out) {
     std::vector<HostTensor> hosts;
     for (const HostArg& a : in) {

@@ -5,8 +5,10 @@
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
+#include <new>
 #include <thread>
 
+#include "duet/internal/fault.h"
 #include "duet/internal/log.h"
 
 namespace duet {
@@ -25,6 +27,20 @@ std::mutex& device_lock(const Device* d) {
   auto& m = table[d];
   if (!m) m = std::make_unique<std::mutex>();
   return *m;
+}
+
+// Host memory that a copy between two devices (or a state's zeros) passes through. An allocation
+// point of the fault sweep; a failure is an out_of_memory error naming the bytes and `what`.
+using Staging = std::unique_ptr<std::byte[]>;
+Result<Staging> staging(uint64_t bytes, std::string_view what) {
+  std::byte* p = fault::allocation_fails() || bytes > SIZE_MAX / 2
+                     ? nullptr
+                     : new (std::nothrow) std::byte[std::max<uint64_t>(bytes, 1)];
+  if (!p)
+    return Err(Code::out_of_memory)
+        .note("out of host memory: allocating " + std::to_string(bytes) + " bytes to stage " +
+              std::string(what) + " failed");
+  return Staging(p);
 }
 
 class PlanExecutor final : public Executor {
@@ -174,7 +190,7 @@ class PlanExecutor final : public Executor {
 
     RunState rs;
     rs.host = &host;
-    rs.staged.assign(plan_.steps.size(), {});
+    rs.staged.resize(plan_.steps.size());
     rs.ready.assign(plan_.steps.size(), 0);
     rs.seconds = seconds;
     // Which devices have per-run work.
@@ -208,8 +224,8 @@ class PlanExecutor final : public Executor {
 
   struct RunState {
     std::vector<HostTensor>* host = nullptr;
-    std::vector<std::vector<std::byte>> staged;  // device-to-device copies, by step
-    std::vector<char> ready;                     // staged[step] holds the data
+    std::vector<Staging> staged;  // device-to-device copies, by step
+    std::vector<char> ready;      // staged[step] holds the data
     std::mutex m;
     std::condition_variable cv;
     Status error;
@@ -226,6 +242,12 @@ class PlanExecutor final : public Executor {
   TensorRef ref(int value) const {
     const PlanValue& v = plan_.values[u(value)];
     return TensorRef{v.desc, buffers_[u(v.root)]};
+  }
+
+  // What a copy between two devices stages, for messages.
+  std::string copy_between(const PlanStep& s) const {
+    return "the copy of '" + plan_.values[u(s.inputs[0])].name + "' from " +
+           plan_.device_name(s.src_device) + " to " + plan_.device_name(s.device);
   }
 
   Status fail_step(const PlanStep& s, const Status& st) const {
@@ -274,11 +296,12 @@ class PlanExecutor final : public Executor {
   Status zero(int id) {
     const PlanValue& v = plan_.values[u(id)];
     const uint64_t total = v.storage_bytes(), chunk = std::min<uint64_t>(total, 64ull << 20);
-    std::vector<std::byte> zeros(chunk);
+    DUET_ASSIGN_OR_RETURN(Staging zeros, staging(chunk, "the zeros a new state starts from"));
+    std::memset(zeros.get(), 0, chunk);
     for (uint64_t at = 0; at < total; at += chunk) {
       const uint64_t n = std::min(chunk, total - at);
       DUET_TRY(call(v.device, [&] {
-        return devs_[u(v.device)]->write(*buffers_[u(id)], at, zeros.data(), n);
+        return devs_[u(v.device)]->write(*buffers_[u(id)], at, zeros.get(), n);
       }));
     }
     return {};
@@ -308,12 +331,14 @@ class PlanExecutor final : public Executor {
         continue;
       }
       // Moved to another device: through host memory.
-      std::vector<std::byte> tmp(v.storage_bytes());
+      const uint64_t bytes = v.storage_bytes();
+      auto tmp = staging(bytes, "the state's move from " + old_dev->id() + " to " + dev->id());
+      if (!tmp.ok()) return tmp.status().with_context("state '" + name + "'");
       {
         std::lock_guard<std::mutex> g(device_lock(old_dev));
-        DUET_TRY(old_dev->read(*old, 0, tmp.data(), tmp.size()));
+        DUET_TRY(old_dev->read(*old, 0, tmp->get(), bytes));
       }
-      DUET_TRY(call(v.device, [&] { return dev->write(*buf, 0, tmp.data(), tmp.size()); }));
+      DUET_TRY(call(v.device, [&] { return dev->write(*buf, 0, tmp->get(), bytes); }));
       log().debug("state '{}' moved from {} to {}", name, old_dev->id(), dev->id());
     }
     return {};
@@ -382,13 +407,15 @@ class PlanExecutor final : public Executor {
             return devs_[u(s.device)]->write(*buffers_[u(s.output)], 0, t.storage(), s.bytes);
           });
         } else {
-          std::vector<std::byte> tmp(s.bytes);
-          st = call(s.src_device, [&] {
-            return devs_[u(s.src_device)]->read(*buffers_[u(in.root)], 0, tmp.data(), s.bytes);
-          });
+          auto tmp = staging(s.bytes, copy_between(s));
+          st = tmp.status();
+          if (st.ok())
+            st = call(s.src_device, [&] {
+              return devs_[u(s.src_device)]->read(*buffers_[u(in.root)], 0, tmp->get(), s.bytes);
+            });
           if (st.ok())
             st = call(s.device, [&] {
-              return devs_[u(s.device)]->write(*buffers_[u(s.output)], 0, tmp.data(), s.bytes);
+              return devs_[u(s.device)]->write(*buffers_[u(s.output)], 0, tmp->get(), s.bytes);
             });
         }
       }
@@ -436,22 +463,26 @@ class PlanExecutor final : public Executor {
         st = call(
             d, [&] { return devs_[u(d)]->read(*buffers_[u(in.root)], 0, t.storage(), s.bytes); });
       } else if (s.src_device == d) {  // first half of a copy: read into host memory
-        std::vector<std::byte> tmp(s.bytes);
-        st = call(d,
-                  [&] { return devs_[u(d)]->read(*buffers_[u(in.root)], 0, tmp.data(), s.bytes); });
-        std::lock_guard<std::mutex> g(rs.m);
-        rs.staged[i] = std::move(tmp);
-        rs.ready[i] = 1;
-        rs.cv.notify_all();
+        auto tmp = staging(s.bytes, copy_between(s));
+        st = tmp.status();
+        if (st.ok())
+          st = call(
+              d, [&] { return devs_[u(d)]->read(*buffers_[u(in.root)], 0, tmp->get(), s.bytes); });
+        if (st.ok()) {  // else the failure below wakes the other half
+          std::lock_guard<std::mutex> g(rs.m);
+          rs.staged[i] = std::move(*tmp);
+          rs.ready[i] = 1;
+          rs.cv.notify_all();
+        }
       } else if (s.device == d) {  // second half: wait for the data, write it
         std::unique_lock<std::mutex> lk(rs.m);
         rs.cv.wait(lk, [&] { return rs.ready[i] || rs.failed; });
         if (rs.failed) return;
-        std::vector<std::byte> tmp = std::move(rs.staged[i]);
+        Staging tmp = std::move(rs.staged[i]);
         lk.unlock();
         t0 = std::chrono::steady_clock::now();  // time the write, not the wait
         st = call(
-            d, [&] { return devs_[u(d)]->write(*buffers_[u(s.output)], 0, tmp.data(), s.bytes); });
+            d, [&] { return devs_[u(d)]->write(*buffers_[u(s.output)], 0, tmp.get(), s.bytes); });
       }
       if (rs.seconds && st.ok() && (s.src_device == d || s.device == d)) st = timed(d, i, t0, rs);
       if (!st.ok()) st = fail_step(s, st);

@@ -13,12 +13,6 @@ int64_t ceil_div(int64_t a, int64_t b) {
   return (a + b - 1) / b;
 }
 
-// Grows a per-thread buffer; its contents are scratch (not preserved, not cleared).
-float* grow(std::vector<float>& v, int64_t n) {
-  if (v.size() < static_cast<size_t>(n)) v.resize(static_cast<size_t>(n));
-  return v.data();
-}
-
 const std::byte* at(const MatrixOperand& x, int64_t elem) {
   return x.base + elem * elem_size(x.type);
 }
@@ -42,7 +36,8 @@ int64_t kernel_rows(int64_t m, bool rows_of_b) {
 // pass over B; rows of B^T contiguous (a weight stored [N, K]) through Kernels::gemv, all rows
 // (up to 8) in one pass. Rows of A are made dense f32 (a small copy when they are not already,
 // padded with zero rows to a count the kernels take; results of padding rows are dropped).
-void skinny_gemm(const Kernels& kt, const GemmArgs& g, ThreadPool& pool, bool parallel) {
+void skinny_gemm(const Kernels& kt, const GemmArgs& g, ThreadPool& pool, Scratch& sc,
+                 bool parallel) {
   const int64_t M = g.M, N = g.N, K = g.K;
   const bool rows_of_b = g.b.cs == 1;
   const int64_t group = rows_of_b ? 4 : 8;  // rows of A per pass over B
@@ -66,7 +61,8 @@ void skinny_gemm(const Kernels& kt, const GemmArgs& g, ThreadPool& pool, bool pa
           a = reinterpret_cast<const float*>(at(g.a, a_off + r0 * g.a.rs));
           lda = g.a.rs;
         } else {
-          float* buf = grow(a_storage, kr * K);
+          float* buf = sc.grow(a_storage, kr * K, "rows of A in f32");
+          if (!buf) return;
           for (int64_t r = 0; r < rows; ++r)
             kt.load_line(at(g.a, a_off + (r0 + r) * g.a.rs), g.a.type, g.a.cs, K, buf + r * K);
           std::fill(buf + rows * K, buf + kr * K, 0.0f);
@@ -77,7 +73,8 @@ void skinny_gemm(const Kernels& kt, const GemmArgs& g, ThreadPool& pool, bool pa
         float* out = c;
         int64_t ldo = g.ldc;
         if (kr != rows) {  // padding rows: compute into scratch, keep the real rows
-          out = grow(c_storage, kr * (n1 - n0));
+          out = sc.grow(c_storage, kr * (n1 - n0), "padded rows of C");
+          if (!out) return;
           ldo = n1 - n0;
         }
         if (rows_of_b)
@@ -126,7 +123,7 @@ struct Panels {
 // packed once into kc x nr slivers shared by all tasks, on demand: the first tasks to reach a
 // column block pack its slivers together (ensure_b). In bf16 (g.bf16 where the ISA has the
 // vdpbf16ps tile) the panels hold pairs of k, so a k block of the same bytes is twice as deep.
-void gemm(const Kernels& kt, const GemmArgs& g, ThreadPool& pool) {
+void gemm(const Kernels& kt, const GemmArgs& g, ThreadPool& pool, Scratch& sc) {
   const int64_t M = g.M, N = g.N, K = g.K;
   const int MR = kt.mr, NR = kt.nr;
   const int64_t threads = pool.size();
@@ -145,7 +142,7 @@ void gemm(const Kernels& kt, const GemmArgs& g, ThreadPool& pool) {
                                            kParallelFlops;
 
   if (M <= kSkinnyRows && (g.b.cs == 1 || g.b.rs == 1)) {
-    skinny_gemm(kt, g, pool, parallel);
+    skinny_gemm(kt, g, pool, sc, parallel);
     return;
   }
 
@@ -163,7 +160,9 @@ void gemm(const Kernels& kt, const GemmArgs& g, ThreadPool& pool) {
   }
   thread_local std::vector<float> packed_b_storage;
   const int64_t b_size = kblocks * kunits * np;
-  float* const pb = grow(packed_b_storage, static_cast<int64_t>(distinct.size()) * b_size);
+  float* const pb =
+      sc.grow(packed_b_storage, static_cast<int64_t>(distinct.size()) * b_size, "packed B panels");
+  if (!pb) return;
   // One state per B sliver (distinct B x k block x column panel): 0 free, 1 being packed, 2 ready.
   std::vector<std::atomic<uint8_t>> b_state(distinct.size() * static_cast<size_t>(kblocks * npan));
 
@@ -213,8 +212,9 @@ void gemm(const Kernels& kt, const GemmArgs& g, ThreadPool& pool) {
 
   pool.parallel_for(tasks, parallel ? 1 : tasks, [&](int64_t s, int64_t e) {
     thread_local std::vector<float> a_storage, scratch_storage;
-    float* scratch = grow(scratch_storage, 2 * (kcs + std::max(MR, NR)) + 8);
-    float* abuf = grow(a_storage, mcp * MR * kunits);
+    float* scratch = sc.grow(scratch_storage, 2 * (kcs + std::max(MR, NR)) + 8, "packing lines");
+    float* abuf = sc.grow(a_storage, mcp * MR * kunits, "packed A panels");
+    if (!scratch || !abuf) return;
     for (int64_t t = s; t < e; ++t) {
       const int64_t ns = t % nns, mb = (t / nns) % nmb, bi = t / (nns * nmb);
       const int64_t p0 = mb * mpan / nmb, p1 = (mb + 1) * mpan / nmb;

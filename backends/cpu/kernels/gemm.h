@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kernels/kernels.h"
+#include "scratch.h"
 #include "thread_pool.h"
 
 namespace duet::cpu::kernels {
@@ -32,7 +33,9 @@ struct GemmArgs {
   bool bf16 = false;
 };
 
-void gemm(const Kernels& k, const GemmArgs& g, ThreadPool& pool);
+// Scratch (packed panels, A slivers) comes from `scratch`; when it cannot be had the product is
+// abandoned and `scratch` says so (scratch.h).
+void gemm(const Kernels& k, const GemmArgs& g, ThreadPool& pool, Scratch& scratch);
 
 // Element size of a kernel element type.
 inline int64_t elem_size(Elem t) {

@@ -10,19 +10,8 @@ namespace duet::cpu::kernels {
 
 namespace {
 
-size_t u(int64_t i) {
-  return static_cast<size_t>(i);
-}
-
 int64_t ceil_div(int64_t a, int64_t b) {
   return (a + b - 1) / b;
-}
-
-// Grows a per-thread buffer; its contents are scratch.
-template <class T>
-T* grow(std::vector<T>& v, int64_t n) {
-  if (v.size() < u(n)) v.resize(u(n));
-  return v.data();
 }
 
 // Activations in 8 bits, with the per-sub-block scales and sums the products read.
@@ -33,32 +22,36 @@ struct Q8Activations {
   Q8Rows rows() const { return {xq.data(), dsub.data(), dxs.data(), 0, subs}; }
 };
 
-Q8Activations quantize_activations(const QuantKernels& qk, const QuantMatmul& a, int sub,
-                                   ThreadPool& pool) {
-  Q8Activations q;
+// False when `sc` could not give the memory.
+bool quantize_activations(const QuantKernels& qk, const QuantMatmul& a, int sub, ThreadPool& pool,
+                          Scratch& sc, Q8Activations& q) {
   const int64_t K = a.k;
   q.subs = K / sub;
-  q.xq.resize(u(a.m * K));
-  q.dsub.resize(u(a.m * q.subs));
-  q.dxs.resize(u(a.m * q.subs));
+  if (!sc.grow(q.xq, a.m * K, "the activations in 8 bits") ||
+      !sc.grow(q.dsub, a.m * q.subs, "the activations' scales") ||
+      !sc.grow(q.dxs, a.m * q.subs, "the activations' scaled sums"))
+    return false;
   pool.parallel_for(a.m, std::max<int64_t>(1, 16384 / K), [&](int64_t r0, int64_t r1) {
-    std::vector<float> d(u(K / 32));
-    std::vector<int16_t> s16(u(K / 16));
+    thread_local std::vector<float> d_s;
+    thread_local std::vector<int16_t> s16_s;
+    float* d = sc.grow(d_s, K / 32, "a row's block scales");
+    int16_t* s16 = sc.grow(s16_s, K / 16, "a row's half-block sums");
+    if (!d || !s16) return;
     for (int64_t r = r0; r < r1; ++r) {
-      qk.quantize_q8(a.x + r * a.ldx, K, q.xq.data() + r * K, d.data(), s16.data());
+      qk.quantize_q8(a.x + r * a.ldx, K, q.xq.data() + r * K, d, s16);
       float* ds = q.dsub.data() + r * q.subs;
       float* dx = q.dxs.data() + r * q.subs;
       for (int64_t s = 0; s < q.subs; ++s) {
         const int64_t k0 = s * sub;
-        const float scale = d[u(k0 / 32)];
+        const float scale = d[k0 / 32];
         int sum = 0;
-        for (int64_t h = k0 / 16; h < (k0 + sub) / 16; ++h) sum += s16[u(h)];
+        for (int64_t h = k0 / 16; h < (k0 + sub) / 16; ++h) sum += s16[h];
         ds[s] = scale;
         dx[s] = scale * static_cast<float>(sum);
       }
     }
   });
-  return q;
+  return !sc.failed();
 }
 
 // Unpacks blocks [b0, b1) of `rows` weight rows into lane group g of a tile, through the exact
@@ -129,7 +122,7 @@ void row_dots(const QuantKernels& qk, const QuantMatmul& a, const Q8Activations&
 }
 
 void tiled(const QuantKernels& qk, const QuantMatmul& a, const Q8Activations& q, int sub,
-           ThreadPool& pool) {
+           ThreadPool& pool, Scratch& sc) {
   const int L = qk.lanes, MR = qk.mr;
   const int64_t NT = 4 * L;
   const int64_t be = dtype_block_elems(a.format);
@@ -142,9 +135,10 @@ void tiled(const QuantKernels& qk, const QuantMatmul& a, const Q8Activations& q,
     t.lanes = L;
     t.sub = sub;
     t.signed_bytes = qk.signed_bytes;
-    t.u = grow(u_storage, NT * tk);
-    t.scale = grow(s_storage, NT / L * (tk / sub) * L);
-    t.off = grow(o_storage, NT / L * (tk / sub) * L);
+    t.u = sc.grow(u_storage, NT * tk, "a tile of unpacked weights");
+    t.scale = sc.grow(s_storage, NT / L * (tk / sub) * L, "a tile's scales");
+    t.off = sc.grow(o_storage, NT / L * (tk / sub) * L, "a tile's offsets");
+    if (!t.u || !t.scale || !t.off) return;
     for (int64_t task = t0; task < t1; ++task) {
       const int64_t n0 = task * NT, nrows = std::min(NT, a.n - n0);
       const int groups = static_cast<int>(ceil_div(nrows, L));
@@ -176,13 +170,14 @@ void tiled(const QuantKernels& qk, const QuantMatmul& a, const Q8Activations& q,
 
 }  // namespace
 
-void quantized_matmul(const QuantKernels& qk, const QuantMatmul& a, ThreadPool& pool) {
+void quantized_matmul(const QuantKernels& qk, const QuantMatmul& a, ThreadPool& pool, Scratch& sc) {
   const int sub = dtype_info(a.format).sub_elems;
-  const Q8Activations q = quantize_activations(qk, a, sub, pool);
+  Q8Activations q;
+  if (!quantize_activations(qk, a, sub, pool, sc, q)) return;
   if (a.m <= qk.row_dot_rows && qk.row_dot[static_cast<int>(a.format)])
     row_dots(qk, a, q, sub, pool);
   else
-    tiled(qk, a, q, sub, pool);
+    tiled(qk, a, q, sub, pool, sc);
 }
 
 }  // namespace duet::cpu::kernels

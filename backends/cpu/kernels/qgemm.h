@@ -9,6 +9,7 @@
 
 #include "duet/dtype.h"
 #include "kernels/quant.h"
+#include "scratch.h"
 #include "thread_pool.h"
 
 namespace duet::cpu::kernels {
@@ -24,6 +25,9 @@ struct QuantMatmul {
   int64_t ldy = 0;
 };
 
-void quantized_matmul(const QuantKernels& qk, const QuantMatmul& a, ThreadPool& pool);
+// Scratch (the quantized activations, weight tiles) comes from `scratch`; when it cannot be had
+// the product is abandoned and `scratch` says so (scratch.h).
+void quantized_matmul(const QuantKernels& qk, const QuantMatmul& a, ThreadPool& pool,
+                      Scratch& scratch);
 
 }  // namespace duet::cpu::kernels

@@ -29,11 +29,6 @@ namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
-float* grow(std::vector<float>& v, int64_t n) {
-  if (v.size() < static_cast<size_t>(n)) v.resize(static_cast<size_t>(n));
-  return v.data();
-}
-
 int64_t ceil_div(int64_t a, int64_t b) {
   return (a + b - 1) / b;
 }
@@ -41,6 +36,7 @@ int64_t ceil_div(int64_t a, int64_t b) {
 // Everything a work item needs, resolved once per op.
 struct Problem {
   const kernels::Kernels* kt = nullptr;
+  Scratch* scratch = nullptr;  // every buffer below is grown through it
   int64_t B = 0, Hq = 0, Hkv = 0, Lq = 0, Lk = 0, D = 0, group = 0;
   int64_t rows = 0;   // query rows per kv head: group * Lq, position-major (r = i * group + hg)
   int64_t shift = 0;  // Lk - Lq: row i sees keys j <= i + shift
@@ -194,11 +190,13 @@ void prefill_item(const Problem& p, const PrefillShape& sh, const KvHead& kv, in
   const int64_t mr = kt.mr, nr = kt.nr, bq = sh.bq, ld = sh.ld, bk = sh.bk, D = p.D;
   const int64_t nq = std::min(bq, p.rows - r0);
   thread_local std::vector<float> qt_s, st_s, o_s, ml_s, line_s;
-  float* qt = grow(qt_s, D * bq);
-  float* st = grow(st_s, bk * ld);
-  float* o = grow(o_s, ld * D);
-  float* ml = grow(ml_s, 3 * ld);
-  float* line = grow(line_s, D);
+  Scratch& sc = *p.scratch;
+  float* qt = sc.grow(qt_s, D * bq, "a block of Q transposed");
+  float* st = sc.grow(st_s, bk * ld, "a block of scores");
+  float* o = sc.grow(o_s, ld * D, "a block of outputs");
+  float* ml = sc.grow(ml_s, 3 * ld, "row maxima and sums");
+  float* line = sc.grow(line_s, D, "a row of Q");
+  if (!qt || !st || !o || !ml || !line) return;
   float *m = ml, *l = ml + ld, *corr = ml + 2 * ld;
   std::fill(qt, qt + D * bq, 0.0f);
   std::fill(o, o + ld * D, 0.0f);
@@ -254,11 +252,13 @@ void decode_item(const Problem& p, int64_t b, int64_t hk, int64_t kb0, int64_t k
   const kernels::Kernels& kt = *p.kt;
   const int64_t R = p.rows, D = p.D, bk = kDecodeBlock;
   thread_local std::vector<float> q_s, s_s, o_s, ml_s, kbuf_s, vbuf_s, tmp_s;
-  float* q = grow(q_s, R * D);
-  float* s = grow(s_s, R * bk);
-  float* o = grow(o_s, R * D);
-  float* ml = grow(ml_s, 3 * R);
-  float* tmp = grow(tmp_s, D);
+  Scratch& sc = *p.scratch;
+  float* q = sc.grow(q_s, R * D, "the query rows in f32");
+  float* s = sc.grow(s_s, R * bk, "a block of scores");
+  float* o = sc.grow(o_s, R * D, "the output rows");
+  float* ml = sc.grow(ml_s, 3 * R, "row maxima and sums");
+  float* tmp = sc.grow(tmp_s, D, "a row of the output");
+  if (!q || !s || !o || !ml || !tmp) return;
   float *m = ml, *l = ml + R, *corr = ml + 2 * R;
   std::fill(o, o + R * D, 0.0f);
   std::fill(m, m + R, kNegInf);
@@ -278,7 +278,8 @@ void decode_item(const Problem& p, int64_t b, int64_t hk, int64_t kb0, int64_t k
       *type = to_elem(t.desc.dtype);
       return first;
     }
-    float* dst = grow(buf, bk * D);
+    float* dst = sc.grow(buf, bk * D, "a block of keys or values in f32");
+    if (!dst) return nullptr;
     const int64_t es = static_cast<int64_t>(dtype_size(t.desc.dtype));
     for (int64_t j = 0; j < nk; ++j)
       kt.load_line(first + j * st[2] * es, te, st[3], D, dst + j * D);
@@ -293,10 +294,12 @@ void decode_item(const Problem& p, int64_t b, int64_t hk, int64_t kb0, int64_t k
     int64_t ldk = 0, ldv = 0;
     kernels::Elem tk{}, tv{};
     const void* kr = rows_of(p.k, j0, nk, kbuf_s, &ldk, &tk);
+    if (!kr) return;
     kt.dots(q, D, static_cast<int>(R), kr, tk, ldk, nk, D, p.scale, s, bk);
     if (p.mask || (p.causal && j0 + nk - 1 > last_lo)) p.apply_masks(s, 1, bk, b, hk, 0, R, j0, nk);
     for (int64_t r = 0; r < R; ++r) corr[r] = kt.softmax_row(s + r * bk, nk, m + r, l + r);
     const void* vr = rows_of(p.v, j0, nk, vbuf_s, &ldv, &tv);
+    if (!vr) return;
     kt.pv_rows(s, bk, static_cast<int>(R), vr, tv, ldv, nk, D, corr, o, D);
   }
   finish_rows(p, sink, b, hk, 0, R, o, D, m, l, tmp);
@@ -327,6 +330,7 @@ Status attention(const OpArgs& a) {
   const OpDesc& op = a.op;
   Problem p;
   p.kt = &kernels::active_kernels();
+  p.scratch = &a.scratch;
   const kernels::Kernels& kt = *p.kt;
   const TensorDesc& qd = a.in[0].desc;
   p.B = qd.dim(0);
@@ -359,7 +363,8 @@ Status attention(const OpArgs& a) {
   p.out = a.out;
   std::optional<F32In> mask;
   if (const int mi = attention_mask_input(op); mi >= 0) {
-    mask.emplace(a.in[static_cast<size_t>(mi)], a.pool);
+    mask.emplace(a.in[static_cast<size_t>(mi)], a.pool, a.scratch);
+    if (!mask->data()) return {};
     p.mask = mask->data();
     p.mask_strides = broadcast_strides(
         mask->desc(), TensorDesc::contiguous(DType::f32, {p.B, p.Hq, p.Lq, capacity}));
@@ -380,8 +385,11 @@ Status attention(const OpArgs& a) {
 
   const int64_t pstride = p.D + 2;
   thread_local std::vector<float> partial_storage;
-  float* const partial =
-      splits > 1 ? grow(partial_storage, items * splits * row_block * pstride) : nullptr;
+  float* const partial = splits > 1
+                             ? a.scratch.grow(partial_storage, items * splits * row_block * pstride,
+                                              "split-K partials")
+                             : nullptr;
+  if (splits > 1 && !partial) return {};
 
   if (decode) {
     a.pool.parallel_for(items * splits, 1, [&](int64_t s0, int64_t s1) {
@@ -399,9 +407,12 @@ Status attention(const OpArgs& a) {
     const KvLayout lay = kv_layout(p);
     a.pool.parallel_for(p.B * p.Hkv, 1, [&](int64_t s0, int64_t s1) {
       thread_local std::vector<float> kp_s, vp_s, scratch_s;
-      float* kp = grow(kp_s, lay.lkp * p.D);
-      float* vp = lay.v_in_place ? nullptr : grow(vp_s, lay.dpan * lay.lkp * kt.nr);
-      float* scratch = grow(scratch_s, std::max(p.D, p.Lk));
+      float* kp = a.scratch.grow(kp_s, lay.lkp * p.D, "a packed K head");
+      float* vp = lay.v_in_place
+                      ? nullptr
+                      : a.scratch.grow(vp_s, lay.dpan * lay.lkp * kt.nr, "a packed V head");
+      float* scratch = a.scratch.grow(scratch_s, std::max(p.D, p.Lk), "packing lines");
+      if (!kp || (!vp && !lay.v_in_place) || !scratch) return;
       for (int64_t bh = s0; bh < s1; ++bh) {
         const int64_t b = bh / p.Hkv, hk = bh % p.Hkv;
         pack_head_keys(p, lay, b, hk, 0, p.Lk, kp, vp, scratch);
@@ -417,18 +428,21 @@ Status attention(const OpArgs& a) {
     const KvLayout lay = kv_layout(p);
     const int64_t ksz = lay.lkp * p.D, vsz = lay.v_in_place ? 0 : lay.dpan * lay.lkp * kt.nr;
     thread_local std::vector<float> kp_storage, vp_storage;
-    float* const kp = grow(kp_storage, p.B * p.Hkv * ksz);
-    float* const vp = grow(vp_storage, p.B * p.Hkv * vsz);
+    float* const kp = a.scratch.grow(kp_storage, p.B * p.Hkv * ksz, "packed K");
+    float* const vp = a.scratch.grow(vp_storage, p.B * p.Hkv * vsz, "packed V");
+    if (!kp || !vp) return {};
     const int64_t chunk = kt.mr * 8, chunks = ceil_div(p.Lk, chunk);
     a.pool.parallel_for(p.B * p.Hkv * chunks, 1, [&](int64_t s0, int64_t s1) {
       thread_local std::vector<float> scratch_s;
-      float* scratch = grow(scratch_s, std::max(p.D, chunk));
+      float* scratch = a.scratch.grow(scratch_s, std::max(p.D, chunk), "packing lines");
+      if (!scratch) return;
       for (int64_t it = s0; it < s1; ++it) {
         const int64_t c = it % chunks, bh = it / chunks;
         pack_head_keys(p, lay, bh / p.Hkv, bh % p.Hkv, c * chunk, std::min(p.Lk, (c + 1) * chunk),
                        kp + bh * ksz, vp + bh * vsz, scratch);
       }
     });
+    if (a.scratch.failed()) return {};
     a.pool.parallel_for(items * splits, 1, [&](int64_t s0, int64_t s1) {
       for (int64_t it = s0; it < s1; ++it) {
         const int64_t sp = it % splits, item = it / splits;
@@ -442,10 +456,11 @@ Status attention(const OpArgs& a) {
     });
   }
 
-  if (splits > 1) {
+  if (splits > 1 && !a.scratch.failed()) {
     a.pool.parallel_for(items * row_block, 16, [&](int64_t s0, int64_t s1) {
       thread_local std::vector<float> acc_s;
-      float* acc = grow(acc_s, p.D);
+      float* acc = a.scratch.grow(acc_s, p.D, "a combined row");
+      if (!acc) return;
       for (int64_t x = s0; x < s1; ++x) {
         const int64_t rr = x % row_block, item = x / row_block;
         const int64_t qb = item % qblocks, bh = item / qblocks;

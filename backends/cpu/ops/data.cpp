@@ -47,7 +47,8 @@ Status cast(const OpArgs& a) {
                      a.pool);
     return {};
   }
-  std::vector<std::byte> dense(u(in.desc.nbytes()));
+  std::vector<std::byte> dense;
+  if (!a.scratch.grow(dense, in.desc.nbytes(), "a dense copy of the input")) return {};
   gather(in, dense.data(), a.pool);
   convert_parallel(dense.data(), in.desc.dtype, a.out.elem0(), a.out.desc.dtype, in.desc.numel(),
                    a.pool);
@@ -68,7 +69,7 @@ Status concat(const OpArgs& a) {
   for (const HostArg& in : a.in) {
     const std::byte* src = static_cast<const std::byte*>(in.elem0());
     if (!in.desc.is_contiguous()) {
-      dense.resize(u(in.desc.nbytes()));
+      if (!a.scratch.grow(dense, in.desc.nbytes(), "a dense copy of an input")) return {};
       gather(in, dense.data(), a.pool);
       src = dense.data();
     }
@@ -107,7 +108,9 @@ Status embedding(const OpArgs& a) {
   const HostArg& table = a.in[0];
   const int64_t V = table.desc.dim(0), D = table.desc.dim(1);
   const size_t es = dtype_size(table.desc.dtype);
-  std::vector<int32_t> ids(u(a.in[1].desc.numel()));
+  std::vector<int32_t> ids;
+  if (!a.scratch.grow(ids, a.in[1].desc.numel(), "the ids")) return {};
+  ids.resize(u(a.in[1].desc.numel()));  // within the capacity just grown (numel may be 0)
   gather(a.in[1], reinterpret_cast<std::byte*>(ids.data()), a.pool);
   DUET_TRY(resolve_ids(a, ids, V));
   auto* dst = static_cast<std::byte*>(a.out.elem0());
@@ -151,7 +154,7 @@ Status write_slice(const OpArgs& a) {
   const std::byte* src = static_cast<const std::byte*>(x.elem0());
   std::vector<std::byte> dense;
   if (!x.desc.is_contiguous()) {
-    dense.resize(u(x.desc.nbytes()));
+    if (!a.scratch.grow(dense, x.desc.nbytes(), "a dense copy of the slice")) return {};
     gather(x, dense.data(), a.pool);
     src = dense.data();
   }

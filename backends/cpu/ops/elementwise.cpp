@@ -127,12 +127,14 @@ void map_binary(const OpArgs& a, const F32In& x, const F32In& z, float* y, F f) 
 Status elementwise(const OpArgs& a) {
   const std::optional<uint32_t> code = eltwise_code(a.op);
   if (!code) return unknown(a, DUET_EW_COUNT);
-  F32Out y(a.out);
+  F32Out y(a.out, a.scratch);
   if (*code >= DUET_EW_BINARY_END) {
-    F32In x(a.in[0], a.pool);
+    F32In x(a.in[0], a.pool, a.scratch);
+    if (a.scratch.failed()) return {};
     DUET_TRY(unary(a, *code, x.data(), y.data(), a.op.output.numel()));
   } else {
-    F32In x(a.in[0], a.pool), z(a.in[1], a.pool);
+    F32In x(a.in[0], a.pool, a.scratch), z(a.in[1], a.pool, a.scratch);
+    if (a.scratch.failed()) return {};
     switch (*code) {
       case DUET_EW_ADD:
         map_binary(a, x, z, y.data(), [](float p, float q) { return p + q; });

@@ -53,12 +53,14 @@ Status matmul(const OpArgs& a) {
   g.batches = out.numel() / (g.M * g.N);
   g.a = operand(a.in[0], ta, out, g.batches);
   g.b = operand(a.in[1], tb, out, g.batches);
-  F32Out c(a.out);
+  F32Out c(a.out, a.scratch);
+  if (!c.data()) return {};
   g.c = c.data();
   g.ldc = g.N;
   g.c_batch_stride = g.M * g.N;
   g.bf16 = a.precision == Precision::bf16;
-  kernels::gemm(kernels::active_kernels(), g, a.pool);
+  kernels::gemm(kernels::active_kernels(), g, a.pool, a.scratch);
+  if (a.scratch.failed()) return {};
   c.finish(a.pool);
   return {};
 }

@@ -7,11 +7,12 @@ namespace duet::cpu {
 Status norm(const OpArgs& a) {
   const TensorDesc& out = a.op.output;
   const bool layer = a.op.kind == OpKind::layernorm;
-  F32In x(a.in[0], a.pool);
+  F32In x(a.in[0], a.pool, a.scratch);
   std::optional<F32In> w, bias;
-  if (a.op.has_input(1)) w.emplace(a.in[1], a.pool);
-  if (a.op.has_input(2)) bias.emplace(a.in[2], a.pool);
-  F32Out y(a.out);
+  if (a.op.has_input(1)) w.emplace(a.in[1], a.pool, a.scratch);
+  if (a.op.has_input(2)) bias.emplace(a.in[2], a.pool, a.scratch);
+  F32Out y(a.out, a.scratch);
+  if (a.scratch.failed()) return {};
   const int64_t n = out.dim(-1), rows = out.numel() / n;
   const float eps = a.op.attrs.eps;
   a.pool.parallel_for(rows, std::max<int64_t>(1, 2048 / n), [&](int64_t b, int64_t e) {

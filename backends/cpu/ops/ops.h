@@ -15,7 +15,8 @@ struct OpArgs {
   std::span<const HostArg> in;
   const HostArg& out;
   ThreadPool& pool;
-  const std::string& device;             // for messages
+  const std::string& device;  // for messages
+  Scratch& scratch;  // every buffer sized by the inputs; the device reports a failed request
   Precision precision = Precision::f32;  // of the planned kernel choice (bf16: matmul's bf16 dots)
 };
 

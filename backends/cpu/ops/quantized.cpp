@@ -41,8 +41,9 @@ Status quantized_matmul(const OpArgs& a) {
     if (!t.ok()) return t.status();
     xv.desc = *t;
   }
-  F32In xf(xv, a.pool);
-  F32Out y(a.out);
+  F32In xf(xv, a.pool, a.scratch);
+  F32Out y(a.out, a.scratch);
+  if (a.scratch.failed()) return {};
   kernels::QuantMatmul q;
   q.format = wd.dtype;
   q.w = block_at(w, wd.offset);
@@ -54,7 +55,8 @@ Status quantized_matmul(const OpArgs& a) {
   q.ldx = K;
   q.y = y.data();
   q.ldy = N;
-  kernels::quantized_matmul(active_quant_kernels(), q, a.pool);
+  kernels::quantized_matmul(active_quant_kernels(), q, a.pool, a.scratch);
+  if (a.scratch.failed()) return {};
   y.finish(a.pool);
   return {};
 }
@@ -64,7 +66,9 @@ Status quantized_embedding(const OpArgs& a) {
   const HostArg& table = a.in[0];
   const int64_t V = table.desc.dim(0), D = table.desc.dim(1);
   const HostArg& idx = a.in[1];
-  std::vector<int32_t> ids(u(idx.desc.numel()));
+  std::vector<int32_t> ids;
+  if (!a.scratch.grow(ids, idx.desc.numel(), "the ids")) return {};
+  ids.resize(u(idx.desc.numel()));  // within the capacity just grown (numel may be 0)
   const auto* ib = reinterpret_cast<const int32_t*>(idx.base);
   size_t n = 0;
   for_each_index(idx.desc, [&](int64_t, int64_t off) { ids[n++] = ib[off]; });

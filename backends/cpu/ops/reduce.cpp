@@ -15,8 +15,9 @@ Status reduce(const OpArgs& a) {
         .op(op_name(a.op.kind), a.op.name)
         .device(a.device)
         .note("not a reduction of duet/eltwise.h");
-  F32In x(a.in[0], a.pool);
-  F32Out y(a.out);
+  F32In x(a.in[0], a.pool, a.scratch);
+  F32Out y(a.out, a.scratch);
+  if (a.scratch.failed()) return {};
   const TensorDesc& xd = x.desc();
   const uint32_t mask = reduce_dims_mask(a.op);
   // The kept dims and the reduced ones, each as (extent, stride in x), outermost first.

@@ -7,8 +7,9 @@ namespace duet::cpu {
 
 Status rope(const OpArgs& a) {
   const TensorDesc& out = a.op.output;
-  F32In x(a.in[0], a.pool);
-  F32Out y(a.out);
+  F32In x(a.in[0], a.pool, a.scratch);
+  F32Out y(a.out, a.scratch);
+  if (a.scratch.failed()) return {};
   const int64_t L = out.dim(2), D = out.dim(3), rows = out.numel() / D;
   const int64_t rd = rope_dims(a.op), half = rd / 2;
   const bool neox = a.op.attrs.rope_mode == RopeMode::neox;

@@ -9,14 +9,15 @@ namespace duet::cpu {
 
 Status softmax(const OpArgs& a) {
   const TensorDesc& out = a.op.output;
-  F32In x(a.in[0], a.pool);
+  F32In x(a.in[0], a.pool, a.scratch);
   std::optional<F32In> mask;
   Dims ms{};
   if (a.op.has_input(1)) {
-    mask.emplace(a.in[1], a.pool);
+    mask.emplace(a.in[1], a.pool, a.scratch);
     ms = broadcast_strides(mask->desc(), out);
   }
-  F32Out y(a.out);
+  F32Out y(a.out, a.scratch);
+  if (a.scratch.failed()) return {};
   const float scale = softmax_scale(a.op);
   const int64_t n = out.dim(-1), rows = out.numel() / n;
   const int64_t mstride = mask ? ms[static_cast<size_t>(out.rank - 1)] : 0;

@@ -54,14 +54,14 @@ void convert_parallel(const void* src, DType src_type, void* dst, DType dst_type
   });
 }
 
-F32In::F32In(const HostArg& arg, ThreadPool& pool)
+F32In::F32In(const HostArg& arg, ThreadPool& pool, Scratch& scratch)
     : dense_(TensorDesc::contiguous(DType::f32, arg.desc.dims())) {
   const TensorDesc& d = arg.desc;
   if (d.dtype == DType::f32 && d.is_contiguous()) {
     ptr_ = static_cast<const float*>(arg.elem0());
     return;
   }
-  buf_.resize(u(d.numel()));
+  if (!scratch.grow(buf_, d.numel(), "an input converted to f32")) return;
   if (d.is_contiguous()) {
     convert_parallel(arg.elem0(), d.dtype, buf_.data(), DType::f32, d.numel(), pool);
   } else {
@@ -92,17 +92,15 @@ F32In::F32In(const HostArg& arg, ThreadPool& pool)
   ptr_ = buf_.data();
 }
 
-F32Out::F32Out(const HostArg& arg) : arg_(arg) {
-  if (arg.desc.dtype == DType::f32) {
+F32Out::F32Out(const HostArg& arg, Scratch& scratch) : arg_(arg) {
+  if (arg.desc.dtype == DType::f32)
     ptr_ = static_cast<float*>(arg.elem0());
-  } else {
-    buf_.resize(u(arg.desc.numel()));
-    ptr_ = buf_.data();
-  }
+  else
+    ptr_ = scratch.grow(buf_, arg.desc.numel(), "the output in f32");
 }
 
 void F32Out::finish(ThreadPool& pool) {
-  if (buf_.empty()) return;
+  if (buf_.empty() || !ptr_) return;
   convert_parallel(buf_.data(), DType::f32, arg_.elem0(), arg_.desc.dtype, arg_.desc.numel(), pool);
 }
 

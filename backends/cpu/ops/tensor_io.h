@@ -7,6 +7,7 @@
 
 #include "duet/device.h"
 #include "kernels/kernels.h"
+#include "scratch.h"
 #include "thread_pool.h"
 
 namespace duet::cpu {
@@ -20,10 +21,11 @@ struct HostArg {
 };
 HostArg host_arg(const TensorRef& ref);
 
-// An input as dense row-major f32 over its own shape. Borrows the memory when it already is.
+// An input as dense row-major f32 over its own shape. Borrows the memory when it already is;
+// otherwise the copy is scratch, and data() is null when `scratch` could not give it.
 class F32In {
  public:
-  F32In(const HostArg& arg, ThreadPool& pool);
+  F32In(const HostArg& arg, ThreadPool& pool, Scratch& scratch);
   const float* data() const { return ptr_; }
   const TensorDesc& desc() const { return dense_; }  // dense f32 over data()
 
@@ -33,11 +35,12 @@ class F32In {
   TensorDesc dense_;
 };
 
-// An output as dense f32. Writes in place for f32 outputs; otherwise computes into a buffer
-// that finish() rounds into the output dtype.
+// An output as dense f32. Writes in place for f32 outputs; otherwise computes into a scratch
+// buffer that finish() rounds into the output dtype (data() is null when `scratch` could not
+// give it).
 class F32Out {
  public:
-  explicit F32Out(const HostArg& arg);
+  F32Out(const HostArg& arg, Scratch& scratch);
   float* data() { return ptr_; }
   void finish(ThreadPool& pool);
 
