@@ -22,6 +22,8 @@ packages=(
   gnuplot-nox
   # the fuzz preset: clang with libFuzzer and its sanitizer runtimes
   clang libclang-rt-14-dev
+  # the coverage preset's reports (tools/coverage.py): llvm-profdata-14 and llvm-cov-14
+  llvm-14
 )
 
 sudo=""
