@@ -8,6 +8,7 @@
 
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <onnx/onnx_pb.h>
@@ -15,6 +16,14 @@
 namespace duet::onnx_import {
 
 inline constexpr const char* kFusedDomain = "duet.fused";
+
+// The op types the fusion pass gives its nodes that ONNX does not define with the same meaning:
+// ONNX's own Attention (opset 23) takes K untransposed and scales by 1/sqrt(D) by default;
+// Silu and RmsNormalization are not ONNX op types (ONNX's is RMSNormalization). A node of
+// ONNX's domain with one of these types is not mapped, not read as the fused pattern.
+inline bool fused_only(std::string_view op_type) {
+  return op_type == "Attention" || op_type == "Silu" || op_type == "RmsNormalization";
+}
 
 class Array;
 // The data of an initializer already read, by name (nullptr when there is none).

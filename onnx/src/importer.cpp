@@ -92,7 +92,15 @@ Status check_names_are_utf8(const onnx::GraphProto& g) {
 // must have are there: the fusions and the mappings read them without asking.
 Status check_arity(const onnx::NodeProto& n, int opset) {
   const onnx::OpSchema* s = onnx::OpSchemaRegistry::Schema(n.op_type(), opset);
-  if (!s) return {};
+  if (!s) {
+    // No schema at this opset (Gelu is ONNX's from opset 20; duet reads it at any opset): every
+    // op duet maps reads its input 0 and writes its output 0.
+    if (n.input_size() < 1 || n.input(0).empty())
+      return Status(Code::invalid_argument, "input 0 is required and not given");
+    if (n.output_size() < 1 || n.output(0).empty())
+      return Status(Code::invalid_argument, "output 0 is required and has no name");
+    return {};
+  }
   const auto& formal = s->inputs();
   for (size_t i = 0; i < formal.size(); ++i) {
     if (formal[i].GetOption() != onnx::OpSchema::Single) continue;
@@ -115,7 +123,8 @@ Status check_arity(const onnx::NodeProto& n, int opset) {
   return {};
 }
 
-const Mapping* find_mapping(std::string_view type) {
+const Mapping* find_mapping(std::string_view type, std::string_view domain) {
+  if (domain != kFusedDomain && fused_only(type)) return nullptr;
   for (auto family : {math_mappings(), shape_mappings(), nn_mappings()})
     for (const Mapping& m : family)
       if (m.type == type) return &m;
@@ -404,7 +413,7 @@ Status Importer::map_node(const onnx::NodeProto& n) {
   if (!n.domain().empty() && n.domain() != "ai.onnx" && n.domain() != kFusedDomain)
     return in_context(Status(Code::unsupported, "the domain '" + n.domain() +
                                                     "' is not imported (only ONNX's own ops)"));
-  const Mapping* m = find_mapping(n.op_type());
+  const Mapping* m = find_mapping(n.op_type(), n.domain());
   if (!m)
     return in_context(Status(Code::unsupported, "op type '" + n.op_type() +
                                                     "' is not mapped onto duet's op set "
@@ -489,7 +498,7 @@ Result<Graph> Importer::run(onnx::ModelProto& model) {
   // Every node duet maps has what its schema requires before the fusions look at node patterns
   // (an op duet does not map is reported as such when its turn comes).
   for (const auto& n : g.node())
-    if ((n.domain().empty() || n.domain() == "ai.onnx") && find_mapping(n.op_type()))
+    if ((n.domain().empty() || n.domain() == "ai.onnx") && find_mapping(n.op_type(), n.domain()))
       if (Status s = check_arity(n, opset_); !s.ok())
         return s.with_context(what_ + ": " + node_label(n, opset_));
   std::vector<onnx::NodeProto> nodes = fuse(g, opset_, known, options_.notes);

@@ -211,6 +211,44 @@ TEST(OnnxImport, NodesMissingWhatTheirSchemaRequiresAreRefusedBeforeFusion) {
       << h.status().message();
 }
 
+TEST(OnnxImport, OpsNewerThanTheOnnxLibraryAndFusedOnlyTypesAreChecked) {
+  // Found by the ONNX fuzz target: a node of ONNX's domain typed "Attention" reached the mapping
+  // of the fused attention pattern, which read inputs the node did not have. ONNX's own
+  // Attention (opset 23) means something else (K untransposed), so the type is not mapped.
+  Model attention(18);
+  attention.input("q", kF32, {1, 1, 2, 4}).input("k", kF32, {1, 1, 2, 4}).output("y");
+  attention.node("Attention", {"q", "k"}, {"y"}, "a");
+  auto g = attention.import();
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.status().code(), Code::unsupported);
+  EXPECT_NE(g.status().message().find("op type 'Attention' is not mapped"), std::string::npos)
+      << g.status().message();
+  for (const char* type : {"Silu", "RmsNormalization"}) {
+    Model m(17);
+    m.input("x", kF32, {2, 4}).output("y");
+    m.node(type, {"x"}, {"y"});
+    auto h = m.import();
+    ASSERT_FALSE(h.ok()) << type;
+    EXPECT_EQ(h.status().code(), Code::unsupported) << h.status().message();
+  }
+  // Gelu (ONNX's from opset 20) has no schema at the opsets duet imports: its input is still
+  // required.
+  Model gelu(18);
+  gelu.input("x", kF32, {2, 4}).output("y");
+  gelu.node("Gelu", {}, {"y"}, "g");
+  auto e = gelu.import();
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.status().message().find("node 'g' (Gelu, opset 18): input 0 is required"),
+            std::string::npos)
+      << e.status().message();
+  Model gelu_ok(18);
+  gelu_ok.input("x", kF32, {2, 4}).output("y");
+  gelu_ok.node("Gelu", {"x"}, {"y"});
+  auto ok = gelu_ok.import();
+  ASSERT_TRUE(ok.ok()) << ok.status().message();
+  EXPECT_EQ(count_kind(*ok, OpKind::gelu), 1);
+}
+
 TEST(OnnxImport, NamesThatAreNotUtf8AreRefusedNamingWhere) {
   // Found by the ONNX fuzz target: a graph name with a stray byte reached the graph file writer,
   // whose JSON library threw. Every name the graph takes is checked at import.
