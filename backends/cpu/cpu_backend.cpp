@@ -1,5 +1,6 @@
 #include "cpu_backend.h"
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -119,6 +120,19 @@ class CpuDevice final : public Device {
 
   Status synchronize() override { return {}; }
 
+  // Kernels run inside execute(), so the device's clock is the host's and a span is the call.
+  Status begin_kernel_timing() override {
+    timing_ = true;
+    spans_.clear();
+    origin_ = std::chrono::steady_clock::now();
+    return {};
+  }
+  Result<std::vector<KernelSpan>> end_kernel_timing() override {
+    if (!timing_) return Device::end_kernel_timing();
+    timing_ = false;
+    return std::move(spans_);
+  }
+
  protected:
   Status write_checked(Buffer& dst, uint64_t offset, const void* src, uint64_t bytes) override {
     std::memcpy(static_cast<std::byte*>(dst.host_ptr()) + offset, src, static_cast<size_t>(bytes));
@@ -131,6 +145,22 @@ class CpuDevice final : public Device {
 
   Status execute_checked(const PlannedOp& p, std::span<const TensorRef> inputs,
                          const TensorRef& output) override {
+    if (!timing_) return run_kernel(p, inputs, output);
+    using clock = std::chrono::steady_clock;
+    const auto t0 = clock::now();
+    Status st = run_kernel(p, inputs, output);
+    const auto t1 = clock::now();
+    KernelSpan s;
+    s.start = std::chrono::duration<double>(t0 - origin_).count();
+    s.end = std::chrono::duration<double>(t1 - origin_).count();
+    s.seconds = s.end - s.start;
+    spans_.push_back(s);
+    return st;
+  }
+
+ private:
+  Status run_kernel(const PlannedOp& p, std::span<const TensorRef> inputs,
+                    const TensorRef& output) {
     const OpDesc& op = p.op;
     std::vector<HostArg> in;
     for (const TensorRef& r : inputs) in.push_back(host_arg(r));
@@ -215,6 +245,9 @@ class CpuDevice final : public Device {
   std::string id_ = "cpu:0";
   ThreadPool pool_;
   DeviceCaps caps_;
+  bool timing_ = false;
+  std::chrono::steady_clock::time_point origin_;
+  std::vector<KernelSpan> spans_;
 };
 
 }  // namespace

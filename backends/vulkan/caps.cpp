@@ -137,6 +137,8 @@ Result<PhysicalInfo> probe(VkInstance instance, VkPhysicalDevice pd) {
     if (fams[i].queueFlags & VK_QUEUE_COMPUTE_BIT) info.queue_family = i;
   if (info.queue_family == UINT32_MAX)
     return Status(Code::unsupported, std::string(info.props.deviceName) + ": no compute queue");
+  info.timestamp_bits = fams[info.queue_family].timestampValidBits;
+  info.timestamp_period = info.props.limits.timestampPeriod;
 
   const bool v12 = api >= VK_API_VERSION_1_2, v13 = api >= VK_API_VERSION_1_3;
   const bool has_coopmat = info.has_extension(kCoopMatExt);

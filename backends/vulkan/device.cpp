@@ -49,6 +49,7 @@ Status VulkanDevice::init() {
   caps_.extra["pipeline_cache"] =
       pipelines_->cache_path().empty() ? "off" : pipelines_->cache_path();
   caps_.extra["validation"] = core_->instance->validation() ? "on" : "off";
+  timestamp_bits_ = core_->info.timestamp_bits;
   return {};
 }
 
@@ -194,9 +195,40 @@ Status VulkanDevice::check_validation() {
 Status VulkanDevice::execute_checked(const PlannedOp& op, std::span<const TensorRef> inputs,
                                      const TensorRef& output) {
   DUET_TRY(check_validation());
+  const bool timed = recorder_->timing();
+  if (timed) DUET_TRY(recorder_->op_start());
   Status s = record_op(*this, op, inputs, output);
+  if (timed) {
+    const Status e = recorder_->op_end();
+    if (s.ok()) s = e;
+  }
   if (!s.ok()) return s;
   return check_validation();
+}
+
+Status VulkanDevice::begin_kernel_timing() {
+  const float period = core_->info.timestamp_period;
+  if (timestamp_bits_ == 0 || !(period > 0))
+    return Err(Code::unsupported)
+        .device(id())
+        .note("kernel timing on the device is not supported: queue family " +
+              std::to_string(core_->info.queue_family) + " has timestampValidBits " +
+              std::to_string(timestamp_bits_) + " and timestampPeriod " + std::to_string(period) +
+              " ns (no device timestamps)");
+  if (recorder_->pending()) DUET_TRY(synchronize());
+  DUET_TRY(recorder_->begin_timing(timestamp_bits_, period, timing_queries_));
+  timing_submissions_ = recorder_->submissions;
+  return check_validation();
+}
+
+Result<std::vector<KernelSpan>> VulkanDevice::end_kernel_timing() {
+  if (!recorder_->timing()) return Device::end_kernel_timing();
+  Status s = synchronize();
+  std::vector<KernelSpan> spans = recorder_->end_timing();
+  if (!s.ok()) return s;
+  log().debug("{}: {} ops timed in {} submissions", id(), spans.size(),
+              recorder_->submissions - timing_submissions_);
+  return spans;
 }
 
 Status VulkanDevice::synchronize() {

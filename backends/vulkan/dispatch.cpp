@@ -32,6 +32,7 @@ Recorder::~Recorder() {
   destroy_views();
   if (unused_view_) vkDestroyBufferView(d, unused_view_, nullptr);
   if (dpool_) vkDestroyDescriptorPool(d, dpool_, nullptr);
+  if (queries_) vkDestroyQueryPool(d, queries_, nullptr);
   if (fence_) vkDestroyFence(d, fence_, nullptr);
   if (pool_) vkDestroyCommandPool(d, pool_, nullptr);
 }
@@ -112,7 +113,95 @@ Status Recorder::begin() {
   VkResult r = vkBeginCommandBuffer(cmd_, &bi);
   if (r != VK_SUCCESS) return vk_error("vkBeginCommandBuffer", r, core_->id);
   recording_ = true;
+  if (timing_) {
+    vkCmdResetQueryPool(cmd_, queries_, 0, query_capacity_);
+    queries_used_ = 0;
+    boundary_ = timestamp();  // the batch's start
+    // An op cut by the last submission goes on here.
+    if (op_open_) pieces_.push_back({spans_.size() - 1, boundary_, UINT32_MAX});
+  }
   return {};
+}
+
+// One timestamp at the start of each batch and one after each op: an op's span runs from the
+// timestamp before it (the batch's start or the previous op's end) to its own. Timestamps latch
+// when every command before them has completed (bottom of the pipe), so an op's start is the end
+// of the work before it; where dispatches overlap on a GPU the spans are intervals between
+// completions, which add up to no more than the time the device was busy. (lavapipe flushes its
+// pipeline at every such timestamp: one per op rather than two halves that cost.)
+uint32_t Recorder::timestamp() {
+  const uint32_t q = queries_used_++;
+  vkCmdWriteTimestamp(cmd_, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, queries_, q);
+  return q;
+}
+
+Status Recorder::begin_timing(uint32_t valid_bits, double period_ns, uint32_t queries) {
+  if (recording_) DUET_TRY(flush());
+  queries = std::max<uint32_t>(queries, 3);
+  if (queries_ && query_capacity_ != queries) {
+    vkDestroyQueryPool(core_->device, queries_, nullptr);
+    queries_ = VK_NULL_HANDLE;
+  }
+  if (!queries_) {
+    VkQueryPoolCreateInfo qi{VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO};
+    qi.queryType = VK_QUERY_TYPE_TIMESTAMP;
+    qi.queryCount = queries;
+    VkResult r = vkCreateQueryPool(core_->device, &qi, nullptr, &queries_);
+    if (r != VK_SUCCESS) return vk_error("vkCreateQueryPool", r, core_->id);
+    query_capacity_ = queries;
+  }
+  mask_ = valid_bits >= 64 ? ~0ull : (1ull << valid_bits) - 1;
+  period_ns_ = period_ns;
+  origin_.reset();
+  pieces_.clear();
+  spans_.clear();
+  op_open_ = false;
+  timing_ = true;
+  return {};
+}
+
+Status Recorder::op_start() {
+  if (recording_ && queries_used_ + 1 > query_capacity_) DUET_TRY(flush());
+  spans_.push_back({-1.0, 0.0, 0.0});  // start < 0: no piece read yet
+  DUET_TRY(begin());
+  pieces_.push_back({spans_.size() - 1, boundary_, UINT32_MAX});
+  op_open_ = true;
+  return {};
+}
+
+Status Recorder::op_end() {
+  // Not recording: the op's last piece was closed by a submission and nothing followed it.
+  if (op_open_ && recording_) pieces_.back().end = boundary_ = timestamp();
+  op_open_ = false;
+  return {};
+}
+
+Status Recorder::collect() {
+  if (pieces_.empty()) return {};
+  std::vector<uint64_t> ticks(queries_used_);
+  VkResult r = vkGetQueryPoolResults(
+      core_->device, queries_, 0, queries_used_, ticks.size() * sizeof(uint64_t), ticks.data(),
+      sizeof(uint64_t), VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT);
+  if (r != VK_SUCCESS) return vk_error("vkGetQueryPoolResults", r, core_->id);
+  const double scale = period_ns_ * 1e-9;
+  for (const Piece& p : pieces_) {
+    const uint64_t t0 = ticks[p.start] & mask_, t1 = ticks[p.end] & mask_;
+    if (!origin_) origin_ = t0;
+    // Differences modulo the valid bits: right across one wrap of the counter.
+    KernelSpan& s = spans_[p.op];
+    if (s.start < 0) s.start = static_cast<double>((t0 - *origin_) & mask_) * scale;
+    s.end = static_cast<double>((t1 - *origin_) & mask_) * scale;
+    s.seconds += static_cast<double>((t1 - t0) & mask_) * scale;
+  }
+  pieces_.clear();
+  return {};
+}
+
+std::vector<KernelSpan> Recorder::end_timing() {
+  timing_ = false;
+  op_open_ = false;
+  pieces_.clear();
+  return std::move(spans_);
 }
 
 Status Recorder::reserve(uint64_t bytes, uint64_t* offset) {
@@ -266,6 +355,7 @@ Status Recorder::record(const Dispatch& d) {
 
 Status Recorder::flush() {
   if (!recording_) return {};
+  if (timing_ && op_open_) pieces_.back().end = timestamp();
   recording_ = false;
   VkResult r = vkEndCommandBuffer(cmd_);
   if (r != VK_SUCCESS) return vk_error("vkEndCommandBuffer", r, core_->id);
@@ -278,6 +368,7 @@ Status Recorder::flush() {
   r = vkWaitForFences(core_->device, 1, &fence_, VK_TRUE, UINT64_MAX);
   if (r != VK_SUCCESS) return vk_error("vkWaitForFences", r, core_->id);
   vkResetFences(core_->device, 1, &fence_);
+  const Status collected = timing_ ? collect() : Status{};
   vkResetCommandBuffer(cmd_, 0);
   vkResetDescriptorPool(core_->device, dpool_, 0);
   destroy_views();
@@ -286,7 +377,7 @@ Status Recorder::flush() {
   reads_since_barrier_.clear();
   writes_since_barrier_.clear();
   batch_.clear();
-  return {};
+  return collected;
 }
 
 }  // namespace duet::vulkan

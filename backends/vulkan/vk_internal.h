@@ -64,6 +64,9 @@ struct PhysicalInfo {
   VkPhysicalDeviceMemoryProperties memory{};
   std::vector<std::string> extensions;
   uint32_t queue_family = UINT32_MAX;
+  // Timestamps of that queue family: valid bits (0: none) and nanoseconds per tick.
+  uint32_t timestamp_bits = 0;
+  float timestamp_period = 0;
   bool storage16 = false, storage8 = false, float16 = false, int8 = false, int16 = false;
   bool subgroup_size_control = false, int_dot = false, int_dot_accelerated = false;
   // Uniform texel buffers with the formats the "register_blocked" kernels read (0 texels:
@@ -289,6 +292,18 @@ class Recorder {
   // Messages of slots that were set by the last flush; clears them.
   std::vector<std::string> take_errors();
 
+  // Kernel timing (VulkanDevice::begin_kernel_timing): a timestamp at the start of each command
+  // buffer and after each op recorded into it; nothing else about batching changes. Every
+  // command buffer of a session first resets the query pool (vkCmdResetQueryPool), and flush()
+  // reads the timestamps of its batch once the fence has signalled. An op cut by a flush in the
+  // middle is closed before the submission and continued in the next command buffer.
+  Status begin_timing(uint32_t valid_bits, double period_ns, uint32_t queries);
+  bool timing() const { return timing_; }
+  Status op_start();
+  Status op_end();
+  // After flush(): the spans of the session's ops, in order; ends the session.
+  std::vector<KernelSpan> end_timing();
+
   // Counters for tests and benchmarks, and the shader and specialization constants of the last
   // few dispatches recorded (oldest first).
   uint64_t submissions = 0, dispatches = 0, barriers = 0;
@@ -303,6 +318,8 @@ class Recorder {
   static bool overlaps(const std::vector<Range>& set, const Range& r);
   Status begin();
   Status reserve(uint64_t bytes, uint64_t* offset);
+  uint32_t timestamp();  // writes the next query of the batch; returns its index
+  Status collect();      // reads the batch's timestamps into spans_
   Result<VkBufferView> view(const TexelWindow& w);
   void destroy_views();
 
@@ -331,6 +348,20 @@ class Recorder {
   // texel bindings point at.
   std::vector<VkBufferView> views_;
   VkBufferView unused_view_ = VK_NULL_HANDLE;
+  // Kernel timing.
+  struct Piece {
+    size_t op;
+    uint32_t start, end;  // queries of the batch
+  };
+  VkQueryPool queries_ = VK_NULL_HANDLE;
+  uint32_t query_capacity_ = 0, queries_used_ = 0;
+  uint32_t boundary_ = 0;  // the query that ends the last op (or starts the batch)
+  bool timing_ = false, op_open_ = false;
+  uint64_t mask_ = ~0ull;
+  double period_ns_ = 1;
+  std::optional<uint64_t> origin_;
+  std::vector<Piece> pieces_;
+  std::vector<KernelSpan> spans_;
 };
 
 // ---- ops.cpp ----------------------------------------------------------------------------------
@@ -356,6 +387,9 @@ class VulkanDevice final : public Device {
   Result<std::shared_ptr<Buffer>> allocate(uint64_t bytes) override;
   bool owns(const Buffer& b) const override;
   Status synchronize() override;
+  // Device timestamps around each op (Recorder::begin_timing), where the queue family has them.
+  Status begin_kernel_timing() override;
+  Result<std::vector<KernelSpan>> end_kernel_timing() override;
 
   // For ops.cpp and the tests.
   Recorder& recorder() { return *recorder_; }
@@ -377,6 +411,11 @@ class VulkanDevice final : public Device {
   // The cos/sin table of rope.comp for (theta, rotated dims), made once and kept.
   Result<VkBuf*> rope_table(float theta, int rope_dims);
   Status check_validation();
+  // For tests: the timestamp bits the device is taken to have (0: a device without timestamps),
+  // and the queries per command buffer (1 per op and 1 per batch; a batch that fills them is
+  // submitted early).
+  void set_timestamp_bits(uint32_t bits) { timestamp_bits_ = bits; }
+  void set_timing_queries(uint32_t n) { timing_queries_ = n; }
 
  protected:
   Status write_checked(Buffer& dst, uint64_t offset, const void* src, uint64_t bytes) override;
@@ -398,6 +437,9 @@ class VulkanDevice final : public Device {
   std::vector<std::shared_ptr<VkBuf>> scratch_;
   std::map<std::pair<uint32_t, int>, std::shared_ptr<Buffer>> rope_tables_;
   std::string cache_dir_;
+  uint32_t timestamp_bits_ = 0;
+  uint32_t timing_queries_ = 4096;
+  uint64_t timing_submissions_ = 0;  // the recorder's count when the session began
 };
 
 }  // namespace duet::vulkan

@@ -164,6 +164,17 @@ Status Device::execute(const PlannedOp& p, std::span<const TensorRef> inputs,
   return execute_checked(p, inputs, output);
 }
 
+Status Device::begin_kernel_timing() {
+  return Err(Code::unsupported)
+      .device(id())
+      .note("kernel timing on the device is not supported by the " +
+            std::string(backend_name(caps().backend)) + " backend");
+}
+
+Result<std::vector<KernelSpan>> Device::end_kernel_timing() {
+  return Err(Code::unsupported).device(id()).note("no kernel timing session was begun");
+}
+
 Status unsupported(const Device& device, const OpDesc& op, std::string_view why) {
   return Err(Code::unsupported).op(op_name(op.kind), op.name).device(device.id()).note(why);
 }

@@ -70,6 +70,13 @@ Result<std::map<std::string, HostTensor>> Engine::run_timed(
   return executor_->run_timed(inputs, times);
 }
 
+Result<std::map<std::string, HostTensor>> Engine::run_profiled(
+    const std::map<std::string, HostTensor>& inputs, RunProfile& profile) {
+  std::lock_guard<std::mutex> g(mutex_);
+  DUET_TRY(replan_for(inputs));
+  return executor_->run_profiled(inputs, profile);
+}
+
 Result<HostTensor> Engine::read_state(std::string_view name) {
   std::lock_guard<std::mutex> g(mutex_);
   return executor_->read_state(name);

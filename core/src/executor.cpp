@@ -141,22 +141,89 @@ class PlanExecutor final : public Executor {
 
   Result<std::map<std::string, HostTensor>> run(
       const std::map<std::string, HostTensor>& inputs) override {
-    return run_steps(inputs, nullptr);
+    return run_steps(inputs, nullptr, nullptr);
   }
 
   Result<std::map<std::string, HostTensor>> run_timed(
       const std::map<std::string, HostTensor>& inputs, std::vector<StepTime>& times) override {
     std::vector<double> seconds(plan_.steps.size(), -1.0);
-    auto out = run_steps(inputs, &seconds);
+    auto out = run_steps(inputs, &seconds, nullptr);
     times.clear();
     for (size_t i = 0; i < seconds.size(); ++i)
       if (seconds[i] >= 0) times.push_back({static_cast<int>(i), seconds[i]});
     return out;
   }
 
+  Result<std::map<std::string, HostTensor>> run_profiled(
+      const std::map<std::string, HostTensor>& inputs, RunProfile& profile) override {
+    const auto t0 = std::chrono::steady_clock::now();
+    profile = {};
+    auto out = run_steps(inputs, nullptr, &profile);
+    profile.wall_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (!out.ok()) profile = {};
+    return out;
+  }
+
  private:
+  // Per device, while profiling: the kernel steps executed there, in order, and the host's time
+  // in each execute().
+  struct Executed {
+    std::vector<int> steps;
+    std::vector<double> host;
+  };
+
+  // Begins kernel timing on every device with kernels to run; on a refusal, ends those begun.
+  Status begin_profiling(const std::vector<int>& active, std::vector<int>& begun) {
+    for (int d : active) {
+      bool kernels = false;
+      for (const PlanStep& s : plan_.steps)
+        kernels = kernels || (!s.once && s.device == d && s.kind == StepKind::kernel);
+      if (!kernels) continue;
+      Status st = call(d, [&] { return devs_[u(d)]->begin_kernel_timing(); });
+      if (!st.ok()) {
+        for (int b : begun) (void)call(b, [&] { return devs_[u(b)]->end_kernel_timing(); });
+        begun.clear();
+        return st.with_context("profiling graph '" + plan_.graph + "'");
+      }
+      begun.push_back(d);
+    }
+    return {};
+  }
+
+  // Ends kernel timing on the devices begun and matches their spans to the steps executed.
+  Status end_profiling(const std::vector<int>& begun, const std::vector<Executed>& executed,
+                       RunProfile& profile) {
+    Status first;
+    for (int d : begun) {
+      auto spans = call(d, [&] { return devs_[u(d)]->end_kernel_timing(); });
+      if (!spans.ok()) {
+        if (first.ok()) first = spans.status();
+        continue;
+      }
+      const Executed& e = executed[u(d)];
+      if (spans->size() != e.steps.size()) {
+        if (first.ok())
+          first = Err(Code::internal)
+                      .device(plan_.device_name(d))
+                      .expected(std::to_string(e.steps.size()) + " kernels timed in this run")
+                      .got(std::to_string(spans->size()) +
+                           " (another executor used the device during the profiled run?)");
+        continue;
+      }
+      for (size_t k = 0; k < e.steps.size(); ++k) {
+        const KernelSpan& s = (*spans)[k];
+        profile.steps.push_back({e.steps[k], d, s.seconds, s.start, s.end, e.host[k]});
+      }
+    }
+    std::sort(profile.steps.begin(), profile.steps.end(),
+              [](const StepProfile& a, const StepProfile& b) { return a.step < b.step; });
+    return first;
+  }
+
   Result<std::map<std::string, HostTensor>> run_steps(
-      const std::map<std::string, HostTensor>& inputs, std::vector<double>* seconds) {
+      const std::map<std::string, HostTensor>& inputs, std::vector<double>* seconds,
+      RunProfile* profile) {
     std::lock_guard<std::mutex> g(run_mutex_);
     // Inputs: every one given, as planned; nothing else.
     std::vector<HostTensor> host(plan_.values.size());
@@ -202,6 +269,13 @@ class PlanExecutor final : public Executor {
               (!s.once && (s.device == static_cast<int>(d) || s.src_device == static_cast<int>(d)));
       if (any) active.push_back(static_cast<int>(d));
     }
+    std::vector<int> begun;
+    std::vector<Executed> executed;
+    if (profile) {
+      DUET_TRY(begin_profiling(active, begun));
+      executed.resize(plan_.devices.size());
+      rs.executed = &executed;
+    }
     if (active.size() == 1) {
       device_thread(active[0], rs);
     } else {
@@ -209,7 +283,9 @@ class PlanExecutor final : public Executor {
       for (int d : active) threads.emplace_back([this, d, &rs] { device_thread(d, rs); });
       for (std::thread& t : threads) t.join();
     }
+    const Status profiled = profile ? end_profiling(begun, executed, *profile) : Status{};
     if (!rs.error.ok()) return rs.error.with_context("graph '" + plan_.graph + "'");
+    DUET_TRY(profiled.with_context("profiling graph '" + plan_.graph + "'"));
 
     std::map<std::string, HostTensor> out;
     for (const auto& [name, id] : plan_.outputs) {
@@ -230,7 +306,8 @@ class PlanExecutor final : public Executor {
     std::condition_variable cv;
     Status error;
     bool failed = false;
-    std::vector<double>* seconds = nullptr;  // per step, when timing (run_timed)
+    std::vector<double>* seconds = nullptr;     // per step, when timing (run_timed)
+    std::vector<Executed>* executed = nullptr;  // per device, when profiling (run_profiled)
   };
 
   template <class F>
@@ -448,6 +525,12 @@ class PlanExecutor final : public Executor {
       auto t0 = std::chrono::steady_clock::now();
       if (s.kind == StepKind::kernel) {
         if (s.device == d) st = kernel(s);
+        if (s.device == d && rs.executed) {  // this thread alone writes its device's entry
+          Executed& e = (*rs.executed)[u(d)];
+          e.steps.push_back(static_cast<int>(i));
+          e.host.push_back(
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        }
         if (s.device == d && rs.seconds && st.ok()) st = timed(d, i, t0, rs);
         if (!st.ok()) st = fail_step(s, st);
         continue;
@@ -509,6 +592,18 @@ class PlanExecutor final : public Executor {
 };
 
 }  // namespace
+
+double RunProfile::kernel_seconds() const {
+  double s = 0;
+  for (const StepProfile& p : steps) s += p.device_seconds;
+  return s;
+}
+
+double RunProfile::host_seconds() const {
+  double s = 0;
+  for (const StepProfile& p : steps) s += p.host_seconds;
+  return s;
+}
 
 Result<std::unique_ptr<Executor>> Executor::create(const Graph& graph, Plan plan,
                                                    std::span<Device* const> devices,

@@ -4,10 +4,12 @@
 //
 // Prints the generated ids (and their strings when the file has a vocabulary), the prefill and
 // decode speeds, and with --timing the per-token overhead: the wall time of a decode step minus
-// the sum of its kernels' times.
+// the time of its kernels on their devices, both from the same runs.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -46,41 +48,90 @@ bool parse_count(const char* s, long lo, long hi, long& out) {
   return *s && !*end && out >= lo && out <= hi;
 }
 
-// Decode steps timed twice: whole runs (wall time) and kernel by kernel (run_timed); the
-// overhead is what a step costs beyond its kernels.
+// Decode steps at the same positions measured three ways: whole runs (the step's wall time);
+// profiled runs, each kernel timed by its device in the run's own submissions (device timestamps
+// on Vulkan), so that the run's wall time minus its kernels is the engine's cost per token, from
+// one and the same run; and runs that wait for every step (run_timed), an upper bound.
 int timing(llama::Model& m, int steps) {
   using clock = std::chrono::steady_clock;
   Engine& e = m.engine();
   const int64_t start = m.position();
-  std::vector<int32_t> tok = {1};
   auto in_at = [&](int64_t pos) {
     HostTensor t = HostTensor::empty(DType::i32, std::vector<int64_t>{1});
     HostTensor p = HostTensor::empty(DType::i32, std::vector<int64_t>{1});
     HostTensor l = HostTensor::empty(DType::i32, std::vector<int64_t>{1});
-    t.data<int32_t>()[0] = tok[0];
+    t.data<int32_t>()[0] = 1;
     p.data<int32_t>()[0] = static_cast<int32_t>(pos);
     l.data<int32_t>()[0] = static_cast<int32_t>(pos + 1);
     return std::map<std::string, HostTensor>{{"tokens", t}, {"pos", p}, {"len", l}};
   };
-  double wall = 0, kernels = 0;
-  int64_t pos = start;
-  for (int i = 0; i < steps; ++i) {  // the same positions for both measurements
-    auto in = in_at(pos + i);
+  auto fail = [](const Status& s) {
+    std::fprintf(stderr, "duet-llama: %s\n", s.message().c_str());
+    return 1;
+  };
+  double wall = 0, waited = 0, pwall = 0, pkern = 0, phost = 0, pspan = 0;
+  std::vector<double> per_step(e.plan().steps.size(), 0.0);
+  std::string unsupported;
+  for (int i = 0; i < steps; ++i) {  // the same positions for every measurement
+    auto in = in_at(start + i);
     const auto t0 = clock::now();
     auto r = e.run(in);
     wall += std::chrono::duration<double>(clock::now() - t0).count();
-    if (!r.ok()) return std::fprintf(stderr, "duet-llama: %s\n", r.status().message().c_str()), 1;
+    if (!r.ok()) return fail(r.status());
+    if (unsupported.empty()) {
+      RunProfile prof;
+      auto rp = e.run_profiled(in, prof);
+      if (rp.ok()) {
+        pwall += prof.wall_seconds;
+        pkern += prof.kernel_seconds();
+        phost += prof.host_seconds();
+        // Per device: first kernel's start to last kernel's end on its clock.
+        std::map<int, std::pair<double, double>> busy;
+        for (const StepProfile& s : prof.steps) {
+          per_step[static_cast<size_t>(s.step)] += s.device_seconds;
+          auto [it, fresh] = busy.try_emplace(s.device, s.start, s.end);
+          it->second.first = std::min(it->second.first, s.start);
+          it->second.second = std::max(it->second.second, s.end);
+        }
+        for (const auto& [d, b] : busy) pspan += b.second - b.first;
+      } else if (rp.status().code() == Code::unsupported) {
+        unsupported = rp.status().message();
+      } else {
+        return fail(rp.status());
+      }
+    }
     std::vector<StepTime> times;
     auto r2 = e.run_timed(in, times);
-    if (!r2.ok()) return std::fprintf(stderr, "duet-llama: %s\n", r2.status().message().c_str()), 1;
-    for (const StepTime& s : times) kernels += s.seconds;
+    if (!r2.ok()) return fail(r2.status());
+    for (const StepTime& s : times) waited += s.seconds;
   }
-  const double step = wall / steps, kern = kernels / steps;
+  const double ms = 1e3 / steps, step = wall * ms;
   std::printf(
-      "timing: %d decode steps at positions %lld..%lld: step %.3f ms, kernels %.3f ms, "
-      "overhead %.3f ms (%.1f%% of the step), %zu steps in the plan\n",
-      steps, static_cast<long long>(start), static_cast<long long>(start + steps - 1), step * 1e3,
-      kern * 1e3, (step - kern) * 1e3, 100.0 * (step - kern) / step, e.plan().steps.size());
+      "timing: %d decode steps at positions %lld..%lld, %zu steps in the plan: step %.3f ms\n",
+      steps, static_cast<long long>(start), static_cast<long long>(start + steps - 1),
+      e.plan().steps.size(), step);
+  if (unsupported.empty()) {
+    const double w = pwall * ms, k = pkern * ms;
+    std::printf(
+        "timing: device-timed runs: step %.3f ms, kernels on the device %.3f ms, overhead %.3f ms "
+        "(%.1f%% of the step); host time in execute %.3f ms, devices busy first to last kernel "
+        "%.3f ms\n",
+        w, k, w - k, 100.0 * (w - k) / w, phost * ms, pspan * ms);
+    std::vector<size_t> order(per_step.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    const size_t top = std::min<size_t>(4, order.size());
+    std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(top), order.end(),
+                      [&](size_t a, size_t b) { return per_step[a] > per_step[b]; });
+    std::printf("timing: most device time:");
+    for (size_t i = 0; i < top; ++i)
+      std::printf(" %s %.3f ms%s", e.plan().steps[order[i]].name.c_str(), per_step[order[i]] * ms,
+                  i + 1 < top ? "," : "\n");
+  } else {
+    std::printf("timing: device-timed runs: not supported: %s\n", unsupported.c_str());
+  }
+  const double wt = waited * ms;
+  std::printf("timing: every step waited for: sum %.3f ms, step - sum %.3f ms (%.1f%%)\n", wt,
+              step - wt, 100.0 * (step - wt) / step);
   return 0;
 }
 

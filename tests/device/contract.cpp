@@ -227,5 +227,56 @@ TEST_P(DeviceContract, AReadWaitsForTheWorkRecordedBeforeIt) {
   }
 }
 
+// Kernel timing (Device::begin_kernel_timing): a device either times every execute() of the
+// session, in order, on a clock that runs forward, or says plainly that it cannot; either way the
+// results are those of an untimed run.
+TEST_P(DeviceContract, KernelTimingTimesEveryExecuteInOrderOrSaysItCannot) {
+  const OpDesc op = *make_op(OpKind::add, {}, {f32({4096}), f32({4096})});
+  for (const auto& dev : devices_) {
+    Device& d = *dev;
+    SCOPED_TRACE(d.id());
+    const auto never = d.end_kernel_timing();  // no session begun
+    ASSERT_FALSE(never.ok());
+    EXPECT_HAS(never.status(), d.id());
+    Bound a = bind(d, op, {ramp(4096, 0.0f), ramp(4096, 1.0f)});
+    // The second op reads the first's output, the third writes over the second's input.
+    const KernelChoice k = *d.supports(op, Precision::f32);
+    const std::vector<TensorRef> in2 = {a.output, a.inputs[1]};
+    const Status begun = d.begin_kernel_timing();
+    if (!begun.ok()) {
+      EXPECT_EQ(begun.code(), Code::unsupported) << begun.message();
+      EXPECT_HAS(begun, d.id());
+      EXPECT_HAS(begun, "not supported");
+    }
+    ASSERT_TRUE(d.execute({op, k}, a.inputs, a.output).ok());
+    ASSERT_TRUE(d.execute({op, k}, in2, a.inputs[0]).ok());
+    ASSERT_TRUE(d.execute({op, k}, a.inputs, a.output).ok());
+    if (!begun.ok()) {
+      EXPECT_FALSE(d.end_kernel_timing().ok());
+      ASSERT_TRUE(d.synchronize().ok());
+    } else {
+      auto spans = d.end_kernel_timing();
+      ASSERT_TRUE(spans.ok()) << spans.status().message();
+      ASSERT_EQ(spans->size(), 3u);
+      double sum = 0;
+      for (size_t i = 0; i < spans->size(); ++i) {
+        const KernelSpan& s = (*spans)[i];
+        EXPECT_GE(s.start, 0.0) << i;
+        EXPECT_LE(s.start, s.end) << i;
+        EXPECT_GE(s.seconds, 0.0) << i;
+        EXPECT_LE(s.seconds, s.end - s.start + 1e-9) << i;
+        if (i > 0) EXPECT_LE((*spans)[i - 1].end, s.start) << i;
+        sum += s.seconds;
+      }
+      EXPECT_GT(sum, 0.0);
+      EXPECT_LT(sum, 60.0);
+      EXPECT_FALSE(d.end_kernel_timing().ok()) << "the session has ended";
+    }
+    // x = 2i + 1, then x + (i + 1) = 3i + 2, then (3i + 2) + (i + 1) = 4i + 3.
+    const std::vector<float> y = a.output_values(d);
+    for (size_t i = 0; i < y.size(); ++i) ASSERT_EQ(y[i], 4.0f * static_cast<float>(i) + 3.0f) << i;
+  }
+}
+
 }  // namespace
 }  // namespace duet::testing

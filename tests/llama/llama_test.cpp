@@ -349,6 +349,54 @@ TEST(Llama, DecodingWithTheCacheGivesTheTokensOfRerunningTheSequence) {
   EXPECT_HAS(full.status().message(), "cache holds 24");
 }
 
+// The per-token overhead's measurement: a decode step run profiled times every kernel step of
+// the plan on its device, the kernels take no longer than the run's wall time, and the logits are
+// those of a plain run of the same step.
+TEST(Llama, AProfiledDecodeStepTimesEveryKernelWithinTheRunsWallTime) {
+  const std::string path = tmp("tiny_profiled.gguf");
+  write_model(path, DType::f16);
+  std::vector<Device*> devices = {&cpu()};
+  if (Device* vk = vulkan()) devices.push_back(vk);
+  for (Device* d : devices) {
+    SCOPED_TRACE(d->id());
+    BuildOptions o;
+    o.max_context = 16;
+    auto m = Model::open(path, {d}, o);
+    ASSERT_TRUE(m.ok()) << m.status().message();
+    ASSERT_TRUE((*m)->forward(std::vector<int32_t>{3, 41, 7}).ok());
+    ASSERT_TRUE((*m)->forward(std::vector<int32_t>{9}).ok());  // the one-row plan
+    std::map<std::string, HostTensor> in;
+    for (auto [name, v] : {std::pair{"tokens", 11}, std::pair{"pos", 4}, std::pair{"len", 5}}) {
+      in[name] = HostTensor::empty(DType::i32, std::vector<int64_t>{1});
+      in[name].data<int32_t>()[0] = v;
+    }
+    Engine& e = (*m)->engine();
+    auto plain = e.run(in);
+    ASSERT_TRUE(plain.ok()) << plain.status().message();
+    RunProfile p;
+    auto profiled = e.run_profiled(in, p);
+    ASSERT_TRUE(profiled.ok()) << profiled.status().message();
+    ASSERT_EQ(plain->size(), profiled->size());
+    for (const auto& [name, t] : *plain)
+      EXPECT_EQ(t.to_doubles(), profiled->at(name).to_doubles()) << name;
+    const Plan& plan = e.plan();
+    size_t kernels = 0;
+    for (const PlanStep& s : plan.steps) kernels += !s.once && s.kind == StepKind::kernel;
+    ASSERT_EQ(p.steps.size(), kernels);
+    for (size_t i = 0; i < p.steps.size(); ++i) {
+      const StepProfile& s = p.steps[i];
+      ASSERT_EQ(plan.steps[static_cast<size_t>(s.step)].kind, StepKind::kernel);
+      ASSERT_GE(s.device_seconds, 0.0) << plan.steps[static_cast<size_t>(s.step)].name;
+      if (i) {
+        ASSERT_LT(p.steps[i - 1].step, s.step);
+        ASSERT_LE(p.steps[i - 1].end, s.start) << plan.steps[static_cast<size_t>(s.step)].name;
+      }
+    }
+    EXPECT_GT(p.kernel_seconds(), 0.0);
+    EXPECT_LE(p.kernel_seconds(), p.wall_seconds * 1.01 + 1e-5);
+  }
+}
+
 TEST(Llama, AFileThatIsNotALlamaIsAnErrorNamingWhatIsWrong) {
   const std::string path = tmp("broken.gguf");
   std::vector<std::pair<std::string, GgufValue>> meta = {

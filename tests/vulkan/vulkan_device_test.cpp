@@ -6,6 +6,8 @@
 
 #include "device/contract.h"
 #include "duet/backends.h"
+#include "duet/engine.h"
+#include "duet/graph.h"
 #include "duet/half.h"
 #include "vulkan_test_util.h"
 
@@ -140,6 +142,141 @@ TEST_F(VulkanDeviceTest, BatchesDependentOpsIntoOneSubmissionWithABarrierBetween
   ASSERT_TRUE(dev().read(*c.bufs[8], 0, y.data(), 1024).ok());
   EXPECT_EQ(y[0], 0.0f);
   EXPECT_EQ(y[1], 2.0f);
+}
+
+// Kernel timing with device timestamps (vkCmdWriteTimestamp around each op): the batching and
+// barriers of an untimed run, spans that run forward, batches submitted early when the query
+// pool is full, an op cut by a submission continued in the next one, and a plain refusal where
+// the queue family has no timestamps. The validation layer watches all of it.
+TEST_F(VulkanDeviceTest, KernelTimingKeepsTheBatchingAndFollowsOpsAcrossSubmissions) {
+  VulkanDevice& v = vk(dev());
+  Recorder& rec = v.recorder();
+  // 1030 dependent relus: the descriptor pool (1024 sets per batch) fills in the 1025th.
+  constexpr int n = 1030;
+  Chain c = make_chain(dev(), n);
+  auto run = [&](int ops) {
+    for (int i = 0; i < ops; ++i) {
+      TensorRef in{c.op.inputs[0], c.bufs[static_cast<size_t>(i)].get()};
+      TensorRef out{c.op.output, c.bufs[static_cast<size_t>(i + 1)].get()};
+      ASSERT_TRUE(dev().execute({c.op, c.k}, std::span(&in, 1), out).ok());
+    }
+  };
+  auto expect_forward = [](const std::vector<KernelSpan>& spans) {
+    for (size_t i = 0; i < spans.size(); ++i) {
+      ASSERT_LE(spans[i].start, spans[i].end) << i;
+      ASSERT_GE(spans[i].seconds, 0.0) << i;
+      ASSERT_LE(spans[i].seconds, spans[i].end - spans[i].start + 1e-9) << i;
+      if (i) ASSERT_LE(spans[i - 1].end, spans[i].start) << i;
+    }
+  };
+  ASSERT_TRUE(dev().synchronize().ok());
+  uint64_t s0 = rec.submissions, b0 = rec.barriers;
+  ASSERT_TRUE(dev().begin_kernel_timing().ok());
+  run(8);
+  EXPECT_EQ(rec.submissions, s0) << "timed ops are only recorded too";
+  auto spans = dev().end_kernel_timing();
+  ASSERT_TRUE(spans.ok()) << spans.status().message();
+  EXPECT_EQ(rec.submissions, s0 + 1);
+  EXPECT_EQ(rec.barriers, b0 + 7);
+  ASSERT_EQ(spans->size(), 8u);
+  expect_forward(*spans);
+
+  // Room for 3 ops per batch, and a counter of 40 valid bits: 3 submissions.
+  v.set_timing_queries(4);
+  v.set_timestamp_bits(40);
+  s0 = rec.submissions;
+  ASSERT_TRUE(dev().begin_kernel_timing().ok());
+  run(8);
+  spans = dev().end_kernel_timing();
+  ASSERT_TRUE(spans.ok()) << spans.status().message();
+  EXPECT_EQ(rec.submissions, s0 + 3);
+  ASSERT_EQ(spans->size(), 8u);
+  expect_forward(*spans);
+  v.set_timing_queries(4096);
+  v.set_timestamp_bits(v.core().info.timestamp_bits);
+
+  s0 = rec.submissions;
+  ASSERT_TRUE(dev().begin_kernel_timing().ok());
+  run(n);
+  spans = dev().end_kernel_timing();
+  ASSERT_TRUE(spans.ok()) << spans.status().message();
+  EXPECT_EQ(rec.submissions, s0 + 2);
+  ASSERT_EQ(spans->size(), static_cast<size_t>(n));
+  expect_forward(*spans);
+  std::vector<float> y(256);
+  ASSERT_TRUE(dev().read(*c.bufs[n], 0, y.data(), 1024).ok());
+  EXPECT_EQ(y[0], 0.0f);
+  EXPECT_EQ(y[1], 2.0f);
+
+  v.set_timestamp_bits(0);
+  const Status refused = dev().begin_kernel_timing();
+  v.set_timestamp_bits(v.core().info.timestamp_bits);
+  EXPECT_EQ(refused.code(), Code::unsupported);
+  EXPECT_NE(refused.message().find("vulkan:0"), std::string::npos) << refused.message();
+  EXPECT_NE(refused.message().find("timestampValidBits 0"), std::string::npos) << refused.message();
+  EXPECT_FALSE(dev().end_kernel_timing().ok());
+}
+
+// A profiled run through the engine: every kernel step timed on the device in the submissions
+// a plain run makes, no
+// more kernel time than the run's wall time, the plain run's outputs; and on a device without
+// timestamps, an error that says so before anything runs.
+TEST_F(VulkanDeviceTest, AProfiledRunTimesEveryKernelInThePlainRunsSubmission) {
+  GraphBuilder b("profiled");
+  ValueId x = b.input("x", DType::f32, {8, 64});
+  ValueId w = b.input("w", DType::f32, {64, 64});
+  ValueId bias = b.input("bias", DType::f32, {8, 64});  // uploaded after kernels were recorded
+  ValueId h = b.silu(b.matmul(x, w, false, "xw"), "h");
+  b.output(b.add(b.add(b.matmul(h, w, false, "hw"), x), bias, "y"));
+  auto g = b.build();
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  auto e = Engine::create(std::move(*g), {&dev()});
+  ASSERT_TRUE(e.ok()) << e.status().message();
+  std::map<std::string, HostTensor> in;
+  for (auto [name, rows] : {std::pair{"x", 8}, std::pair{"w", 64}, std::pair{"bias", 8}}) {
+    HostTensor t = HostTensor::empty(DType::f32, std::vector<int64_t>{rows, 64});
+    for (int64_t i = 0; i < t.numel(); ++i)
+      t.data<float>()[i] = 0.125f * std::cos(0.37f * static_cast<float>(i) + 0.1f);
+    in[name] = t;
+  }
+  Recorder& rec = vk(dev()).recorder();
+  uint64_t s0 = rec.submissions;
+  auto plain = (*e)->run(in);
+  ASSERT_TRUE(plain.ok()) << plain.status().message();
+  const uint64_t per_run = rec.submissions - s0;
+  s0 = rec.submissions;
+  RunProfile p;
+  auto profiled = (*e)->run_profiled(in, p);
+  ASSERT_TRUE(profiled.ok()) << profiled.status().message();
+  EXPECT_EQ(rec.submissions - s0, per_run);
+  for (int64_t i = 0; i < 8 * 64; ++i)
+    ASSERT_EQ(profiled->at("y").data<float>()[i], plain->at("y").data<float>()[i]) << i;
+  std::vector<int> kernels;
+  const Plan& plan = (*e)->plan();
+  for (size_t i = 0; i < plan.steps.size(); ++i)
+    if (!plan.steps[i].once && plan.steps[i].kind == StepKind::kernel)
+      kernels.push_back(static_cast<int>(i));
+  ASSERT_EQ(p.steps.size(), kernels.size());
+  for (size_t i = 0; i < p.steps.size(); ++i) {
+    EXPECT_EQ(p.steps[i].step, kernels[i]);
+    EXPECT_GT(p.steps[i].device_seconds, 0.0) << plan.steps[size_t(kernels[i])].name;
+    EXPECT_GT(p.steps[i].host_seconds, 0.0);
+    if (i) EXPECT_LE(p.steps[i - 1].end, p.steps[i].start);
+  }
+  EXPECT_GT(p.wall_seconds, 0.0);
+  // The device's clock and the host's may differ in rate by a little.
+  EXPECT_LE(p.kernel_seconds(), p.wall_seconds * 1.01 + 1e-5);
+
+  vk(dev()).set_timestamp_bits(0);
+  RunProfile none;
+  auto refused = (*e)->run_profiled(in, none);
+  vk(dev()).set_timestamp_bits(vk(dev()).core().info.timestamp_bits);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), Code::unsupported);
+  EXPECT_NE(refused.status().message().find("timestampValidBits"), std::string::npos)
+      << refused.status().message();
+  EXPECT_TRUE(none.steps.empty());
+  EXPECT_TRUE((*e)->run(in).ok());
 }
 
 TEST_F(VulkanDeviceTest, IndependentOpsNeedNoBarrier) {

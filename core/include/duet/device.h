@@ -143,6 +143,16 @@ struct PlannedOp {
   KernelChoice choice;
 };
 
+// The time of one executed op on its device's own clock (Device::end_kernel_timing).
+struct KernelSpan {
+  // Seconds from the first timestamp of the timing session: when the device began the op (all
+  // work before it done) and when it had finished it.
+  double start = 0, end = 0;
+  // The op's time on the device: end - start, less any time between two submissions when the
+  // device had to submit in the middle of the op.
+  double seconds = 0;
+};
+
 // Selection rules of a backend: pure functions of a capability record, so that the planner can
 // ask them about profiles of hardware it does not have. A device answers with its own rules.
 class DUET_API BackendRules {
@@ -189,6 +199,16 @@ class DUET_API Device {
   // buffer; a dense output in the dtype the kernel writes.
   Status execute(const PlannedOp& op, std::span<const TensorRef> inputs, const TensorRef& output);
   virtual Status synchronize() = 0;
+
+  // Kernel timing on the device's own clock (profiling). begin_kernel_timing() starts a session
+  // in which every execute() is timed by the device as it runs, in the same batches and
+  // submissions an untimed run makes (GPUs: timestamps written into the command stream around
+  // each op). end_kernel_timing() waits for the work recorded (as synchronize() does) and returns
+  // one span per execute() of the session, in order; the session ends either way. A device that
+  // cannot time its kernels answers begin_kernel_timing() with Code::unsupported and the reason
+  // (the default); ending a session that was not begun is an error too.
+  virtual Status begin_kernel_timing();
+  virtual Result<std::vector<KernelSpan>> end_kernel_timing();
 
  protected:
   // The backend's part of write, read and execute, called with checked arguments only.

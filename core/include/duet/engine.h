@@ -49,6 +49,9 @@ class DUET_API Engine {
   // run(), also timing every step of the plan (see Executor::run_timed).
   Result<std::map<std::string, HostTensor>> run_timed(
       const std::map<std::string, HostTensor>& inputs, std::vector<StepTime>& times);
+  // run(), with every kernel timed on its device (see Executor::run_profiled).
+  Result<std::map<std::string, HostTensor>> run_profiled(
+      const std::map<std::string, HostTensor>& inputs, RunProfile& profile);
 
   // States by name: read back (dense), overwritten (the state's dtype and shape), all zeroed.
   Result<HostTensor> read_state(std::string_view name);

@@ -29,6 +29,25 @@ struct DUET_API StepTime {
   double seconds = 0;  // from the step's start until its device finished it
 };
 
+// One kernel of a profiled run (run_profiled), timed by its device on the device's own clock
+// (Device::begin_kernel_timing) in the submissions a plain run makes.
+struct DUET_API StepProfile {
+  int step = -1;              // index into Plan::steps (a kernel step)
+  int device = -1;            // index into Plan::devices
+  double device_seconds = 0;  // the kernel on its device (KernelSpan::seconds)
+  double start = 0, end = 0;  // on its device's clock: seconds from the device's first timestamp
+  // The host's time in Device::execute for the step: recording its dispatches on a GPU, the
+  // kernel itself on the CPU.
+  double host_seconds = 0;
+};
+
+struct DUET_API RunProfile {
+  std::vector<StepProfile> steps;  // every kernel step that ran, in plan order
+  double wall_seconds = 0;         // the whole run, from the call until the outputs are returned
+  double kernel_seconds() const;   // the sum of the steps' device_seconds
+  double host_seconds() const;     // the sum of the steps' host_seconds
+};
+
 class DUET_API Executor {
  public:
   virtual ~Executor() = default;
@@ -52,6 +71,13 @@ class DUET_API Executor {
   // gets one entry per step that ran, in plan order.
   virtual Result<std::map<std::string, HostTensor>> run_timed(
       const std::map<std::string, HostTensor>& inputs, std::vector<StepTime>& times) = 0;
+  // run(), with every kernel timed by its device (device timestamps on GPUs) in the same batches
+  // and submissions as run(), so that the wall time minus the kernels' time is what the run
+  // costs beyond its kernels. An error of Code::unsupported, before anything runs, where a
+  // device with kernels to run cannot time them (the reason named). A device must not be used by
+  // another executor during a profiled run (the count of timed kernels would not match: error).
+  virtual Result<std::map<std::string, HostTensor>> run_profiled(
+      const std::map<std::string, HostTensor>& inputs, RunProfile& profile) = 0;
 
   // States by name: read back (dense), overwritten (a tensor of the state's dtype and shape), or
   // all set to zero. Each waits for the runs before it.
