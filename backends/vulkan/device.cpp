@@ -169,8 +169,15 @@ bool VulkanDevice::owns(const Buffer& b) const {
 // Arguments checked by Device::write and read: a buffer of this device, a range inside it.
 Status VulkanDevice::write_checked(Buffer& dst, uint64_t offset, const void* src, uint64_t bytes) {
   auto* b = static_cast<VkBuf*>(&dst);
-  // Work recorded before this write that touches the range runs first.
-  if (recorder_->touches(b->vk(), b->base() + offset, bytes)) DUET_TRY(synchronize());
+  // Work recorded before this write that touches the range runs first: a small write goes into
+  // the command stream after it (an input uploaded in the middle of a run, into memory the run
+  // used before), anything else waits for it.
+  const uint64_t at = b->base() + offset;
+  if (recorder_->touches(b->vk(), at, bytes)) {
+    if (bytes <= Recorder::kMaxUpdateBytes && bytes % 4 == 0 && at % 4 == 0)
+      return recorder_->update(b->vk(), at, src, bytes);
+    DUET_TRY(synchronize());
+  }
   if (staging_) return copy_staged(*b, offset, const_cast<void*>(src), bytes, true);
   std::memcpy(b->mapped() + offset, src, bytes);
   return {};

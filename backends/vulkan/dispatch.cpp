@@ -353,6 +353,27 @@ Status Recorder::record(const Dispatch& d) {
   return {};
 }
 
+Status Recorder::update(VkBuffer buffer, uint64_t offset, const void* data, uint64_t bytes) {
+  DUET_TRY(begin());
+  VkMemoryBarrier before{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+  before.srcAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
+  before.dstAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
+  vkCmdPipelineBarrier(cmd_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT,
+                       0, 1, &before, 0, nullptr, 0, nullptr);
+  vkCmdUpdateBuffer(cmd_, buffer, offset, bytes, data);
+  VkMemoryBarrier after{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+  after.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
+  after.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
+  vkCmdPipelineBarrier(cmd_, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                       0, 1, &after, 0, nullptr, 0, nullptr);
+  barriers += 2;
+  ++updates;
+  reads_since_barrier_.clear();
+  writes_since_barrier_.clear();
+  batch_.push_back({buffer, offset, offset + bytes});
+  return {};
+}
+
 Status Recorder::flush() {
   if (!recording_) return {};
   if (timing_ && op_open_) pieces_.back().end = timestamp();

@@ -280,6 +280,12 @@ class Recorder {
   Status record(const Dispatch& d);
   // Submits what was recorded and waits for it.
   Status flush();
+  // Writes host data into [offset, offset + bytes) of `buffer` in the command stream: after the
+  // work recorded before it, before the work recorded after it (vkCmdUpdateBuffer between two
+  // barriers), so that the host need not wait for that work. `bytes` and `offset` multiples of
+  // 4, `bytes` at most kMaxUpdateBytes.
+  static constexpr uint64_t kMaxUpdateBytes = 65536;
+  Status update(VkBuffer buffer, uint64_t offset, const void* data, uint64_t bytes);
   // Whether recorded, unsubmitted work touches [offset, offset + bytes) of `buffer`.
   bool touches(VkBuffer buffer, uint64_t offset, uint64_t bytes) const;
   bool pending() const { return recording_; }
@@ -306,7 +312,7 @@ class Recorder {
 
   // Counters for tests and benchmarks, and the shader and specialization constants of the last
   // few dispatches recorded (oldest first).
-  uint64_t submissions = 0, dispatches = 0, barriers = 0;
+  uint64_t submissions = 0, dispatches = 0, barriers = 0, updates = 0;
   std::vector<std::pair<std::string, std::vector<uint32_t>>> recent;
   std::optional<uint32_t> last_dense;  // the DENSE mask of the last dispatch, if specialized
 
