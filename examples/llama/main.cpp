@@ -51,7 +51,7 @@ bool parse_count(const char* s, long lo, long hi, long& out) {
 // Decode steps at the same positions measured three ways: whole runs (the step's wall time);
 // profiled runs, each kernel timed by its device in the run's own submissions (device timestamps
 // on Vulkan), so that the run's wall time minus its kernels is the engine's cost per token, from
-// one and the same run; and runs that wait for every step (run_timed), an upper bound.
+// one and the same run; and runs that wait for every step (run_timed), the earlier method.
 int timing(llama::Model& m, int steps) {
   using clock = std::chrono::steady_clock;
   Engine& e = m.engine();
