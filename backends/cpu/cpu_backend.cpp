@@ -171,8 +171,8 @@ class CpuDevice final : public Device {
     try {
       st = p.choice.tier == Tier::reference ? run_reference(op, in, out) : dispatch(args);
     } catch (const std::bad_alloc&) {
-      // A buffer of the calling thread not grown through the Scratch (bookkeeping sized by the
-      // shapes, the reference's float64 copies).
+      // A buffer not grown through the Scratch (bookkeeping sized by the shapes, the reference's
+      // float64 copies), on this thread or a pool thread (the pool throws it again here).
       return Err(Code::out_of_memory)
           .op(op_name(op.kind), op.name)
           .device(id_)

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <utility>
 
 namespace duet::cpu {
 
@@ -49,7 +50,12 @@ void ThreadPool::worker(int index) {
     }
     {
       InPool in;
-      (*job)(index);
+      try {
+        (*job)(index);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (!error_) error_ = std::current_exception();
+      }
     }
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -71,13 +77,22 @@ void ThreadPool::run_on_all(const std::function<void(int)>& f) {
     ++generation_;
   }
   wake_.notify_all();
+  std::exception_ptr mine;
   {
     InPool in;
-    f(0);
+    try {
+      f(0);
+    } catch (...) {
+      mine = std::current_exception();  // thrown again once the workers are done with f
+    }
   }
   std::unique_lock<std::mutex> lock(mu_);
   done_.wait(lock, [&] { return pending_ == 0; });
   job_ = nullptr;
+  std::exception_ptr theirs = std::exchange(error_, nullptr);
+  lock.unlock();
+  if (mine) std::rethrow_exception(mine);
+  if (theirs) std::rethrow_exception(theirs);
 }
 
 void ThreadPool::parallel_for(int64_t n, int64_t grain,

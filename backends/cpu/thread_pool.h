@@ -1,9 +1,12 @@
 // A fixed pool of worker threads for the CPU backend. parallel_for splits [0, n) into chunks and
-// runs them on the pool and the calling thread; it returns when every chunk is done.
+// runs them on the pool and the calling thread; it returns when every chunk is done. An exception
+// thrown by a chunk on a pool thread (std::bad_alloc) is thrown again on the calling thread once
+// the region is done, so the caller reports it; never std::terminate.
 #pragma once
 
 #include <condition_variable>
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -37,6 +40,7 @@ class ThreadPool {
   const std::function<void(int)>* job_ = nullptr;
   uint64_t generation_ = 0;
   int pending_ = 0;
+  std::exception_ptr error_;  // the first exception of a pool thread in the current region
   bool stop_ = false;
 };
 

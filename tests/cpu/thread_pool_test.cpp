@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <new>
 #include <vector>
 
 #include "thread_pool.h"
@@ -32,6 +33,27 @@ TEST(ThreadPool, RunOnAllGivesEachThreadItsIndex) {
   std::vector<std::atomic<int>> seen(4);
   pool.run_on_all([&](int t) { seen[static_cast<size_t>(t)]++; });
   for (auto& s : seen) EXPECT_EQ(s.load(), 1);
+}
+
+// A chunk that runs out of memory on a pool thread: the exception reaches the calling thread once
+// the region is done (where the CPU device reports it as an error), not std::terminate, and the
+// pool runs the next region.
+TEST(ThreadPool, AnExceptionOfAPoolThreadIsThrownOnTheCallerAndThePoolRunsOn) {
+  ThreadPool pool(4);
+  std::vector<std::atomic<int>> seen(4);
+  EXPECT_THROW(pool.run_on_all([&](int t) {
+    seen[static_cast<size_t>(t)]++;
+    if (t == 2) throw std::bad_alloc();
+  }),
+               std::bad_alloc);
+  for (auto& s : seen) EXPECT_EQ(s.load(), 1) << "every thread ran its part";
+  EXPECT_THROW(pool.run_on_all([](int t) {
+    if (t == 0) throw std::bad_alloc();  // the caller's own
+  }),
+               std::bad_alloc);
+  std::atomic<int64_t> sum{0};
+  pool.parallel_for(1000, 10, [&](int64_t b, int64_t e) { sum += e - b; });
+  EXPECT_EQ(sum.load(), 1000);
 }
 
 }  // namespace
