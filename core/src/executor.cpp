@@ -1,6 +1,7 @@
 #include "duet/executor.h"
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
@@ -327,11 +328,32 @@ class PlanExecutor final : public Executor {
            plan_.device_name(s.src_device) + " to " + plan_.device_name(s.device);
   }
 
-  Status fail_step(const PlanStep& s, const Status& st) const {
-    return st.with_context("step '" + s.name + "' on " +
-                           plan_.device_name(s.kind == StepKind::transfer && s.device == kHost
-                                                 ? s.src_device
-                                                 : s.device));
+  // Whether `message` names device `id` ("cpu:1", and not as the start of "cpu:10").
+  static bool names_device(const std::string& message, const std::string& id) {
+    for (size_t at = message.find(id); at != std::string::npos; at = message.find(id, at + 1)) {
+      const size_t end = at + id.size();
+      if (end == message.size() || !std::isdigit(static_cast<unsigned char>(message[end])))
+        return true;
+    }
+    return false;
+  }
+
+  // A failed step's error: what the step did and where, each device named once (a device's own
+  // errors often name it already: "on vulkan:0: staging copy failed"). `d` is the device whose
+  // part failed: for a copy between two devices, the one that ran the half that failed.
+  Status fail_step(const PlanStep& s, const Status& st, int d) const {
+    auto on = [&](const std::string& word, int device) {
+      return names_device(st.message(), plan_.devices[u(device)].id)
+                 ? std::string()
+                 : word + plan_.device_name(device);
+    };
+    if (s.kind != StepKind::transfer)
+      return st.with_context("step '" + s.name + "'" + on(" on ", d));
+    const std::string what = "'" + plan_.values[u(s.inputs[0])].name + "'";
+    if (s.src_device == kHost) return st.with_context("uploading " + what + on(" to ", s.device));
+    if (s.device == kHost)
+      return st.with_context("downloading " + what + on(" from ", s.src_device));
+    return st.with_context("copying " + what + on(" from ", s.src_device) + on(" to ", s.device));
   }
 
   Status kernel(const PlanStep& s) {
@@ -466,7 +488,15 @@ class PlanExecutor final : public Executor {
       auto b = call(v.device, [&] {
         return devs_[u(v.device)]->allocate(std::max<uint64_t>(v.storage_bytes(), 1));
       });
-      if (!b.ok()) return b.status().with_context("constant '" + v.name + "'");
+      if (!b.ok()) {
+        // A copy of a constant is named "w@vulkan:0"; the device's error names the device.
+        const std::string at = "@" + plan_.devices[u(v.device)].id;
+        const bool copy = v.name.size() > at.size() && v.name.ends_with(at);
+        const bool named = names_device(b.status().message(), plan_.devices[u(v.device)].id);
+        return b.status().with_context(
+            "constant '" + (copy && named ? v.name.substr(0, v.name.size() - at.size()) : v.name) +
+            "'" + (named || copy ? "" : " on " + plan_.device_name(v.device)));
+      }
       buffers_[i] = b->get();
       constant_buffers_.push_back({static_cast<int>(i), std::move(*b)});
     }
@@ -474,6 +504,7 @@ class PlanExecutor final : public Executor {
       const PlanStep& s = plan_.steps[k];
       if (!run_step[k]) continue;
       Status st;
+      int failed_on = s.device;
       if (s.kind == StepKind::kernel) {
         st = kernel(s);
       } else if (s.kind == StepKind::transfer) {
@@ -486,17 +517,19 @@ class PlanExecutor final : public Executor {
         } else {
           auto tmp = staging(s.bytes, copy_between(s));
           st = tmp.status();
-          if (st.ok())
+          if (st.ok()) {
             st = call(s.src_device, [&] {
               return devs_[u(s.src_device)]->read(*buffers_[u(in.root)], 0, tmp->get(), s.bytes);
             });
+            if (!st.ok()) failed_on = s.src_device;
+          }
           if (st.ok())
             st = call(s.device, [&] {
               return devs_[u(s.device)]->write(*buffers_[u(s.output)], 0, tmp->get(), s.bytes);
             });
         }
       }
-      if (!st.ok()) return fail_step(s, st).with_context("loading constants");
+      if (!st.ok()) return fail_step(s, st, failed_on).with_context("loading constants");
     }
     for (size_t d = 0; d < devs_.size(); ++d)
       if (devs_[d]) DUET_TRY(call(static_cast<int>(d), [&] { return devs_[d]->synchronize(); }));
@@ -532,7 +565,7 @@ class PlanExecutor final : public Executor {
               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
         }
         if (s.device == d && rs.seconds && st.ok()) st = timed(d, i, t0, rs);
-        if (!st.ok()) st = fail_step(s, st);
+        if (!st.ok()) st = fail_step(s, st, d);
         continue;
       }
       // Transfers.
@@ -568,7 +601,7 @@ class PlanExecutor final : public Executor {
             d, [&] { return devs_[u(d)]->write(*buffers_[u(s.output)], 0, tmp.get(), s.bytes); });
       }
       if (rs.seconds && st.ok() && (s.src_device == d || s.device == d)) st = timed(d, i, t0, rs);
-      if (!st.ok()) st = fail_step(s, st);
+      if (!st.ok()) st = fail_step(s, st, d);
     }
     if (st.ok()) st = call(d, [&] { return devs_[u(d)]->synchronize(); });
     if (!st.ok()) {

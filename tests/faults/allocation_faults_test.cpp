@@ -378,7 +378,8 @@ TEST(AllocationFaults, EveryStagingOfACopyBetweenTheCpuAndVulkanFailsAsAnError) 
         return run_split(**e, seed);
       },
       [&](Engine& e) { return run_split(e, 7); }, {"host memory", "cpu:0", "vulkan:0"});
-  EXPECT_GE(count_with(messages, {"to stage the copy of ", "step ", " from cpu:0 to vulkan:0"}), 1)
+  EXPECT_GE(count_with(messages, {"copying '", "to stage the copy of ", " from cpu:0 to vulkan:0"}),
+            1)
       << "no failed staging of the copy between the devices among:\n"
       << ::testing::PrintToString(messages);
 }

@@ -83,12 +83,16 @@ class TestDevice final : public Device {
   bool owns(const Buffer& b) const override { return inner_->owns(b); }
   Status synchronize() override { return inner_->synchronize(); }
   std::atomic<int> executed{0};
+  // Reads fail as a device's copy does, naming the device ("on cpu:1: staging copy failed").
+  std::atomic<bool> fail_reads{false};
 
  protected:
   Status write_checked(Buffer& b, uint64_t off, const void* src, uint64_t n) override {
     return inner_->write(b, off, src, n);
   }
   Status read_checked(Buffer& b, uint64_t off, void* dst, uint64_t n) override {
+    if (fail_reads)
+      return Err(Code::device_lost).device(id_).note("staging copy failed: VK_ERROR_DEVICE_LOST");
     return inner_->read(b, off, dst, n);
   }
   Status execute_checked(const PlannedOp& op, std::span<const TensorRef> in,
@@ -210,6 +214,32 @@ TEST(Executor, ValuesPingPongBetweenDevicesThatEachLackAnOp) {
   auto out = (*e)->run(in);
   ASSERT_TRUE(out.ok()) << out.status().message();
   expect_matches(g, in, *out, DType::f32);
+}
+
+// A copy that fails names its step and the device whose half failed, each once (the device's own
+// error already says "on cpu:1").
+TEST(Executor, AFailedCopyNamesTheStepAndTheDeviceOnce) {
+  GraphBuilder b("pingpong");
+  ValueId x = b.input("x", DType::f32, {4, 3, 64});
+  ValueId w = b.constant("w", random_tensor(DType::f32, {64, 64}, 5));
+  b.output(b.softmax(b.matmul(x, w), "y"));
+  Graph g = *b.build();
+  TestDevice no_softmax("cpu:1", {OpKind::softmax}), no_matmul("cpu:2", {OpKind::matmul});
+  auto e = Engine::create(g, {&no_softmax, &no_matmul});
+  ASSERT_TRUE(e.ok()) << e.status().message();
+  no_softmax.fail_reads = true;  // the matmul's result cannot leave cpu:1
+  auto out = (*e)->run(inputs_for(g, 1));
+  ASSERT_FALSE(out.ok());
+  const std::string m = out.status().message();
+  auto count = [&](const std::string& what) {
+    size_t n = 0;
+    for (size_t at = m.find(what); at != std::string::npos; at = m.find(what, at + 1)) ++n;
+    return n;
+  };
+  EXPECT_EQ(count("cpu:1"), 1u) << m;
+  EXPECT_EQ(count("cpu:2"), 1u) << m;
+  // The half that failed ran on cpu:1 (the planner names the copy after its destination).
+  EXPECT_HAS(m, "copying 'matmul0' to cpu:2: on cpu:1: staging copy failed");
 }
 
 TEST(Executor, IndependentBranchesRunOnBothDevicesAtOnce) {
