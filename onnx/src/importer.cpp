@@ -341,6 +341,31 @@ Status Importer::read_initializers(onnx::GraphProto& g) {
 }
 
 Status Importer::declare_inputs(const onnx::GraphProto& g) {
+  // A size given for a symbolic dimension must name one the inputs have: a misspelt name would
+  // otherwise be ignored and its dimension set to 1.
+  if (!options_.dims.empty()) {
+    std::vector<std::string> symbols;
+    for (const auto& in : g.input()) {
+      if (values_.count(in.name()) || !in.type().has_tensor_type() ||
+          !in.type().tensor_type().has_shape())
+        continue;
+      for (const auto& dim : in.type().tensor_type().shape().dim())
+        if (!dim.dim_param().empty() &&
+            std::find(symbols.begin(), symbols.end(), dim.dim_param()) == symbols.end())
+          symbols.push_back(dim.dim_param());
+    }
+    for (const auto& [name, size] : options_.dims)
+      if (std::find(symbols.begin(), symbols.end(), name) == symbols.end()) {
+        std::string known;
+        for (const std::string& s : symbols) known += (known.empty() ? "" : ", ") + s;
+        return Status(Code::invalid_argument,
+                      "dimension '" + name + "' is given a size, but no input of the model has a " +
+                          "symbolic dimension of that name (" +
+                          (symbols.empty() ? std::string("it has none")
+                                           : "its symbolic dimensions: " + known) +
+                          ")");
+      }
+  }
   for (const auto& in : g.input()) {
     if (values_.count(in.name())) continue;  // an initializer listed as input (IR < 4): a constant
     auto fail = [&](Code c, const std::string& why) {

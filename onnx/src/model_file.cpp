@@ -20,14 +20,26 @@ Result<std::map<std::string, int64_t>> parse_onnx_dims(std::string_view text) {
     start = comma + 1;
     if (term.empty()) continue;
     const size_t eq = term.find('=');
-    int64_t n = 0;
-    const char* end = term.data() + term.size();
-    if (eq == 0 || eq == std::string_view::npos ||
-        std::from_chars(term.data() + eq + 1, end, n).ptr != end || n <= 0)
+    if (eq == 0 || eq == std::string_view::npos)
       return Status(Code::invalid_argument,
-                    "dimension '" + std::string(term) +
-                        "': expected NAME=SIZE with a positive size, e.g. batch=4");
-    dims[std::string(term.substr(0, eq))] = n;
+                    "'" + std::string(term) + "': expected NAME=SIZE, e.g. batch=4");
+    const std::string name(term.substr(0, eq));
+    const std::string_view size = term.substr(eq + 1);
+    auto bad = [&](const std::string& why) {
+      return Status(Code::invalid_argument, "dimension '" + name + "': size '" + std::string(size) +
+                                                "' " + why + " (expected a positive whole number)");
+    };
+    int64_t n = 0;
+    const auto [ptr, ec] = std::from_chars(size.data(), size.data() + size.size(), n);
+    if (ec == std::errc::result_out_of_range)
+      return bad(size.front() == '-' ? "is negative" : "is too large");
+    if (size.empty() || ec != std::errc() || ptr != size.data() + size.size())
+      return bad("is not a number");
+    if (n <= 0) return bad(n == 0 ? "is zero" : "is negative");
+    if (auto [at, added] = dims.emplace(name, n); !added && at->second != n)
+      return Status(Code::invalid_argument, "dimension '" + name + "' is given two sizes, " +
+                                                std::to_string(at->second) + " and " +
+                                                std::to_string(n));
   }
   return dims;
 }

@@ -655,7 +655,17 @@ TEST_F(Cli, SymbolicDimensionsComeFromDim) {
   CliRun one = duet("plan " + onnx_model("gpt2_block.onnx"));
   EXPECT_EQ(one.status, 0) << one.err;
   EXPECT_NE(one.err.find("'batch': set to 1"), std::string::npos) << one.err;
-  EXPECT_EQ(duet("plan " + onnx_model("gpt2_block.onnx") + " --dim batch=0").status, 2);
+  // A size for a dimension the model does not have, or a size that is not one, names the dim.
+  r = duet("plan " + onnx_model("gpt2_block.onnx") + " --dim batch=2,seqence=5");
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_NE(r.err.find("'seqence'"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("its symbolic dimensions: batch, sequence"), std::string::npos) << r.err;
+  for (const char* bad :
+       {"batch=0", "batch=-2", "batch=99999999999999999999", "batch=2x", "batch=2 --dim batch=3"}) {
+    r = duet("plan " + onnx_model("gpt2_block.onnx") + " --dim " + bad);
+    EXPECT_EQ(r.status, 2) << bad << ": " << r.err;
+    EXPECT_NE(r.err.find("dimension 'batch'"), std::string::npos) << r.err;
+  }
   EXPECT_EQ(duet("plan " + write("tiny.json", kGraph) + " --dim batch=2").status, 2);
   EXPECT_EQ(duet("check " + onnx_model("gpt2_block.onnx") + " --op matmul").status, 2);
 }

@@ -125,10 +125,13 @@ Result<Graph> load_graph_file(const ModelArgs& model, bool load_constants,
   }
   ModelOptions o;
   o.load_constants = load_constants;
-  for (const std::string& d : split_list(model.dims)) {
-    auto parsed = parse_onnx_dims(d);
+  {
+    // One list, so that a dimension given twice with two sizes is caught across --dim options.
+    std::string all;
+    for (const std::string& d : split_list(model.dims)) all += (all.empty() ? "" : ",") + d;
+    auto parsed = parse_onnx_dims(all);
     if (!parsed.ok()) return Status(Code::invalid_argument, "--dim: " + parsed.status().message());
-    for (const auto& [name, n] : *parsed) o.onnx.dims[name] = n;
+    o.onnx.dims = std::move(*parsed);
   }
   if (inputs)
     for (const auto& [name, t] : *inputs)
