@@ -3,6 +3,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "duet/internal/text.h"
 #include "duet/plan.h"
 
 namespace duet {
@@ -101,9 +102,9 @@ std::string explain(const Plan& plan) {
   std::ostringstream o;
   int kernels = 0;
   for (const PlanStep& s : plan.steps) kernels += s.kind == StepKind::kernel && !s.once ? 1 : 0;
-  o << "plan for graph '" << plan.graph << "': " << kernels
-    << (kernels == 1 ? " kernel" : " kernels") << " on " << plan.devices_used().size() << " of "
-    << plan.devices.size() << " devices, estimated " << format_us(plan.est_us) << " per run\n";
+  o << "plan for graph '" << plan.graph << "': " << counted(kernels, "kernel") << " on "
+    << plan.devices_used().size() << " of " << counted(int64_t(plan.devices.size()), "device")
+    << ", estimated " << format_us(plan.est_us) << " per run\n";
   o << "policy: " << (plan.policy.empty() ? "(none)" : plan.policy.str()) << "\n";
   o << "devices:\n";
   for (size_t d = 0; d < plan.devices.size(); ++d) {

@@ -126,6 +126,7 @@ TEST_F(Cli, CheckWritesJsonAndPassesOnTheCpu) {
 TEST_F(Cli, CheckTableHasADeviceRowAndATierRow) {
   CliRun r = duet("check --device cpu:0 --op add");
   ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find(" cases, 1 device\n"), std::string::npos) << r.out;
   const size_t device = r.out.find("cpu:0");
   const size_t tier = r.out.find("\nop ");
   ASSERT_NE(device, std::string::npos) << r.out;

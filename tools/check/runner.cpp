@@ -4,6 +4,7 @@
 
 #include "check/check.h"
 #include "duet/half.h"
+#include "duet/internal/text.h"
 
 namespace duet::check {
 
@@ -122,11 +123,13 @@ Outcome run_case(Device& device, const KernelChoice& choice, const OpDesc& op,
   if (!o.passed) {
     const Metrics& m = o.metrics;
     if (m.nan)
-      o.message = std::to_string(m.nan) + " NaN outputs (unwritten or invalid)";
+      o.message = counted(m.nan, "NaN output") + " (unwritten or invalid)";
     else if (m.inf_mismatch)
-      o.message = std::to_string(m.inf_mismatch) + " infinities differ from the reference";
+      o.message = counted(m.inf_mismatch, "infinity") +
+                  (m.inf_mismatch == 1 ? " differs" : " differ") + " from the reference";
     else if (o.tol.exact)
-      o.message = std::to_string(m.mismatches) + " elements differ (exact expected)";
+      o.message = counted(m.mismatches, "element") + (m.mismatches == 1 ? " differs" : " differ") +
+                  " (exact expected)";
     else
       o.message = "nmse " + fmt(m.nmse) + ", max rel " + fmt(m.max_rel) + " at element " +
                   std::to_string(m.worst) + " (got " + fmt((*y)[static_cast<size_t>(m.worst)]) +

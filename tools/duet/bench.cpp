@@ -16,6 +16,7 @@
 #include "duet/commands.h"
 #include "duet/common.h"
 #include "duet/internal/files.h"
+#include "duet/internal/text.h"
 #include "duet/quantize.h"
 
 namespace duet::cli {
@@ -498,8 +499,8 @@ int run_bench(const CLI::App& cmd, const Options& o) {
       if (selected(o.ops, op_name(c.op->kind)) && dtypes_selected(o.dtypes, c.op->inputs))
         cases.push_back(std::move(c));
     }
-    std::printf("graph '%s': %d ops (views left out), %zu distinct ones timed%s\n",
-                graph->name().c_str(), nodes, cases.size(),
+    std::printf("graph '%s': %s (views left out), %zu distinct %s timed%s\n", graph->name().c_str(),
+                counted(nodes, "op").c_str(), cases.size(), cases.size() == 1 ? "one" : "ones",
                 o.ops.empty() && o.dtypes.empty() ? "" : " (--op/--dtype select)");
   } else {
     for (check::Case& c : bench_cases())
@@ -531,10 +532,10 @@ int run_bench(const CLI::App& cmd, const Options& o) {
   if (host && y.host.gbps > 0) y.host_ridge = host->caps().peak_gflops_f32 / y.host.gbps;
   if (y.host.gbps > 0)
     std::printf(
-        "memory read bandwidth: %.1f GB/s (fastest of %d passes over %s on %d threads; median "
+        "memory read bandwidth: %.1f GB/s (fastest of %s over %s on %s; median "
         "%.1f); %%bw of CPU-type devices is against it\n",
-        y.host.gbps, y.host.passes, format_bytes(y.host.bytes).c_str(), y.host.threads,
-        y.host.median_gbps);
+        y.host.gbps, counted(y.host.passes, "pass").c_str(), format_bytes(y.host.bytes).c_str(),
+        counted(y.host.threads, "thread").c_str(), y.host.median_gbps);
 
   std::vector<Row> rows;
   std::printf("%-*s %-10s %-9s %-5s %10s %16s %9s %8s %6s %6s %s\n", width, "op", "device", "tier",
@@ -584,9 +585,9 @@ int run_bench(const CLI::App& cmd, const Options& o) {
       }
       if (timed == 0) continue;
       std::printf(
-          "total on %s: %.3f ms (fastest tier per op, times its count; %zu of %zu ops "
+          "total on %s: %.3f ms (fastest tier per op, times its count; %zu of %s "
           "run there)\n",
-          d->id().c_str(), total * 1e3, timed, cases.size());
+          d->id().c_str(), total * 1e3, timed, counted(int64_t(cases.size()), "op").c_str());
     }
   }
   if (!o.json_path.empty()) {

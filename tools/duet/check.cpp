@@ -14,6 +14,7 @@
 #include "duet/commands.h"
 #include "duet/common.h"
 #include "duet/internal/files.h"
+#include "duet/internal/text.h"
 #include "reference/reference.h"
 
 namespace duet::cli {
@@ -241,8 +242,9 @@ int run_check(const CLI::App& cmd, const Options& o) {
       if (r.skipped)
         std::printf("skip %s on %s/%s: %s\n", r.case_name.c_str(), r.device.c_str(), r.tier.c_str(),
                     r.message.c_str());
-  std::printf("%d passed, %d failed, %zu cases, %zu devices\n", passed, failed, cases.size(),
-              devices.size());
+  std::printf("%d passed, %d failed, %s, %s\n", passed, failed,
+              counted(int64_t(cases.size()), "case").c_str(),
+              counted(int64_t(devices.size()), "device").c_str());
 
   if (!o.json_path.empty()) {
     nlohmann::json j;

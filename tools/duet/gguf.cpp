@@ -8,6 +8,7 @@
 #include "duet/commands.h"
 #include "duet/common.h"
 #include "duet/gguf.h"
+#include "duet/internal/text.h"
 
 namespace duet::cli {
 
@@ -59,8 +60,9 @@ int run_gguf(const CLI::App& cmd, const Options& o) {
     std::printf("%s\n", j.dump(1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
     return 0;
   }
-  std::printf("%s: GGUF v%u, %zu keys, %zu tensors, alignment %llu, data at byte %llu of %s\n",
-              o.file.c_str(), f->version, f->metadata.size(), f->tensors.size(),
+  std::printf("%s: GGUF v%u, %s, %s, alignment %llu, data at byte %llu of %s\n", o.file.c_str(),
+              f->version, counted(int64_t(f->metadata.size()), "key").c_str(),
+              counted(int64_t(f->tensors.size()), "tensor").c_str(),
               static_cast<unsigned long long>(f->alignment),
               static_cast<unsigned long long>(f->data_offset), format_bytes(f->size).c_str());
   size_t kw = 3;
@@ -99,8 +101,8 @@ int run_gguf(const CLI::App& cmd, const Options& o) {
   }
   std::printf("\n");
   if (unsupported)
-    std::printf("%d tensors of types duet cannot compute with: a graph may not use them\n",
-                unsupported);
+    std::printf("%s of types duet cannot compute with: a graph may not use them\n",
+                counted(unsupported, "tensor").c_str());
   return 0;
 }
 

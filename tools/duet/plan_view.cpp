@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <sstream>
 
+#include "duet/internal/text.h"
+
 namespace duet::cli {
 
 namespace {
@@ -39,9 +41,9 @@ std::string plan_summary(const Plan& plan, const ChosenPolicy& policy) {
   std::ostringstream o;
   int kernels = 0;
   for (const PlanStep& s : plan.steps) kernels += s.kind == StepKind::kernel && !s.once;
-  o << "plan for graph '" << plan.graph << "': " << kernels
-    << (kernels == 1 ? " kernel" : " kernels") << " on " << plan.devices_used().size() << " of "
-    << plan.devices.size() << " devices, estimated " << format_us(plan.est_us) << " per run\n"
+  o << "plan for graph '" << plan.graph << "': " << counted(kernels, "kernel") << " on "
+    << plan.devices_used().size() << " of " << counted(int64_t(plan.devices.size()), "device")
+    << ", estimated " << format_us(plan.est_us) << " per run\n"
     << devices_line(plan) << "\n"
     << policy.line() << "\n";
 
