@@ -102,7 +102,7 @@ TEST_P(ExportedModel, OtherSequenceLengthsFoldTheirShapeArithmeticAnew) {
     EXPECT_EQ(m.graph.value(id).desc.dim(1), 5);
   }
   std::string note;
-  auto inputs = check::graph_inputs(m.graph, nullptr, "", note);
+  auto inputs = check::graph_inputs(m.graph, nullptr, {}, note);
   ASSERT_TRUE(inputs.ok());
   // An attention mask of ones (random integers would be offsets of up to 90000 added to the
   // scores, beyond what f32 holds to the reference's precision).

@@ -598,6 +598,32 @@ TEST_F(Cli, ConstantsThatOverflowTheirDtypeAreRefused) {
   EXPECT_EQ(duet("plan " + write("i.json", g) + " --profile h100").status, 0);
 }
 
+// Random inputs are drawn inside the domain of the ops that read them (log's input positive, here
+// through a reshape); a value that leaves an op's domain inside the graph (sqrt of -z)
+// is NaN in the reference too, said once and not counted against the devices.
+TEST_F(Cli, RandomInputsRespectTheDomainOfTheOpsReadingThem) {
+  const std::string g = write("log.json", R"({"format": "duet-graph", "version": 1, "name": "lg",
+    "inputs": [{"name": "x", "dtype": "f32", "shape": [2, 3]},
+               {"name": "z", "dtype": "f32", "shape": [2, 3]}],
+    "nodes": [{"name": "r", "op": "reshape", "inputs": ["x"], "attrs": {"shape": [3, 2]}},
+              {"name": "l", "op": "log", "inputs": ["r"]},
+              {"name": "d", "op": "scale", "inputs": ["z"], "attrs": {"alpha": -1}},
+              {"name": "q", "op": "sqrt", "inputs": ["d"]}],
+    "outputs": ["l", "q"]})");
+  CliRun r = duet("run " + g + " --policy device=cpu");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("output l f32[3,2]"), std::string::npos) << r.out;
+  const std::string l = r.out.substr(r.out.find("output l"));
+  EXPECT_EQ(l.substr(0, l.find('\n')).find("not finite"), std::string::npos) << r.out;
+  r = duet("check " + g + " --device cpu:0");
+  EXPECT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_EQ(r.out.find("FIRST DIVERGENCE"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("log 'l' is NaN"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("undefined: sqrt 'q' is NaN in the float64 reference"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("1 run on 1 device: 1 within tolerance"), std::string::npos) << r.out;
+}
+
 // ---- ONNX models --------------------------------------------------------------------------
 
 #ifdef DUET_TEST_ONNX_MODELS

@@ -251,6 +251,33 @@ TEST_F(Cli, InputsFileFromTheGraphRunsAsIsAndPrintsItsOutput) {
   EXPECT_NE(r.err.find("its outputs: y"), std::string::npos) << r.err;
 }
 
+TEST_F(Cli, RunTakesAFolderOfNpyFilesOnePerInputAndNamesAFileThatDoesNotFit) {
+  const std::string g = write("tiny.json", kGraph);
+  ASSERT_EQ(duet("inputs " + g + " " + path("npy") + " --fill 1.5").status, 0);
+  CliRun r = duet("run " + g + " --inputs " + path("npy") + " --policy device=cpu --print y");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("[[2.5,   4,   1],"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("inputs: " + path("npy")), std::string::npos) << r.out;
+  // A file that is not an input, a misnamed file (the input then has none), a wrong shape.
+  fs::copy_file(path("npy/x.npy"), path("npy/z.npy"));
+  r = duet("run " + g + " --inputs " + path("npy"));
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_NE(r.err.find("file 'z.npy': tensor 'z' is not an input"), std::string::npos) << r.err;
+  fs::remove(path("npy/z.npy"));
+  fs::rename(path("npy/x.npy"), path("npy/x.npy.bak"));
+  r = duet("check " + g + " --device cpu:0 --inputs " + path("npy"));
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_NE(r.err.find("no file 'x.npy' for input 'x'"), std::string::npos) << r.err;
+  std::string bad = kGraph;
+  bad.replace(bad.find("[2, 3]"), 6, "[3]");  // x f32[3] instead of [2, 3]
+  ASSERT_EQ(duet("inputs " + write("three.json", bad) + " " + path("three")).status, 0);
+  fs::copy_file(path("three/x.npy"), path("npy/x.npy"));
+  r = duet("run " + g + " --inputs " + path("npy"));
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_NE(r.err.find("file 'x.npy': tensor 'x': expected f32[2,3]"), std::string::npos) << r.err;
+  EXPECT_EQ(lines(r.err), 1) << r.err;
+}
+
 #ifdef DUET_TEST_ONNX_MODELS
 TEST_F(Cli, InputsFileForAnOnnxModelSizesItsSymbolicDimensions) {
   const std::string m = std::string(DUET_TEST_ONNX_MODELS) + "/bert_layer.onnx";

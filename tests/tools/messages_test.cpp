@@ -62,6 +62,26 @@ TEST_F(Cli, ExitTwoForAnImpossibleOverrideOnOneLineNamingTheOp) {
   EXPECT_EQ(r.status, 2) << r.err;
 }
 
+// duet check MODEL under a policy no placement satisfies is bad input, as for plan and run (each
+// device's run used to be "not run" and the exit 1); so is a choice of ops and dtypes without a
+// case. A policy that only some devices' runs satisfy is not.
+TEST_F(Cli, ExitTwoForACheckThatNoPlacementOrCaseCanSatisfy) {
+  const std::string g = write("tiny.json", duet_cli_test::kGraph);
+  for (const char* policy : {"device=cuda:7", "deny=cpu"}) {
+    CliRun r = duet("check " + g + " --device cpu:0 --policy " + policy);
+    EXPECT_EQ(r.status, 2) << policy << ": " << r.out << r.err;
+    EXPECT_EQ(lines(r.err), 1) << r.err;
+    EXPECT_NE(r.err.find("leaves no device to run on: cpu:0"), std::string::npos) << r.err;
+    EXPECT_TRUE(r.out.empty()) << r.out;
+  }
+  CliRun r = duet("check " + g + " --policy device=cpu");
+  EXPECT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("1 within tolerance"), std::string::npos) << r.out;
+  r = duet("check --op softmax --dtype i8");
+  EXPECT_EQ(r.status, 2) << r.out;
+  EXPECT_NE(r.err.find("their cases' dtypes: bf16, f16, f32"), std::string::npos) << r.err;
+}
+
 TEST_F(Cli, ExitTwoForUnknownNamesWithTheValidOnesListed) {
   CliRun op = duet("check --op foo");
   EXPECT_EQ(op.status, 2);

@@ -71,6 +71,9 @@ struct Metrics {
   int64_t nan = 0;     // NaN outputs (the poison is NaN, so unwritten elements count here)
   int64_t inf_mismatch = 0;
   int64_t mismatches = 0;  // exact comparisons that differ
+  // Elements whose reference is NaN (inputs outside the op's domain): left out of the comparison,
+  // except that exact (data movement) comparisons expect NaN there too.
+  int64_t undefined = 0;
 };
 Metrics compare(std::span<const double> got, std::span<const double> want, bool exact);
 bool passes(const Metrics& m, const Tolerance& t);

@@ -181,9 +181,18 @@ int run_check(const CLI::App& cmd, const Options& o) {
   const std::vector<Device*>& devices = *picked;
 
   std::vector<check::Case> cases;
+  std::set<std::string> op_dtypes;  // the dtypes of the selected ops' cases, for the error below
   for (check::Case& c : check::cases(o.full)) {
-    if (!selected(o.ops, op_name(c.kind)) || !dtypes_selected(o.dtypes, c.inputs)) continue;
-    cases.push_back(std::move(c));
+    if (!selected(o.ops, op_name(c.kind))) continue;
+    op_dtypes.insert(std::string(dtype_name(c.inputs[0].dtype)));
+    if (dtypes_selected(o.dtypes, c.inputs)) cases.push_back(std::move(c));
+  }
+  if (cases.empty()) {
+    std::string known;
+    for (const std::string& t : op_dtypes) known += (known.empty() ? "" : ", ") + t;
+    return fail(
+        cmd, "no case of the ops chosen has the dtypes chosen (their cases' dtypes: " + known + ")",
+        2);
   }
   const bool tty = isatty(fileno(stderr));
   std::vector<Row> rows;
@@ -269,7 +278,8 @@ Command add_check(CLI::App& app) {
   sub->add_option("model", o->model.path,
                   "A model to check op by op (duet-graph JSON or ONNX) instead of the op cases");
   sub->add_option("--inputs", o->inputs_path,
-                  "With a model: its inputs as .safetensors, by input name (default: random)");
+                  "With a model: its inputs by name, a .safetensors file or a folder of .npy "
+                  "files (default: random)");
   add_dim_option(*sub, o->model);
   o->policy_given = sub->add_option("--policy", o->policy,
                                     "With a model: overrides, e.g. 'precision=f16' (default: "

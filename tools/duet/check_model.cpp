@@ -12,6 +12,8 @@
 #include "duet/backends.h"
 #include "duet/check_model.h"
 #include "duet/common.h"
+#include "duet/internal/text.h"
+#include "duet/planner.h"
 
 namespace duet::cli {
 
@@ -21,8 +23,11 @@ size_t u(int i) {
   return static_cast<size_t>(i);
 }
 
-std::string ratio_text(const check::NodeCheck& k) {
+// A cell of the table; `elements` is the op's output size ("undefined" when the reference has no
+// value at any of them).
+std::string ratio_text(const check::NodeCheck& k, int64_t elements) {
   const check::Metrics& m = k.metrics;
+  if (m.undefined > 0 && m.undefined == elements) return "undefined";
   if (m.nan) return "FAIL " + std::to_string(m.nan) + " NaN";
   if (m.inf_mismatch) return "FAIL inf";
   if (k.tol.exact) return m.mismatches ? "FAIL " + std::to_string(m.mismatches) + " differ" : "0";
@@ -65,6 +70,7 @@ nlohmann::json run_json(const Graph& g, const check::GraphCheck& r) {
          {"max_rel", k.metrics.max_rel},
          {"nan", k.metrics.nan},
          {"mismatches", k.metrics.mismatches},
+         {"reference_nan", k.metrics.undefined},
          {"tolerance", k.tol.str()}});
   }
   if (r.alone_run)
@@ -111,7 +117,7 @@ void print_table(const Graph& g, const std::vector<check::GraphCheck>& runs) {
       for (size_t k = 0; k < r->nodes.size(); ++k) {
         const check::NodeCheck& nc = r->nodes[k];
         if (u(nc.node) != i) continue;
-        cell = ratio_text(nc);
+        cell = ratio_text(nc, n.op.output.numel());
         if (static_cast<int>(k) == r->first_failure) cell += " <- first";
         const std::string t =
             std::string(tier_name(nc.tier)) + " " + std::string(precision_name(nc.precision));
@@ -138,14 +144,40 @@ void print_table(const Graph& g, const std::vector<check::GraphCheck>& runs) {
   }
 }
 
+// The ops whose float64 value is NaN where their inputs are not: inputs outside the op's domain
+// (log or sqrt of a negative number). Those elements are left out of every comparison; said once
+// here rather than reported as devices disagreeing.
+void print_undefined(const Graph& g, const check::GraphReference& ref, bool random_inputs) {
+  auto nans = [&](int value) {
+    int64_t n = 0;
+    for (double x : ref.exact[u(value)]) n += std::isnan(x);
+    return n;
+  };
+  for (const GraphNode& n : g.nodes()) {
+    const int64_t count = nans(n.output);
+    if (count == 0 || is_view(n.kind())) continue;
+    bool inherited = false;
+    for (int in : n.inputs) inherited = inherited || nans(in) > 0;
+    if (inherited) continue;
+    std::printf(
+        "undefined: %s '%s' is NaN in the float64 reference at %lld of %s: its input lies "
+        "outside the op's domain%s; those elements (and what follows from them) are not "
+        "compared\n",
+        std::string(op_name(n.kind())).c_str(), n.name.c_str(), static_cast<long long>(count),
+        counted(int64_t(ref.exact[u(n.output)].size()), "element").c_str(),
+        random_inputs ? "" : " for the inputs given");
+  }
+}
+
 }  // namespace
 
 int check_model(const CLI::App& cmd, const ModelCheckOptions& o) {
   auto policy = choose_policy(o.policy_given ? std::optional(o.policy) : std::nullopt);
   if (!policy.ok()) return fail(cmd, policy.status().message(), 2);
   std::optional<std::map<std::string, HostTensor>> given;
+  check::InputsSource source;
   if (!o.inputs_path.empty()) {
-    auto read = check::read_inputs_file(o.inputs_path);
+    auto read = read_inputs(o.inputs_path, source);
     if (!read.ok()) return fail(cmd, read.status().message(), 2);
     given = std::move(*read);
   }
@@ -155,11 +187,19 @@ int check_model(const CLI::App& cmd, const ModelCheckOptions& o) {
   if (auto missing = graph->unbound_constants(); !missing.empty())
     return fail(cmd, "graph '" + graph->name() + "': constant '" + missing[0] + "' has no data", 2);
   std::string inputs_note;
-  auto inputs = check::graph_inputs(*graph, given ? &*given : nullptr, o.inputs_path, inputs_note);
+  auto inputs = check::graph_inputs(*graph, given ? &*given : nullptr, source, inputs_note);
   if (!inputs.ok()) return fail(cmd, inputs.status().message(), 2);
   Registry reg = open_registry();
   auto devices = select_devices(reg, o.devices);
   if (!devices.ok()) return fail(cmd, devices.status().message(), 2);
+  // A policy that no placement on these devices satisfies (one that leaves no device, or names a
+  // device that is not here) is bad input, as for plan and run: the planner's reason, exit 2.
+  if (!policy->policy.empty()) {
+    const std::vector<PlanDevice> pd = plan_devices(*devices, false);
+    if (auto plan = make_plan(*graph, pd, policy->policy); !plan.ok())
+      if (plan_failure_status(*graph, pd, policy->policy, plan.status()) == 2)
+        return fail(cmd, plan.status().message(), 2);
+  }
 
   auto ref = check::reference_graph(*graph, *inputs);
   if (!ref.ok()) return fail(cmd, "float64 reference: " + ref.status().message(), 1);
@@ -171,8 +211,9 @@ int check_model(const CLI::App& cmd, const ModelCheckOptions& o) {
   int kernels = 0;
   for (const GraphNode& n : graph->nodes()) kernels += !is_view(n.kind());
   const size_t n_in = graph->inputs().size();
-  std::printf("model '%s': %d ops, %zu input%s; reference: float64, each value held in its dtype\n",
-              graph->name().c_str(), kernels, n_in, n_in == 1 ? "" : "s");
+  std::printf("model '%s': %s, %s; reference: float64, each value held in its dtype\n",
+              graph->name().c_str(), counted(kernels, "op").c_str(),
+              counted(int64_t(n_in), "input").c_str());
   if (!inputs_note.empty()) std::printf("%s\n", inputs_note.c_str());
   for (const std::string& n : notes) std::printf("import: %s\n", n.c_str());
   std::printf("%s\n", policy->line().c_str());
@@ -190,12 +231,14 @@ int check_model(const CLI::App& cmd, const ModelCheckOptions& o) {
                 std::string(op_name(n.kind())).c_str(), n.name.c_str(),
                 std::string(tier_name(k.tier)).c_str(),
                 std::string(precision_name(k.precision)).c_str());
-    if (k.tol.exact)
-      std::printf("%lld elements differ, exact expected\n",
-                  static_cast<long long>(k.metrics.mismatches + k.metrics.nan));
-    else
+    if (k.tol.exact) {
+      const int64_t differ = k.metrics.mismatches + k.metrics.nan;
+      std::printf("%s %s, exact expected\n", counted(differ, "element").c_str(),
+                  differ == 1 ? "differs" : "differ");
+    } else {
       std::printf("nmse %s, max rel %s; tolerance %s\n", fmt(k.metrics.nmse).c_str(),
                   fmt(k.metrics.max_rel).c_str(), k.tol.str().c_str());
+    }
     if (r.alone.passed)
       std::printf(
           "  alone on the same kernel, fed the reference's inputs, it passes (nmse %s): "
@@ -205,8 +248,10 @@ int check_model(const CLI::App& cmd, const ModelCheckOptions& o) {
       std::printf("  alone on the same kernel, fed the reference's inputs, it fails too: %s\n",
                   r.alone.message.c_str());
   }
-  std::printf("%d runs on %zu devices: %d within tolerance, %d diverge, %zu not run\n", ran,
-              devices->size(), ran - diverged, diverged, runs.size() - static_cast<size_t>(ran));
+  print_undefined(*graph, *ref, !given);
+  std::printf("%s on %s: %d within tolerance, %d %s, %zu not run\n", counted(ran, "run").c_str(),
+              counted(int64_t(devices->size()), "device").c_str(), ran - diverged, diverged,
+              diverged == 1 ? "diverges" : "diverge", runs.size() - static_cast<size_t>(ran));
 
   if (!o.json_path.empty()) {
     nlohmann::json j = {{"model", graph->name()}, {"runs", nlohmann::json::array()}};

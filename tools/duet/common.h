@@ -8,6 +8,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "check/inputs.h"
 #include "duet/graph.h"
 #include "duet/plan.h"
 #include "duet/policy.h"
@@ -57,6 +58,12 @@ struct ModelArgs {
 Result<Graph> load_graph_file(const ModelArgs& model, bool load_constants,
                               const std::map<std::string, HostTensor>* inputs = nullptr,
                               std::vector<std::string>* notes = nullptr);
+// The tensors of an --inputs argument: a .safetensors file, a folder of .npy files (one per input,
+// named after it: check::npy_file_name) or one .npy file (named after the file). `source` says
+// where each came from, for messages (convert.cpp).
+Result<std::map<std::string, HostTensor>> read_inputs(const std::string& path,
+                                                      check::InputsSource& source);
+
 // Adds --dim to a command that reads model files.
 void add_dim_option(CLI::App& cmd, ModelArgs& model);
 

@@ -33,37 +33,22 @@ bool ends_with(std::string_view s, std::string_view tail) {
   return s.size() >= tail.size() && s.substr(s.size() - tail.size()) == tail;
 }
 
-// A tensor name as a file name: bytes other than letters, digits, '.', '_' and '-' (and a
-// leading '.') become %XX, so "a/b" is "a%2Fb.npy" and "../x" cannot leave the folder.
+// A tensor name as a file name ("a/b" is "a%2Fb.npy") and back.
 std::string file_name_of(const std::string& name) {
-  std::string out;
-  for (size_t i = 0; i < name.size(); ++i) {
-    const unsigned char c = static_cast<unsigned char>(name[i]);
-    if (std::isalnum(c) || c == '_' || c == '-' || (c == '.' && i > 0)) {
-      out += static_cast<char>(c);
-    } else {
-      char b[4];
-      std::snprintf(b, sizeof b, "%%%02X", c);
-      out += b;
-    }
-  }
-  return out + ".npy";
+  return check::npy_file_name(name);
+}
+std::string name_of_file(const fs::path& p) {
+  return check::npy_tensor_name(p.filename().string());
 }
 
-// The tensor name of "a%2Fb.npy": "a/b".
-std::string name_of_file(const fs::path& p) {
-  const std::string s = p.stem().string();
-  std::string out;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '%' && i + 2 < s.size() && std::isxdigit(static_cast<unsigned char>(s[i + 1])) &&
-        std::isxdigit(static_cast<unsigned char>(s[i + 2]))) {
-      out += static_cast<char>(std::stoi(s.substr(i + 1, 2), nullptr, 16));
-      i += 2;
-    } else {
-      out += s[i];
-    }
-  }
-  return out;
+// The .npy files of a folder, sorted.
+std::vector<fs::path> npy_files_in(const std::string& folder) {
+  std::vector<fs::path> found;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(folder, ec))
+    if (e.path().extension() == ".npy") found.push_back(e.path());
+  std::sort(found.begin(), found.end());
+  return found;
 }
 
 std::string shape_str(const std::vector<int64_t>& shape) {
@@ -225,10 +210,7 @@ int convert(const CLI::App& cmd, const ConvertOptions& o) {
       if (!got.ok()) return fail(cmd, got.status().message(), exit_status_for(got.status()));
       for (Named& n : *got) all.push_back(std::move(n));
     } else if (fs::is_directory(arg, ec)) {
-      std::vector<fs::path> found;
-      for (const auto& e : fs::directory_iterator(arg, ec))
-        if (e.path().extension() == ".npy") found.push_back(e.path());
-      std::sort(found.begin(), found.end());
+      const std::vector<fs::path> found = npy_files_in(arg);
       if (found.empty()) return fail(cmd, "folder '" + arg + "' holds no .npy files", 2);
       for (const fs::path& p : found) {
         auto a = read_npy(p.string());
@@ -311,6 +293,27 @@ int make_inputs(const CLI::App& cmd, const InputsOptions& o) {
 }
 
 }  // namespace
+
+Result<std::map<std::string, HostTensor>> read_inputs(const std::string& path,
+                                                      check::InputsSource& source) {
+  source = check::InputsSource{path, false, {}};
+  std::error_code ec;
+  source.folder = fs::is_directory(path, ec);
+  if (!source.folder && !ends_with(path, ".npy")) return check::read_inputs_file(path);
+  // The arrays gathered into one safetensors index, so that they are checked and converted as the
+  // tensors of an inputs file are.
+  SafetensorsFile f;
+  for (const fs::path& p : source.folder ? npy_files_in(path) : std::vector<fs::path>{path}) {
+    const std::string name = name_of_file(p), file = p.filename().string();
+    if (auto [at, added] = source.files.emplace(name, file); !added)
+      return Status(Code::invalid_argument, source.what() + ": files '" + at->second + "' and '" +
+                                                file + "' both hold tensor '" + name + "'");
+    DUET_ASSIGN_OR_RETURN(RawArray a, read_npy(p.string()));
+    f.tensors.push_back({name, a.dtype, a.shape, f.data.size(), f.data.size() + a.data.size()});
+    f.data.insert(f.data.end(), a.data.begin(), a.data.end());
+  }
+  return check::inputs_from(f, source);
+}
 
 Command add_convert(CLI::App& app) {
   auto* sub = app.add_subcommand(

@@ -140,8 +140,9 @@ int run_graph(const CLI::App& cmd, const Options& o) {
   auto policy = choose_policy(o.policy_given->count() ? std::optional(o.policy) : std::nullopt);
   if (!policy.ok()) return fail(cmd, policy.status().message(), 2);
   std::optional<std::map<std::string, HostTensor>> given;
+  check::InputsSource source;
   if (!o.inputs_path.empty()) {
-    auto read = check::read_inputs_file(o.inputs_path);
+    auto read = read_inputs(o.inputs_path, source);
     if (!read.ok()) return fail(cmd, read.status().message(), 2);
     given = std::move(*read);
   }
@@ -171,7 +172,7 @@ int run_graph(const CLI::App& cmd, const Options& o) {
   }
   if (o.print_limit < 0) return fail(cmd, "--print-limit must be 0 (no limit) or more", 2);
   std::string inputs_note;
-  auto inputs = check::graph_inputs(*graph, given ? &*given : nullptr, o.inputs_path, inputs_note);
+  auto inputs = check::graph_inputs(*graph, given ? &*given : nullptr, source, inputs_note);
   if (!inputs.ok()) return fail(cmd, inputs.status().message(), 2);
 
   // A registry of this command's own, closed before the process exits (not the process-wide
@@ -306,8 +307,8 @@ Command add_run(CLI::App& app) {
   sub->add_option("graph", o->model.path, "Model file: duet-graph JSON or ONNX")->required();
   add_dim_option(*sub, o->model);
   sub->add_option("--inputs", o->inputs_path,
-                  "Inputs as .safetensors, one tensor per graph input by name (default: random "
-                  "values)");
+                  "Inputs, one tensor per graph input by name: a .safetensors file or a folder of "
+                  ".npy files named after the inputs (default: random values)");
   sub->add_option("--outputs", o->outputs_path, "Write the outputs to this .safetensors file");
   o->policy_given = sub->add_option(
       "--policy", o->policy, "Overrides, e.g. 'deny=vulkan;precision=f32' (default: $DUET_POLICY)");
