@@ -183,7 +183,8 @@ BenchCase builtin_case(check::Case c) {
   return b;
 }
 
-// An input drawn for a graph's op: floats in +-[0.05, 1]; ids below the row count of the table
+// An input drawn for a graph's op: floats in +-[0.05, 1] (positive where the op asks for
+// positive inputs); ids below the row count of the table
 // they index (0 elsewhere); block formats quantized from such floats.
 Result<std::shared_ptr<const HostTensor>> draw_input(const OpDesc& op, size_t i) {
   const TensorDesc& d = op.inputs[i];
@@ -199,6 +200,9 @@ Result<std::shared_ptr<const HostTensor>> draw_input(const OpDesc& op, size_t i)
     return std::make_shared<const HostTensor>(std::move(q));
   }
   c.inputs = {d};
+  // Inside the op's domain, as its checks draw them (log, sqrt and pow of positive values).
+  c.fills = {op_input_range(op.kind, i) == InputRange::positive ? check::Fill::positive
+                                                                : check::Fill::unit};
   if (!is_float(d.dtype)) {
     c.fills = {check::Fill::ids};
     c.ids_range = op.kind == OpKind::embedding && i == 1 ? op.inputs[0].dim(0) : 1;
