@@ -109,7 +109,7 @@ Status VulkanDevice::copy_staged(VkBuf& buf, uint64_t offset, void* host, uint64
   Allocator host_alloc(d, core_->info, true, std::max<uint64_t>(chunk, 1 << 20) * 2, core_->id);
   auto staging = host_alloc.allocate(chunk);
   if (!staging.ok())
-    return staging.status().with_context("a staging buffer for " + std::to_string(bytes) +
+    return staging.status().with_context("a staging buffer for copying " + std::to_string(bytes) +
                                          " bytes");
   const Allocation st = *staging;
   VkCommandPool pool = VK_NULL_HANDLE;

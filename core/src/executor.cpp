@@ -75,8 +75,10 @@ class PlanExecutor final : public Executor {
         auto b = call(static_cast<int>(d),
                       [&] { return devs_[d]->allocate(std::max<uint64_t>(bytes, 1)); });
         if (!b.ok())
-          return b.status().with_context("allocating the memory plan of " +
-                                         plan_.device_name(static_cast<int>(d)));
+          return b.status().with_context("allocating the memory plan" +
+                                         (names_device(b.status().message(), plan_.devices[d].id)
+                                              ? std::string()
+                                              : " of " + plan_.device_name(static_cast<int>(d))));
         slots_[d].push_back(std::move(*b));
       }
     }
