@@ -85,6 +85,7 @@ class Device final : public CudaDevice {
     shared_->allocator.release(workspace_);
     if (!started_) return;
     if (d.use(ordinal()).ok() && lost_.empty()) (void)d.stream_sync(stream_);
+    for (Event e : marks_) d.event_destroy(e);
     for (Slot& s : slots_) {
       if (s.event) d.event_destroy(s.event);
       if (s.pinned)
@@ -171,6 +172,59 @@ class Device final : public CudaDevice {
 
   Status execute_checked(const PlannedOp& p, std::span<const TensorRef> inputs,
                          const TensorRef& output) override {
+    Status s = run_op(p, inputs, output);
+    // Timing: an event after every op (failed or not, so that events and ops stay in step).
+    if (timing_ && lost_.empty()) {
+      Status e = record_mark();
+      if (s.ok()) s = e;
+    }
+    return s;
+  }
+
+  Status synchronize() override {
+    DUET_TRY(alive());
+    if (!started_) return {};
+    DUET_TRY(check(drv().use(ordinal())));
+    const Status synced = check(drv().stream_sync(stream_));
+    std::vector<DataCheck> checks = std::move(data_checks_);
+    data_checks_.clear();
+    DUET_TRY(synced);
+    for (Slot& s : slots_) s.pending = false;
+    for (const DataCheck& c : checks) DUET_TRY(kernels::launch_result(c.op, c.bytes.data(), id_));
+    return {};
+  }
+
+  // Kernel timing with CUDA events on the device's stream: one at the session's start and one
+  // after each op; an op's span runs from the event before it to its own (cudaEventElapsedTime).
+  Status begin_kernel_timing() override {
+    DUET_TRY(alive());
+    DUET_TRY(start());
+    marks_used_ = 0;
+    timing_ = true;
+    Status s = record_mark();
+    if (!s.ok()) timing_ = false;
+    return s;
+  }
+
+  Result<std::vector<KernelSpan>> end_kernel_timing() override {
+    if (!timing_) return duet::Device::end_kernel_timing();
+    timing_ = false;
+    DUET_TRY(synchronize());
+    std::vector<KernelSpan> spans;
+    if (marks_used_ == 0) return spans;
+    double previous = 0;
+    for (size_t k = 1; k < marks_used_; ++k) {
+      Result<float> ms = drv().event_elapsed_ms(marks_[0], marks_[k]);
+      if (!ms.ok()) return check(ms.status());
+      const double at = std::max(previous, static_cast<double>(*ms) * 1e-3);
+      spans.push_back({previous, at, at - previous});
+      previous = at;
+    }
+    return spans;
+  }
+
+ private:
+  Status run_op(const PlannedOp& p, std::span<const TensorRef> inputs, const TensorRef& output) {
     const OpDesc& op = p.op;
     const KernelChoice& choice = p.choice;
     auto err = [&](Code c) { return Err(c).op(op_name(op.kind), op.name).device(id_); };
@@ -207,20 +261,16 @@ class Device final : public CudaDevice {
     return {};
   }
 
-  Status synchronize() override {
-    DUET_TRY(alive());
-    if (!started_) return {};
-    DUET_TRY(check(drv().use(ordinal())));
-    const Status synced = check(drv().stream_sync(stream_));
-    std::vector<DataCheck> checks = std::move(data_checks_);
-    data_checks_.clear();
-    DUET_TRY(synced);
-    for (Slot& s : slots_) s.pending = false;
-    for (const DataCheck& c : checks) DUET_TRY(kernels::launch_result(c.op, c.bytes.data(), id_));
-    return {};
+  // The next timing event (made once, kept for later sessions), recorded on the stream.
+  Status record_mark() {
+    if (marks_used_ == marks_.size()) {
+      Result<Event> e = drv().timing_event_create();
+      if (!e.ok()) return check(e.status());
+      marks_.push_back(*e);
+    }
+    return check(drv().event_record(marks_[marks_used_++], stream_));
   }
 
- private:
   Driver& drv() const { return *shared_->driver; }
   int ordinal() const { return props_.ordinal; }
 
@@ -349,6 +399,9 @@ class Device final : public CudaDevice {
   std::shared_ptr<Shared> shared_;
 
   bool started_ = false;
+  bool timing_ = false;
+  std::vector<Event> marks_;  // timing events; the first marks_used_ recorded this session
+  size_t marks_used_ = 0;
   Stream stream_ = nullptr;
   std::vector<Slot> slots_;
   size_t next_ = 0;

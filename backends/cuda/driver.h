@@ -65,6 +65,10 @@ class Driver {
   virtual void event_destroy(Event e) = 0;
   virtual Status event_record(Event e, Stream s) = 0;
   virtual Status event_sync(Event e) = 0;
+  // An event that keeps the time it completed at (kernel timing; event_create's events do not),
+  // and the milliseconds from `start` to `end`, both recorded and completed.
+  virtual Result<Event> timing_event_create() = 0;
+  virtual Result<float> event_elapsed_ms(Event start, Event end) = 0;
 
   // Asynchronous copies on `s` (host memory pinned or not).
   virtual Status copy_to_device(void* dst, const void* src, uint64_t bytes, Stream s) = 0;

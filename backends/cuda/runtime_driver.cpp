@@ -308,6 +308,18 @@ class RuntimeDriver final : public Driver {
   Status event_sync(Event e) override {
     return cuda_status(cudaEventSynchronize(static_cast<cudaEvent_t>(e)), "cudaEventSynchronize");
   }
+  Result<Event> timing_event_create() override {
+    cudaEvent_t e = nullptr;
+    DUET_TRY(cuda_status(cudaEventCreateWithFlags(&e, cudaEventDefault), "cudaEventCreate"));
+    return static_cast<Event>(e);
+  }
+  Result<float> event_elapsed_ms(Event start, Event end) override {
+    float ms = 0;
+    DUET_TRY(cuda_status(
+        cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(start), static_cast<cudaEvent_t>(end)),
+        "cudaEventElapsedTime"));
+    return ms;
+  }
 
   Status copy_to_device(void* dst, const void* src, uint64_t bytes, Stream s) override {
     return cuda_status(

@@ -109,6 +109,32 @@ TEST(CudaDevice, WriteThenReadRoundTripsThroughTheStagingSlots) {
   EXPECT_EQ(r.driver->pinned_allocs, 3);
 }
 
+// Kernel timing: a timing event after each op on the stream, nothing waited for until the
+// session ends; the spans follow one another; a second session reuses the events.
+TEST(CudaDevice, KernelTimingRecordsAnEventAfterEveryOpAndWaitsOnlyAtTheEnd) {
+  Rig r = rig(a100());
+  const OpDesc op = *make_op(
+      OpKind::add, {},
+      {TensorDesc::contiguous(DType::f32, {256}), TensorDesc::contiguous(DType::f32, {256})});
+  const KernelChoice k = *r.device->supports(op, Precision::f32);
+  Args a = buffers_for(*r.device, op);
+  for (int session = 0; session < 2; ++session) {
+    ASSERT_TRUE(r.device->begin_kernel_timing().ok());
+    for (int i = 0; i < 3; ++i) ASSERT_TRUE(r.device->execute({op, k}, a.inputs, a.output).ok());
+    EXPECT_GT(r.driver->pending(), 0u) << "timed ops are queued, not waited for";
+    auto spans = r.device->end_kernel_timing();
+    ASSERT_TRUE(spans.ok()) << spans.status().message();
+    EXPECT_EQ(r.driver->pending(), 0u);
+    ASSERT_EQ(spans->size(), 3u);
+    for (size_t i = 0; i < 3; ++i) {
+      EXPECT_LE((*spans)[i].start, (*spans)[i].end);
+      EXPECT_NEAR((*spans)[i].seconds, (*spans)[i].end - (*spans)[i].start, 1e-12);
+      if (i) EXPECT_EQ((*spans)[i - 1].end, (*spans)[i].start);
+    }
+  }
+  EXPECT_FALSE(r.device->end_kernel_timing().ok());
+}
+
 TEST(CudaDevice, CopiesStillWorkWhenPinnedMemoryIsRefused) {
   Rig r = rig();
   r.driver->pinned_works = false;

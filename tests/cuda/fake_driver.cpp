@@ -1,5 +1,6 @@
 #include "fake_driver.h"
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 
@@ -226,12 +227,38 @@ Result<Event> FakeDriver::event_create() {
 
 void FakeDriver::event_destroy(Event e) {
   events_.erase(e);
+  stamps_.erase(e);
 }
 
 Status FakeDriver::event_record(Event e, Stream s) {
   DUET_TRY(sticky());
+  if (auto t = stamps_.find(e); t != stamps_.end()) {
+    t->second = -1;
+    DUET_TRY(enqueue(s, [this, e] {
+      stamps_[e] =
+          std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+              .count();
+      return Status{};
+    }));
+  }
   events_.at(e) = {s, queues_.at(s).work.size()};
   return {};
+}
+
+Result<Event> FakeDriver::timing_event_create() {
+  DUET_ASSIGN_OR_RETURN(Event e, event_create());
+  stamps_[e] = -1;
+  return e;
+}
+
+Result<float> FakeDriver::event_elapsed_ms(Event start, Event end) {
+  DUET_TRY(sticky());
+  auto a = stamps_.find(start), b = stamps_.find(end);
+  if (a == stamps_.end() || b == stamps_.end())
+    return Status(Code::invalid_argument, "cudaEventElapsedTime: an event without timing");
+  if (a->second < 0 || b->second < 0)
+    return Status(Code::internal, "cudaEventElapsedTime: cudaErrorNotReady");
+  return static_cast<float>((b->second - a->second) * 1e3);
 }
 
 Status FakeDriver::event_sync(Event e) {

@@ -75,6 +75,9 @@ class FakeDriver final : public Driver {
   void event_destroy(Event e) override;
   Status event_record(Event e, Stream s) override;
   Status event_sync(Event e) override;
+  // Timing events stamp the host's clock when the stream's work reaches them.
+  Result<Event> timing_event_create() override;
+  Result<float> event_elapsed_ms(Event start, Event end) override;
   Status copy_to_device(void* dst, const void* src, uint64_t bytes, Stream s) override;
   Status copy_to_host(void* dst, const void* src, uint64_t bytes, Stream s) override;
   Status launch(Tier tier, const OpDesc& op, std::span<const kernels::View> in,
@@ -99,6 +102,7 @@ class FakeDriver final : public Driver {
   std::map<int, uint64_t> used_;
   std::map<Stream, Queue> queues_;
   std::map<Event, std::pair<Stream, size_t>> events_;
+  std::map<Event, double> stamps_;  // timing events: seconds when reached, < 0 before
   int next_handle_ = 1;
 };
 

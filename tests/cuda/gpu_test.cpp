@@ -173,6 +173,40 @@ TEST(CudaGpu, FastTiersAgreeWithTheGenericKernel) {
   if (compared == 0) GTEST_SKIP() << "no device offers a fast tier next to the generic one";
 }
 
+// Kernel timing with CUDA events: a large matmul between two small ops takes most of the time,
+// and the spans follow one another.
+TEST(CudaGpu, KernelTimingGivesEachOpItsTimeOnTheDevice) {
+  REQUIRE_CUDA_DEVICE();
+  for (CudaDevice* d : runnable()) {
+    SCOPED_TRACE(d->id());
+    const OpDesc small = *make_op(OpKind::relu, {}, {TensorDesc::contiguous(DType::f32, {256})});
+    const OpDesc big = *make_op(OpKind::matmul, {},
+                                {TensorDesc::contiguous(DType::f32, {2048, 2048}),
+                                 TensorDesc::contiguous(DType::f32, {2048, 2048})});
+    auto ks = d->supports(small, Precision::f32), kb = d->supports(big, Precision::f32);
+    if (!ks.ok() || !kb.ok()) continue;
+    auto a = *d->allocate(2048 * 2048 * 4), b = *d->allocate(2048 * 2048 * 4),
+         c = *d->allocate(2048 * 2048 * 4);
+    const TensorRef s_in{small.inputs[0], a.get()}, s_out{small.output, c.get()};
+    const TensorRef m_in[2] = {{big.inputs[0], a.get()}, {big.inputs[1], b.get()}};
+    // Once untimed first: loading the kernels' modules is the host's, before the stream runs.
+    ASSERT_TRUE(d->execute({small, *ks}, std::span(&s_in, 1), s_out).ok());
+    ASSERT_TRUE(d->execute({big, *kb}, m_in, {big.output, c.get()}).ok());
+    ASSERT_TRUE(d->synchronize().ok());
+    ASSERT_TRUE(d->begin_kernel_timing().ok());
+    ASSERT_TRUE(d->execute({small, *ks}, std::span(&s_in, 1), s_out).ok());
+    ASSERT_TRUE(d->execute({big, *kb}, m_in, {big.output, c.get()}).ok());
+    ASSERT_TRUE(d->execute({small, *ks}, std::span(&s_in, 1), s_out).ok());
+    auto spans = d->end_kernel_timing();
+    ASSERT_TRUE(spans.ok()) << spans.status().message();
+    ASSERT_EQ(spans->size(), 3u);
+    EXPECT_GT((*spans)[1].seconds, (*spans)[0].seconds);
+    EXPECT_GT((*spans)[1].seconds, (*spans)[2].seconds);
+    EXPECT_LE((*spans)[0].end, (*spans)[1].start);
+    EXPECT_LE((*spans)[1].end, (*spans)[2].start);
+  }
+}
+
 TEST(CudaGpu, WorkOnSeveralDevicesStaysOnEach) {
   REQUIRE_CUDA_DEVICE();
   std::vector<CudaDevice*> ds = runnable();
