@@ -29,8 +29,21 @@ Result<int> normalize_axis(int64_t axis, int rank, std::string_view what) {
   return static_cast<int>(axis < 0 ? axis + rank : axis);
 }
 
+Status check_folded_size(const std::vector<int64_t>& dims) {
+  DUET_ASSIGN_OR_RETURN(int64_t n, count(dims));
+  if (n > kMaxFoldedElements)
+    return Status(Code::invalid_argument, "a value of shape " + dims_str(dims) +
+                                              " evaluated at import would have more than 2^28 "
+                                              "elements");
+  return {};
+}
+
 Result<std::vector<int64_t>> broadcast(const std::vector<int64_t>& a,
                                        const std::vector<int64_t>& b) {
+  for (const auto* s : {&a, &b})
+    for (int64_t d : *s)
+      if (d < 0)
+        return Status(Code::invalid_argument, "shape " + dims_str(*s) + " has a negative size");
   const size_t r = std::max(a.size(), b.size());
   std::vector<int64_t> out(r);
   for (size_t i = 0; i < r; ++i) {
@@ -46,6 +59,9 @@ Result<std::vector<int64_t>> broadcast(const std::vector<int64_t>& a,
 
 std::vector<int64_t> broadcast_index(const std::vector<int64_t>& shape,
                                      const std::vector<int64_t>& out) {
+  // An empty result reads nothing (and the partial products of its other sizes may overflow).
+  for (int64_t d : out)
+    if (d == 0) return {};
   const size_t lead = out.size() - shape.size();
   const std::vector<int64_t> src_strides = strides_of(shape);
   const int64_t n = product(out);
@@ -76,6 +92,7 @@ Result<Array> fold_binary(const Array& a, const Array& b, int out_elem,
                           const std::function<double(double, double)>& real,
                           const std::function<int64_t(int64_t, int64_t)>& integer) {
   DUET_ASSIGN_OR_RETURN(std::vector<int64_t> out, broadcast(a.dims(), b.dims()));
+  DUET_TRY(check_folded_size(out));
   const std::vector<int64_t> ia = broadcast_index(a.dims(), out);
   const std::vector<int64_t> ib = broadcast_index(b.dims(), out);
   if (elem_is_float(a.elem()) || elem_is_float(b.elem())) {

@@ -12,7 +12,13 @@ namespace duet::onnx_import {
 // An axis in [-rank, rank) as [0, rank), or an error naming it.
 Result<int> normalize_axis(int64_t axis, int rank, std::string_view what = "axis");
 
-// The numpy broadcast of two shapes of any rank.
+// The most elements a value evaluated at import may have; more is an error, not an allocation.
+inline constexpr int64_t kMaxFoldedElements = int64_t{1} << 28;
+// `dims` has no negative size and at most kMaxFoldedElements elements (counted without
+// overflow), or an error saying which.
+Status check_folded_size(const std::vector<int64_t>& dims);
+
+// The numpy broadcast of two shapes of any rank (an error for a negative size).
 Result<std::vector<int64_t>> broadcast(const std::vector<int64_t>& a,
                                        const std::vector<int64_t>& b);
 
@@ -20,7 +26,7 @@ Result<std::vector<int64_t>> broadcast(const std::vector<int64_t>& a,
 Array pick(const Array& src, std::vector<int64_t> dims, const std::vector<int64_t>& index);
 
 // For every element of `out` (row-major), the linear index of the element of `shape` it reads
-// under numpy broadcasting.
+// under numpy broadcasting. `out` has passed check_folded_size.
 std::vector<int64_t> broadcast_index(const std::vector<int64_t>& shape,
                                      const std::vector<int64_t>& out);
 

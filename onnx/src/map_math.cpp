@@ -241,6 +241,7 @@ Status map_where(Node& n) {
   if (!n.all_known()) return n.unsupported("Where at run time (duet has no boolean tensors)");
   DUET_ASSIGN_OR_RETURN(std::vector<int64_t> xy, broadcast(n.shape(1), n.shape(2)));
   DUET_ASSIGN_OR_RETURN(std::vector<int64_t> out, broadcast(n.shape(0), xy));
+  if (Status s = check_folded_size(out); !s.ok()) return n.invalid(s.message());
   const std::vector<int64_t> ic = broadcast_index(n.shape(0), out);
   const Array x = pick(n.array(1), out, broadcast_index(n.shape(1), out));
   const Array y = pick(n.array(2), out, broadcast_index(n.shape(2), out));

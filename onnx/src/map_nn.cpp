@@ -122,6 +122,7 @@ Result<ValueId> norm_vector(Node& n, size_t k, const std::vector<int64_t>& norm,
     if (!n.known(k)) return n.unsupported("a broadcast Scale or B computed at run time");
     const Array& a = n.array(k);
     DUET_ASSIGN_OR_RETURN(std::vector<int64_t> full, broadcast(a.dims(), norm));
+    if (Status size = check_folded_size(full); !size.ok()) return n.invalid(size.message());
     if (product(full, 0, full.size()) != width) return n.invalid("Scale/B shape " + dims_str(s));
     return n.constant(pick(a, {width}, broadcast_index(a.dims(), full)), purpose);
   }

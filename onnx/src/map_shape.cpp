@@ -435,6 +435,7 @@ Status map_expand(Node& n) {
   DUET_ASSIGN_OR_RETURN(std::vector<int64_t> shape, n.ints(1, "shape"));
   DUET_ASSIGN_OR_RETURN(std::vector<int64_t> out, broadcast(n.shape(0), shape));
   if (n.known(0)) {
+    if (Status s = check_folded_size(out); !s.ok()) return n.invalid(s.message());
     n.set_known(0, pick(n.array(0), out, broadcast_index(n.array(0).dims(), out)));
     return {};
   }
@@ -448,7 +449,7 @@ Status map_range(Node& n) {
   const double start = s.real_at(0), limit = n.array(1).real_at(0), delta = n.array(2).real_at(0);
   if (delta == 0) return n.invalid("delta 0");
   const auto count_ = static_cast<int64_t>(std::max(0.0, std::ceil((limit - start) / delta)));
-  if (count_ > (int64_t{1} << 28)) return n.invalid("more than 2^28 elements");
+  if (count_ > kMaxFoldedElements) return n.invalid("more than 2^28 elements");
   std::vector<double> v(static_cast<size_t>(count_));
   for (int64_t i = 0; i < count_; ++i)
     v[static_cast<size_t>(i)] = start + static_cast<double>(i) * delta;

@@ -249,6 +249,47 @@ TEST(OnnxImport, OpsNewerThanTheOnnxLibraryAndFusedOnlyTypesAreChecked) {
   EXPECT_EQ(count_kind(*ok, OpKind::gelu), 1);
 }
 
+TEST(OnnxImport, ValuesEvaluatedAtImportHaveABoundedSize) {
+  // Found by the ONNX fuzz target: Expand of a known value to a shape whose sizes' product
+  // overflows 64 bits before a 0 makes it empty (signed overflow while sizing the folded value).
+  // Folding is refused past 2^28 elements, and a negative size or sizes whose product overflows
+  // (even before a 0) are an error, before anything is allocated.
+  for (const std::vector<int64_t>& shape :
+       {std::vector<int64_t>{int64_t{1} << 40, int64_t{1} << 40, 102},
+        std::vector<int64_t>{int64_t{1} << 15, int64_t{1} << 14}, std::vector<int64_t>{-3, 2}}) {
+    Model m;
+    m.input("x", kF32, {2}).output("y");
+    m.init("c", {1}, {1.5f});
+    m.init_i64("shape", {static_cast<int64_t>(shape.size())}, shape);
+    m.node("Expand", {"c", "shape"}, {"e"}, "expand");
+    m.node("Add", {"x", "e"}, {"y"});
+    auto g = m.import();
+    ASSERT_FALSE(g.ok());
+    EXPECT_EQ(g.status().code(), Code::invalid_argument) << g.status().message();
+    EXPECT_NE(g.status().message().find("node 'expand'"), std::string::npos)
+        << g.status().message();
+  }
+  {
+    Model empty;
+    empty.input("x", kF32, {1}).output("y");
+    empty.init("c", {1}, {1.5f});
+    empty.init_i64("shape", {3}, {int64_t{1} << 40, int64_t{1} << 40, 0});
+    empty.node("Expand", {"c", "shape"}, {"e"});
+    empty.node("Add", {"x", "e"}, {"y"});
+    auto g = empty.import();
+    ASSERT_FALSE(g.ok());
+    EXPECT_NE(g.status().message().find("overflows"), std::string::npos) << g.status().message();
+  }
+  Model ok;
+  ok.input("x", kF32, {2, 3}).output("y");
+  ok.init("c", {1}, {1.5f});
+  ok.init_i64("shape", {2}, {2, 3});
+  ok.node("Expand", {"c", "shape"}, {"e"});
+  ok.node("Add", {"x", "e"}, {"y"});
+  auto g = ok.import();
+  ASSERT_TRUE(g.ok()) << g.status().message();
+}
+
 TEST(OnnxImport, NamesThatAreNotUtf8AreRefusedNamingWhere) {
   // Found by the ONNX fuzz target: a graph name with a stray byte reached the graph file writer,
   // whose JSON library threw. Every name the graph takes is checked at import.
