@@ -165,9 +165,9 @@ def onnx_seeds():
         return
     f = TensorProto.FLOAT
 
-    def model(name, nodes, inputs, outputs, inits=()):
+    def model(name, nodes, inputs, outputs, inits=(), opset=17):
         g = helper.make_graph(nodes, name, inputs, outputs, list(inits))
-        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
         put("onnx", name + ".onnx", m.SerializeToString())
 
     vi = helper.make_tensor_value_info
@@ -187,6 +187,51 @@ def onnx_seeds():
                      helper.make_node("Reshape", ["e", "shape"], ["r"]),
                      helper.make_node("Transpose", ["r"], ["y"], perm=[1, 0])],
           [vi("ids", TensorProto.INT64, [3])], [vi("y", f, None)], [table, shape])
+
+    # The patterns the fusion pass finds (onnx/src/fuse.cpp), each as exporters write it, small.
+    def scalar(name, v):
+        return numpy_helper.from_array(np.array(v, dtype=np.float32), name)
+
+    node = helper.make_node
+    x24 = [vi("x", f, [2, 4])]
+    y24 = [vi("y", f, [2, 4])]
+    model("fuse-gelu-erf", [node("Div", ["x", "sqrt2"], ["t"]), node("Erf", ["t"], ["e"]),
+                            node("Add", ["e", "one"], ["a"]), node("Mul", ["x", "a"], ["m"]),
+                            node("Mul", ["m", "half"], ["y"])],
+          x24, y24, [scalar("sqrt2", 1.4142135), scalar("one", 1.0), scalar("half", 0.5)])
+    model("fuse-gelu-tanh",
+          [node("Pow", ["x", "three"], ["x3"]), node("Mul", ["x3", "c"], ["cx3"]),
+           node("Add", ["x", "cx3"], ["inner"]), node("Mul", ["inner", "k"], ["ki"]),
+           node("Tanh", ["ki"], ["th"]), node("Add", ["th", "one"], ["a"]),
+           node("Mul", ["x", "a"], ["m"]), node("Mul", ["m", "half"], ["y"])],
+          x24, y24, [scalar("three", 3.0), scalar("c", 0.044715), scalar("k", 0.7978846),
+                     scalar("one", 1.0), scalar("half", 0.5)])
+    model("fuse-silu", [node("Sigmoid", ["x"], ["s"]), node("Mul", ["x", "s"], ["y"])], x24, y24)
+    mask = np.triu(np.full((3, 3), -np.inf, dtype=np.float32), 1)
+    model("fuse-attention",
+          [node("MatMul", ["q", "kt"], ["s"]), node("Mul", ["s", "half"], ["scaled"]),
+           node("Add", ["scaled", "mask"], ["masked"]), node("Softmax", ["masked"], ["p"]),
+           node("MatMul", ["p", "v"], ["y"])],
+          [vi("q", f, [1, 1, 3, 2]), vi("kt", f, [1, 1, 2, 3]), vi("v", f, [1, 1, 3, 2])],
+          [vi("y", f, [1, 1, 3, 2])],
+          [numpy_helper.from_array(mask, "mask"), scalar("half", 0.5)])
+    last = numpy_helper.from_array(np.array([-1], dtype=np.int64), "last")
+    w4 = numpy_helper.from_array(np.array([1, 2, 0.5, -1], dtype=np.float32), "w")
+    b4 = numpy_helper.from_array(np.array([0, 1, 0, -1], dtype=np.float32), "b")
+    model("fuse-layernorm",
+          [node("ReduceMean", ["x", "last"], ["mean"]), node("Sub", ["x", "mean"], ["d"]),
+           node("Pow", ["d", "two"], ["d2"]), node("ReduceMean", ["d2", "last"], ["var"]),
+           node("Add", ["var", "eps"], ["ve"]), node("Sqrt", ["ve"], ["sd"]),
+           node("Div", ["d", "sd"], ["n"]), node("Mul", ["n", "w"], ["nw"]),
+           node("Add", ["nw", "b"], ["y"])],
+          x24, y24, [scalar("two", 2.0), scalar("eps", 1e-5), last, w4, b4], opset=18)
+    model("fuse-rmsnorm",
+          [node("Pow", ["x", "two"], ["x2"]), node("ReduceMean", ["x2", "last"], ["ms"]),
+           node("Add", ["ms", "eps"], ["mse"]), node("Sqrt", ["mse"], ["rms"]),
+           node("Div", ["one", "rms"], ["inv"]), node("Mul", ["x", "inv"], ["n"]),
+           node("Mul", ["w", "n"], ["y"])],
+          x24, y24, [scalar("two", 2.0), scalar("eps", 1e-6), scalar("one", 1.0), last, w4],
+          opset=18)
 
 
 # ---- .npy --------------------------------------------------------------------------------

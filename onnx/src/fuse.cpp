@@ -27,11 +27,17 @@ class Matcher {
     }
   }
 
-  // The nodes reading `name`, each once.
+  // Patterns are made of ONNX's own ops only: a node of another domain may have any inputs.
+  static bool onnx_domain(const onnx::NodeProto& n) {
+    return n.domain().empty() || n.domain() == "ai.onnx";
+  }
+
+  // The nodes of ONNX's domain reading `name`, each once (inner() still counts every reader).
   std::vector<const onnx::NodeProto*> readers(const std::string& name) const {
     std::vector<const onnx::NodeProto*> out;
     if (auto it = readers_.find(name); it != readers_.end())
-      for (size_t i : it->second) out.push_back(&nodes_[i]);
+      for (size_t i : it->second)
+        if (onnx_domain(nodes_[i])) out.push_back(&nodes_[i]);
     return out;
   }
 
@@ -40,7 +46,7 @@ class Matcher {
     auto it = producer_.find(name);
     if (it == producer_.end()) return nullptr;
     const onnx::NodeProto& n = nodes_[it->second];
-    if (n.op_type() != type || !(n.domain().empty() || n.domain() == "ai.onnx")) return nullptr;
+    if (n.op_type() != type || !onnx_domain(n)) return nullptr;
     return &n;
   }
 
@@ -66,10 +72,13 @@ class Matcher {
     return {};
   }
 
-  // The single node reading `name`, when it is of `type`.
+  // The single node reading `name`, when it is of `type` (default domain) and nothing else reads
+  // it.
   const onnx::NodeProto* read_by(const std::string& name, std::string_view type) const {
-    const std::vector<const onnx::NodeProto*> r = readers(name);
-    return r.size() == 1 && r[0]->op_type() == type ? r[0] : nullptr;
+    auto it = readers_.find(name);
+    if (it == readers_.end() || it->second.size() != 1) return nullptr;
+    const onnx::NodeProto& n = nodes_[it->second[0]];
+    return n.op_type() == type && onnx_domain(n) ? &n : nullptr;
   }
 
   size_t index(const onnx::NodeProto* n) const { return static_cast<size_t>(n - nodes_.data()); }

@@ -584,6 +584,22 @@ TEST(OnnxImport, AttentionWrittenOutBecomesDuetsCausalAttention) {
   for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(out.at("y").data<float>()[i], want[i], 1e-5);
 }
 
+TEST(OnnxImport, PatternsAreMadeOfOnnxsOwnOpsOnly) {
+  // Found by the ONNX fuzz target seeded with the fusion patterns: an attention pattern whose
+  // last MatMul was of another domain, with one input, was read as the pattern's (input 1 of a
+  // one-input list). A node of another domain is never part of a pattern; it is refused as such.
+  Model m = attention_model({1, 1, 3, 2}, {1, 1, 2, 3}, {1, 1, 3, 2});
+  for (auto& n : *m.proto().mutable_graph()->mutable_node())
+    if (n.output(0) == "y") {
+      n.set_domain("com.example");
+      n.mutable_input()->RemoveLast();
+    }
+  auto g = m.import();
+  ASSERT_FALSE(g.ok());
+  EXPECT_EQ(g.status().code(), Code::unsupported) << g.status().message();
+  EXPECT_NE(g.status().message().find("com.example"), std::string::npos) << g.status().message();
+}
+
 TEST(OnnxImport, AnAttentionPatternOfOtherShapesRunsAsItsOps) {
   // Rank 3: not duet's attention, so the matmuls, scale, mask and softmax stay.
   const int64_t h = 2, l = 5, d = 4;
