@@ -24,6 +24,16 @@ inline const char* const kGraph = R"({"format": "duet-graph", "version": 1, "nam
             {"name": "y", "op": "sub", "inputs": ["r", "b"]}],
   "outputs": ["y"]})";
 
+// Causal attention over bf16 q, k, v [1, 8, 128, 64].
+inline const char* const kBf16Attention =
+    R"({"format": "duet-graph", "version": 1, "name": "attention",
+  "inputs": [{"name": "q", "dtype": "bf16", "shape": [1, 8, 128, 64]},
+             {"name": "k", "dtype": "bf16", "shape": [1, 8, 128, 64]},
+             {"name": "v", "dtype": "bf16", "shape": [1, 8, 128, 64]}],
+  "nodes": [{"name": "attn", "op": "attention", "inputs": ["q", "k", "v"],
+             "attrs": {"causal": true}}],
+  "outputs": ["attn"]})";
+
 namespace fs = std::filesystem;
 
 struct CliRun {

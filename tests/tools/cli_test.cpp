@@ -23,17 +23,10 @@ namespace {
 
 using duet_cli_test::Cli;
 using duet_cli_test::CliRun;
+using duet_cli_test::kBf16Attention;
 using duet_cli_test::kGraph;
 using duet_cli_test::lines;
 namespace fs = std::filesystem;
-
-const char* kBf16Attention = R"({"format": "duet-graph", "version": 1, "name": "attention",
-  "inputs": [{"name": "q", "dtype": "bf16", "shape": [1, 8, 128, 64]},
-             {"name": "k", "dtype": "bf16", "shape": [1, 8, 128, 64]},
-             {"name": "v", "dtype": "bf16", "shape": [1, 8, 128, 64]}],
-  "nodes": [{"name": "attn", "op": "attention", "inputs": ["q", "k", "v"],
-             "attrs": {"causal": true}}],
-  "outputs": ["attn"]})";
 
 duet::HostTensor f32(std::vector<int64_t> shape, std::vector<float> v) {
   duet::HostTensor t = duet::HostTensor::empty(duet::DType::f32, shape);

@@ -11,16 +11,9 @@ namespace {
 
 using duet_cli_test::Cli;
 using duet_cli_test::CliRun;
+using duet_cli_test::kBf16Attention;
 using duet_cli_test::lines;
 namespace fs = std::filesystem;
-
-const char* kAttention = R"({"format": "duet-graph", "version": 1, "name": "attention",
-  "inputs": [{"name": "q", "dtype": "bf16", "shape": [1, 8, 128, 64]},
-             {"name": "k", "dtype": "bf16", "shape": [1, 8, 128, 64]},
-             {"name": "v", "dtype": "bf16", "shape": [1, 8, 128, 64]}],
-  "nodes": [{"name": "attn", "op": "attention", "inputs": ["q", "k", "v"],
-             "attrs": {"causal": true}}],
-  "outputs": ["attn"]})";
 
 size_t count(const std::string& s, const std::string& what) {
   size_t n = 0;
@@ -31,7 +24,7 @@ size_t count(const std::string& s, const std::string& what) {
 // ---- exit status: 0 success, 1 the work failed, 2 bad input --------------------------------
 
 TEST_F(Cli, ExitZeroWhenTheWorkIsDone) {
-  const std::string g = write("a.json", kAttention);
+  const std::string g = write("a.json", kBf16Attention);
   CliRun r = duet("plan " + g + " --profile rtx3090");
   EXPECT_EQ(r.status, 0) << r.err;
   EXPECT_TRUE(r.err.empty()) << r.err;
@@ -39,7 +32,7 @@ TEST_F(Cli, ExitZeroWhenTheWorkIsDone) {
 
 TEST_F(Cli, ExitOneWhenAValidGraphCannotBePlannedOnTheDevices) {
   // 43 GB tensors on a 24 GB card, no policy: valid input, work that cannot be done.
-  std::string big = kAttention;
+  std::string big = kBf16Attention;
   for (size_t at = big.find("[1, 8, 128, 64]"); at != std::string::npos;
        at = big.find("[1, 8, 128, 64]"))
     big.replace(at, 15, "[64, 32, 4096, 2560]");
@@ -51,7 +44,7 @@ TEST_F(Cli, ExitOneWhenAValidGraphCannotBePlannedOnTheDevices) {
 
 TEST_F(Cli, ExitTwoForAnImpossibleOverrideOnOneLineNamingTheOp) {
   // The README's example: bf16 forced onto a Turing card, which has no bf16.
-  const std::string g = write("a.json", kAttention);
+  const std::string g = write("a.json", kBf16Attention);
   CliRun r = duet("plan " + g + " --profile rtx2080ti --policy 'device=cuda:0;precision=bf16'");
   EXPECT_EQ(r.status, 2) << r.err;
   EXPECT_EQ(lines(r.err), 1) << r.err;
@@ -89,7 +82,7 @@ TEST_F(Cli, ExitTwoForUnknownNamesWithTheValidOnesListed) {
   for (const char* o : {"op 'foo'", "matmul", "attention", "write_slice"})
     EXPECT_NE(op.err.find(o), std::string::npos) << o << ": " << op.err;
 
-  const std::string g = write("a.json", kAttention);
+  const std::string g = write("a.json", kBf16Attention);
   CliRun profile = duet("plan " + g + " --profile rtx9999");
   EXPECT_EQ(profile.status, 2);
   EXPECT_EQ(lines(profile.err), 1) << profile.err;
@@ -113,7 +106,7 @@ TEST_F(Cli, FieldsOfFilesAreCalledFields) {
   EXPECT_NE(r.err.find("graph file '" + path("g.json") + "': field 'version'"), std::string::npos)
       << r.err;
   write("p.json", R"({"backend": "cpu", "name": "x", "memroy_bytes": 1, "source": "s"})");
-  r = duet("plan " + write("t.json", kAttention) + " --profile " + path("p.json"));
+  r = duet("plan " + write("t.json", kBf16Attention) + " --profile " + path("p.json"));
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.err.find("profile '" + path("p.json") + "': field 'memroy_bytes'"), std::string::npos)
       << r.err;
@@ -146,7 +139,7 @@ TEST_F(Cli, ADeviceOfThisMachineSavedAsAProfileLoadsAndPlans) {
   write("mine.json", r.out);
   auto j = nlohmann::json::parse(r.out);
   EXPECT_NE(j["source"].get<std::string>().find("duet devices"), std::string::npos);
-  const std::string g = write("a.json", kAttention);
+  const std::string g = write("a.json", kBf16Attention);
   r = duet("plan " + g + " --profile " + path("mine.json"));
   EXPECT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("cpu:0"), std::string::npos) << r.out;
