@@ -1,11 +1,13 @@
 // From CUDA device properties to the capability record. Everything the kernels derive launch
-// shapes from is read from the device; the tables here hold only what CUDA does not report
-// (which instructions an architecture has, how many lanes an SM has, tensor-core rates).
+// shapes from is read from the device; what CUDA does not report (which instructions an
+// architecture has, how many lanes an SM has, tensor-core rates) is the architecture's record
+// (duet/kernels/arch.h), and which parts lack the tensor cores of their architecture is here.
 #include "caps.h"
 
 #include <cctype>
 #include <cstdio>
 
+#include "duet/kernels/arch.h"
 #include "rules.h"
 
 namespace duet::cuda {
@@ -26,59 +28,6 @@ bool has_token(std::string_view name, std::string_view token) {
     if (left && right) return true;
   }
   return false;
-}
-
-// FP32 lanes per SM: 64 through sm_80, 128 from GA10x (sm_86) on, except GA100 (sm_80).
-int fp32_lanes_per_sm(int major, int minor) {
-  if (major >= 9 || (major == 8 && minor >= 6)) return 128;
-  if (major == 6 && minor == 0) return 64;
-  if (major == 6 || major == 5) return 128;
-  return 64;
-}
-
-// Dense f16 tensor-core FLOPs per SM per clock with f16 accumulation (f32 accumulation runs at
-// the same rate on data-centre and workstation parts, at half on GeForce parts).
-int tensor_flops_per_sm_clock(int major, int minor) {
-  if (major >= 10 && major < 12) return 8192;  // B100/B200 (sm_100, sm_103), Thor (sm_110)
-  if (major == 9) return 4096;                 // H100/H200 (reached with wgmma)
-  if (major == 8 && minor == 0) return 2048;   // A100
-  if (major >= 7) return 1024;                 // V100, T4/RTX 20, RTX 30, RTX 40, RTX 50
-  return 0;
-}
-
-std::vector<MatrixUnit> matrix_units(int major, int minor) {
-  const int sm = major * 10 + minor;
-  std::vector<MatrixUnit> u;
-  auto add = [&u](const char* api, int m, int n, int k, DType a, DType acc) {
-    u.push_back(MatrixUnit{api, m, n, k, a, acc});
-  };
-  if (sm >= 70) {  // Volta: first tensor cores
-    add("mma.sync", 8, 8, 4, DType::f16, DType::f32);
-    add("mma.sync", 8, 8, 4, DType::f16, DType::f16);
-    add("wmma", 16, 16, 16, DType::f16, DType::f32);
-    add("wmma", 16, 16, 16, DType::f16, DType::f16);
-  }
-  if (sm >= 75) {  // Turing: m16n8k8 and integer mma
-    add("mma.sync", 16, 8, 8, DType::f16, DType::f32);
-    add("mma.sync", 16, 8, 8, DType::f16, DType::f16);
-    add("mma.sync", 8, 8, 16, DType::i8, DType::i32);
-  }
-  if (sm >= 80) {  // Ampere: m16n8k16, bf16
-    add("mma.sync", 16, 8, 16, DType::f16, DType::f32);
-    add("mma.sync", 16, 8, 16, DType::f16, DType::f16);
-    add("mma.sync", 16, 8, 8, DType::bf16, DType::f32);
-    add("mma.sync", 16, 8, 16, DType::bf16, DType::f32);
-    add("mma.sync", 16, 8, 32, DType::i8, DType::i32);
-    add("wmma", 16, 16, 16, DType::bf16, DType::f32);
-  }
-  return u;
-}
-
-std::string tensor_core_summary(int sm) {
-  std::string s = "fp16 mma (sm_70+)";
-  if (sm >= 75) s += ", m16n8k8 and int8 mma (sm_75+)";
-  if (sm >= 80) s += ", bf16 and m16n8k16 mma, cp.async (sm_80+)";
-  return s;
 }
 
 std::string mib(uint64_t bytes) {
@@ -149,24 +98,25 @@ DeviceCaps caps_from_props(const DeviceProps& p) {
   if (p.pci_bus || p.pci_device || p.pci_domain)
     c.pci_bus_id = pci_bus_id_string(p.pci_domain, p.pci_bus, p.pci_device);
 
-  const int sm = p.major * 10 + p.minor;
+  const kernels::ArchFeatures arch = kernels::arch_features(p.major, p.minor);
   c.cc_major = p.major;
   c.cc_minor = p.minor;
-  c.arch = "sm_" + std::to_string(sm);
+  c.arch = arch.name();
   c.compute_units = p.sm_count;
   c.clock_mhz = p.clock_khz / 1000.0;
 
   const std::optional<std::string> no_tc = turing_without_tensor_cores(p);
   c.fp16_storage = c.bf16_storage = c.int8_storage = true;
-  c.fp16_arith = sm >= 53;
-  c.bf16_arith = sm >= 80;
-  c.int8_arith = c.int_dot = sm >= 61;  // dp4a
-  c.tensor_cores = sm >= 70 && !no_tc;
-  if (c.tensor_cores) c.matrix_units = matrix_units(p.major, p.minor);
-  c.async_copy = sm >= 80;
-  c.extra[std::string(kTensorCoresKey)] = no_tc            ? *no_tc
-                                          : c.tensor_cores ? tensor_core_summary(sm)
-                                                           : "none: before sm_70";
+  c.fp16_arith = arch.fp16_arith;
+  c.bf16_arith = arch.bf16_arith;
+  c.int8_arith = c.int_dot = arch.dp4a;
+  c.tensor_cores = arch.tensor_cores && !no_tc;
+  if (c.tensor_cores) c.matrix_units = arch.matrix_units();
+  c.async_copy = arch.cp_async;
+  c.extra[std::string(kTensorCoresKey)] =
+      no_tc            ? *no_tc
+      : c.tensor_cores ? arch.tensor_core_summary()
+                       : "none: before " + kernels::sm_name(DUET_SM_MMA_F16_M8N8K4);
 
   c.subgroup_size = c.subgroup_min = c.subgroup_max = p.warp_size > 0 ? p.warp_size : 32;
   c.shared_mem_per_block = p.shared_per_block;
@@ -183,15 +133,13 @@ DeviceCaps caps_from_props(const DeviceProps& p) {
 
   // Peaks for the cost model: lanes x 2 FLOPs x clock; tensor rates from the architecture.
   const double ghz = p.clock_khz / 1e6;
-  c.peak_gflops_f32 = p.sm_count * fp32_lanes_per_sm(p.major, p.minor) * 2.0 * ghz;
+  c.peak_gflops_f32 = p.sm_count * arch.fp32_lanes_per_sm * 2.0 * ghz;
   if (c.tensor_cores) {
     const bool geforce = contains(p.name, "GeForce");  // f32 accumulation at half rate
-    c.peak_gflops_f16 =
-        p.sm_count * tensor_flops_per_sm_clock(p.major, p.minor) * ghz / (geforce ? 2.0 : 1.0);
-  } else if (sm == 61) {
-    c.peak_gflops_f16 = c.peak_gflops_f32 / 64;  // GP10x consumer parts: 1/64-rate fp16
-  } else if (c.fp16_arith) {
-    c.peak_gflops_f16 = c.peak_gflops_f32 * 2;  // paired half2 arithmetic (TU116/117 FP16 units)
+    c.peak_gflops_f16 = p.sm_count * arch.tensor_flops_per_sm_clock * ghz / (geforce ? 2.0 : 1.0);
+  } else {
+    // Paired half2 arithmetic (TU116/117 FP16 units), 1/64 rate on GP10x consumer parts.
+    c.peak_gflops_f16 = c.peak_gflops_f32 * arch.fp16_simt_rate;
   }
   if (c.bf16_arith) c.peak_gflops_bf16 = c.peak_gflops_f16;
   c.memory_gbps = 2.0 * p.memory_clock_khz * 1e3 * (p.memory_bus_bits / 8.0) / 1e9;

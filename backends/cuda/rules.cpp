@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "cuda_backend.h"
+#include "duet/kernels/arch.h"
 #include "duet/kernels/select.h"
 #include "gemm.h"
 #include "rules.h"
@@ -17,15 +18,18 @@ std::string extra(const DeviceCaps& caps, std::string_view key) {
 }
 
 // Keeps what the kernels' selection promises, whatever it returns: no bf16 kernel on a device
-// without bf16 arithmetic, no f16 kernel without f16 arithmetic.
+// whose record has no bf16 arithmetic, no f16 kernel without f16 arithmetic (the record's fields
+// come from the architecture's, duet/kernels/arch.h, or from a profile).
 void enforce_arithmetic(const DeviceCaps& caps, KernelChoice& c) {
   if (!c.ok) return;
   if (c.precision == Precision::bf16 && !caps.bf16_arith) {
     c.ok = false;
-    c.reason = "bf16 arithmetic needs sm_80 or newer; " + caps.name + " is " + caps.arch;
+    c.reason = "bf16 arithmetic needs " + kernels::sm_name(DUET_SM_BF16) + " or newer; " +
+               caps.name + " is " + caps.arch;
   } else if (c.precision == Precision::f16 && !caps.fp16_arith) {
     c.ok = false;
-    c.reason = "f16 arithmetic needs sm_53 or newer; " + caps.name + " is " + caps.arch;
+    c.reason = "f16 arithmetic needs " + kernels::sm_name(DUET_SM_FP16_ARITH) + " or newer; " +
+               caps.name + " is " + caps.arch;
   }
 }
 

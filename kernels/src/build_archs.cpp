@@ -137,4 +137,30 @@ ImageCheck check_image(const BuildArchs& archs, int cc_major, int cc_minor, int 
   return r;
 }
 
+ImageCheck check_specific_image(const BuildArchs& archs, int cc_major, int cc_minor) {
+  const int dev = cc_major * 10 + cc_minor;
+  ImageCheck r;
+  if (cc_major <= 0) {
+    r.text = "none: the device record has no compute capability";
+    return r;
+  }
+  if (std::count(archs.arch_specific.begin(), archs.arch_specific.end(), dev) > 0) {
+    r.match = ImageMatch::exact_cubin;
+    r.arch = dev;
+    r.text = "exact cubin " + sm(dev, true);
+    return r;
+  }
+  if (archs.ptx == dev && archs.ptx_arch_specific) {
+    r.match = ImageMatch::ptx_jit;
+    r.arch = dev;
+    r.text = "PTX compute_" + std::to_string(dev) + "a JIT-compiled for " + sm(dev) +
+             " by the driver (slow first launch; a cubin for " + sm(dev, true) + " avoids it)";
+    return r;
+  }
+  r.text = "none: no " + sm(dev, true) + " image in this build (" + archs.str() +
+           "), and only it has the architecture-specific instructions; rebuild with " +
+           std::to_string(dev) + "a in DUET_CUDA_ARCHS";
+  return r;
+}
+
 }  // namespace duet::kernels

@@ -58,6 +58,19 @@ TEST(KernelImage, ArchSpecificImagesRunOnExactlyTheirArchitecture) {
   EXPECT_EQ(check_image(ptx_a, 12, 0).match, ImageMatch::none);
 }
 
+TEST(KernelImage, ArchSpecificFeaturesNeedTheArchSpecificImage) {
+  // An sm_90 cubin runs on an H100 but has no wgmma: only sm_90a code does.
+  const ImageCheck plain = check_specific_image(parse_build_archs("80;90", "90"), 9, 0);
+  EXPECT_FALSE(plain.ok());
+  EXPECT_NE(plain.text.find("no sm_90a image"), std::string::npos) << plain.text;
+  EXPECT_NE(plain.text.find("90a in DUET_CUDA_ARCHS"), std::string::npos) << plain.text;
+  const ImageCheck a = check_specific_image(parse_build_archs("80;90a", ""), 9, 0);
+  EXPECT_EQ(a.match, ImageMatch::exact_cubin);
+  EXPECT_EQ(a.text, "exact cubin sm_90a");
+  EXPECT_EQ(check_specific_image(parse_build_archs("80", "90a"), 9, 0).match, ImageMatch::ptx_jit);
+  EXPECT_FALSE(check_specific_image(parse_build_archs("90a", ""), 10, 0).ok());
+}
+
 TEST(KernelImage, MixedBoxNeedsAnImageForEachDevice) {
   // RTX 2080 (sm_75) + RTX 3090 (sm_86): a build for sm_75 alone serves only the 2080.
   const BuildArchs turing_only = parse_build_archs("75", "");

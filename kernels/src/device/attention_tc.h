@@ -46,7 +46,7 @@ attention_tc(const AttnParams p) {
   const bool one_head = r0 / p.Lq == r_last / p.Lq;
   const int i_min = one_head ? r0 % p.Lq : 0;
   const int i_max = one_head ? r_last % p.Lq : p.Lq - 1;
-  // The keys that exist (a run-time count; host/plan.cpp reports a bad one).
+  // The keys that exist (a run-time count; host/launch_plan.cpp reports a bad one).
   int Lk = p.Lk;
   if (p.kv_len) Lk = *p.kv_len < 0 ? 0 : (*p.kv_len < p.Lk ? *p.kv_len : p.Lk);
   if (p.kv_len && t0 == 0 && bid_x() == 0 && bid_y() == 0 && bid_z() == 0 &&

@@ -1,4 +1,4 @@
-// Tensor-core matmul for the flash (sm_80+: cp.async multi-stage pipeline, f16/bf16 m16n8k16)
+// Tensor-core matmul for the pipelined (sm_80+: cp.async multi-stage pipeline, f16/bf16 m16n8k16)
 // and tiled (sm_75: register-staged loads, f16 m16n8k8) tiers.
 //
 // Block tile BM x BN x 32 with a runtime warp grid (warps_m x warps_n warps of 32 x 64 each);

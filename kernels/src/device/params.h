@@ -1,5 +1,5 @@
-// Kernel arguments: plain structs passed by value, filled on the host by host/plan.cpp and read
-// by the kernels in both builds. Strides and offsets are in elements.
+// Kernel arguments: plain structs passed by value, filled on the host by host/launch_plan.cpp and
+// read by the kernels in both builds. Strides and offsets are in elements.
 #pragma once
 
 #include <cstdint>
@@ -8,7 +8,7 @@
 
 namespace duet::kernels::dev {
 
-// The storage dtypes, numbered as duet::DType (checked in host/plan.cpp).
+// The storage dtypes, numbered as duet::DType (checked in host/launch_plan.cpp).
 enum class Elt : uint8_t { f32, f16, bf16, i8, i32 };
 
 // A strided view with its rank padded to 4 (leading dims of size 1, stride 0). Broadcast dims
@@ -161,7 +161,7 @@ struct EmbedParams {
 };
 
 // ---- block-quantized weights (generic tier): formats numbered as duet::DType (checked in
-// host/plan.cpp), byte layouts in duet/block_layout.h
+// host/launch_plan.cpp), byte layouts in duet/block_layout.h
 enum class QFmt : uint8_t { q8_0 = 5, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k, q4_z };
 
 // Formats whose two halves of a group of 32 have their own scale (the int8_mma tier multiplies

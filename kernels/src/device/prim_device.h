@@ -1,9 +1,13 @@
 // The GPU side of prim.h: inline PTX. Included only by nvcc (through prim.h).
 //
-// bf16 instructions exist from sm_80; they are emitted only under __CUDA_ARCH__ >= 800, so no
-// sm_75 image ever contains one (the PTX check in tests/kernels verifies it). The flash tier is
-// additionally compiled only for sm_80+ images.
+// Each instruction is emitted only where the architecture has it: the guards test __CUDA_ARCH__
+// against the first architectures of duet/kernels/arch_since.h, the numbers the host's record
+// (duet/kernels/arch.h) reads too. bf16 instructions exist from sm_80, so no sm_75 image ever
+// contains one (the PTX check in tests/kernels verifies it). The flash tier is additionally
+// compiled only for sm_80+ images.
 #pragma once
+
+#include "duet/kernels/arch_since.h"
 
 DUET_DEV_BEGIN
 
@@ -70,7 +74,7 @@ DUET_DEV bool vote_all(bool p) {
 
 // ---- tensor cores: D = A * B + D, fp32 accumulation
 DUET_DEV void mma_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1, F16) {
-#if __CUDA_ARCH__ >= 800
+#if __CUDA_ARCH__ >= DUET_SM_MMA_F16_M16N8K16 * 10
   asm volatile(
       "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
       "{%0,%1,%2,%3};\n"
@@ -81,7 +85,7 @@ DUET_DEV void mma_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint
 #endif
 }
 DUET_DEV void mma_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1, Bf16) {
-#if __CUDA_ARCH__ >= 800
+#if __CUDA_ARCH__ >= DUET_SM_BF16 * 10
   asm volatile(
       "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
       "{%0,%1,%2,%3};\n"
@@ -103,7 +107,7 @@ DUET_DEV void mma_1688(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t b0) {
 // ---- int8 tensor cores: D = A * B + D, s8 x s8 with s32 accumulation (wrapping)
 // m16n8k32 (sm_80+): A 16x32 as four registers of 4 bytes, B 32x8 as two.
 DUET_DEV void mma_s8_16832(int (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-#if __CUDA_ARCH__ >= 800
+#if __CUDA_ARCH__ >= DUET_SM_MMA_S8_M16N8K32 * 10
   asm volatile(
       "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
       "{%0,%1,%2,%3};\n"
@@ -115,7 +119,7 @@ DUET_DEV void mma_s8_16832(int (&d)[4], const uint32_t (&a)[4], uint32_t b0, uin
 }
 // m8n8k16 (sm_75+): A 8x16 and B 16x8 as one register of 4 bytes each, D 8x8 as two.
 DUET_DEV void mma_s8_8816(int (&d)[2], uint32_t a, uint32_t b) {
-#if __CUDA_ARCH__ >= 750
+#if __CUDA_ARCH__ >= DUET_SM_MMA_S8_M8N8K16 * 10
   asm volatile("mma.sync.aligned.m8n8k16.row.col.s32.s8.s8.s32 {%0,%1}, {%2}, {%3}, {%0,%1};\n"
                : "+r"(d[0]), "+r"(d[1])
                : "r"(a), "r"(b));
@@ -126,7 +130,7 @@ DUET_DEV void mma_s8_8816(int (&d)[2], uint32_t a, uint32_t b) {
 
 // ---- dp4a (sm_61+): c + the four products of the signed bytes of a and b.
 DUET_DEV int dp4a(uint32_t a, uint32_t b, int c) {
-#if __CUDA_ARCH__ >= 610
+#if __CUDA_ARCH__ >= DUET_SM_DP4A * 10
   int r;
   asm("dp4a.s32.s32 %0, %1, %2, %3;\n" : "=r"(r) : "r"(a), "r"(b), "r"(c));
   return r;
@@ -166,7 +170,7 @@ DUET_DEV void ldmatrix_x1(uint32_t& r, const void* p) {
 
 // ---- cp.async (sm_80+): 16 bytes global -> shared; bytes past src_bytes are zero-filled.
 DUET_DEV void cp_async16(void* dst, const void* src, int src_bytes) {
-#if __CUDA_ARCH__ >= 800
+#if __CUDA_ARCH__ >= DUET_SM_CP_ASYNC * 10
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
                "r"(src_bytes)
                : "memory");
@@ -175,13 +179,13 @@ DUET_DEV void cp_async16(void* dst, const void* src, int src_bytes) {
 #endif
 }
 DUET_DEV void cp_async_commit() {
-#if __CUDA_ARCH__ >= 800
+#if __CUDA_ARCH__ >= DUET_SM_CP_ASYNC * 10
   asm volatile("cp.async.commit_group;\n" ::: "memory");
 #endif
 }
 template <int N>
 DUET_DEV void cp_async_wait() {
-#if __CUDA_ARCH__ >= 800
+#if __CUDA_ARCH__ >= DUET_SM_CP_ASYNC * 10
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 #endif
 }
@@ -203,7 +207,7 @@ DUET_DEV uint32_t load_u32(const void* p) {  // p 4-byte aligned
 // ---- conversions between fp32 and the 16-bit types
 DUET_DEV uint32_t pack2(float lo, float hi, F16) {
   uint32_t r;
-#if __CUDA_ARCH__ >= 800
+#if __CUDA_ARCH__ >= DUET_SM_CVT_PACKED * 10
   asm("cvt.rn.f16x2.f32 %0, %2, %1;\n" : "=r"(r) : "f"(lo), "f"(hi));  // a -> upper half
 #else
   unsigned short l, h;
@@ -214,7 +218,7 @@ DUET_DEV uint32_t pack2(float lo, float hi, F16) {
   return r;
 }
 DUET_DEV uint32_t pack2(float lo, float hi, Bf16) {
-#if __CUDA_ARCH__ >= 800
+#if __CUDA_ARCH__ >= DUET_SM_BF16 * 10
   uint32_t r;
   asm("cvt.rn.bf16x2.f32 %0, %2, %1;\n" : "=r"(r) : "f"(lo), "f"(hi));
   return r;
@@ -231,7 +235,7 @@ DUET_DEV uint16_t round16(float v, F16) {
   return r;
 }
 DUET_DEV uint16_t round16(float v, Bf16) {
-#if __CUDA_ARCH__ >= 800
+#if __CUDA_ARCH__ >= DUET_SM_BF16 * 10
   unsigned short r;
   asm("cvt.rn.bf16.f32 %0, %1;\n" : "=h"(r) : "f"(v));
   return r;

@@ -1,5 +1,5 @@
 // emu::launch: the same launches as gpu::launch, run by the host emulator.
-#include "host/plan.h"
+#include "host/launch_plan.h"
 #include "host/runners.h"
 
 namespace duet::kernels::emu {

@@ -2,7 +2,7 @@
 #pragma once
 
 #include "emu/emu.h"
-#include "host/plan.h"
+#include "host/launch_plan.h"
 
 namespace duet::kernels::emu_impl {
 

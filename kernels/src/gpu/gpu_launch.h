@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "host/plan.h"
+#include "host/launch_plan.h"
 
 namespace duet::kernels::gpu_impl {
 

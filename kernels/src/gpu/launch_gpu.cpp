@@ -1,5 +1,5 @@
-// gpu::launch: plans the launches (host/plan.cpp) and hands each to its tier's launcher.
-#include "host/plan.h"
+// gpu::launch: plans the launches (host/launch_plan.cpp) and hands each to its tier's launcher.
+#include "host/launch_plan.h"
 #include "host/runners.h"
 
 namespace duet::kernels::gpu {
@@ -33,7 +33,7 @@ Status launch(Tier tier, const OpDesc& op, std::span<const View> inputs, const V
         break;
 #else
         return Status(Code::unsupported,
-                      "flash-tier matmul: this build has no sm_80+ architecture (DUET_CUDA_ARCHS)");
+                      "pipelined matmul: this build has no sm_80+ architecture (DUET_CUDA_ARCHS)");
 #endif
       case detail::Kernel::q8_act:
       case detail::Kernel::dp4a_qmatmul:

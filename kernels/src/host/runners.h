@@ -2,7 +2,7 @@
 // CUDA is) and once for the emulator (kernels/src/emu/*.cpp).
 #pragma once
 
-#include "host/plan.h"
+#include "host/launch_plan.h"
 
 namespace duet::kernels {
 

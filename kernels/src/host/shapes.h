@@ -76,8 +76,4 @@ inline int rows_threads(int64_t n) {
   return n >= 256 ? 256 : n > 64 ? 128 : 64;
 }
 
-inline std::string sm_name(int sm) {
-  return "sm_" + std::to_string(sm);
-}
-
 }  // namespace duet::kernels::shapes

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "device/params.h"
+#include "duet/kernels/arch.h"
 #include "host/shapes.h"
 
 namespace duet::kernels {
@@ -18,7 +19,6 @@ using dev::kQMmaBM;
 using dev::kQMmaBN;
 using dev::kQMmaThreads;
 using dev::kQWarps;
-using shapes::sm_name;
 
 std::string kib(uint64_t bytes) {
   std::ostringstream s;
@@ -27,10 +27,6 @@ std::string kib(uint64_t bytes) {
   else
     s << static_cast<double>(bytes) / 1024.0 << " KiB";
   return s.str();
-}
-
-int device_sm(const DeviceCaps& caps) {
-  return caps.cc_major * 10 + caps.cc_minor;
 }
 
 // The largest dynamic shared memory a block may use (opt-in included).
@@ -69,10 +65,19 @@ void need_warp32(Draft& d, const DeviceCaps& caps) {
       "the kernels assume 32-wide warps, the device reports " + std::to_string(caps.subgroup_size));
 }
 
-// The build holds an image of a tier built for `min_arch` and newer that the device can load.
-void need_image(Draft& d, const DeviceCaps& caps, const BuildArchs& build, int min_arch) {
-  const ImageCheck image = check_image(build, caps.cc_major, caps.cc_minor, min_arch);
+// The build holds an image of the tier's kernels (built for tier_min_sm and newer) that the
+// device can load; asked only when the architecture fits the tier, whose refusal says more.
+void need_image(Draft& d, const DeviceCaps& caps, const ArchFeatures& arch, const BuildArchs& build,
+                Tier tier) {
+  if (!tier_fits(arch, tier)) return;
+  const ImageCheck image = check_image(build, caps.cc_major, caps.cc_minor, tier_min_sm(tier));
   d.need(image.ok(), image.refusal());
+}
+
+// "requires sm_80, device is sm_75" when the architecture lacks what the tier's kernels use.
+void need_arch(Draft& d, const ArchFeatures& arch, Tier tier, std::string_view what = {}) {
+  d.need(tier_fits(arch, tier), "requires " + sm_name(tier_min_sm(tier)) + std::string(what) +
+                                    ", device is " + arch.name());
 }
 
 // Storage layout the tensor-core attention reads: last dim dense, rows 16-byte aligned.
@@ -156,7 +161,7 @@ LaunchConfig attn_tc_config(const DeviceCaps& caps, const AttnDims& a, bool flas
 
 void attention_choices(const DeviceCaps& caps, const OpDesc& op, const BuildArchs& build,
                        std::vector<KernelChoice>& out) {
-  const int sm = device_sm(caps);
+  const ArchFeatures arch = arch_features(caps);
   const AttnDims a = attn_dims(op);
   const int D = static_cast<int>(a.D);
   const bool hd_ok = std::find(std::begin(kAttentionHeadDims), std::end(kAttentionHeadDims), D) !=
@@ -173,9 +178,11 @@ void attention_choices(const DeviceCaps& caps, const OpDesc& op, const BuildArch
 
   for (Precision p : half_precisions(op.inputs[0].dtype)) {
     Draft d(Tier::flash, p);
-    d.need(sm >= 80, "requires sm_80, device is " + sm_name(sm));
+    need_arch(d, arch, Tier::flash);
     d.need(caps.tensor_cores, "requires tensor cores, the device has none");
-    if (p == Precision::bf16) d.need(caps.bf16_arith || sm >= 80, "bf16 needs sm_80 tensor cores");
+    if (p == Precision::bf16)
+      d.need(caps.bf16_arith || arch.mma_bf16,
+             "bf16 needs " + sm_name(DUET_SM_BF16) + " tensor cores");
     d.need(hd_ok, hd_msg);
     d.need(layout.empty(), layout);
     LaunchConfig cfg = attn_tc_config(caps, a, true);
@@ -183,20 +190,21 @@ void attention_choices(const DeviceCaps& caps, const OpDesc& op, const BuildArch
            "needs " + kib(cfg.shared_bytes) + " of shared memory per block, the device allows " +
                kib(smem_limit(caps)));
     need_warp32(d, caps);
-    if (sm >= 80) need_image(d, caps, build, 80);
+    need_image(d, caps, arch, build, Tier::flash);
     cfg.variant = "flash_attention_" + std::string(precision_name(p)) + "_hd" + std::to_string(D);
     d.c.launch = cfg;
     d.c.input_dtypes = inputs_at(precision_storage(p));
     d.c.output_dtype = precision_storage(p);
-    d.why.push_back(sm_name(sm) + " >= sm_80, mma.sync m16n8k16 " + std::string(precision_name(p)) +
-                    ", cp.async " + std::to_string(cfg.stages) + " stage(s)" +
+    d.why.push_back(arch.name() + " >= " + sm_name(tier_min_sm(d.c.tier)) + ", mma.sync m16n8k16 " +
+                    std::string(precision_name(p)) + ", cp.async " + std::to_string(cfg.stages) +
+                    " stage(s)" +
                     (cfg.splits > 1 ? ", " + std::to_string(cfg.splits) + " KV splits" : ""));
     out.push_back(d.done("flash attention"));
   }
 
   {
     Draft d(Tier::tiled, Precision::f16);
-    d.need(sm >= 75, "requires sm_75 (mma.sync m16n8k8 f16), device is " + sm_name(sm));
+    need_arch(d, arch, Tier::tiled, " (mma.sync m16n8k8 f16)");
     d.need(caps.tensor_cores, "requires tensor cores, the device has none");
     d.need(hd_ok, hd_msg);
     d.need(layout.empty(), layout);
@@ -205,13 +213,14 @@ void attention_choices(const DeviceCaps& caps, const OpDesc& op, const BuildArch
            "needs " + kib(cfg.shared_bytes) + " of shared memory per block, the device allows " +
                kib(smem_limit(caps)));
     need_warp32(d, caps);
-    if (sm >= 75) need_image(d, caps, build, 75);
+    need_image(d, caps, arch, build, d.c.tier);
     cfg.variant = "tiled_attention_f16_hd" + std::to_string(D);
     d.c.launch = cfg;
     d.c.input_dtypes = inputs_at(DType::f16);
     d.c.output_dtype = DType::f16;
-    d.why.push_back(sm_name(sm) + " >= sm_75, mma.sync m16n8k8 f16, tiles for " +
-                    kib(cfg.shared_bytes) + " of shared memory" +
+    d.why.push_back(arch.name() + " >= " + sm_name(tier_min_sm(Tier::tiled)) +
+                    ", mma.sync m16n8k8 f16, tiles for " + kib(cfg.shared_bytes) +
+                    " of shared memory" +
                     (cfg.splits > 1 ? ", " + std::to_string(cfg.splits) + " KV splits" : ""));
     out.push_back(d.done("tiled attention"));
   }
@@ -228,7 +237,7 @@ void attention_choices(const DeviceCaps& caps, const OpDesc& op, const BuildArch
                " of shared memory, the device allows " + kib(caps.shared_mem_per_block));
     d.need(a.Lq <= 0x7fffffff && a.Hq <= 65535 && a.B <= 65535,
            "grid too large (Hq and B at most 65535)");
-    need_image(d, caps, build, 0);
+    need_image(d, caps, arch, build, Tier::generic);
     d.c.launch = cfg;
     d.c.input_dtypes = op_dtypes(op);
     d.c.output_dtype = op.output.dtype;
@@ -247,7 +256,7 @@ int64_t matmul_batch(const OpDesc& op) {
 
 void matmul_choices(const DeviceCaps& caps, const OpDesc& op, const BuildArchs& build,
                     std::vector<KernelChoice>& out) {
-  const int sm = device_sm(caps);
+  const ArchFeatures arch = arch_features(caps);
   const int64_t M = op.output.dim(-2), batch = matmul_batch(op);
   const bool b_nmajor = shapes::matmul_b_nmajor(op);
   const int warps_m = M >= 128 && register_warps(caps) >= 8 ? 4 : 2, warps_n = 2;
@@ -270,7 +279,7 @@ void matmul_choices(const DeviceCaps& caps, const OpDesc& op, const BuildArchs& 
 
   for (Precision p : half_precisions(op.inputs[0].dtype)) {
     Draft d(Tier::pipelined, p);
-    d.need(sm >= 80, "requires sm_80, device is " + sm_name(sm));
+    need_arch(d, arch, Tier::pipelined);
     d.need(caps.tensor_cores, "requires tensor cores, the device has none");
     d.need(grid_ok, grid_msg);
     LaunchConfig cfg = tc_config(3);
@@ -278,18 +287,19 @@ void matmul_choices(const DeviceCaps& caps, const OpDesc& op, const BuildArchs& 
            "needs " + kib(cfg.shared_bytes) + " of shared memory per block, the device allows " +
                kib(smem_limit(caps)));
     need_warp32(d, caps);
-    if (sm >= 80) need_image(d, caps, build, 80);
+    need_image(d, caps, arch, build, Tier::pipelined);
     cfg.variant = "pipelined_matmul_" + std::string(precision_name(p)) + (b_nmajor ? "_bn" : "_bk");
     d.c.launch = cfg;
     d.c.input_dtypes = {precision_storage(p), precision_storage(p)};
     d.c.output_dtype = precision_storage(p);
-    d.why.push_back(sm_name(sm) + " >= sm_80, mma.sync m16n8k16 " + std::string(precision_name(p)) +
-                    ", cp.async " + std::to_string(cfg.stages) + "-stage pipeline");
+    d.why.push_back(arch.name() + " >= " + sm_name(tier_min_sm(d.c.tier)) + ", mma.sync m16n8k16 " +
+                    std::string(precision_name(p)) + ", cp.async " + std::to_string(cfg.stages) +
+                    "-stage pipeline");
     out.push_back(d.done("pipelined matmul"));
   }
   {
     Draft d(Tier::tiled, Precision::f16);
-    d.need(sm >= 75, "requires sm_75 (mma.sync m16n8k8 f16), device is " + sm_name(sm));
+    need_arch(d, arch, Tier::tiled, " (mma.sync m16n8k8 f16)");
     d.need(caps.tensor_cores, "requires tensor cores, the device has none");
     d.need(grid_ok, grid_msg);
     LaunchConfig cfg = tc_config(1);
@@ -297,18 +307,19 @@ void matmul_choices(const DeviceCaps& caps, const OpDesc& op, const BuildArchs& 
            "needs " + kib(cfg.shared_bytes) + " of shared memory per block, the device allows " +
                kib(smem_limit(caps)));
     need_warp32(d, caps);
-    if (sm >= 75) need_image(d, caps, build, 75);
+    need_image(d, caps, arch, build, d.c.tier);
     cfg.variant = std::string("tiled_matmul_f16") + (b_nmajor ? "_bn" : "_bk");
     d.c.launch = cfg;
     d.c.input_dtypes = {DType::f16, DType::f16};
     d.c.output_dtype = DType::f16;
-    d.why.push_back(sm_name(sm) + " >= sm_75, mma.sync m16n8k8 f16");
+    d.why.push_back(arch.name() + " >= " + sm_name(tier_min_sm(Tier::tiled)) +
+                    ", mma.sync m16n8k8 f16");
     out.push_back(d.done("tiled matmul"));
   }
   {
     Draft d(Tier::generic, Precision::f32);
     d.need(grid_ok, grid_msg);
-    need_image(d, caps, build, 0);
+    need_image(d, caps, arch, build, Tier::generic);
     LaunchConfig cfg;
     cfg.block_threads = shapes::kGenMatmulThreads;
     cfg.tile_m = cfg.tile_n = 64;
@@ -328,8 +339,9 @@ void matmul_choices(const DeviceCaps& caps, const OpDesc& op, const BuildArchs& 
 
 void generic_choice(const DeviceCaps& caps, const OpDesc& op, const BuildArchs& build,
                     std::vector<KernelChoice>& out) {
+  const ArchFeatures arch = arch_features(caps);
   Draft d(Tier::generic, Precision::f32);
-  need_image(d, caps, build, 0);
+  need_image(d, caps, arch, build, Tier::generic);
   LaunchConfig cfg;
   cfg.subgroup = 32;
   switch (op.kind) {
@@ -383,7 +395,7 @@ void quantized_choices(const DeviceCaps& caps, const OpDesc& op, const BuildArch
     out.push_back(no_quantized_kernel(op, "CUDA"));
     return;
   }
-  const int sm = device_sm(caps);
+  const ArchFeatures arch = arch_features(caps);
   const std::string f(dtype_name(op.inputs[qi].dtype));
   if (mm) {
     const int64_t M = op.output.dim(-2), batch = matmul_batch(op);
@@ -391,7 +403,9 @@ void quantized_choices(const DeviceCaps& caps, const OpDesc& op, const BuildArch
     const std::string grid_msg = "grid too large (batch at most 65535, M at most 512K)";
     {
       Draft d(Tier::int8_mma, Precision::f32);
-      d.need(sm >= 75, "int8 mma.sync needs sm_75 (m8n8k16), device is " + sm_name(sm));
+      d.need(tier_fits(arch, Tier::int8_mma), "int8 mma.sync needs " +
+                                                  sm_name(tier_min_sm(Tier::int8_mma)) +
+                                                  " (m8n8k16), device is " + arch.name());
       d.need(caps.tensor_cores, "requires tensor cores, the device has none");
       d.need(M > kQIntRows, "decode shape (" + std::to_string(M) + " rows, at most " +
                                 std::to_string(kQIntRows) +
@@ -403,25 +417,28 @@ void quantized_choices(const DeviceCaps& caps, const OpDesc& op, const BuildArch
              "needs " + kib(cfg.shared_bytes) + " of shared memory per block, the device allows " +
                  kib(smem_limit(caps)));
       need_warp32(d, caps);
-      if (sm >= 75) need_image(d, caps, build, 75);
-      const bool k32 = sm >= 80;
+      need_image(d, caps, arch, build, d.c.tier);
+      const bool k32 = arch.mma_s8_m16n8k32;
       cfg.variant = std::string("int8_mma_qmatmul_") + (k32 ? "m16n8k32" : "m8n8k16");
       d.c.launch = cfg;
       d.c.input_dtypes = op_dtypes(op);
       d.c.output_dtype = op.output.dtype;
-      d.why.push_back(
-          f + " blocks decoded to int8 in registers, activations quantized to int8 per " + "32, " +
-          sm_name(sm) + (k32 ? " >= sm_80: mma.sync m16n8k32" : ": mma.sync m8n8k16") + " s8, " +
-          std::to_string(cfg.stages) + " shared-memory buffer(s) of " + std::to_string(cfg.tile_k) +
-          " K (" + kib(cfg.shared_bytes) + ")");
+      d.why.push_back(f +
+                      " blocks decoded to int8 in registers, activations quantized to int8 per " +
+                      "32, " + arch.name() +
+                      (k32 ? " >= " + sm_name(DUET_SM_MMA_S8_M16N8K32) + ": mma.sync m16n8k32"
+                           : std::string(": mma.sync m8n8k16")) +
+                      " s8, " + std::to_string(cfg.stages) + " shared-memory buffer(s) of " +
+                      std::to_string(cfg.tile_k) + " K (" + kib(cfg.shared_bytes) + ")");
       out.push_back(d.done("int8 tensor-core quantized matmul"));
     }
     {
       Draft d(Tier::int_dot, Precision::f32);
-      d.need(sm >= 61, "dp4a needs sm_61, device is " + sm_name(sm));
+      d.need(tier_fits(arch, Tier::int_dot),
+             "dp4a needs " + sm_name(tier_min_sm(Tier::int_dot)) + ", device is " + arch.name());
       d.need(grid_ok, grid_msg);
       need_warp32(d, caps);
-      if (sm >= 61) need_image(d, caps, build, 61);
+      need_image(d, caps, arch, build, Tier::int_dot);
       LaunchConfig cfg;
       cfg.subgroup = 32;
       cfg.block_threads = kQWarps * 32;
@@ -430,15 +447,15 @@ void quantized_choices(const DeviceCaps& caps, const OpDesc& op, const BuildArch
       d.c.launch = cfg;
       d.c.input_dtypes = op_dtypes(op);
       d.c.output_dtype = op.output.dtype;
-      d.why.push_back(f + " blocks decoded to int8 in registers, activations quantized to int8 " +
-                      "per 32, dp4a (" + sm_name(sm) +
-                      " >= sm_61), a warp per weight row for up to " + std::to_string(kQIntRows) +
-                      " activation rows");
+      d.why.push_back(
+          f + " blocks decoded to int8 in registers, activations quantized to int8 " +
+          "per 32, dp4a (" + arch.name() + " >= " + sm_name(tier_min_sm(Tier::int_dot)) +
+          "), a warp per weight row for up to " + std::to_string(kQIntRows) + " activation rows");
       out.push_back(d.done("dp4a quantized matmul"));
     }
   }
   Draft d(Tier::generic, Precision::f32);
-  need_image(d, caps, build, 0);
+  need_image(d, caps, arch, build, Tier::generic);
   LaunchConfig cfg;
   cfg.subgroup = 32;
   cfg.block_threads = mm ? 128 : 256;

@@ -52,5 +52,9 @@ struct ImageCheck {
 // `min_arch` keeps only images of that architecture and newer: a tier's kernels are compiled
 // only for the architectures it runs on (flash: sm_80 and newer).
 ImageCheck check_image(const BuildArchs& archs, int cc_major, int cc_minor, int min_arch = 0);
+// What the kernels of a tier that uses architecture-specific features need (wgmma: an image for
+// sm_90a; duet/kernels/arch.h, ArchFeatures::specific_target): an sm_XYa cubin, or compute_XYa
+// PTX, for exactly the device's architecture. Ordinary cubins and PTX lack those instructions.
+ImageCheck check_specific_image(const BuildArchs& archs, int cc_major, int cc_minor);
 
 }  // namespace duet::kernels

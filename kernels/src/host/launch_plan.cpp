@@ -1,10 +1,11 @@
-#include "host/plan.h"
+#include "host/launch_plan.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
 
+#include "duet/kernels/arch.h"
 #include "duet/kernels/select.h"
 #include "host/shapes.h"
 
@@ -179,11 +180,12 @@ class Planner {
     return static_cast<unsigned>(std::clamp<int64_t>((n + threads - 1) / threads, 1, 4096));
   }
 
-  Status need_sm(int min_sm) const {
-    if (launch_.sm != 0 && launch_.sm < min_sm)
+  // The device's architecture (Launch::sm; 0 skips the check) has what the tier's kernels use.
+  Status need_arch() const {
+    if (launch_.sm != 0 && !tier_fits(arch_features_of_sm(launch_.sm), tier_))
       return fail(Code::unsupported, std::string(tier_name(tier_)) + " kernels need " +
-                                         shapes::sm_name(min_sm) + ", the device is " +
-                                         shapes::sm_name(launch_.sm));
+                                         sm_name(tier_min_sm(tier_)) + ", the device is " +
+                                         sm_name(launch_.sm));
     return {};
   }
 
@@ -222,7 +224,7 @@ class Planner {
   // ---- attention
 
   Result<std::vector<Call>> attention_tc() {
-    DUET_TRY(need_sm(sm80() ? 80 : 75));
+    DUET_TRY(need_arch());
     const View &q = in_[0], &k = in_[1], &v = in_[2];
     DUET_ASSIGN_OR_RETURN(const bool bf16, tc_bf16(q.dtype));
     const int D = static_cast<int>(q.shape[3]);
@@ -395,7 +397,7 @@ class Planner {
   }
 
   Result<std::vector<Call>> matmul_tc() {
-    DUET_TRY(need_sm(sm80() ? 80 : 75));
+    DUET_TRY(need_arch());
     DUET_ASSIGN_OR_RETURN(const bool bf16, tc_bf16(in_[0].dtype));
     dev::MatmulParams p = matmul_params();
     const LaunchConfig& cfg = launch_.config;
@@ -510,7 +512,7 @@ class Planner {
   // int8 tensor-core tiles.
   Result<std::vector<Call>> int_qmatmul() {
     const bool mma = tier_ == Tier::int8_mma;
-    DUET_TRY(need_sm(mma ? 75 : 61));
+    DUET_TRY(need_arch());
     DUET_ASSIGN_OR_RETURN(dev::QMatmulParams p, qmatmul_params());
     const int64_t batch = batch_count();
     const uint64_t need = workspace_bytes(tier_, op_, launch_.config);
@@ -560,7 +562,7 @@ class Planner {
                   {static_cast<unsigned>((p.N + dev::kQMmaBN - 1) / dev::kQMmaBN),
                    static_cast<unsigned>(gy), static_cast<unsigned>(batch)},
                   dev::kQMmaThreads, cfg.shared_bytes, p);
-    c.sm80 = launch_.sm == 0 || launch_.sm >= 80;
+    c.sm80 = launch_.sm == 0 || arch_features_of_sm(launch_.sm).mma_s8_m16n8k32;
     calls.push_back(c);
     return calls;
   }

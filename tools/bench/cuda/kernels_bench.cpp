@@ -3,6 +3,10 @@
 // against the generic tier's on the same GPU. Prints why it skipped when there is no GPU.
 //
 //   build/tools/duet_kernels_bench [--quick]
+//
+// The devices and their capability records are the CUDA backend's, opened through the registry
+// as every program opens them; the kernels are launched directly (duet/kernels/launch.h) on
+// memory of the CUDA runtime, so that only the kernels are timed.
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -12,42 +16,29 @@
 #include <string>
 #include <vector>
 
-#include "driver.h"
+#include "duet/backends.h"
 #include "duet/half.h"
+#include "duet/kernels/arch.h"
 #include "duet/kernels/launch.h"
 #include "duet/kernels/select.h"
 #include "duet/quantize.h"
-#include "runtime_driver.h"
 
 namespace duet {
 namespace {
 
-// The capability fields the kernel selection reads, from the CUDA runtime. (The CUDA backend
-// probes the full record; the benchmark needs only these.)
-DeviceCaps probe(int dev) {
-  cudaDeviceProp p{};
-  cudaGetDeviceProperties(&p, dev);
-  DeviceCaps c;
-  c.backend = BackendKind::cuda;
-  c.name = p.name;
-  c.vendor = "nvidia";
-  c.cc_major = p.major;
-  c.cc_minor = p.minor;
-  c.arch = "sm_" + std::to_string(p.major * 10 + p.minor);
-  c.compute_units = p.multiProcessorCount;
-  const int sm = p.major * 10 + p.minor;
-  // Turing GTX 16xx parts have no tensor cores.
-  c.tensor_cores = sm >= 70 && std::string(p.name).find("GTX 16") == std::string::npos;
-  c.bf16_arith = sm >= 80;
-  c.fp16_arith = sm >= 53;
-  c.async_copy = sm >= 80;
-  c.subgroup_size = p.warpSize;
-  c.shared_mem_per_block = p.sharedMemPerBlock;
-  c.shared_mem_per_block_optin = p.sharedMemPerBlockOptin;
-  c.registers_per_block = static_cast<uint32_t>(p.regsPerBlock);
-  c.max_threads_per_block = static_cast<uint32_t>(p.maxThreadsPerBlock);
-  c.memory_bytes = p.totalGlobalMem;
-  return c;
+// The CUDA backend alone, without cuBLASLt (the bench times the kernels of kernels/ only).
+Registry open_cuda() {
+  std::vector<BackendFactory> cuda;
+  for (BackendFactory& f : builtin_backends())
+    if (f.name == "cuda") cuda.push_back(std::move(f));
+  BackendOptions o;
+  o.values["cuda.cublas"] = "off";
+  return Registry::open(cuda, o);
+}
+
+// The CUDA runtime's number of a device the registry calls "cuda:N".
+int ordinal(const Device& d) {
+  return std::stoi(d.id().substr(d.id().find(':') + 1));
 }
 
 bool check(cudaError_t e, const char* what) {
@@ -112,7 +103,7 @@ Result time_choice(const DeviceCaps& caps, const OpDesc& op, const KernelChoice&
   kernels::Launch l;
   l.config = k.launch;
   l.workspace = ws.p;
-  l.sm = caps.cc_major * 10 + caps.cc_minor;
+  l.sm = kernels::arch_features(caps).sm;
   const kernels::View ov = kernels::make_view(op.output, out.p);
   cudaEvent_t a, b;
   cudaEventCreate(&a);
@@ -200,18 +191,19 @@ OpDesc matmul(DType t, int64_t M, int64_t N, int64_t K, bool tb) {
 int main(int argc, char** argv) {
   using namespace duet;
   const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
-  // The reason `duet devices` gives for an unavailable CUDA backend, found the same way.
-  if (Status s = cuda::availability(cuda::runtime_driver()->status()); !s.ok()) {
-    std::printf("duet_kernels_bench: skipped: cuda unavailable: %s\n", s.message().c_str());
-    return 0;
-  }
-  int n = 0;
-  if (cudaGetDeviceCount(&n) != cudaSuccess) return 1;
+  const Registry registry = open_cuda();
+  // The reason `duet devices` gives for an unavailable CUDA backend.
+  for (const BackendReport& r : registry.backends())
+    if (!r.available) {
+      std::printf("duet_kernels_bench: skipped: cuda unavailable: %s\n", r.reason.c_str());
+      return 0;
+    }
   std::printf("kernels built for %s\n", kernels::this_build().str().c_str());
   const int reps = quick ? 5 : 20;
-  for (int d = 0; d < n; ++d) {
-    cudaSetDevice(d);
-    const DeviceCaps caps = probe(d);
+  for (const Device* device : registry.devices()) {
+    const int d = ordinal(*device);
+    if (cudaSetDevice(d) != cudaSuccess) return 1;
+    const DeviceCaps& caps = device->caps();
     std::printf("\ndevice %d: %s (%s, %d SMs, %llu KiB shared per block opt-in)\n", d,
                 caps.name.c_str(), caps.arch.c_str(), caps.compute_units,
                 static_cast<unsigned long long>(caps.shared_mem_per_block_optin / 1024));

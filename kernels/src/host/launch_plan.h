@@ -16,7 +16,7 @@ namespace duet::kernels::detail {
 enum class Kernel : uint8_t {
   attention_tc,       // flash / tiled
   attention_combine,  // split-KV merge (generic)
-  matmul_tc,          // flash / tiled
+  matmul_tc,          // pipelined / tiled
   eltwise,
   copy,
   rows,
