@@ -3,6 +3,7 @@
 #include "duet/gguf.h"
 #include "duet/int4_checkpoint.h"
 #include "duet/safetensors.h"
+#include "readers.h"
 
 namespace duet {
 
@@ -13,7 +14,7 @@ struct ConstantFiles::Open {
   std::optional<Int4Config> int4;  // read when the first int4 module is
 };
 
-ConstantFiles::ConstantFiles() = default;
+ConstantFiles::ConstantFiles(const ModelFolder& folder) : folder_(folder) {}
 ConstantFiles::~ConstantFiles() = default;
 
 Result<HostTensor> ConstantFiles::load(const std::string& path, const std::string& key, DType dtype,
@@ -21,11 +22,15 @@ Result<HostTensor> ConstantFiles::load(const std::string& path, const std::strin
   auto it = files_.find(path);
   if (it == files_.end()) {
     auto open = std::make_unique<Open>();
-    if (is_gguf_file(path)) {
+    FileRules rules;
+    rules.kind = "constant file";
+    rules.inside = &folder_;
+    DUET_ASSIGN_OR_RETURN(OpenFile file, open_file(path, rules));
+    if (is_gguf(file)) {
       open->gguf = true;
-      DUET_ASSIGN_OR_RETURN(open->g, read_gguf(path));
+      DUET_ASSIGN_OR_RETURN(open->g, read_gguf(file));
     } else {
-      DUET_ASSIGN_OR_RETURN(open->st, read_safetensors(path));
+      DUET_ASSIGN_OR_RETURN(open->st, read_safetensors(file));
     }
     it = files_.emplace(path, std::move(open)).first;
   }
@@ -42,7 +47,7 @@ Result<HostTensor> ConstantFiles::load(const std::string& path, const std::strin
     }
     t = read_int4_module(f.st, key, dtype, *f.int4, "file '" + path + "'");
   } else {
-    t = f.st.tensor(key);
+    t = f.st.view(key);
   }
   if (!t.ok()) return t.status().with_context("from '" + path + "'");
   if (t->dtype() != dtype || !t->desc().same_shape(want))

@@ -13,9 +13,13 @@
 
 namespace duet {
 
+struct ModelFolder;
+
 class ConstantFiles {
  public:
-  ConstantFiles();
+  // Files are opened under the model's rules: inside `folder` (symbolic links resolved), one hard
+  // link, never a fifo or a device (duet/internal/files.h).
+  explicit ConstantFiles(const ModelFolder& folder);
   ~ConstantFiles();
   // The tensor `key` of `path` as the declared dtype and shape: a GGUF tensor (by its name; GGUF's
   // innermost-first dimensions reversed), a safetensors tensor, or a safetensors int4 module
@@ -25,6 +29,7 @@ class ConstantFiles {
 
  private:
   struct Open;
+  const ModelFolder& folder_;
   std::map<std::string, std::unique_ptr<Open>> files_;
 };
 

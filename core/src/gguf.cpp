@@ -1,18 +1,14 @@
 #include "duet/gguf.h"
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <bit>
 #include <cstring>
-#include <fstream>
 #include <limits>
 #include <set>
 
 #include "duet/internal/files.h"
+#include "duet/policy.h"
+#include "readers.h"
 
 namespace duet {
 
@@ -22,6 +18,7 @@ static_assert(std::endian::native == std::endian::little,
 namespace {
 
 constexpr uint32_t kMaxDims = 4;
+constexpr uint64_t kMaxNameBytes = 64 << 10;  // a key or a tensor name
 
 // Every ggml type a GGUF file may name: id, name, elements per block, bytes per block. Ids that
 // ggml removed are absent (a file naming one is malformed).
@@ -106,9 +103,14 @@ class Reader {
     pos_ += sizeof(T);
     return true;
   }
-  bool get_string(std::string* s) {
+  // A string of at most `max` bytes (a longer one sets *too_long and is not read).
+  bool get_string(std::string* s, uint64_t max = UINT64_MAX, bool* too_long = nullptr) {
     uint64_t n = 0;
     if (!get(&n) || n > left()) return false;
+    if (n > max) {
+      if (too_long) *too_long = true;
+      return false;
+    }
     s->assign(reinterpret_cast<const char*>(p_ + pos_), static_cast<size_t>(n));
     pos_ += n;
     return true;
@@ -152,6 +154,11 @@ class Parser {
   Reader r_;
   uint64_t size_;
   GgufFile f_;
+  // What the metadata's values take in memory (an 8-byte integer per u8 of an array, a string's
+  // bytes and its object), within the reader's budget: a file cannot make the reader hold many
+  // times its own size.
+  uint64_t held_ = 0;
+  uint64_t budget_ = import_memory_budget();
 };
 
 Status Parser::header(uint64_t* n_tensors, uint64_t* n_kv) {
@@ -257,8 +264,14 @@ Status Parser::value(const std::string& where, GgufType type, GgufValue* v) {
     }
     case GgufType::string: {
       std::string s;
-      if (!r_.get_string(&s))
-        return bad(where, "a string inside the file", "a length past its end");
+      bool too_long = false;
+      if (!r_.get_string(&s, budget_ - std::min(held_, budget_), &too_long))
+        return too_long ? bad(where,
+                              "metadata that fits the reader's memory budget of " +
+                                  format_bytes(budget_) + " (DUET_IMPORT_MEMORY raises it)",
+                              "a longer string")
+                        : bad(where, "a string inside the file", "a length past its end");
+      held_ += s.size();
       v->strings.push_back(std::move(s));
       return {};
     }
@@ -273,10 +286,18 @@ Status Parser::metadata(uint64_t n_kv) {
   for (uint64_t i = 0; i < n_kv; ++i) {
     const std::string at = "key " + std::to_string(i);
     std::string key;
-    if (!r_.get_string(&key))
-      return bad(at, "a key string inside the file", "a length past its end");
+    bool too_long = false;
+    if (!r_.get_string(&key, kMaxNameBytes, &too_long))
+      return bad(at, too_long ? "a key of at most 64 KiB" : "a key string inside the file",
+                 too_long ? "a longer one" : "a length past its end");
     if (key.empty()) return bad(at, "a non-empty key", "\"\"");
     const std::string where = "key " + quoted(key);
+    held_ += 160 + 2 * key.size();  // the value, and the key in the list and the set of keys
+    if (held_ > budget_)
+      return bad(where,
+                 "metadata that fits the reader's memory budget of " + format_bytes(budget_) +
+                     " (DUET_IMPORT_MEMORY raises it)",
+                 std::to_string(n_kv) + " keys");
     if (!keys.insert(key).second) return bad(where, "each key once", "a duplicate");
     uint32_t type = 0;
     if (!r_.get(&type)) return truncated(where + " type");
@@ -293,6 +314,13 @@ Status Parser::metadata(uint64_t n_kv) {
                    std::to_string(elem));
       v.elem = static_cast<GgufType>(elem);
       if (!r_.get(&n)) return truncated(where + " array length");
+      const uint64_t each = v.elem == GgufType::string ? 40 : 8;
+      if (n > (budget_ - std::min(held_, budget_)) / each)
+        return bad(where + " array length",
+                   "an array whose values fit the reader's memory budget of " +
+                       format_bytes(budget_) + " (DUET_IMPORT_MEMORY raises it)",
+                   std::to_string(n) + " " + std::string(gguf_type_name(v.elem)) + " values");
+      held_ += n * each;
       if (n > r_.left() / min_value_bytes(v.elem))
         return bad(where + " array length",
                    "an array inside the file (at most " +
@@ -322,10 +350,18 @@ Status Parser::tensor_infos(uint64_t n_tensors) {
   for (uint64_t i = 0; i < n_tensors; ++i) {
     GgufTensorInfo t;
     const std::string at = "tensor " + std::to_string(i);
-    if (!r_.get_string(&t.name))
-      return bad(at, "a name string inside the file", "a length past its end");
+    bool too_long = false;
+    if (!r_.get_string(&t.name, kMaxNameBytes, &too_long))
+      return bad(at, too_long ? "a name of at most 64 KiB" : "a name string inside the file",
+                 too_long ? "a longer one" : "a length past its end");
     if (t.name.empty()) return bad(at, "a non-empty tensor name", "\"\"");
     const std::string where = "tensor " + quoted(t.name);
+    held_ += 192 + 2 * t.name.size();  // the info, and its name in the set of names
+    if (held_ > budget_)
+      return bad(where,
+                 "tensor infos that fit the reader's memory budget of " + format_bytes(budget_) +
+                     " (DUET_IMPORT_MEMORY raises it)",
+                 std::to_string(n_tensors) + " tensors");
     if (!names.insert(t.name).second) return bad(where, "each tensor name once", "a duplicate");
     uint32_t n_dims = 0;
     if (!r_.get(&n_dims)) return truncated(where + " dimension count");
@@ -403,14 +439,6 @@ Result<GgufFile> Parser::parse() {
   DUET_TRY(data_section());
   return std::move(f_);
 }
-
-struct Mapping {
-  void* p = nullptr;
-  size_t n = 0;
-  ~Mapping() {
-    if (p) munmap(p, n);
-  }
-};
 
 void put_bytes(std::vector<std::byte>& out, const void* p, size_t n) {
   const auto* b = static_cast<const std::byte*>(p);
@@ -638,44 +666,33 @@ Result<GgufFile> parse_gguf(std::span<const std::byte> bytes, std::string_view w
   return f;
 }
 
-Result<GgufFile> read_gguf(const std::string& path) {
-  const std::string what = "file '" + path + "'";
-  auto io = [&](const std::string& note) {
-    return Status(Err(Code::io_error).tensor(path).note(note));
-  };
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return Err(Code::io_error).tensor(path).expected("a readable .gguf file").got("cannot open");
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return io("not a regular file");
-  }
-  const uint64_t size = static_cast<uint64_t>(st.st_size);
-  auto map = std::make_shared<Mapping>();
-  if (size > 0) {
-    // Private and writable: pages are copied on write, so a tensor written through in memory
-    // never reaches the file, and a read-only mapping cannot turn such a write into a crash.
-    void* p =
-        ::mmap(nullptr, static_cast<size_t>(size), PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
-    if (p == MAP_FAILED) {
-      ::close(fd);
-      return io("memory-mapping " + std::to_string(size) + " bytes failed");
-    }
-    map->p = p;
-    map->n = static_cast<size_t>(size);
-  }
-  ::close(fd);
-  Parser parser(static_cast<const std::byte*>(map->p), size, what);
+Result<GgufFile> read_gguf(const OpenFile& file) {
+  // Read-only and shared: nothing is committed against memory (a file larger than memory and swap
+  // opens, its pages read when touched), and a tensor over it cannot be written through.
+  DUET_ASSIGN_OR_RETURN(std::shared_ptr<MappedFile> map, map_file(file));
+  const std::span<const std::byte> bytes = map->bytes();
+  Parser parser(bytes.data(), bytes.size(), "file '" + file.path() + "'");
   DUET_ASSIGN_OR_RETURN(GgufFile f, parser.parse());
-  f.storage = std::shared_ptr<void>(map, map->p);
+  f.storage = std::shared_ptr<void>(map, const_cast<std::byte*>(bytes.data()));
   return f;
 }
 
+Result<GgufFile> read_gguf(const std::string& path) {
+  FileRules rules;
+  rules.kind = "gguf file";
+  DUET_ASSIGN_OR_RETURN(OpenFile f, open_file(path, rules));
+  return read_gguf(f);
+}
+
+bool is_gguf(const OpenFile& file) {
+  return file.regular() && read_prefix(file, 4) == "GGUF";
+}
+
 bool is_gguf_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  char magic[4] = {};
-  return in.read(magic, 4) && std::memcmp(magic, "GGUF", 4) == 0;
+  FileRules rules;
+  rules.kind = "gguf file";
+  auto f = open_file(path, rules);
+  return f.ok() && is_gguf(*f);
 }
 
 Result<std::vector<std::byte>> encode_gguf(

@@ -13,6 +13,7 @@
 #include "constant_files.h"
 #include "duet/gguf.h"
 #include "duet/internal/files.h"
+#include "duet/internal/json.h"
 #include "duet/safetensors.h"
 
 namespace duet {
@@ -151,8 +152,9 @@ ojson attrs_to_json(const OpAttrs& attrs) {
 // The error for a bad attribute names the node and the field.
 Result<OpAttrs> attrs_from_json(const json& j, const std::string& node) {
   auto bad = [&](const std::string& key, const std::string& want) -> Status {
-    return at("attrs." + key,
-              Err(Code::parse_error).expected(want).got(j.contains(key) ? j[key].dump() : "none"))
+    return at("attrs." + key, Err(Code::parse_error)
+                                  .expected(want)
+                                  .got(j.contains(key) ? json_excerpt(j[key]) : "none"))
         .with_context("node '" + node + "'");
   };
   if (!j.is_object()) return Err(Code::parse_error).op("node", node).expected("attrs object");
@@ -242,8 +244,9 @@ Result<OpAttrs> attrs_from_json(const json& j, const std::string& node) {
 }
 
 Status parse_err(const std::string& where, const std::string& expected, const json& got) {
-  return at(where,
-            Err(Code::parse_error).expected(expected).got(got.is_null() ? "none" : got.dump()));
+  return at(
+      where,
+      Err(Code::parse_error).expected(expected).got(got.is_null() ? "none" : json_excerpt(got)));
 }
 
 Status check_keys(const json& obj, const std::string& where, std::set<std::string> allowed) {
@@ -419,17 +422,30 @@ std::string graph_to_json(const Graph& g) {
   return graph_text(g, {});
 }
 
-Result<Graph> graph_from_json(std::string_view text, const std::string& base_dir,
-                              const GraphLoadOptions& options) {
-  json j;
-  try {
-    j = json::parse(text.begin(), text.end());
-  } catch (const json::exception& e) {
-    return Status(Code::parse_error, std::string("graph file: malformed JSON (") + e.what() + ")");
-  }
+namespace {
+
+// `folder`: where the constants' files must lie.
+Result<Graph> graph_from_text(std::string_view text, const std::string& base_dir,
+                              const ModelFolder& folder, const GraphLoadOptions& options) {
+  static const std::set<std::string> kFields = {"format",    "version", "name",  "inputs",
+                                                "constants", "states",  "nodes", "outputs"};
+  JsonLimits limits;
+  limits.memory = options.memory_budget;
+  // An unknown top-level field is refused when its key is read, before its value is held.
+  Status unknown_field;
+  limits.on_key = [&unknown_field](int depth, std::string_view key) -> Status {
+    if (depth != 1 || kFields.count(std::string(key))) return {};
+    json one = json::object();
+    one[std::string(key)] = nullptr;
+    unknown_field = check_keys(one, "", kFields);
+    return unknown_field;
+  };
+  auto parsed = parse_json(text, limits);
+  if (!parsed.ok())
+    return unknown_field.ok() ? parsed.status().with_context("graph file") : unknown_field;
+  const json& j = *parsed;
   if (!j.is_object()) return Status(Code::parse_error, "graph file: expected a JSON object");
-  DUET_TRY(check_keys(
-      j, "", {"format", "version", "name", "inputs", "constants", "states", "nodes", "outputs"}));
+  DUET_TRY(check_keys(j, "", kFields));
   if (j.value("format", json()) != "duet-graph")
     return parse_err("field 'format'", "\"duet-graph\"", j.value("format", json()));
   const json& ver = j.contains("version") ? j["version"] : json();
@@ -439,27 +455,28 @@ Result<Graph> graph_from_json(std::string_view text, const std::string& base_dir
               Err(Code::parse_error)
                   .expected("version 1 to " + std::to_string(kGraphFormatVersion) +
                             " (a newer file needs a newer duet)")
-                  .got(ver.dump()));
+                  .got(json_excerpt(ver)));
   if (!j.contains("name") || !j["name"].is_string())
     return parse_err("field 'name'", "a string", j.value("name", json()));
   GraphBuilder b(j["name"].get<std::string>());
   std::map<std::string, ValueId> ids;
-  auto list = [&](const char* key) -> Result<json> {
-    json v = j.contains(key) ? j[key] : json::array();
+  static const json kNone = json::array();
+  auto list = [&](const char* key) -> Result<const json*> {
+    const json& v = j.contains(key) ? j[key] : kNone;
     if (!v.is_array()) return parse_err(std::string("graph file ") + key, "an array", v);
-    return v;
+    return &v;
   };
-  ConstantFiles files;
+  ConstantFiles files(folder);
   std::map<std::string, HostTensor> bound;  // constants read from their files
 
-  DUET_ASSIGN_OR_RETURN(json inputs, list("inputs"));
-  for (const json& in : inputs) {
+  DUET_ASSIGN_OR_RETURN(const json* inputs, list("inputs"));
+  for (const json& in : *inputs) {
     DUET_ASSIGN_OR_RETURN(TensorDecl d, decl_from(in, "input"));
     DUET_TRY(check_keys(in, "input '" + d.name + "'", {"name", "dtype", "shape"}));
     ids[d.name] = b.input(d.name, d.dtype, d.shape);
   }
-  DUET_ASSIGN_OR_RETURN(json constants, list("constants"));
-  for (const json& c : constants) {
+  DUET_ASSIGN_OR_RETURN(const json* constants, list("constants"));
+  for (const json& c : *constants) {
     DUET_ASSIGN_OR_RETURN(TensorDecl d, decl_from(c, "constant"));
     const std::string where = "constant '" + d.name + "'";
     DUET_TRY(check_keys(c, where, {"name", "dtype", "shape", "file", "key", "values"}));
@@ -497,16 +514,16 @@ Result<Graph> graph_from_json(std::string_view text, const std::string& base_dir
     if (!t.ok()) return t.status().with_context(where + " (key '" + src.key + "')");
     bound.emplace(d.name, std::move(*t));
   }
-  DUET_ASSIGN_OR_RETURN(json states, list("states"));
-  for (const json& st : states) {
+  DUET_ASSIGN_OR_RETURN(const json* states, list("states"));
+  for (const json& st : *states) {
     DUET_ASSIGN_OR_RETURN(TensorDecl d, decl_from(st, "state"));
     DUET_TRY(check_keys(st, "state '" + d.name + "'", {"name", "dtype", "shape"}));
     ids[d.name] = b.state(d.name, d.dtype, d.shape);
   }
   DUET_TRY(b.status());
 
-  DUET_ASSIGN_OR_RETURN(json nodes, list("nodes"));
-  for (const json& n : nodes) {
+  DUET_ASSIGN_OR_RETURN(const json* nodes, list("nodes"));
+  for (const json& n : *nodes) {
     if (!n.is_object()) return parse_err("node", "an object", n);
     if (!n.contains("name") || !n["name"].is_string())
       return parse_err("node", "a \"name\" string", n.value("name", json()));
@@ -539,8 +556,8 @@ Result<Graph> graph_from_json(std::string_view text, const std::string& base_dir
     ids[name] = b.op(*kind, in_ids, attrs, name);
     DUET_TRY(b.status());
   }
-  DUET_ASSIGN_OR_RETURN(json outputs, list("outputs"));
-  for (const json& o : outputs) {
+  DUET_ASSIGN_OR_RETURN(const json* outputs, list("outputs"));
+  for (const json& o : *outputs) {
     if (!o.is_string()) return parse_err("field 'outputs'", "tensor names", o);
     auto it = ids.find(o.get<std::string>());
     if (it == ids.end())
@@ -555,11 +572,26 @@ Result<Graph> graph_from_json(std::string_view text, const std::string& base_dir
   return g;
 }
 
-Result<Graph> load_graph(const std::string& path, const GraphLoadOptions& options) {
-  DUET_ASSIGN_OR_RETURN(std::string text, read_whole_file(path, kGraphFileMaxBytes, "graph file"));
-  auto g = graph_from_json(text, fs::path(path).parent_path().string(), options);
+}  // namespace
+
+Result<Graph> graph_from_json(std::string_view text, const std::string& base_dir,
+                              const GraphLoadOptions& options) {
+  return graph_from_text(text, base_dir, ModelFolder::of_dir(base_dir), options);
+}
+
+Result<Graph> graph_from_json_file(std::string_view text, const std::string& path,
+                                   const GraphLoadOptions& options) {
+  auto g = graph_from_text(text, fs::path(path).parent_path().string(),
+                           ModelFolder::of_model_file(path), options);
   if (!g.ok()) return g.status().with_context("graph file '" + path + "'");
   return g;
+}
+
+Result<Graph> load_graph(const std::string& path, const GraphLoadOptions& options) {
+  // A stream (a pipe, /dev/stdin) is read once, within the cap.
+  DUET_ASSIGN_OR_RETURN(std::string text,
+                        read_whole_file(path, kGraphFileMaxBytes, "graph file", true));
+  return graph_from_json_file(text, path, options);
 }
 
 Status save_graph(const Graph& g, const std::string& path, int64_t inline_limit) {

@@ -10,6 +10,7 @@
 #include "duet/block_layout.h"
 #include "duet/half.h"
 #include "duet/internal/files.h"
+#include "duet/internal/json.h"
 
 namespace duet {
 
@@ -118,10 +119,13 @@ Result<Int4Config> int4_config_near(const std::string& weights_path) {
     if (!fs::is_regular_file(p, ec)) continue;
     DUET_ASSIGN_OR_RETURN(std::string text,
                           read_whole_file(p.string(), kSidecarMaxBytes, "quantization config"));
-    nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
-    if (j.is_discarded() || !j.is_object())
+    auto parsed = parse_json(text);
+    if (!parsed.ok() || !parsed->is_object())
       return at("quantization config '" + p.string() + "'",
-                Err(Code::parse_error).expected("a JSON object").got("malformed JSON"));
+                Err(Code::parse_error)
+                    .expected("a JSON object")
+                    .got(parsed.ok() ? json_excerpt(*parsed) : parsed.status().message()));
+    nlohmann::json j = std::move(*parsed);
     if (std::string(name) == "config.json") {
       if (!j.contains("quantization_config")) continue;
       j = j["quantization_config"];

@@ -12,6 +12,7 @@
 #include "duet/internal/caps_json.h"
 #include "duet/internal/env.h"
 #include "duet/internal/files.h"
+#include "duet/internal/json.h"
 
 #ifndef DUET_PROFILES_INSTALL_DIR
 #define DUET_PROFILES_INSTALL_DIR ""
@@ -82,14 +83,9 @@ std::vector<std::string> profile_names() {
 }
 
 Result<DeviceCaps> parse_profile(std::string_view text, std::string_view what) {
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text.begin(), text.end());
-  } catch (const nlohmann::json::exception& e) {
-    return Status(Code::parse_error, std::string(e.what()))
-        .with_context("profile '" + std::string(what) + "': malformed JSON");
-  }
-  auto caps = caps_from_json(j);
+  auto j = parse_json(text);
+  if (!j.ok()) return j.status().with_context("profile '" + std::string(what) + "'");
+  auto caps = caps_from_json(*j);
   if (!caps.ok()) return caps.status().with_context("profile '" + std::string(what) + "'");
   if (caps->source.empty() || caps->source == "probed")
     return at("profile '" + std::string(what) + "': field 'source'",

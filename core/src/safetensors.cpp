@@ -11,6 +11,8 @@
 #include <nlohmann/json.hpp>
 
 #include "duet/internal/files.h"
+#include "duet/internal/json.h"
+#include "readers.h"
 
 namespace duet {
 
@@ -52,31 +54,25 @@ Status bad(std::string_view what, std::string_view tensor, std::string_view expe
   return Status(e).with_context("safetensors " + std::string(what));
 }
 
-// Parses the JSON header, rejecting duplicate keys (nlohmann would keep the last silently).
+// Parses the JSON header within the nesting and memory limits of JSON from outside, rejecting
+// duplicate keys (nlohmann would keep the last silently).
 Result<json> parse_header(std::string_view text, std::string_view what) {
-  std::vector<std::set<std::string>> keys;
-  std::string duplicate;
-  auto cb = [&](int, json::parse_event_t ev, json& parsed) {
-    if (ev == json::parse_event_t::object_start) keys.emplace_back();
-    if (ev == json::parse_event_t::object_end && !keys.empty()) keys.pop_back();
-    if (ev == json::parse_event_t::key && !keys.empty() && parsed.is_string()) {
-      if (!keys.back().insert(parsed.get<std::string>()).second && duplicate.empty())
-        duplicate = parsed.get<std::string>();
-    }
-    return true;
-  };
-  json j;
-  try {
-    j = json::parse(text.begin(), text.end(), cb);
-  } catch (const json::exception& e) {
-    return bad(what, {}, "a JSON header", std::string("malformed JSON (") + e.what() + ")");
+  JsonLimits limits;
+  limits.unique_keys = true;
+  auto j = parse_json(text, limits);
+  if (!j.ok()) {
+    const std::string& m = j.status().message();
+    if (m.starts_with("key '"))
+      return bad(what, m.substr(5, m.find("' given twice") - 5), "each key once in the header",
+                 "a duplicate key");
+    return bad(what, {}, "a JSON header", m);
   }
-  if (!duplicate.empty())
-    return bad(what, duplicate, "each key once in the header", "a duplicate key");
-  return j;
+  return std::move(*j);
 }
 
-Result<SafetensorsFile> parse_owned(std::vector<std::byte> bytes, std::string_view what) {
+// The index of a file whose bytes `bytes` stay alive through `owner`.
+Result<SafetensorsFile> parse_bytes(std::span<const std::byte> bytes,
+                                    std::shared_ptr<const void> owner, std::string_view what) {
   if (bytes.size() < 8)
     return bad(what, {}, "at least 8 bytes (the header length)",
                std::to_string(bytes.size()) + " bytes");
@@ -130,15 +126,15 @@ Result<SafetensorsFile> parse_owned(std::vector<std::byte> bytes, std::string_vi
     uint64_t numel = 1;
     for (const json& d : item["shape"]) {
       if (!d.is_number_unsigned())
-        return bad(what, name, "non-negative integer dimensions", d.dump());
+        return bad(what, name, "non-negative integer dimensions", json_excerpt(d));
       const uint64_t dim = d.get<uint64_t>();
       if (dim > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
-        return bad(what, name, "dimensions below 2^63", d.dump());
+        return bad(what, name, "dimensions below 2^63", json_excerpt(d));
       if (dim != 0 && numel > data_size / dim + 1)
         return bad(
             what, name,
             "a shape whose data fits in the file's " + std::to_string(data_size) + " data bytes",
-            item["shape"].dump());
+            json_excerpt(item["shape"]));
       numel *= dim;
       e.shape.push_back(static_cast<int64_t>(dim));
     }
@@ -146,19 +142,20 @@ Result<SafetensorsFile> parse_owned(std::vector<std::byte> bytes, std::string_vi
     if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() ||
         !off[1].is_number_unsigned())
       return bad(what, name, "data_offsets [begin, end] of non-negative integers",
-                 off.is_null() ? "none" : off.dump());
+                 off.is_null() ? "none" : json_excerpt(off));
     e.begin = off[0].get<uint64_t>();
     e.end = off[1].get<uint64_t>();
     if (e.begin > e.end || e.end > data_size)
       return bad(what, name,
                  "0 <= begin <= end <= " + std::to_string(data_size) + " (the data size)",
-                 off.dump());
+                 json_excerpt(off));
     if (numel > std::numeric_limits<uint64_t>::max() / static_cast<uint64_t>(esize) ||
         e.end - e.begin != numel * static_cast<uint64_t>(esize))
-      return bad(what, name,
-                 std::to_string(numel) + " elements of " + e.dtype + " = " +
-                     std::to_string(numel * static_cast<uint64_t>(esize)) + " bytes",
-                 "data_offsets " + off.dump() + " = " + std::to_string(e.end - e.begin) + " bytes");
+      return bad(
+          what, name,
+          std::to_string(numel) + " elements of " + e.dtype + " = " +
+              std::to_string(numel * static_cast<uint64_t>(esize)) + " bytes",
+          "data_offsets " + json_excerpt(off) + " = " + std::to_string(e.end - e.begin) + " bytes");
     f.tensors.push_back(std::move(e));
   }
   std::sort(f.tensors.begin(), f.tensors.end(), [](const auto& a, const auto& b) {
@@ -179,8 +176,8 @@ Result<SafetensorsFile> parse_owned(std::vector<std::byte> bytes, std::string_vi
   if (pos != data_size)
     return bad(what, {}, "tensors covering all " + std::to_string(data_size) + " data bytes",
                "the last tensor ending at " + std::to_string(pos));
-  bytes.erase(bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(8 + n));
-  f.data = std::move(bytes);
+  f.data = bytes.subspan(static_cast<size_t>(8 + n));
+  f.storage = std::move(owner);
   return f;
 }
 
@@ -210,8 +207,11 @@ const SafetensorsEntry* SafetensorsFile::find(std::string_view name) const {
   return nullptr;
 }
 
-Result<HostTensor> SafetensorsFile::tensor(std::string_view name) const {
-  const SafetensorsEntry* e = find(name);
+namespace {
+
+Result<TensorDesc> entry_desc(const SafetensorsFile& f, std::string_view name,
+                              const SafetensorsEntry** entry) {
+  const SafetensorsEntry* e = f.find(name);
   if (!e)
     return Err(Code::not_found)
         .tensor(name)
@@ -230,40 +230,55 @@ Result<HostTensor> SafetensorsFile::tensor(std::string_view name) const {
         .got("rank " + std::to_string(e->shape.size()));
   const TensorDesc desc = TensorDesc::contiguous(*dt, e->shape);
   if (Status s = validate(desc); !s.ok()) return s.with_context("tensor '" + e->name + "'");
-  HostTensor t = HostTensor::empty(desc);
-  std::memcpy(t.storage(), data.data() + e->begin, static_cast<size_t>(e->end - e->begin));
+  *entry = e;
+  return desc;
+}
+
+}  // namespace
+
+Result<HostTensor> SafetensorsFile::tensor(std::string_view name) const {
+  const SafetensorsEntry* e = nullptr;
+  DUET_ASSIGN_OR_RETURN(TensorDesc desc, entry_desc(*this, name, &e));
+  const uint64_t bytes = e->end - e->begin;
+  DUET_TRY(check_host_bytes(bytes, "tensor '" + e->name + "'"));
+  DUET_ASSIGN_OR_RETURN(HostTensor t, HostTensor::with_storage(desc, bytes));
+  std::memcpy(t.storage(), data.data() + e->begin, static_cast<size_t>(bytes));
   return t;
 }
 
+Result<HostTensor> SafetensorsFile::view(std::string_view name) const {
+  const SafetensorsEntry* e = nullptr;
+  DUET_ASSIGN_OR_RETURN(TensorDesc desc, entry_desc(*this, name, &e));
+  const std::byte* p = data.data() + e->begin;
+  // Elements at an address they cannot be loaded from in place (an f32 at an odd byte) are copied.
+  if (!storage || reinterpret_cast<uintptr_t>(p) % 4 != 0) return tensor(name);
+  return HostTensor::borrow(desc, const_cast<std::byte*>(p), e->end - e->begin,
+                            std::const_pointer_cast<void>(storage));
+}
+
 Result<SafetensorsFile> parse_safetensors(std::span<const std::byte> bytes, std::string_view what) {
-  return parse_owned(std::vector<std::byte>(bytes.begin(), bytes.end()), what);
+  // A copy, so the index and its tensors outlive the caller's buffer.
+  std::shared_ptr<std::vector<std::byte>> copy;
+  try {
+    copy = std::make_shared<std::vector<std::byte>>(bytes.begin(), bytes.end());
+  } catch (const std::bad_alloc&) {
+    return bad(what, {}, "a buffer this machine can copy", std::to_string(bytes.size()) + " bytes");
+  }
+  return parse_bytes(*copy, copy, what);
+}
+
+Result<SafetensorsFile> read_safetensors(const OpenFile& file) {
+  // Mapped read-only: the tensors' bytes are the file's pages, read when touched, so a file larger
+  // than memory opens.
+  DUET_ASSIGN_OR_RETURN(std::shared_ptr<MappedFile> map, map_file(file));
+  return parse_bytes(map->bytes(), map, "file '" + file.path() + "'");
 }
 
 Result<SafetensorsFile> read_safetensors(const std::string& path) {
-  // A regular file only: its size is known before anything is allocated, and is at most this
-  // machine's memory (the whole file is held).
-  const std::string name = "safetensors file '" + path + "'";
-  std::error_code ec;
-  const auto st = std::filesystem::status(path, ec);
-  if (ec || !std::filesystem::exists(st))
-    return at(name,
-              Err(Code::io_error).note(ec ? "cannot open: " + ec.message() : "no such file"));
-  if (std::filesystem::is_directory(st))
-    return at(name, Err(Code::invalid_argument).expected("a file").got("a folder"));
-  if (!std::filesystem::is_regular_file(st))
-    return at(name, Err(Code::invalid_argument)
-                        .expected("a regular file (its size is checked before it is read)")
-                        .got("a device, pipe or socket"));
-  const uint64_t size = std::filesystem::file_size(path, ec);
-  if (ec) return at(name, Err(Code::io_error).note("cannot determine the size: " + ec.message()));
-  DUET_TRY(check_host_bytes(size, name));
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return at(name, Err(Code::io_error).note("cannot open"));
-  std::vector<std::byte> bytes(static_cast<size_t>(size));
-  if (size > 0 &&
-      !in.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(size)))
-    return at(name, Err(Code::io_error).note("reading failed"));
-  return parse_owned(std::move(bytes), "file '" + path + "'");
+  FileRules rules;
+  rules.kind = "safetensors file";
+  DUET_ASSIGN_OR_RETURN(OpenFile f, open_file(path, rules));
+  return read_safetensors(f);
 }
 
 Result<std::map<std::string, HostTensor>> load_safetensors(const std::string& path) {

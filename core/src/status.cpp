@@ -26,6 +26,50 @@ std::string_view code_name(Code code) {
   return "unknown";
 }
 
+std::string clip_text(std::string_view s, size_t max) {
+  std::string out;
+  size_t i = 0;
+  for (; i < s.size(); ++i) {
+    if (out.size() >= max) {
+      // Back to the start of a UTF-8 character.
+      while (i > 0 && (static_cast<unsigned char>(s[i]) & 0xC0) == 0x80 && !out.empty()) {
+        --i;
+        out.pop_back();
+      }
+      break;
+    }
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c < 0x20 || c == 0x7f) {
+      static const char* hex = "0123456789abcdef";
+      out += "\\x";
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  if (i < s.size()) out += "... (" + std::to_string(s.size()) + " bytes)";
+  return out;
+}
+
+Status::Status(Code code, std::string message) : code_(code), message_(std::move(message)) {
+  if (message_.find('\0') != std::string::npos) {
+    std::string m;
+    for (char c : message_) {
+      if (c == '\0')
+        m += "\\x00";
+      else
+        m += c;
+    }
+    message_ = std::move(m);
+  }
+  if (message_.size() > kMaxMessageBytes) {
+    const size_t head = kMaxMessageBytes * 3 / 4, tail = kMaxMessageBytes / 8;
+    message_ = message_.substr(0, head) + " ... (" + std::to_string(message_.size() - head - tail) +
+               " bytes left out) ... " + message_.substr(message_.size() - tail);
+  }
+}
+
 Status Status::with_context(std::string_view context) const {
   if (ok() || context.empty()) return *this;
   std::string m(context);
@@ -43,16 +87,16 @@ std::string Status::to_string() const {
 }
 
 Err& Err::op(std::string_view op_kind, std::string_view node) {
-  op_ = op_kind;
-  node_ = node;
+  op_ = clip_text(op_kind, 160);
+  node_ = clip_text(node, 160);
   return *this;
 }
 Err& Err::tensor(std::string_view name) {
-  tensor_ = name;
+  tensor_ = clip_text(name, 160);
   return *this;
 }
 Err& Err::device(std::string_view id) {
-  device_ = id;
+  device_ = clip_text(id, 160);
   return *this;
 }
 Err& Err::expected(std::string_view what) {
@@ -60,7 +104,7 @@ Err& Err::expected(std::string_view what) {
   return *this;
 }
 Err& Err::got(std::string_view what) {
-  got_ = what;
+  got_ = clip_text(what, 400);
   return *this;
 }
 Err& Err::note(std::string_view text) {

@@ -97,7 +97,7 @@ class Matcher {
       return std::nullopt;
     }
     if (is_external(t)) return std::nullopt;
-    auto a = tensor_array(t, ".");
+    auto a = tensor_array(t, DataFolder{});  // inline data only (external was left out above)
     if (!a.ok()) return std::nullopt;
     return std::move(*a);
   }

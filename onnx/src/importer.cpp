@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <string_view>
 
+#include "duet/policy.h"
+#include "fold.h"
 #include "fuse.h"
 
 namespace duet::onnx_import {
@@ -216,7 +218,7 @@ std::optional<std::vector<int64_t>> Node::attr_ints(std::string_view name) const
 
 Result<Array> Node::tensor_attr(const onnx::AttributeProto& a) const {
   onnx::TensorProto t = a.t();
-  return tensor_array(t, im_.base_dir_);
+  return tensor_array(t, im_.data_);
 }
 
 ValueId Node::reshape(ValueId x, std::vector<int64_t> shape, std::string_view purpose, size_t out) {
@@ -261,7 +263,34 @@ void Node::set_known(size_t i, Array a) {
   Value& val = im_.values_[output_name(i)];
   val = Value{};
   val.elem = a.elem();
+  const uint64_t bytes = a.bytes().size();
+  std::shared_ptr<uint64_t> live = im_.folded_;
+  *live += bytes;
+  val.known = std::shared_ptr<const Array>(new Array(std::move(a)), [live, bytes](const Array* p) {
+    *live -= bytes;
+    delete p;
+  });
+}
+
+void Node::set_constant(size_t i, Array a) {
+  if (i >= num_outputs() || output_name(i).empty()) return;
+  Value& val = im_.values_[output_name(i)];
+  val = Value{};
+  val.elem = a.elem();
   val.known = std::make_shared<const Array>(std::move(a));
+}
+
+Status Node::room_for(const std::vector<int64_t>& dims, int elem, int work) const {
+  if (Status s = check_folded_size(dims); !s.ok()) return invalid(s.message());
+  const uint64_t per = static_cast<uint64_t>(std::max(elem_size(elem), 1) + std::max(work, 0));
+  const uint64_t need = static_cast<uint64_t>(*count(dims)) * per;
+  const uint64_t used = *im_.folded_;
+  if (used + need <= im_.budget_) return {};
+  return invalid("a value of shape " + dims_str(dims) + " evaluated at import would take " +
+                 format_bytes(need) + " (with its working memory)" +
+                 (used ? " beside the " + format_bytes(used) + " such values hold now" : "") +
+                 ", more than the import's memory budget of " + format_bytes(im_.budget_) +
+                 " (DUET_IMPORT_MEMORY or OnnxOptions::memory_budget raise it)");
 }
 
 Status Node::unsupported(std::string_view why) const {
@@ -331,7 +360,7 @@ Status Importer::read_initializers(onnx::GraphProto& g) {
     if (t.name().empty()) return Status(Code::invalid_argument, "an initializer has no name");
     if (values_.count(t.name()))
       return Status(Code::invalid_argument, "two initializers named '" + t.name() + "'");
-    DUET_ASSIGN_OR_RETURN(Array a, tensor_array(t, base_dir_));
+    DUET_ASSIGN_OR_RETURN(Array a, tensor_array(t, data_));
     Value v;
     v.elem = a.elem();
     v.known = std::make_shared<const Array>(std::move(a));
@@ -529,9 +558,15 @@ Result<Graph> Importer::run(onnx::ModelProto& model) {
   std::vector<onnx::NodeProto> nodes = fuse(g, opset_, known, options_.notes);
   for (const auto& n : nodes)
     for (const auto& i : n.input()) ++readers_[i];
+  budget_ = import_memory_budget(options_.memory_budget);
   for (const auto& n : nodes) {
     DUET_TRY(map_node(n));
-    for (const auto& i : n.input()) --readers_[i];
+    for (const auto& i : n.input()) {
+      // A value evaluated at import that no later node reads is let go (a graph constant made
+      // from it stays).
+      if (--readers_[i] > 0 || outputs_.count(i)) continue;
+      if (auto it = values_.find(i); it != values_.end()) it->second.known.reset();
+    }
   }
   if (Status s = finish_outputs(g); !s.ok()) return ctx(s);
   return b_->build();

@@ -86,7 +86,14 @@ class Node {
   // copied).
   void set(size_t i, ValueId v, int elem);
   void forward(size_t i, size_t j);
+  // A value evaluated at import: counted against the import's memory budget while it lives.
   void set_known(size_t i, Array a);
+  // A Constant node's value: the model's own data, not counted.
+  void set_constant(size_t i, Array a);
+  // Whether a value of `dims` and element type `elem` may be evaluated at import: its count
+  // (no overflow, at most 2^28 elements) and its bytes plus `work` bytes per element of working
+  // memory within what the import's memory budget has left. Every fold asks before it allocates.
+  Status room_for(const std::vector<int64_t>& dims, int elem, int work = 8) const;
 
   // The mapping's errors: `unsupported` for what duet cannot do (yet), `invalid` for a model
   // that breaks the ONNX specification.
@@ -112,8 +119,8 @@ std::span<const Mapping> nn_mappings();
 
 class Importer {
  public:
-  Importer(std::string what, std::string base_dir, const OnnxOptions& options)
-      : what_(std::move(what)), base_dir_(std::move(base_dir)), options_(options) {}
+  Importer(std::string what, DataFolder data, const OnnxOptions& options)
+      : what_(std::move(what)), data_(std::move(data)), options_(options) {}
 
   Result<Graph> run(onnx::ModelProto& model);
 
@@ -134,7 +141,10 @@ class Importer {
   // longer known at import, so the importer never holds a model's weights twice.
   Result<ValueId> materialize(const std::string& name, Value& v);
 
-  std::string what_, base_dir_;
+  std::string what_;
+  DataFolder data_;      // where external data lies
+  uint64_t budget_ = 0;  // what values evaluated at import may take at once
+  std::shared_ptr<uint64_t> folded_ = std::make_shared<uint64_t>(0);  // what they take now
   const OnnxOptions& options_;
   int opset_ = 0;
   std::unique_ptr<GraphBuilder> b_;

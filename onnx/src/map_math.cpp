@@ -26,6 +26,14 @@ int64_t int_div(int64_t a, int64_t b) {
   return b == 0 ? 0 : a / b;  // ONNX leaves integer division by zero undefined
 }
 
+// Whether a fold of inputs 0 and 1 broadcast together fits the import's memory budget (two
+// index vectors and the values in double, beside the result).
+Status room_for_broadcast(Node& n, int out_elem) {
+  auto out = broadcast(n.shape(0), n.shape(1));
+  if (!out.ok()) return n.invalid(out.status().message());
+  return n.room_for(*out, out_elem, 24);
+}
+
 Status binary(Node& n, OpKind kind) {
   if (n.all_known()) {
     std::function<double(double, double)> real;
@@ -48,6 +56,7 @@ Status binary(Node& n, OpKind kind) {
         integer = int_div;
         break;
     }
+    DUET_TRY(room_for_broadcast(n, n.elem(0)));
     auto r = fold_binary(n.array(0), n.array(1), n.elem(0), real, integer);
     if (!r.ok()) return n.invalid(r.status().message());
     n.set_known(0, std::move(*r));
@@ -89,6 +98,7 @@ Status map_div(Node& n) {
 Status unary(Node& n, std::optional<OpKind> kind, double (*f)(double), OpAttrs attrs = {}) {
   if (n.known(0)) {
     if (!f) return n.unsupported("folding " + std::string(n.type()));
+    DUET_TRY(n.room_for(n.shape(0), n.elem(0), 16));
     n.set_known(0, fold_unary(n.array(0), f));
     return {};
   }
@@ -170,6 +180,7 @@ Status map_log(Node& n) {
 
 Status map_pow(Node& n) {
   if (n.all_known()) {
+    DUET_TRY(room_for_broadcast(n, n.elem(0)));
     auto r = fold_binary(
         n.array(0), n.array(1), n.elem(0), [](double a, double b) { return std::pow(a, b); },
         [](int64_t a, int64_t b) {
@@ -205,6 +216,7 @@ Status map_dropout(Node& n) {
   n.forward(0, 0);
   if (n.num_outputs() > 1 && n.output_used(1)) {
     const std::vector<int64_t> dims = n.shape(0);
+    DUET_TRY(n.room_for(dims, kBool, 8));
     DUET_ASSIGN_OR_RETURN(int64_t count_, count(dims));
     n.set_known(1,
                 Array::of_ints(kBool, dims, std::vector<int64_t>(static_cast<size_t>(count_), 1)));
@@ -229,6 +241,7 @@ Status map_silu(Node& n) {
 // Comparisons and selection appear in exported shape arithmetic; they fold, nothing more.
 Status map_equal(Node& n) {
   if (!n.all_known()) return n.unsupported("Equal at run time (duet has no boolean tensors)");
+  DUET_TRY(room_for_broadcast(n, kBool));
   auto r = fold_binary(
       n.array(0), n.array(1), kBool, [](double a, double b) { return a == b ? 1.0 : 0.0; },
       [](int64_t a, int64_t b) -> int64_t { return a == b; });
@@ -241,7 +254,7 @@ Status map_where(Node& n) {
   if (!n.all_known()) return n.unsupported("Where at run time (duet has no boolean tensors)");
   DUET_ASSIGN_OR_RETURN(std::vector<int64_t> xy, broadcast(n.shape(1), n.shape(2)));
   DUET_ASSIGN_OR_RETURN(std::vector<int64_t> out, broadcast(n.shape(0), xy));
-  if (Status s = check_folded_size(out); !s.ok()) return n.invalid(s.message());
+  DUET_TRY(n.room_for(out, n.elem(1), 48));
   const std::vector<int64_t> ic = broadcast_index(n.shape(0), out);
   const Array x = pick(n.array(1), out, broadcast_index(n.shape(1), out));
   const Array y = pick(n.array(2), out, broadcast_index(n.shape(2), out));

@@ -122,7 +122,7 @@ Result<ValueId> norm_vector(Node& n, size_t k, const std::vector<int64_t>& norm,
     if (!n.known(k)) return n.unsupported("a broadcast Scale or B computed at run time");
     const Array& a = n.array(k);
     DUET_ASSIGN_OR_RETURN(std::vector<int64_t> full, broadcast(a.dims(), norm));
-    if (Status size = check_folded_size(full); !size.ok()) return n.invalid(size.message());
+    DUET_TRY(n.room_for(full, a.elem(), 8));
     if (product(full, 0, full.size()) != width) return n.invalid("Scale/B shape " + dims_str(s));
     return n.constant(pick(a, {width}, broadcast_index(a.dims(), full)), purpose);
   }
@@ -240,6 +240,7 @@ Status map_reduce(Node& n, Red r) {
   }
   if (n.known(0)) {
     const Array& a = n.array(0);
+    DUET_TRY(n.room_for(out, a.elem(), 8));
     const double init = r == Red::max ? -INFINITY : r == Red::min ? INFINITY : 0.0;
     std::vector<double> acc(static_cast<size_t>(product(kept, 0, kept.size())), init);
     std::vector<int64_t> at(dims.size(), 0);

@@ -21,6 +21,7 @@ int64_t product(const std::vector<int64_t>& d, size_t from, size_t to) {
 // Output 0 is input 0 under another shape.
 Status reshaped(Node& n, std::vector<int64_t> shape) {
   if (n.known(0)) {
+    DUET_TRY(n.room_for(shape, n.elem(0), 0));
     n.set_known(0, n.array(0).reshaped(std::move(shape)));
     return {};
   }
@@ -43,7 +44,7 @@ Status map_constant(Node& n) {
   const onnx::AttributeProto& a = n.proto().attribute(0);
   if (a.name() == "value") {
     DUET_ASSIGN_OR_RETURN(Array v, n.tensor_attr(a));
-    n.set_known(0, std::move(v));
+    n.set_constant(0, std::move(v));
   } else if (a.name() == "value_float") {
     n.set_known(0, Array::of_reals(kFloat, {}, {a.f()}));
   } else if (a.name() == "value_floats") {
@@ -67,8 +68,14 @@ Status map_constant_of_shape(Node& n) {
     DUET_ASSIGN_OR_RETURN(value, n.tensor_attr(*a));
     if (value.numel() != 1) return n.invalid("value must hold one element");
   }
-  DUET_ASSIGN_OR_RETURN(int64_t count_, count(shape));
-  n.set_known(0, pick(value, shape, std::vector<int64_t>(static_cast<size_t>(count_), 0)));
+  DUET_TRY(n.room_for(shape, value.elem(), 0));
+  const auto count_ = static_cast<size_t>(*count(shape));
+  const std::string& one = value.bytes();
+  std::string bytes;
+  bytes.reserve(count_ * one.size());
+  for (size_t i = 0; i < count_; ++i) bytes += one;
+  DUET_ASSIGN_OR_RETURN(Array filled, Array::from_bytes(value.elem(), shape, std::move(bytes)));
+  n.set_known(0, std::move(filled));
   return {};
 }
 
@@ -94,6 +101,7 @@ Status map_cast(Node& n) {
   const int to = n.type() == "CastLike" ? n.elem(1) : static_cast<int>(n.attr_int("to", 0));
   if (n.known(0)) {
     if (elem_size(to) == 0) return n.unsupported("Cast to " + elem_name(to));
+    DUET_TRY(n.room_for(n.shape(0), to, 16));
     n.set_known(0, n.array(0).cast(to));
     return {};
   }
@@ -213,6 +221,7 @@ Status map_transpose(Node& n) {
       return n.invalid("perm " + dims_str(perm) + " is not a permutation of rank " +
                        std::to_string(r));
   if (n.known(0)) {
+    DUET_TRY(n.room_for(n.shape(0), n.elem(0), 8));
     n.set_known(0, transpose(n.array(0), perm));
     return {};
   }
@@ -273,6 +282,7 @@ Status map_slice(Node& n) {
     cuts.push_back(c);
   }
   if (n.known(0)) {
+    DUET_TRY(n.room_for(dims, n.elem(0), 16));
     Array a = n.array(0);
     for (const Cut& c : cuts) a = slice(a, c.axis, c.start, c.stop, c.step);
     n.set_known(0, std::move(a));
@@ -321,6 +331,9 @@ Status map_split(Node& n) {
   int64_t start = 0;
   for (size_t k = 0; k < sizes.size(); start += sizes[k], ++k) {
     if (n.known(0)) {
+      std::vector<int64_t> part = dims;
+      part[static_cast<size_t>(axis)] = std::max<int64_t>(sizes[k], 0);
+      DUET_TRY(n.room_for(part, n.elem(0), 8));
       n.set_known(k, slice(n.array(0), axis, start, start + sizes[k], 1));
       continue;
     }
@@ -348,7 +361,13 @@ Status map_concat(Node& n) {
       return n.invalid("inputs of different ranks or types");
   if (n.all_known()) {
     std::vector<const Array*> arrays;
-    for (size_t i : parts) arrays.push_back(&n.array(i));
+    std::vector<int64_t> out = n.shape(parts[0]);
+    out[static_cast<size_t>(axis)] = 0;
+    for (size_t i : parts) {
+      arrays.push_back(&n.array(i));
+      out[static_cast<size_t>(axis)] += n.shape(i)[static_cast<size_t>(axis)];
+    }
+    DUET_TRY(n.room_for(out, n.elem(parts[0]), 0));
     n.set_known(0, concat(arrays, axis));
     return {};
   }
@@ -379,6 +398,10 @@ Status map_gather(Node& n) {
       if (i < 0) i += d;
     }
     if (n.known(0)) {
+      std::vector<int64_t> out(dims.begin(), dims.begin() + axis);
+      out.insert(out.end(), index_dims.begin(), index_dims.end());
+      out.insert(out.end(), dims.begin() + axis + 1, dims.end());
+      DUET_TRY(n.room_for(out, n.elem(0), 8));
       n.set_known(0, gather(n.array(0), idx, index_dims, axis));
       return {};
     }
@@ -435,7 +458,7 @@ Status map_expand(Node& n) {
   DUET_ASSIGN_OR_RETURN(std::vector<int64_t> shape, n.ints(1, "shape"));
   DUET_ASSIGN_OR_RETURN(std::vector<int64_t> out, broadcast(n.shape(0), shape));
   if (n.known(0)) {
-    if (Status s = check_folded_size(out); !s.ok()) return n.invalid(s.message());
+    DUET_TRY(n.room_for(out, n.elem(0), 8));
     n.set_known(0, pick(n.array(0), out, broadcast_index(n.array(0).dims(), out)));
     return {};
   }
@@ -448,8 +471,11 @@ Status map_range(Node& n) {
   const Array& s = n.array(0);
   const double start = s.real_at(0), limit = n.array(1).real_at(0), delta = n.array(2).real_at(0);
   if (delta == 0) return n.invalid("delta 0");
-  const auto count_ = static_cast<int64_t>(std::max(0.0, std::ceil((limit - start) / delta)));
-  if (count_ > kMaxFoldedElements) return n.invalid("more than 2^28 elements");
+  const double steps = std::ceil((limit - start) / delta);
+  if (!(steps <= static_cast<double>(kMaxFoldedElements)))  // NaN too
+    return n.invalid("more than 2^28 elements");
+  const auto count_ = static_cast<int64_t>(std::max(0.0, steps));
+  DUET_TRY(n.room_for({count_}, s.elem(), 8));
   std::vector<double> v(static_cast<size_t>(count_));
   for (int64_t i = 0; i < count_; ++i)
     v[static_cast<size_t>(i)] = start + static_cast<double>(i) * delta;

@@ -1,13 +1,15 @@
 #include "duet/model_file.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 
 #include "duet/graph_file.h"
+#include "duet/internal/files.h"
 
 namespace duet {
 
@@ -44,29 +46,75 @@ Result<std::map<std::string, int64_t>> parse_onnx_dims(std::string_view text) {
   return dims;
 }
 
-Result<ModelFormat> model_format(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec))
-    return Status(Code::invalid_argument, "'" + path + "' is a folder, not a model file");
-  std::ifstream f(path, std::ios::binary);
-  if (!f)
-    return Status(Code::not_found,
-                  "cannot open model file '" + path + "': " + std::strerror(errno));
-  char c = 0;
-  while (f.get(c))
-    if (c != ' ' && c != '\t' && c != '\n' && c != '\r') break;
-  return f && c == '{' ? ModelFormat::duet_json : ModelFormat::onnx;
+namespace {
+
+bool blank(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r';
 }
 
-Result<Graph> load_model(const std::string& path, const ModelOptions& options) {
-  DUET_ASSIGN_OR_RETURN(ModelFormat format, model_format(path));
-  if (format == ModelFormat::duet_json) {
-    GraphLoadOptions o;
-    o.load_constants = options.load_constants;
-    return load_graph(path, o);
+ModelFormat format_of_text(std::string_view text) {
+  for (char c : text)
+    if (!blank(c)) return c == '{' ? ModelFormat::duet_json : ModelFormat::onnx;
+  return ModelFormat::duet_json;  // nothing but blanks: the JSON parser says what is wrong
+}
+
+FileRules model_rules() {
+  FileRules rules;
+  rules.kind = "model file";
+  rules.stream = true;
+  return rules;
+}
+
+// A regular file's format from its first non-blank byte, read in place (nothing is consumed).
+// Blanks are looked at up to the graph file cap: past it no file is a graph file.
+ModelFormat format_of_file(const OpenFile& f) {
+  std::string chunk(size_t{1} << 16, '\0');
+  for (uint64_t at = 0; at < f.size() && at < kGraphFileMaxBytes;) {
+    const ssize_t n = ::pread(f.fd(), chunk.data(), chunk.size(), static_cast<off_t>(at));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    for (ssize_t i = 0; i < n; ++i)
+      if (!blank(chunk[static_cast<size_t>(i)]))
+        return chunk[static_cast<size_t>(i)] == '{' ? ModelFormat::duet_json : ModelFormat::onnx;
+    at += static_cast<uint64_t>(n);
   }
+  return f.size() > kGraphFileMaxBytes ? ModelFormat::onnx : ModelFormat::duet_json;
+}
+
+}  // namespace
+
+Result<ModelFormat> model_format(const std::string& path) {
+  DUET_ASSIGN_OR_RETURN(OpenFile f, open_file(path, model_rules()));
+  if (f.regular()) return format_of_file(f);
+  // A stream can be looked at only by reading it: its first blanks and byte are consumed.
+  char c = ' ';
+  for (uint64_t n = 0; blank(c) && n < kGraphFileMaxBytes; ++n)
+    if (::read(f.fd(), &c, 1) != 1) break;
+  return c == '{' ? ModelFormat::duet_json : ModelFormat::onnx;
+}
+
+Result<Graph> load_model(const std::string& path, const ModelOptions& options,
+                         ModelFormat* format) {
+  DUET_ASSIGN_OR_RETURN(OpenFile f, open_file(path, model_rules()));
+  GraphLoadOptions g;
+  g.load_constants = options.load_constants;
+  g.memory_budget = options.memory_budget;
   OnnxOptions o = options.onnx;
   o.load_constants = options.load_constants;
+  if (o.memory_budget == 0) o.memory_budget = options.memory_budget;
+  if (!f.regular()) {
+    // A stream is read once, within the graph file cap, and told apart by what it gave.
+    DUET_ASSIGN_OR_RETURN(std::string text, read_all(f, kGraphFileMaxBytes));
+    const ModelFormat fmt = format_of_text(text);
+    if (format) *format = fmt;
+    if (fmt == ModelFormat::duet_json) return graph_from_json_file(text, path, g);
+    const std::string dir = std::filesystem::path(path).parent_path().string();
+    return import_onnx(std::as_bytes(std::span(text.data(), text.size())), dir.empty() ? "." : dir,
+                       path, o);
+  }
+  const ModelFormat fmt = format_of_file(f);
+  if (format) *format = fmt;
+  if (fmt == ModelFormat::duet_json) return load_graph(path, g);
   return import_onnx(path, o);
 }
 

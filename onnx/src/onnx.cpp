@@ -19,33 +19,31 @@ bool onnx_supported() {
 }
 
 namespace {
-Result<Graph> import_model(onnx::ModelProto& m, const std::string& base_dir, std::string_view what,
+Result<Graph> import_model(onnx::ModelProto& m, onnx_import::DataFolder data, std::string_view what,
                            const OnnxOptions& options) {
   if (!m.has_graph())
     return Status(Code::parse_error, std::string(what) + ": the model has no graph");
-  onnx_import::Importer im{std::string(what), base_dir, options};
+  onnx_import::Importer im{std::string(what), std::move(data), options};
   return im.run(m);
 }
 }  // namespace
 
 Result<Graph> import_onnx(const std::string& path, const OnnxOptions& options) {
   DUET_ASSIGN_OR_RETURN(onnx::ModelProto m, onnx_import::read_model(path));
-  const std::string dir = std::filesystem::path(path).parent_path().string();
-  return import_model(m, dir.empty() ? "." : dir, path, options);
+  return import_model(m, onnx_import::DataFolder::of_model_file(path), path, options);
 }
 
 Result<Graph> import_onnx(std::span<const std::byte> model, const std::string& base_dir,
                           std::string_view what, const OnnxOptions& options) {
   DUET_ASSIGN_OR_RETURN(onnx::ModelProto m, onnx_import::parse_model(model, what));
-  return import_model(m, base_dir, what, options);
+  return import_model(m, onnx_import::DataFolder::of_dir(base_dir), what, options);
 }
 
 Result<HostTensor> read_onnx_tensor(const std::string& path, std::string* name) {
   DUET_ASSIGN_OR_RETURN(std::string bytes, onnx_import::read_file(path, kOnnxMaxModelBytes));
   DUET_ASSIGN_OR_RETURN(onnx::TensorProto t, onnx_import::parse_tensor(as_bytes(bytes), path));
   if (name) *name = t.name();
-  const std::string dir = std::filesystem::path(path).parent_path().string();
-  auto a = onnx_import::tensor_array(t, dir.empty() ? "." : dir);
+  auto a = onnx_import::tensor_array(t, onnx_import::DataFolder::of_model_file(path));
   if (!a.ok()) return a.status().with_context(path);
   auto h = a->to_host(t.name());
   if (!h.ok()) return h.status().with_context(path);

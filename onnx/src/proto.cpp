@@ -1,15 +1,11 @@
 #include "proto.h"
 
-#include <fcntl.h>
 #include <google/protobuf/io/coded_stream.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <limits>
 
 namespace duet::onnx_import {
@@ -62,7 +58,7 @@ Result<uint64_t> parse_u64(const std::string& s) {
   return std::stoull(s);
 }
 
-Result<std::string> external_bytes(const onnx::TensorProto& t, const std::string& base_dir,
+Result<std::string> external_bytes(const onnx::TensorProto& t, const DataFolder& dir,
                                    uint64_t want) {
   std::string location;
   uint64_t offset = 0;
@@ -76,17 +72,16 @@ Result<std::string> external_bytes(const onnx::TensorProto& t, const std::string
       DUET_ASSIGN_OR_RETURN(length, parse_u64(kv.value()));
     }
   }
-  if (!safe_relative(location))
+  if (location.find('\0') != std::string::npos || !safe_relative(location))
     return Status(Code::invalid_argument,
                   "external data location '" + location +
                       "': expected a relative path inside the model's folder");
-  const std::string path = (fs::path(base_dir) / location).string();
-  std::ifstream f(path, std::ios::binary);
-  if (!f)
-    return Status(Code::not_found,
-                  "external data file '" + path + "' cannot be opened: " + std::strerror(errno));
-  f.seekg(0, std::ios::end);
-  const auto size = static_cast<uint64_t>(f.tellg());
+  const std::string path = (fs::path(dir.base) / location).string();
+  FileRules rules;
+  rules.kind = "external data file";
+  rules.inside = &dir.folder;
+  DUET_ASSIGN_OR_RETURN(OpenFile f, open_file(path, rules));
+  const uint64_t size = f.size();
   if (length && *length != want)
     return Status(Code::parse_error, "external data length " + std::to_string(*length) +
                                          " bytes, the tensor's type and shape need " +
@@ -96,10 +91,23 @@ Result<std::string> external_bytes(const onnx::TensorProto& t, const std::string
                                          std::to_string(offset) + ", " +
                                          std::to_string(offset + want) + ") past its end (" +
                                          std::to_string(size) + " bytes)");
-  std::string bytes(static_cast<size_t>(want), '\0');
-  f.seekg(static_cast<std::streamoff>(offset));
-  f.read(bytes.data(), static_cast<std::streamsize>(want));
-  if (!f) return Status(Code::io_error, "reading external data '" + path + "' failed");
+  DUET_TRY(check_host_bytes(want, "external data '" + location + "'"));
+  std::string bytes;
+  try {
+    bytes.resize(static_cast<size_t>(want));
+  } catch (const std::bad_alloc&) {
+    return Status(Code::out_of_memory, "external data '" + location + "': cannot hold its " +
+                                           std::to_string(want) + " bytes");
+  }
+  for (uint64_t done = 0; done < want;) {
+    const ssize_t n = ::pread(f.fd(), bytes.data() + done, static_cast<size_t>(want - done),
+                              static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0)
+      return Status(Code::io_error, "reading external data '" + path + "' failed" +
+                                        (n < 0 ? ": " + std::string(std::strerror(errno)) : ""));
+    done += static_cast<uint64_t>(n);
+  }
   return bytes;
 }
 
@@ -147,21 +155,7 @@ Result<std::string> typed_bytes(const onnx::TensorProto& t) {
 }  // namespace
 
 Result<std::string> read_file(const std::string& path, uint64_t limit) {
-  std::error_code ec;
-  if (fs::is_directory(path, ec))
-    return Status(Code::invalid_argument, "'" + path + "' is a folder, not a model file");
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return Status(Code::not_found, "cannot open '" + path + "': " + std::strerror(errno));
-  std::string bytes;
-  char buf[1 << 16];
-  while (f.read(buf, sizeof buf) || f.gcount() > 0) {
-    bytes.append(buf, static_cast<size_t>(f.gcount()));
-    if (bytes.size() > limit)
-      return Status(Code::invalid_argument, "'" + path + "': larger than " + std::to_string(limit) +
-                                                " bytes, the most read");
-  }
-  if (f.bad()) return Status(Code::io_error, "reading '" + path + "' failed");
-  return bytes;
+  return read_whole_file(path, limit, "tensor file");
 }
 
 Result<onnx::ModelProto> parse_model(std::span<const std::byte> bytes, std::string_view what) {
@@ -169,32 +163,23 @@ Result<onnx::ModelProto> parse_model(std::span<const std::byte> bytes, std::stri
 }
 
 Result<onnx::ModelProto> read_model(const std::string& path) {
-  std::error_code ec;
-  if (fs::is_directory(path, ec))
-    return Status(Code::invalid_argument, "'" + path + "' is a folder, not a model file");
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return Status(Code::not_found, "cannot open '" + path + "': " + std::strerror(errno));
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return Status(Code::invalid_argument, "'" + path + "' is not a regular file");
-  }
-  if (static_cast<uint64_t>(st.st_size) > kOnnxMaxModelBytes) {
-    ::close(fd);
-    return too_large(path, static_cast<uint64_t>(st.st_size));
-  }
+  FileRules rules;
+  rules.kind = "model file";
+  DUET_ASSIGN_OR_RETURN(OpenFile f, open_file(path, rules));
+  if (f.size() > kOnnxMaxModelBytes) return too_large(path, f.size());
   // Mapped, not read: the parsed message's strings are the only copy of the weights that
   // counts (mapped pages are the file's and can be dropped).
-  const auto size = static_cast<size_t>(st.st_size);
-  void* map = size ? ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0) : nullptr;
-  const int err = errno;
-  ::close(fd);
-  if (size && map == MAP_FAILED)
-    return Status(Code::io_error, "cannot map '" + path + "': " + std::strerror(err));
-  auto m = parse<onnx::ModelProto>(
-      std::span<const std::byte>(static_cast<const std::byte*>(map), size), path, "model");
-  if (size) ::munmap(map, size);
-  return m;
+  DUET_ASSIGN_OR_RETURN(std::shared_ptr<MappedFile> map, map_file(f));
+  return parse<onnx::ModelProto>(map->bytes(), path, "model");
+}
+
+DataFolder DataFolder::of_model_file(const std::string& path) {
+  const std::string dir = fs::path(path).parent_path().string();
+  return {dir.empty() ? "." : dir, ModelFolder::of_model_file(path)};
+}
+
+DataFolder DataFolder::of_dir(const std::string& dir) {
+  return {dir.empty() ? "." : dir, ModelFolder::of_dir(dir.empty() ? "." : dir)};
 }
 
 Result<onnx::TensorProto> parse_tensor(std::span<const std::byte> bytes, std::string_view what) {
@@ -205,7 +190,7 @@ bool is_external(const onnx::TensorProto& t) {
   return t.has_data_location() && t.data_location() == onnx::TensorProto::EXTERNAL;
 }
 
-Result<Array> tensor_array(onnx::TensorProto& t, const std::string& base_dir) {
+Result<Array> tensor_array(onnx::TensorProto& t, const DataFolder& dir) {
   const std::vector<int64_t> dims(t.dims().begin(), t.dims().end());
   const int elem = t.data_type();
   auto where = [&](const Status& s) {
@@ -220,7 +205,7 @@ Result<Array> tensor_array(onnx::TensorProto& t, const std::string& base_dir) {
     return where(Status(Code::invalid_argument, "size overflows"));
   std::string bytes;
   if (is_external(t)) {
-    auto b = external_bytes(t, base_dir, static_cast<uint64_t>(*n * es));
+    auto b = external_bytes(t, dir, static_cast<uint64_t>(*n * es));
     if (!b.ok()) return where(b.status());
     bytes = std::move(*b);
   } else if (t.has_raw_data()) {

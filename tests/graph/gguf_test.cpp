@@ -3,11 +3,14 @@
 // field, never a crash: truncations at every byte, corrupted counts, lengths, types, offsets.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <random>
 
 #include "duet/gguf.h"
+#include "duet/internal/files.h"
 #include "duet/quantize.h"
 
 namespace duet {
@@ -17,6 +20,20 @@ namespace {
 
 using Meta = std::vector<std::pair<std::string, GgufValue>>;
 using Tensors = std::vector<std::pair<std::string, HostTensor>>;
+
+// The permissions of the mapping that holds `p`, from /proc/self/maps ("r--s").
+std::string mapping_permissions(const void* p) {
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  const auto at = reinterpret_cast<uintptr_t>(p);
+  while (std::getline(maps, line)) {
+    uintptr_t lo = 0, hi = 0;
+    char perms[5] = {};
+    if (std::sscanf(line.c_str(), "%lx-%lx %4s", &lo, &hi, perms) == 3 && lo <= at && at < hi)
+      return perms;
+  }
+  return "";
+}
 
 std::string tmp(const std::string& name) {
   return std::string(DUET_TEST_TMPDIR) + "/" + name;
@@ -144,11 +161,46 @@ TEST(Gguf, AFileIsMemoryMappedAndItsTensorsOutliveTheFileObject) {
   }
   const std::vector<double> v = kept.to_doubles();  // the mapping lives on with the tensor
   EXPECT_EQ(v, ramp(DType::q4_k, {3, 512}).to_doubles());
-  // Writing through a borrowed tensor never reaches the file (copy-on-write).
-  kept.storage()[0] = std::byte{0x7f};
-  auto again = read_gguf(path);
-  ASSERT_TRUE(again.ok());
-  EXPECT_EQ(again->tensor("blk.0.q4_k")->to_doubles(), v);
+  // Read-only and shared: nothing is committed against memory, and a write through it faults.
+  EXPECT_EQ(mapping_permissions(kept.storage()), "r--s");
+}
+
+TEST(Gguf, AFileLargerThanMemoryOpensAndItsPagesAreReadOnDemand) {
+  // A sparse file: one f32 tensor of the machine's memory and 8 GiB more, no disk spent.
+  const int64_t row = int64_t{1} << 20;
+  const int64_t rows = static_cast<int64_t>(
+      (host_memory_bytes() + (uint64_t{8} << 30)) / (static_cast<uint64_t>(row) * 4) + 1);
+  std::vector<std::byte> head;
+  auto put = [&](const void* p, size_t n) {
+    head.insert(head.end(), static_cast<const std::byte*>(p), static_cast<const std::byte*>(p) + n);
+  };
+  const uint32_t version = 3, dims = 2, type = 0;
+  const uint64_t n_tensors = 1, n_kv = 0, name_len = 4, offset = 0;
+  const int64_t ne[2] = {row, rows};
+  put("GGUF", 4);
+  put(&version, 4);
+  put(&n_tensors, 8);
+  put(&n_kv, 8);
+  put(&name_len, 8);
+  put("huge", 4);
+  put(&dims, 4);
+  put(ne, 16);
+  put(&type, 4);
+  put(&offset, 8);
+  head.resize((head.size() + 31) / 32 * 32);
+  const std::string path = tmp("huge.gguf");
+  {
+    std::ofstream f(path, std::ios::binary | std::ios::trunc);
+    f.write(reinterpret_cast<const char*>(head.data()), static_cast<std::streamsize>(head.size()));
+  }
+  std::filesystem::resize_file(path, head.size() + static_cast<uint64_t>(row * rows) * 4);
+  auto f = read_gguf(path);
+  ASSERT_TRUE(f.ok()) << f.status().message();
+  auto t = f->tensor("huge");
+  ASSERT_TRUE(t.ok()) << t.status().message();
+  EXPECT_EQ(t->data<float>()[0], 0.0f);
+  EXPECT_EQ(t->data<float>()[t->numel() - 1], 0.0f);
+  std::filesystem::remove(path);
 }
 
 TEST(Gguf, TensorsDuetCannotComputeWithAreListedAndRefusedByName) {
@@ -315,13 +367,16 @@ TEST(Gguf, RandomlyCorruptedFilesNeverCrash) {
   EXPECT_GT(parsed, 0);
 }
 
-TEST(Gguf, ReadingAMissingFileOrADirectoryIsAnIoError) {
+TEST(Gguf, AMissingFileOrAFolderIsBadInputNamingTheFile) {
   auto r = read_gguf(tmp("no-such-file.gguf"));
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.status().code(), Code::io_error);
+  EXPECT_EQ(r.status().code(), Code::not_found);
+  EXPECT_HAS(r.status().message(), "gguf file '" + tmp("no-such-file.gguf") +
+                                       "': cannot open: No such file or directory");
   auto d = read_gguf(DUET_TEST_TMPDIR);
   ASSERT_FALSE(d.ok());
-  EXPECT_EQ(d.status().code(), Code::io_error);
+  EXPECT_EQ(d.status().code(), Code::invalid_argument);
+  EXPECT_HAS(d.status().message(), "expected a file, got a folder");
   EXPECT_FALSE(is_gguf_file(tmp("no-such-file.gguf")));
 }
 

@@ -269,5 +269,60 @@ TEST(GraphFile, BrokenFilesSayWhatIsWrong) {
       "tensor 'v'");
 }
 
+TEST(GraphFile, JsonFromOutsideIsReadWithinADepthAndAMemoryBudget) {
+  // Nesting 60,000 deep crashed the recursive printer of messages: refused at 64 levels.
+  const std::string deep = std::string("{") + kHead + "\"inputs\": " + std::string(60000, '[') +
+                           std::string(60000, ']') + "}";
+  EXPECT_HAS(load_error(deep), "graph file: JSON nested deeper than 64 levels");
+  // An unknown top-level field is refused when its key is read (its value never held).
+  EXPECT_HAS(load_error(std::string("{\"junk\": [") + std::string(1 << 20, '[')),
+             "expected fields constants, format, inputs, name, nodes, outputs, states, version, "
+             "got 'junk'");
+  // Inline values past the memory budget of the load.
+  std::string values = "0";
+  for (int i = 1; i < 100000; ++i) values += ",0";
+  const std::string big = file(R"("inputs": [], "constants": [{"name": "w", "dtype": "f32",
+      "shape": [100000], "values": [)" +
+                               values + "]}], \"nodes\": [], \"outputs\": []");
+  GraphLoadOptions small;
+  small.memory_budget = 1 << 20;
+  auto refused = graph_from_json(big, DUET_TEST_TMPDIR, small);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_HAS(refused.status().message(),
+             "a JSON document that takes more than 1.00 MiB of memory once parsed");
+  // A value echoed in a message is an excerpt, not the whole value.
+  std::string shape = "1";
+  for (int i = 1; i < 100000; ++i) shape += ",1";
+  const std::string wide =
+      file(R"("inputs": [{"name": "x", "dtype": "f32", "shape": [)" + shape + "]}]");
+  const std::string m = load_error(wide);
+  EXPECT_HAS(m, "an array of at most 4 positive integers, got [1,1,1,");
+  EXPECT_LT(m.size(), 400u) << m;
+}
+
+TEST(GraphFile, ConstantsFilesLieInsideTheGraphsFolder) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(DUET_TEST_TMPDIR) / "inside";
+  fs::remove_all(dir);
+  fs::create_directories(dir / "model");
+  ASSERT_TRUE(
+      write_safetensors((dir / "outside.safetensors").string(), {{"w", ramp(DType::f32, {2})}})
+          .ok());
+  fs::create_symlink("../outside.safetensors", dir / "model/link.safetensors");
+  const std::string in = R"("inputs": [{"name": "x", "dtype": "f32", "shape": [2]}], )";
+  for (const std::string& name :
+       {std::string("link.safetensors"), std::string("../outside.safetensors"),
+        (dir / "outside.safetensors").string()}) {
+    std::ofstream((dir / "model/g.json").string())
+        << file(in + R"("constants": [{"name": "w", "dtype": "f32", "shape": [2], "file": ")" +
+                name + R"("}], "nodes": [{"name": "y", "op": "add", "inputs": ["x", "w"]}],
+                "outputs": ["y"])");
+    auto g = load_graph((dir / "model/g.json").string());
+    ASSERT_FALSE(g.ok()) << name;
+    EXPECT_HAS(g.status().message(), "expected a file inside the model's folder");
+  }
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace duet

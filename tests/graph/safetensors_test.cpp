@@ -3,7 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 
+#include "duet/internal/files.h"
 #include "duet/safetensors.h"
 
 namespace duet {
@@ -144,11 +147,37 @@ TEST(Safetensors, TruncatedAndGarbageFilesNeverCrash) {
   }
 }
 
-TEST(Safetensors, ReadingAMissingFileIsAnIoError) {
+TEST(Safetensors, ReadingAMissingFileIsNotFoundNamingIt) {
   auto r = read_safetensors("/nonexistent/w.safetensors");
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.status().code(), Code::io_error);
-  EXPECT_HAS(r.status().message(), "/nonexistent/w.safetensors");
+  EXPECT_EQ(r.status().code(), Code::not_found);
+  EXPECT_HAS(r.status().message(), "safetensors file '/nonexistent/w.safetensors': cannot open");
+}
+
+TEST(Safetensors, AFileLargerThanMemoryOpensMappedAndItsTensorsAreReadInPlace) {
+  // A sparse file: a tensor of the machine's memory and 8 GiB more costs no disk.
+  const uint64_t bytes = (host_memory_bytes() + (uint64_t{8} << 30)) / 4096 * 4096;
+  std::string header = "{\"big\":{\"dtype\":\"F32\",\"shape\":[" + std::to_string(bytes / 4096) +
+                       ",1024],\"data_offsets\":[0," + std::to_string(bytes) + "]}}";
+  header.resize((header.size() + 7) / 8 * 8, ' ');  // the data 8-byte aligned
+  const std::string path = std::string(DUET_TEST_TMPDIR) + "/sparse.safetensors";
+  {
+    std::ofstream f(path, std::ios::binary | std::ios::trunc);
+    const uint64_t n = header.size();
+    f.write(reinterpret_cast<const char*>(&n), 8);
+    f << header;
+  }
+  std::filesystem::resize_file(path, 8 + header.size() + bytes);
+  auto file = read_safetensors(path);
+  ASSERT_TRUE(file.ok()) << file.status().message();
+  auto view = file->view("big");  // over the mapping, not copied
+  ASSERT_TRUE(view.ok()) << view.status().message();
+  EXPECT_EQ(view->data<float>()[0], 0.0f);
+  EXPECT_EQ(view->data<float>()[view->numel() - 1], 0.0f);
+  auto copy = file->tensor("big");  // a copy of its own would not fit
+  ASSERT_FALSE(copy.ok());
+  EXPECT_HAS(copy.status().message(), "expected at most this machine's memory");
+  std::filesystem::remove(path);
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 // duet op, what the errors say, and numerics through the CPU device against hand-computed values.
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
+#include <sys/stat.h>
 
 #include <cmath>
 #include <filesystem>
@@ -788,6 +789,68 @@ TEST(OnnxImport, NodesOfOtherDomainsAndNonTensorInputsAreRefused) {
   EXPECT_NE(g2.status().message().find("'seq'"), std::string::npos) << g2.status().message();
 }
 
+TEST(OnnxImport, ValuesEvaluatedAtImportStayWithinTheMemoryBudget) {
+  // ConstantOfShape of 2^18 floats (1 MiB) summed at import: within a 16 MiB budget, refused
+  // under 256 KiB before anything is allocated, naming the node and the budget.
+  auto model = [](std::vector<int64_t> shape, bool twice) {
+    Model m(13);
+    m.input("x", kF32, {1}).output("y");
+    m.init_i64("shape", {static_cast<int64_t>(shape.size())}, shape);
+    m.node("ConstantOfShape", {"shape"}, {"c"}, "fill");
+    // `twice`: a second value read by the same later node, so both are alive at once.
+    if (twice) m.node("ConstantOfShape", {"shape"}, {"d"}, "fill2");
+    m.node("Add", {"c", twice ? "d" : "c"}, {"s"}, "sum");
+    m.node("ReduceSum", {"s"}, {"r"}, "reduce");
+    m.node("Add", {"x", "r"}, {"y"});
+    return m;
+  };
+  OnnxOptions roomy;
+  roomy.memory_budget = 16 << 20;
+  auto ok = model({1 << 18}, false).import(roomy);
+  ASSERT_TRUE(ok.ok()) << ok.status().message();
+  OnnxOptions tight;
+  tight.memory_budget = 256 << 10;
+  auto refused = model({1 << 18}, false).import(tight);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), Code::invalid_argument);
+  EXPECT_NE(refused.status().message().find("node 'fill' (ConstantOfShape, opset 13): a value of "
+                                            "shape [262144] evaluated at import would take 1.00 "
+                                            "MiB"),
+            std::string::npos)
+      << refused.status().message();
+  EXPECT_NE(refused.status().message().find("more than the import's memory budget of 256 KiB"),
+            std::string::npos)
+      << refused.status().message();
+  // Values alive at once add up: one of 1 MiB and the 7 MiB of the sum's working memory fit in
+  // 8.5 MiB, two of them do not.
+  OnnxOptions some;
+  some.memory_budget = 17 << 19;
+  ASSERT_TRUE(model({1 << 18}, false).import(some).ok());
+  auto both = model({1 << 18}, true).import(some);
+  ASSERT_FALSE(both.ok());
+  EXPECT_NE(both.status().message().find("node 'sum'"), std::string::npos)
+      << both.status().message();
+  // The default budget (1 GiB) refuses 2^28 doubles (2 GiB) without allocating them.
+  Model big(13);
+  big.input("x", kF32, {1}).output("y");
+  big.init_i64("shape", {1}, {int64_t{1} << 28});
+  auto& fill = big.node("ConstantOfShape", {"shape"}, {"c"}, "fill");
+  auto* value = fill.add_attribute();
+  value->set_name("value");
+  value->set_type(onnx::AttributeProto::TENSOR);
+  value->mutable_t()->set_data_type(onnx::TensorProto::DOUBLE);
+  value->mutable_t()->add_dims(1);
+  value->mutable_t()->add_double_data(1.0);
+  big.node("ReduceSum", {"c"}, {"r"});
+  big.node("Cast", {"r"}, {"rf"});
+  Model::attr(big.proto().mutable_graph()->mutable_node()->at(2), "to", int64_t{kF32});
+  big.node("Add", {"x", "rf"}, {"y"});
+  auto g = big.import();
+  ASSERT_FALSE(g.ok());
+  EXPECT_NE(g.status().message().find("would take 2.00 GiB"), std::string::npos)
+      << g.status().message();
+}
+
 class OnnxFiles : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -843,6 +906,42 @@ TEST_F(OnnxFiles, ExternalDataIsReadBesideTheModel) {
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("outside.bin"), std::string::npos)
       << bad.status().message();
+}
+
+TEST_F(OnnxFiles, ExternalDataThatIsReallyAFileOutsideTheModelsFolderIsRefused) {
+  // A link out of the folder (to a file, through a folder), a second hard link of a file
+  // elsewhere, a fifo, and a NUL byte in the location: each refused, naming what it is.
+  const float data[4] = {1, 2, 3, 4};
+  fs::create_directories(dir_ / "model");
+  fs::create_directories(dir_ / "elsewhere");
+  for (const char* f : {"secret.bin", "elsewhere/w.bin"})
+    std::ofstream((dir_ / f).string(), std::ios::binary)
+        .write(reinterpret_cast<const char*>(data), sizeof data);
+  fs::create_symlink("../secret.bin", dir_ / "model/link.bin");
+  fs::create_directory_symlink("../elsewhere", dir_ / "model/d");
+  fs::create_hard_link(dir_ / "secret.bin", dir_ / "model/hard.bin");
+  ASSERT_EQ(::mkfifo((dir_ / "model/fifo.bin").c_str(), 0600), 0);
+  const std::pair<std::string, std::string> cases[] = {
+      {"link.bin", "expected a file inside the model's folder"},
+      {"d/w.bin", "expected a file inside the model's folder"},
+      {"hard.bin", "got 2 hard links"},
+      {"fifo.bin", "expected a regular file, got a fifo"},
+      {std::string("w.bin\0/../../secret.bin", 23), "'w.bin\\x00/../../secret.bin'"}};
+  for (const auto& [location, why] : cases) {
+    Model m;
+    m.input("x", kF32, {4}).output("y");
+    auto& w = m.init("w", {4}, {});
+    w.clear_float_data();
+    w.set_data_location(onnx::TensorProto::EXTERNAL);
+    auto* e = w.add_external_data();
+    e->set_key("location");
+    e->set_value(location);
+    m.node("Mul", {"x", "w"}, {"y"});
+    m.save((dir_ / "model/m.onnx").string());
+    auto g = load_model((dir_ / "model/m.onnx").string());
+    ASSERT_FALSE(g.ok()) << location;
+    EXPECT_NE(g.status().message().find(why), std::string::npos) << g.status().message();
+  }
 }
 
 }  // namespace

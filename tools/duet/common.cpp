@@ -117,12 +117,6 @@ Result<Graph> load_graph_file(const ModelArgs& model, bool load_constants,
                               const std::map<std::string, HostTensor>* inputs,
                               std::vector<std::string>* notes) {
   const std::string& path = model.path;
-  {
-    std::ifstream probe(path, std::ios::binary);
-    if (!probe)
-      return Status(Code::not_found,
-                    "cannot open graph file '" + path + "': " + std::strerror(errno));
-  }
   ModelOptions o;
   o.load_constants = load_constants;
   {
@@ -137,11 +131,12 @@ Result<Graph> load_graph_file(const ModelArgs& model, bool load_constants,
     for (const auto& [name, t] : *inputs)
       o.onnx.input_shapes[name] = {t.desc().dims().begin(), t.desc().dims().end()};
   o.onnx.notes = notes;
-  DUET_ASSIGN_OR_RETURN(ModelFormat format, model_format(path));
+  ModelFormat format = ModelFormat::onnx;
+  auto g = load_model(path, o, &format);
   if (format == ModelFormat::duet_json && !model.dims.empty())
     return Status(Code::invalid_argument,
                   "--dim applies to ONNX models; '" + path + "' is a duet-graph file");
-  return load_model(path, o);
+  return g;
 }
 
 void add_dim_option(CLI::App& cmd, ModelArgs& model) {

@@ -303,15 +303,18 @@ Result<std::map<std::string, HostTensor>> read_inputs(const std::string& path,
   // The arrays gathered into one safetensors index, so that they are checked and converted as the
   // tensors of an inputs file are.
   SafetensorsFile f;
+  auto data = std::make_shared<std::vector<std::byte>>();
   for (const fs::path& p : source.folder ? npy_files_in(path) : std::vector<fs::path>{path}) {
     const std::string name = name_of_file(p), file = p.filename().string();
     if (auto [at, added] = source.files.emplace(name, file); !added)
       return Status(Code::invalid_argument, source.what() + ": files '" + at->second + "' and '" +
                                                 file + "' both hold tensor '" + name + "'");
     DUET_ASSIGN_OR_RETURN(RawArray a, read_npy(p.string()));
-    f.tensors.push_back({name, a.dtype, a.shape, f.data.size(), f.data.size() + a.data.size()});
-    f.data.insert(f.data.end(), a.data.begin(), a.data.end());
+    f.tensors.push_back({name, a.dtype, a.shape, data->size(), data->size() + a.data.size()});
+    data->insert(data->end(), a.data.begin(), a.data.end());
   }
+  f.data = *data;
+  f.storage = data;
   return check::inputs_from(f, source);
 }
 

@@ -91,8 +91,9 @@ struct DUET_API GgufFile {
 
   const GgufValue* find_metadata(std::string_view key) const;
   const GgufTensorInfo* find(std::string_view name) const;
-  // A tensor over the file's bytes (no copy; it keeps the mapping alive). Fails for types duet
-  // does not have, zero-sized or rank > 4 tensors, with a message naming the tensor.
+  // A tensor over the file's bytes (no copy; it keeps the mapping alive; read-only for a file read
+  // from disk). Fails for types duet does not have, zero-sized or rank > 4 tensors, with a
+  // message naming the tensor.
   Result<HostTensor> tensor(std::string_view name) const;
   // The raw bytes of a tensor.
   std::span<const std::byte> tensor_bytes(const GgufTensorInfo& t) const;
@@ -104,8 +105,8 @@ struct DUET_API GgufFile {
 
 inline constexpr uint32_t kGgufDefaultAlignment = 32;
 
-// A file, memory-mapped read-only (copy-on-write: a tensor written through never reaches the
-// file).
+// A file, memory-mapped read-only and shared: its pages are read when touched, so a file larger
+// than memory opens; tensors over it are read-only (a write through one faults).
 DUET_API Result<GgufFile> read_gguf(const std::string& path);
 // A file's bytes (copied); `what` names the source in errors.
 DUET_API Result<GgufFile> parse_gguf(std::span<const std::byte> bytes,

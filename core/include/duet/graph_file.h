@@ -35,16 +35,25 @@ struct DUET_API GraphLoadOptions {
   // `<key>.qweight` is a GPTQ/AWQ int4 module (duet/int4_checkpoint.h). GGUF tensors are
   // memory-mapped, not copied.
   bool load_constants = true;
+  // The memory parsing the file may take (its JSON document), in bytes; 0: DUET_IMPORT_MEMORY when
+  // set, else 1 GiB. JSON nested deeper than 64 levels is refused.
+  uint64_t memory_budget = 0;
 };
 
-// `base_dir` resolves relative constant files.
+// `base_dir` resolves relative constant files, which must lie inside it.
 DUET_API Result<Graph> graph_from_json(std::string_view text, const std::string& base_dir = ".",
                                        const GraphLoadOptions& options = {});
 // Constants with a source are written as references; constants with data and no source are
 // written inline ("values").
 DUET_API std::string graph_to_json(const Graph& graph);
 
+// The graph file at `path` (a regular file or a stream: a pipe, /dev/stdin, read once, at most
+// 256 MiB). Its constants' files must lie inside its folder, symbolic links resolved (or inside
+// the folder of the file `path` links to), and have one hard link (docs/security.md).
 DUET_API Result<Graph> load_graph(const std::string& path, const GraphLoadOptions& options = {});
+// The same from the text of the file at `path`, already read.
+DUET_API Result<Graph> graph_from_json_file(std::string_view text, const std::string& path,
+                                            const GraphLoadOptions& options = {});
 // Writes the graph; constants with data and no source of more than `inline_limit` elements are
 // written to "<path without .json>.safetensors" beside it and referenced from the graph; quantized
 // constants without a source go to "<path without .json>.gguf".

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -29,16 +30,23 @@ struct DUET_API SafetensorsEntry {
   uint64_t begin = 0, end = 0;  // byte offsets into the data section
 };
 
-// A parsed file: its metadata and tensor index, plus the data section.
+// A parsed file: its metadata and tensor index, plus the data section. A file read from disk is
+// memory-mapped read-only (its pages are read when touched, so a file larger than memory opens);
+// `storage` keeps the mapping (or a parsed buffer's copy) alive, also for tensors that borrow it.
 struct DUET_API SafetensorsFile {
   std::map<std::string, std::string> metadata;
   std::vector<SafetensorsEntry> tensors;  // in data order
-  std::vector<std::byte> data;
+  std::span<const std::byte> data;
+  std::shared_ptr<const void> storage;
 
   const SafetensorsEntry* find(std::string_view name) const;
-  // One tensor as a HostTensor. Fails for dtypes or ranks duet does not have (F64, rank > 4,
-  // zero-sized dimensions) with a message naming the tensor.
+  // One tensor as a HostTensor of its own (a copy). Fails for dtypes or ranks duet does not have
+  // (F64, rank > 4, zero-sized dimensions) with a message naming the tensor, and for a tensor
+  // larger than this machine's memory.
   Result<HostTensor> tensor(std::string_view name) const;
+  // The same over the file's bytes, not copied: read-only (a write through it faults). Copied only
+  // when its first byte is not 4-byte aligned.
+  Result<HostTensor> view(std::string_view name) const;
 };
 
 // `what` names the source in errors (a path, or "buffer").

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cassert>
+#include <cstddef>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -26,10 +27,19 @@ enum class Code : int {
 
 DUET_API std::string_view code_name(Code code);
 
+// `text` made fit for a one-line message: control bytes (a NUL included) written as \xNN, and
+// more than `max` bytes cut at a character boundary and followed by "... (N bytes)".
+DUET_API std::string clip_text(std::string_view text, size_t max = 200);
+
+// The longest message kept whole (bytes); a longer one keeps its start and its end.
+inline constexpr size_t kMaxMessageBytes = 16384;
+
 class [[nodiscard]] DUET_API Status {
  public:
   Status() = default;
-  Status(Code code, std::string message) : code_(code), message_(std::move(message)) {}
+  // A message is kept to one readable line of at most kMaxMessageBytes: a NUL byte is written
+  // as \x00 (it would cut the message short where it is read as a C string).
+  Status(Code code, std::string message);
 
   static Status ok_status() { return {}; }
   bool ok() const { return code_ == Code::ok; }
@@ -49,7 +59,8 @@ class [[nodiscard]] DUET_API Status {
 
 // Builds the engine's standard error sentence:
 //   "<op> '<node>': tensor '<name>' on <device>: expected <what>, got <what>"
-// Every part is optional; the parts given appear in that order.
+// Every part is optional; the parts given appear in that order. Names and what was got come from
+// outside (a file, a model): they are clipped (clip_text: 160 and 400 bytes).
 class DUET_API Err {
  public:
   explicit Err(Code code) : code_(code) {}

@@ -14,6 +14,8 @@
 #include <nlohmann/json.hpp>
 
 #include "duet/calibration.h"
+#include "duet/internal/files.h"
+#include "duet/internal/json.h"
 #include "duet/internal/log.h"
 
 namespace duet {
@@ -127,8 +129,9 @@ std::string calibrations_to_json(std::span<const Calibration> cs) {
 Result<std::vector<Calibration>> calibrations_from_json(std::string_view text,
                                                         std::string_view origin) {
   const std::string where(origin);
-  ordered_json j = ordered_json::parse(text, nullptr, false);
-  if (j.is_discarded()) return Status(Code::parse_error, where + ": not valid JSON");
+  auto parsed = parse_ordered_json(text);
+  if (!parsed.ok()) return parsed.status().with_context(where);
+  const ordered_json& j = *parsed;
   if (!j.is_object() || j.value("format", "") != "duet-calibration")
     return Status(Code::parse_error, where + ": not a duet calibration file (format)");
   if (j.value("version", 0) != 1)
@@ -175,11 +178,10 @@ CalibrationSettings CalibrationSettings::from_env() {
 namespace {
 
 Result<std::vector<Calibration>> read_file(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return Status(Code::not_found, "calibration file '" + path + "' cannot be read");
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return calibrations_from_json(ss.str(), "calibration file '" + path + "'");
+  // A regular file of at most 16 MiB: a fifo named by DUET_CALIBRATION is refused, not waited on.
+  auto text = read_whole_file(path, kCalibrationMaxBytes, "calibration file");
+  if (!text.ok()) return text.status();
+  return calibrations_from_json(*text, "calibration file '" + path + "'");
 }
 
 // Adds or replaces `c` in the cache file: written beside it and renamed, so that a reader never
@@ -192,17 +194,8 @@ Status write_cache(const std::string& path, const Calibration& c) {
   for (Calibration& x : all) x.source.clear();
   std::error_code ec;
   std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
-  const std::string tmp = path + ".tmp" + std::to_string(::getpid());
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    f << calibrations_to_json(all);
-    if (!f) return Status(Code::io_error, "calibration cache: cannot write " + tmp);
-  }
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::filesystem::remove(tmp, ec);
-    return Status(Code::io_error, "calibration cache: cannot write " + path);
-  }
+  if (Status s = write_file_atomically(path, calibrations_to_json(all)); !s.ok())
+    return s.with_context("calibration cache");
   return {};
 }
 

@@ -44,6 +44,10 @@ struct DUET_API OnnxOptions {
   std::map<std::string, HostTensor> frozen_inputs;
   // When not null, remarks for the user are appended (symbolic dims set to 1, patterns fused).
   std::vector<std::string>* notes = nullptr;
+  // The memory that values evaluated at import (folded shape arithmetic and constants) may hold
+  // at once, in bytes; 0: DUET_IMPORT_MEMORY when set, else 1 GiB. A model that needs
+  // more is refused, naming the node (docs/security.md). The model's own tensors are not counted.
+  uint64_t memory_budget = 0;
 };
 
 // "batch=2,sequence=7" as sizes of symbolic dimensions (the --dim syntax), or an error naming
