@@ -297,6 +297,82 @@ def npy_seeds():
     put("npy", "bad-bool-byte.npy", npy("'|b1'", False, "(2,)", b"\0\2"))
 
 
+# ---- hostile inputs (issue 32) -----------------------------------------------------------
+# Nesting at and past the JSON depth cap (64), lengths and counts far past the file, values that
+# would be printed whole in a message, folds that ask for much memory. The campaigns ran with
+# -max_len large enough to grow them (docs/reliability.md).
+def hostile_seeds():
+    head = '{"format": "duet-graph", "version": 1, "name": "g", '
+    for depth in (63, 64, 65, 2000):
+        put("graph_json", "hostile-deep-%d.json" % depth,
+            head + '"inputs": ' + "[" * depth + "]" * depth + "}")
+    put("graph_json", "hostile-unknown-array.json",
+        '{"format": "duet-graph", "junk": [' + "0," * 2000 + "0]}")
+    put("graph_json", "hostile-long-shape.json",
+        head + '"inputs": [{"name": "x", "dtype": "f32", "shape": [' + ",".join(["2"] * 2000) +
+        ']}], "nodes": [], "outputs": []}')
+    put("graph_json", "hostile-many-values.json",
+        head + '"inputs": [], "constants": [{"name": "w", "dtype": "f32", "shape": [4096], '
+        '"values": [' + ",".join(["0.5"] * 4096) + ']}], "nodes": [], "outputs": []}')
+
+    def st(header, data=b""):
+        h = header.encode()
+        h += b" " * (-len(h) % 8)
+        return struct.pack("<Q", len(h)) + h + data
+
+    for depth in (63, 65, 2000):
+        put("safetensors", "hostile-deep-%d.safetensors" % depth,
+            st('{"t":{"dtype":"F32","shape":' + "[" * depth + "]" * depth +
+               ',"data_offsets":[0,0]}}'))
+    put("safetensors", "hostile-long-shape.safetensors",
+        st('{"t":{"dtype":"F32","shape":[' + ",".join(["2"] * 2000) + '],"data_offsets":[0,8]}}',
+           b"\0" * 8))
+    put("safetensors", "hostile-header-length-2^40.safetensors", struct.pack("<Q", 1 << 40) + b"{}")
+    put("safetensors", "hostile-duplicate-key.safetensors",
+        st('{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},'
+           '"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}', b"\0" * 4))
+
+    one_key = b"GGUF" + struct.pack("<IQQ", 3, 0, 1)
+    put("gguf", "hostile-string-length-2^40.gguf",
+        one_key + gguf_string("k") + struct.pack("<IQ", 8, 1 << 40) + b"x" * 16)
+    put("gguf", "hostile-array-count-2^40.gguf",
+        one_key + gguf_string("k") + struct.pack("<IIQ", 9, 0, 1 << 40) + b"\0" * 16)
+    put("gguf", "hostile-key-length-2^40.gguf", one_key + struct.pack("<Q", 1 << 40) + b"k" * 16)
+    put("gguf", "hostile-u8-array.gguf",
+        one_key + gguf_string("k") + struct.pack("<IIQ", 9, 0, 4096) + b"\1" * 4096)
+    put("gguf", "hostile-tensor-count-2^40.gguf",
+        b"GGUF" + struct.pack("<IQQ", 3, 1 << 40, 0) + b"\0" * 64)
+
+    try:
+        import numpy as np
+        from onnx import TensorProto, helper, numpy_helper
+    except ImportError:
+        print("make_seeds: no python3-onnx; the hostile ONNX seeds are not written")
+        return
+
+    def save(name, nodes, inits, outputs):
+        g = helper.make_graph(nodes, "g", [], outputs, inits)
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+        put("onnx", "hostile-" + name + ".onnx", m.SerializeToString())
+
+    big = numpy_helper.from_array(np.array([1 << 28], dtype=np.int64), "shape")
+    y = [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])]
+    save("constant-of-shape-2^28", [helper.make_node("ConstantOfShape", ["shape"], ["c"]),
+                                    helper.make_node("ReduceSum", ["c"], ["y"])], [big], y)
+    scalars = [numpy_helper.from_array(np.array(v, dtype=np.float32), n)
+               for n, v in (("a", 0), ("b", 1 << 28), ("d", 1))]
+    save("range-2^28", [helper.make_node("Range", ["a", "b", "d"], ["r"]),
+                        helper.make_node("ReduceSum", ["r"], ["y"])], scalars, y)
+    adds = [helper.make_node("ConstantOfShape", ["shape"], ["a0"])]
+    adds += [helper.make_node("Add", ["a%d" % i, "a%d" % i], ["a%d" % (i + 1)]) for i in range(8)]
+    save("chained-adds-2^28", adds, [big],
+         [helper.make_tensor_value_info("a8", TensorProto.FLOAT, [1 << 28])])
+    square = numpy_helper.from_array(np.array([1 << 14, 1 << 14], dtype=np.int64), "shape")
+    one = numpy_helper.from_array(np.array([1.5], dtype=np.float32), "one")
+    save("expand-2^28", [helper.make_node("Expand", ["one", "shape"], ["e"]),
+                         helper.make_node("ReduceSum", ["e"], ["y"])], [one, square], y)
+
+
 if __name__ == "__main__":
     graph_seeds()
     policy_seeds()
@@ -304,3 +380,4 @@ if __name__ == "__main__":
     gguf_seeds()
     onnx_seeds()
     npy_seeds()
+    hostile_seeds()
