@@ -31,8 +31,8 @@ namespace duet {
 inline constexpr uint64_t kOnnxMaxModelBytes = (uint64_t{2} << 30) - 1;
 
 struct DUET_API OnnxOptions {
-  // Give constants their data. Planning needs only shapes: false skips the copies and the
-  // external data files (small integer tensors that shapes are computed from are still read).
+  // Give constants their data. Planning needs only shapes: false skips the copies into the graph
+  // (initializers are still read, external data included: shape arithmetic may read them).
   bool load_constants = true;
   // Sizes of symbolic dimensions by name ("batch" -> 4).
   std::map<std::string, int64_t> dims;
