@@ -7,6 +7,8 @@
 
 #include "duet/internal/env.h"
 #include "duet/internal/log.h"
+#include "duet/kernels/select.h"
+#include "qgemm.h"
 
 namespace duet::cuda {
 
@@ -237,7 +239,8 @@ class Device final : public CudaDevice {
 
     DUET_TRY(start());
     const Tier tier = choice.tier;
-    if (tier == Tier::cublas) return run_gemm(op, in, out);
+    if (tier == Tier::cublas)
+      return quantized_input(op) ? run_dequant_gemm(op, in, out) : run_gemm(op, in, out);
     if (tier != Tier::generic && tier != Tier::tiled && tier != Tier::flash &&
         tier != Tier::pipelined && tier != Tier::int_dot && tier != Tier::int8_mma)
       return err(Code::invalid_argument)
@@ -387,6 +390,63 @@ class Device final : public CudaDevice {
                                 in[static_cast<size_t>(g->b_input)].data, out.data, stream_, ws,
                                 ws_bytes));
     if (!s.ok()) return err(s.code()).note("cuBLASLt: " + s.message());
+    return {};
+  }
+
+  // A block-quantized weight through cuBLASLt (qgemm.h): K in chunks, each chunk of the weight
+  // dequantized by the generic tier's cast into the workspace tile and multiplied in by one GEMM.
+  Status run_dequant_gemm(const OpDesc& op, std::span<const kernels::View> in,
+                          const kernels::View& out) {
+    auto err = [&](Code c) { return Err(c).op(op_name(op.kind), op.name).device(id_); };
+    Result<DequantGemm> plan =
+        plan_dequant_gemm(op, options_.dequant_tile_bytes, drv().gemm_workspace_bytes(props_));
+    if (!plan.ok()) return plan.status();
+    const DequantGemm& d = *plan;
+    DUET_ASSIGN_OR_RETURN(void* base, ensure_workspace(op, d.total));
+    auto* ws = static_cast<std::byte*>(base);
+    // A cast by the generic tier, with the launch configuration the kernels' selection gives it.
+    auto cast = [&](const TensorDesc& from, const kernels::View& src, DType to,
+                    void* dst) -> Status {
+      OpAttrs a;
+      a.to = to;
+      DUET_ASSIGN_OR_RETURN(const OpDesc c, make_op(OpKind::cast, a, {from}, {}, op.name));
+      for (const KernelChoice& k : kernels::choices(caps_, c))
+        if (k.ok && k.tier == Tier::generic) {
+          kernels::Launch l{k.launch, stream_, nullptr, props_.major * 10 + props_.minor};
+          Status s = check(drv().launch(Tier::generic, c, std::span(&src, 1),
+                                        kernels::make_view(c.output, dst), l));
+          if (!s.ok()) return err(s.code()).note("dequantizing for cuBLASLt: " + s.message());
+          return {};
+        }
+      return err(Code::unsupported).note("no generic cast kernel for " + from.str());
+    };
+    const std::byte* a = static_cast<const std::byte*>(in[0].data);
+    if (d.cast_a) {
+      DUET_TRY(cast(op.inputs[0], in[0], d.compute, ws + d.a_at));
+      a = ws + d.a_at;
+    }
+    const int64_t be = dtype_block_elems(in[1].dtype), bb = dtype_block_bytes(in[1].dtype);
+    void* result = d.f32_result ? static_cast<void*>(ws + d.result_at) : out.data;
+    for (int64_t c = 0; c < d.chunks; ++c) {
+      const GemmCall g = d.gemm(c);
+      // Rows of whole blocks [k0, k0 + g.k) of the weight, as a view of its own bytes.
+      TensorDesc wd;
+      wd.dtype = in[1].dtype;
+      wd.rank = 2;
+      wd.shape = {d.N, g.k};
+      wd.strides = {in[1].strides[0], 1};
+      kernels::View wv = in[1];
+      wv.data = static_cast<std::byte*>(in[1].data) + c * d.kc / be * bb;
+      wv.shape[1] = g.k;
+      DUET_TRY(cast(wd, wv, d.compute, ws + d.tile_at));
+      Status s = check(drv().gemm(g, ws + d.tile_at, a + c * d.kc * dtype_size(d.compute), result,
+                                  stream_, ws + d.gemm_at, d.gemm_bytes));
+      if (!s.ok()) return err(s.code()).note("cuBLASLt: " + s.message());
+    }
+    if (d.f32_result) {
+      const TensorDesc rd = TensorDesc::contiguous(DType::f32, {d.rows, d.N});
+      DUET_TRY(cast(rd, kernels::make_view(rd, result), op.output.dtype, out.data));
+    }
     return {};
   }
 

@@ -17,6 +17,9 @@ struct DeviceOptions {
   int staging_slots = 4;                     // copies in flight per direction
   uint64_t cache_limit = UINT64_MAX;         // bytes the allocator may keep cached
   bool cublas = true;  // load cuBLASLt (about 50 ms and 200 MiB of mapped library pages)
+  // The bound on the dequantized weight tile of a block-quantized matmul through cuBLASLt
+  // (qgemm.h): the chunks of K are as long as fit it.
+  uint64_t dequant_tile_bytes = 32ull << 20;
   // Reads "cuda.staging_mib", "cuda.staging_slots", "cuda.cache_limit_mib" and "cuda.cublas"
   // (and the DUET_CUDA_STAGING_MIB, DUET_CUDA_CACHE_LIMIT_MIB, DUET_CUDA_CUBLAS environment
   // fallbacks).

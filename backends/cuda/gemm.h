@@ -20,6 +20,7 @@ struct GemmCall {
   int64_t stride_a = 0, stride_b = 0, stride_d = 0;
   int a_input = 1, b_input = 0;  // which op input feeds the GEMM's A and B
   DType a_type = DType::f32, b_type = DType::f32, d_type = DType::f32;
+  bool accumulate = false;  // D += op(A) op(B) (beta 1), else D = op(A) op(B)
   bool operator==(const GemmCall&) const = default;
 };
 

@@ -6,6 +6,7 @@
 #include "duet/kernels/arch.h"
 #include "duet/kernels/select.h"
 #include "gemm.h"
+#include "qgemm.h"
 #include "rules.h"
 
 namespace duet::cuda {
@@ -40,9 +41,12 @@ class CudaRules final : public BackendRules {
 
   std::vector<KernelChoice> choices(const DeviceCaps& caps, const OpDesc& op) const override {
     std::vector<KernelChoice> out;
-    // cuBLAS reads no block format: those run on the kernels of kernels/ only.
     if (op.kind == OpKind::matmul && !quantized_input(op)) out = cublas_choices(caps, op);
     for (KernelChoice& c : kernels::choices(caps, op, archs_)) out.push_back(std::move(c));
+    // cuBLAS reads no block format: it gets the weight in dequantized chunks, after the kernels
+    // that read the blocks themselves (the planner weighs both by their estimates).
+    if (op.kind == OpKind::matmul && quantized_input(op))
+      out.push_back(dequant_cublas_choice(caps, op));
     const ImageCheck image = check_image(archs_, caps.cc_major, caps.cc_minor);
     for (KernelChoice& c : out) {
       if (!image.ok()) {
@@ -96,6 +100,40 @@ std::vector<KernelChoice> cublas_choices(const DeviceCaps& caps, const OpDesc& o
     out.push_back(std::move(c));
   }
   return out;
+}
+
+KernelChoice dequant_cublas_choice(const DeviceCaps& caps, const OpDesc& op) {
+  KernelChoice c;
+  c.tier = Tier::cublas;
+  const DType x = op.inputs[0].dtype;
+  c.precision = x == DType::bf16 ? Precision::bf16 : Precision::f16;
+  c.input_dtypes = {x, op.inputs.size() > 1 ? op.inputs[1].dtype : x};
+  c.output_dtype = op.output.dtype;
+  c.launch.variant = "cublasLt_dequant";
+  const std::string lib = extra(caps, kCublasKey);
+  const bool loaded = !lib.empty() && lib.rfind("unavailable", 0) != 0;
+  Result<DequantGemm> d = plan_dequant_gemm(op, kDequantTileBytes, 0);
+  if (!loaded) {
+    c.reason = lib.empty() ? "cuBLASLt: the device record does not say the library loaded"
+                           : "cuBLASLt " + lib;
+  } else if (!caps.tensor_cores) {
+    c.reason = "cuBLASLt on dequantized weight tiles: the device has no tensor cores";
+  } else if (!d.ok()) {
+    c.reason = "cuBLASLt on dequantized weight tiles: " + d.status().message();
+  } else {
+    c.ok = true;
+    c.launch.tile_k = static_cast<int>(d->kc);
+    c.launch.splits = static_cast<int>(d->chunks);
+    const std::string t(dtype_name(d->compute)), w(dtype_name(op.inputs[1].dtype));
+    c.reason = "cuBLASLt (" + lib + ") on " + t + " tiles of the " + w +
+               " weight: " + std::to_string(d->chunks) + " chunk(s) of " + std::to_string(d->kc) +
+               " K, each dequantized into a " + std::to_string(d->tile_bytes() >> 20) +
+               " MiB workspace tile and multiplied in with f32 accumulation; the weight stays " +
+               w + " in memory (" +
+               std::to_string(dtype_bytes(op.inputs[1].dtype, op.inputs[1].numel()) >> 20) +
+               " MiB), the activations are rounded to " + t;
+  }
+  return c;
 }
 
 std::unique_ptr<BackendRules> make_rules(BuildArchs archs) {

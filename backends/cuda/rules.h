@@ -35,4 +35,8 @@ std::unique_ptr<BackendRules> make_rules(BuildArchs archs);
 // The cuBLASLt choices for a matmul (one per precision), ok or refused with the reason.
 std::vector<KernelChoice> cublas_choices(const DeviceCaps& caps, const OpDesc& op);
 
+// cuBLASLt for a matmul of a block-quantized weight: chunks of K dequantized into a bounded
+// workspace tile (qgemm.h), at f16 (bf16 for bf16 activations); ok or refused with the reason.
+KernelChoice dequant_cublas_choice(const DeviceCaps& caps, const OpDesc& op);
+
 }  // namespace duet::cuda

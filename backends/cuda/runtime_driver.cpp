@@ -385,7 +385,7 @@ class RuntimeDriver final : public Driver {
       }
       plan = &it->second;
     }
-    const float alpha = 1.0f, beta = 0.0f;
+    const float alpha = 1.0f, beta = g.accumulate ? 1.0f : 0.0f;
     return blas_status(
         lt_.matmul(h, plan->desc, &alpha, a, plan->a, b, plan->b, &beta, d, plan->d, d, plan->d,
                    &plan->algo, workspace, workspace_bytes, static_cast<cudaStream_t>(s)),

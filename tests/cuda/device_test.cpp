@@ -287,6 +287,46 @@ TEST(CudaDevice, CublasMatmulPassesEveryPlannableCase) {
   EXPECT_EQ(r.driver->gemm_workspaces[0], 4ull << 20) << "cuBLASLt gets its workspace";
 }
 
+// A block-quantized weight through cuBLASLt: K in chunks, each dequantized into a tile of the
+// workspace no larger than the bound (never the whole weight), the GEMMs accumulating in f32;
+// f32, f16 and bf16 activations (copied to the GEMM's type where needed) against the reference.
+TEST(CudaDevice, QuantizedMatmulThroughCublasDequantizesBoundedChunks) {
+  DeviceOptions o;
+  o.dequant_tile_bytes = 48 * 512 * 2;  // 48 weight rows x 512 of K in f16
+  Rig r = rig(a100(), parse_build_archs("75;80", "80"), o);
+  OpAttrs tb;
+  tb.transpose_b = true;
+  for (DType x : {DType::f16, DType::bf16, DType::f32}) {
+    check::Case c;
+    c.name = "dequant cublas " + std::string(dtype_name(x));
+    c.kind = OpKind::matmul;
+    c.attrs = tb;
+    c.inputs = {TensorDesc::contiguous(x, {2, 3, 1536}),
+                TensorDesc::contiguous(DType::q4_k, {48, 1536})};
+    c.fills = {check::Fill::unit, check::Fill::blocks};
+    auto op = check::case_op(c);
+    ASSERT_TRUE(op.ok()) << op.status().message();
+    KernelChoice k;
+    for (const KernelChoice& e : r.device->choices(*op))
+      if (e.tier == Tier::cublas) k = e;
+    ASSERT_TRUE(k.ok) << k.reason;
+    EXPECT_NE(k.reason.find("the weight stays q4_k"), std::string::npos) << k.reason;
+    r.driver->gemms.clear();
+    std::vector<HostTensor> in = check::case_inputs(c);
+    auto ref = reference::evaluate(*op, in);
+    ASSERT_TRUE(ref.ok());
+    const check::Outcome out = check::run_case(*r.device, k, *op, in, *ref);
+    ASSERT_FALSE(out.skipped) << out.message;
+    EXPECT_TRUE(out.passed) << c.name << ": " << out.message;
+    ASSERT_EQ(r.driver->gemms.size(), 3u) << c.name;
+    for (size_t i = 0; i < 3; ++i) {
+      EXPECT_EQ(r.driver->gemms[i].k, 512) << c.name;
+      EXPECT_EQ(r.driver->gemms[i].accumulate, i > 0) << c.name;
+      EXPECT_EQ(r.driver->gemms[i].d_type, DType::f32) << c.name;
+    }
+  }
+}
+
 TEST(CudaDevice, WorkspaceOutOfMemoryNamesTheOpAndTensor) {
   Rig r = rig(a100());
   r.driver->capacity = 1ull << 20;  // less than cuBLASLt's 4 MiB workspace

@@ -102,7 +102,7 @@ void host_gemm(const GemmCall& g, const void* a, const void* b, void* d) {
   for (int64_t p = 0; p < g.batch; ++p)
     for (int64_t j = 0; j < g.n; ++j)
       for (int64_t i = 0; i < g.m; ++i) {
-        double s = 0;
+        double s = g.accumulate ? load_as_double(d, g.d_type, p * g.stride_d + i + j * g.ldd) : 0;
         for (int64_t l = 0; l < g.k; ++l)
           s += load_as_double(a, g.a_type, p * g.stride_a + at(g.trans_a, g.lda, i, l)) *
                load_as_double(b, g.b_type, p * g.stride_b + at(g.trans_b, g.ldb, l, j));

@@ -6,7 +6,9 @@
 #include "cuda_backend.h"
 #include "duet/backends.h"
 #include "duet/kernels/select.h"
+#include "duet/planner.h"
 #include "fake_driver.h"
+#include "qgemm.h"
 #include "rules.h"
 
 namespace duet::cuda {
@@ -208,6 +210,70 @@ TEST(CudaRules, BuiltinRulesAreThisBuildsRules) {
       EXPECT_EQ(a[i].reason, b[i].reason) << p.name;
     }
   }
+}
+
+// A block-quantized weight: the kernels that read the blocks, then cuBLASLt on dequantized f16
+// tiles of bounded size, whose reason says the weight stays compressed. The cost model charges
+// the tiles' traffic: a 512-row prefill goes to cuBLAS, a 16-row batch stays on the int8 tiles.
+TEST(CudaRules, AQuantizedMatmulWeighsInt8TilesAgainstCublasOnDequantizedTiles) {
+  auto rules = make_rules(parse_build_archs("75;80;90", "90"));
+  const DeviceCaps h100 = record(testing::h100());
+  auto qmatmul = [](int64_t m) {
+    OpAttrs tb;
+    tb.transpose_b = true;
+    return *make_op(OpKind::matmul, tb,
+                    {TensorDesc::contiguous(DType::f16, {m, 14336}),
+                     TensorDesc::contiguous(DType::q4_0, {4096, 14336})},
+                    {"x", "w"}, "ffn_down");
+  };
+  const auto big = rules->choices(h100, qmatmul(512));
+  const auto mma = find(big, Tier::int8_mma, Precision::f32);
+  const auto blas = find(big, Tier::cublas, Precision::f16);
+  ASSERT_TRUE(mma && blas);
+  ASSERT_TRUE(mma->ok) << mma->reason;
+  ASSERT_TRUE(blas->ok) << blas->reason;
+  EXPECT_NE(blas->reason.find("4 chunk(s) of 4096 K"), std::string::npos) << blas->reason;
+  EXPECT_NE(blas->reason.find("32 MiB workspace tile"), std::string::npos) << blas->reason;
+  EXPECT_NE(blas->reason.find("the weight stays q4_0"), std::string::npos) << blas->reason;
+  EXPECT_LT(estimate_kernel_us(qmatmul(512), *blas, h100, nullptr),
+            estimate_kernel_us(qmatmul(512), *mma, h100, nullptr));
+  const auto small = rules->choices(h100, qmatmul(16));
+  EXPECT_GT(
+      estimate_kernel_us(qmatmul(16), *find(small, Tier::cublas, Precision::f16), h100, nullptr),
+      estimate_kernel_us(qmatmul(16), *find(small, Tier::int8_mma, Precision::f32), h100, nullptr));
+  // Without the library the choice says so.
+  const auto none = rules->choices(record(testing::h100(), false), qmatmul(512));
+  EXPECT_FALSE(find(none, Tier::cublas, Precision::f16)->ok);
+}
+
+// The chunks of K fit the tile bound in whole blocks; the workspace holds the activations' copy
+// where they are not dense f16, the tile, the f32 result for a 16-bit output, cuBLASLt's scratch.
+TEST(DequantGemm, ChunksOfKFitTheTileBound) {
+  OpAttrs tb;
+  tb.transpose_b = true;
+  const OpDesc op = *make_op(OpKind::matmul, tb,
+                             {TensorDesc::contiguous(DType::f32, {512, 14336}),
+                              TensorDesc::contiguous(DType::q6_k, {4096, 14336})});
+  const auto d = plan_dequant_gemm(op, 32ull << 20, 4ull << 20);
+  ASSERT_TRUE(d.ok()) << d.status().message();
+  EXPECT_EQ(d->kc, 4096);
+  EXPECT_EQ(d->chunks, 4);
+  EXPECT_EQ(d->compute, DType::f16);
+  EXPECT_TRUE(d->cast_a);
+  EXPECT_FALSE(d->f32_result);
+  EXPECT_EQ(d->tile_bytes(), 32ull << 20);
+  EXPECT_EQ(d->gemm(3).k, 14336 - 3 * 4096);
+  EXPECT_TRUE(d->gemm(3).accumulate);
+  EXPECT_FALSE(d->gemm(0).accumulate);
+  EXPECT_EQ(d->total, 512ull * 14336 * 2 + (32ull << 20) + (4ull << 20));
+  // A tile bound below one block of every row still takes whole blocks.
+  EXPECT_EQ(plan_dequant_gemm(op, 1024, 0)->kc, 256);
+  OpAttrs ta = tb;
+  ta.transpose_a = true;
+  const OpDesc t = *make_op(OpKind::matmul, ta,
+                            {TensorDesc::contiguous(DType::f16, {14336, 8}),
+                             TensorDesc::contiguous(DType::q4_0, {4096, 14336})});
+  EXPECT_FALSE(plan_dequant_gemm(t, 32ull << 20, 0).ok());
 }
 
 }  // namespace

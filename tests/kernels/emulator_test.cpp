@@ -184,12 +184,23 @@ RC isa_c_8816(int lane, int i) {
   return {lane >> 2, (lane % 4) * 2 + i};
 }
 
+// "mma.m16n8k16" (.s8: a0..a7 in two registers, rows g and g + 8; b0..b3 in one).
+RC isa_a_16816s8(int lane, int i) {
+  const int g = lane >> 2, t = lane % 4;
+  return {i < 4 ? g : g + 8, t * 4 + (i & 3)};
+}
+RC isa_b_16816s8(int lane, int i) {
+  return {(lane % 4) * 4 + i, lane >> 2};
+}
+
+enum class S8Shape { m16n8k32, m16n8k16, m8n8k16 };
+
 struct MmaS8Args {
   const int8_t* A;  // M x K
   const int8_t* B;  // K x 8
   const int32_t* C;
   int32_t* D;  // M x 8
-  bool big;    // m16n8k32, else m8n8k16
+  S8Shape shape;
 };
 
 uint32_t pack_s8(const int8_t* A, int cols, RC (*at)(int, int), int lane, int first) {
@@ -203,7 +214,19 @@ uint32_t pack_s8(const int8_t* A, int cols, RC (*at)(int, int), int lane, int fi
 
 void mma_s8_kernel(const MmaS8Args& a) {
   const int l = dev::lane();
-  if (a.big) {
+  if (a.shape == S8Shape::m16n8k16) {
+    int d[4];
+    for (int i = 0; i < 4; ++i) {
+      const RC rc = isa_c(l, i);
+      d[i] = a.C[rc.row * 8 + rc.col];
+    }
+    dev::mma_s8_16816(d, pack_s8(a.A, 16, isa_a_16816s8, l, 0),
+                      pack_s8(a.A, 16, isa_a_16816s8, l, 4), pack_s8(a.B, 8, isa_b_16816s8, l, 0));
+    for (int i = 0; i < 4; ++i) {
+      const RC rc = isa_c(l, i);
+      a.D[rc.row * 8 + rc.col] = d[i];
+    }
+  } else if (a.shape == S8Shape::m16n8k32) {
     int d[4];
     for (int i = 0; i < 4; ++i) {
       const RC rc = isa_c(l, i);
@@ -233,14 +256,14 @@ void mma_s8_kernel(const MmaS8Args& a) {
 }
 
 // D = A B + C over the full int8 range, with C near the int32 limits (the sum wraps).
-void check_mma_s8(bool big) {
-  const int M = big ? 16 : 8, K = big ? 32 : 16;
+void check_mma_s8(S8Shape shape) {
+  const int M = shape == S8Shape::m8n8k16 ? 8 : 16, K = shape == S8Shape::m16n8k32 ? 32 : 16;
   std::vector<int8_t> A(M * K), B(K * 8);
   std::vector<int32_t> C(M * 8), D(M * 8, -1);
   for (int i = 0; i < M * K; ++i) A[i] = static_cast<int8_t>((i * 37) % 256 - 128);
   for (int i = 0; i < K * 8; ++i) B[i] = static_cast<int8_t>((i * 91 + 5) % 256 - 128);
   for (int i = 0; i < M * 8; ++i) C[i] = i % 3 == 0 ? 2147483000 : i * 1000 - 50000;
-  MmaS8Args args{A.data(), B.data(), C.data(), D.data(), big};
+  MmaS8Args args{A.data(), B.data(), C.data(), D.data(), shape};
   ASSERT_TRUE(run(warp_grid(), &mma_s8_kernel, args).ok());
   for (int r = 0; r < M; ++r)
     for (int c = 0; c < 8; ++c) {
@@ -251,10 +274,21 @@ void check_mma_s8(bool big) {
 }
 
 TEST(EmulatorMma, M16n8k32S8FollowsThePtxFragmentLayout) {
-  check_mma_s8(true);
+  check_mma_s8(S8Shape::m16n8k32);
+}
+TEST(EmulatorMma, M16n8k16S8FollowsThePtxFragmentLayout) {
+  check_mma_s8(S8Shape::m16n8k16);
 }
 TEST(EmulatorMma, M8n8k16S8FollowsThePtxFragmentLayout) {
-  check_mma_s8(false);
+  check_mma_s8(S8Shape::m8n8k16);
+}
+
+// shf.r.wrap: the 32 bits of (hi:lo) >> s.
+TEST(EmulatorFunnel, ShiftsThe64BitPairRight) {
+  EXPECT_EQ(dev::funnel_r(0x44332211u, 0x88776655u, 0), 0x44332211u);
+  EXPECT_EQ(dev::funnel_r(0x44332211u, 0x88776655u, 8), 0x55443322u);
+  EXPECT_EQ(dev::funnel_r(0x44332211u, 0x88776655u, 16), 0x66554433u);
+  EXPECT_EQ(dev::funnel_r(0x44332211u, 0x88776655u, 24), 0x77665544u);
 }
 
 // dp4a.s32.s32: the four signed byte products added to c, wrapping like the hardware.
@@ -428,6 +462,35 @@ TEST(EmulatorBarrier, AMissingBarrierReadsPoisonedSharedMemory) {
   SmemArgs a{out.data(), false};
   ASSERT_TRUE(run(Grid{Dim3{}, 128, 128 * 4}, &neighbour_kernel, a).ok());
   EXPECT_EQ(out[0], -1) << "thread 0 read thread 1's slot before thread 1 wrote it";
+}
+
+// Lanes exchange through shared memory inside one warp: bar.warp.sync is the barrier.
+void warp_neighbour_kernel(const SmemArgs& a) {
+  auto* sm = reinterpret_cast<int*>(dev::smem());
+  const int t = dev::tid();
+  sm[t] = t * 5;
+  if (a.with_barrier) dev::sync_warp();
+  a.out[t] = sm[(t & ~31) + (t + 1) % 32];
+}
+
+TEST(EmulatorBarrier, AWarpBarrierMakesTheWarpsWritesVisible) {
+  std::vector<int> out(64);
+  SmemArgs a{out.data(), true};
+  ASSERT_TRUE(run(Grid{Dim3{}, 64, 64 * 4}, &warp_neighbour_kernel, a).ok());
+  for (int t = 0; t < 64; ++t) EXPECT_EQ(out[t], ((t & ~31) + (t + 1) % 32) * 5);
+  SmemArgs none{out.data(), false};
+  ASSERT_TRUE(run(Grid{Dim3{}, 64, 64 * 4}, &warp_neighbour_kernel, none).ok());
+  EXPECT_EQ(out[0], -1) << "lane 0 read lane 1's slot before lane 1 wrote it";
+}
+
+void divergent_warp_barrier_kernel(const SmemArgs&) {
+  if (dev::lane() < 16) dev::sync_warp();
+}
+TEST(EmulatorBarrier, AWarpBarrierSomeLanesNeverReachIsADeadlock) {
+  SmemArgs a{nullptr, true};
+  Status s = run(Grid{Dim3{}, 32, 0}, &divergent_warp_barrier_kernel, a);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("bar.warp.sync"), std::string::npos) << s.message();
 }
 
 void divergent_barrier_kernel(const SmemArgs&) {

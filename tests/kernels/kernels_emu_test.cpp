@@ -33,9 +33,10 @@ struct Target {
 std::vector<Target>& targets() {
   static std::vector<Target> t = [] {
     std::vector<Target> v;
-    v.push_back({make_emu_device("emu-a100", testing::profile("a100")),
-                 {Tier::flash, Tier::pipelined, Tier::tiled, Tier::generic, Tier::int8_mma},
-                 false});
+    v.push_back(
+        {make_emu_device("emu-a100", testing::profile("a100")),
+         {Tier::flash, Tier::pipelined, Tier::tiled, Tier::generic, Tier::int8_mma, Tier::int_dot},
+         false});
     v.push_back(
         {make_emu_device("emu-t4", testing::profile("t4")), {Tier::tiled, Tier::int8_mma}, false});
     // Pascal, from a build that has an sm_61 image (a CUDA 12 toolkit's): the dp4a tier.
@@ -135,6 +136,22 @@ void kernel_cases(std::vector<check::Case>& out) {
                             }(),
                             {dense(t, {64, 40}), dense(t, {33, 64})}, {Fill::unit, Fill::unit}));
   }
+  // The generic mat-vec (decode shapes, B [N, K]): a ragged K (element loads at the end), a
+  // batch over a broadcast weight, more rows than one block of 8 warps owns, and a K longer than
+  // one shared-memory chunk of A.
+  {
+    OpAttrs tb;
+    tb.transpose_b = true;
+    const std::vector<Fill> uu = {Fill::unit, Fill::unit};
+    out.push_back(make_case("kernels/matvec/f16/1x1000x37", OpKind::matmul, tb,
+                            {dense(DType::f16, {1, 1000}), dense(DType::f16, {37, 1000})}, uu));
+    out.push_back(make_case("kernels/matvec/f16/2x1001x13.unaligned", OpKind::matmul, tb,
+                            {dense(DType::f16, {2, 1001}), dense(DType::f16, {13, 1001})}, uu));
+    out.push_back(make_case("kernels/matvec/bf16/2x3x256x300.batch", OpKind::matmul, tb,
+                            {dense(DType::bf16, {2, 3, 256}), dense(DType::bf16, {300, 256})}, uu));
+    out.push_back(make_case("kernels/matvec/f32/8x9000x5.chunks", OpKind::matmul, tb,
+                            {dense(DType::f32, {8, 9000}), dense(DType::f32, {5, 9000})}, uu));
+  }
   // Block-quantized weights (generic tier): K of more groups of 32 than a warp has lanes, rows of
   // A past one block of kQRows, batch dims broadcast over the weight, a bf16 activation.
   OpAttrs tb;
@@ -157,6 +174,17 @@ void kernel_cases(std::vector<check::Case>& out) {
                             OpKind::matmul, tb, {dense(DType::f16, {20, k}), dense(q, {70, k})},
                             {Fill::unit, Fill::blocks}));
   }
+  // Several tiles of 128 rows of A by 128 weight rows, ragged, and a decode batch whose
+  // activations take several shared-memory chunks: a format per kind of scaling.
+  for (DType q : {DType::q4_0, DType::q6_k}) {
+    const std::string qs(dtype_name(q));
+    out.push_back(make_case("kernels/qint/" + qs + "/tiles.130x512x140", OpKind::matmul, tb,
+                            {dense(DType::f32, {130, 512}), dense(q, {140, 512})},
+                            {Fill::unit, Fill::blocks}));
+  }
+  out.push_back(make_case("kernels/qint/q4_0/decode.8x8192x3.chunks", OpKind::matmul, tb,
+                          {dense(DType::f32, {8, 8192}), dense(DType::q4_0, {3, 8192})},
+                          {Fill::unit, Fill::blocks}));
 }
 
 const std::vector<check::Case>& all_cases() {
@@ -193,10 +221,18 @@ std::vector<Param> params() {
       const std::string& name = all_cases()[i].name;
       const bool qcase = name.rfind("kernels/q", 0) == 0,
                  qint = name.rfind("kernels/qint/", 0) == 0;
+      // The large tile case is the mma tiles' (the mat-vec would take it 17 times over); the
+      // A100's cp.async mat-vec takes the decode cases (the GTX 1060's synchronous one the
+      // prefill cases too).
+      const bool tiles_only = name.find("/tiles.") != std::string::npos;
+      const bool skip_mv_prefill =
+          t.device->id() == "emu-a100" && name.find("/prefill.") != std::string::npos;
       for (const KernelChoice& k : t.device->choices(*op)) {
         const bool int_tier = k.tier == Tier::int_dot || k.tier == Tier::int8_mma;
         // A kernel that reads other dtypes would need casts first: not the kernel's business.
-        if (t.tiers.count(k.tier) && k.ok && k.reads_as_given(*op) && (int_tier ? qcase : !qint))
+        if (t.tiers.count(k.tier) && k.ok && k.reads_as_given(*op) && (int_tier ? qcase : !qint) &&
+            (!tiles_only || k.tier == Tier::int8_mma) &&
+            !(skip_mv_prefill && k.tier == Tier::int_dot))
           out.push_back({t.device->id(), i, k.tier, k.precision});
       }
     }
@@ -258,7 +294,8 @@ TEST(EmulatedKernel, EveryTensorCoreVariantIsExercised) {
     want.push_back(std::string("pipelined_matmul_bf16") + b);
     want.push_back(std::string("tiled_matmul_f16") + b);
   }
-  for (const char* q : {"dp4a_qmatmul", "int8_mma_qmatmul_m16n8k32", "int8_mma_qmatmul_m8n8k16"})
+  for (const char* q : {"int_dot_qmatvec_sync", "int_dot_qmatvec_cp_async",
+                        "int8_mma_qmatmul_m16n8k32", "int8_mma_qmatmul_m8n8k16", "generic_matvec"})
     want.push_back(q);
   for (const std::string& w : want) EXPECT_TRUE(seen.count(w)) << w << " is never run";
 }
@@ -273,7 +310,7 @@ TEST(EmulatedKernel, TheIntegerTiersRunEveryBlockFormat) {
   }
   for (const auto& [device, tier] :
        {std::pair{"emu-gtx1060", Tier::int_dot}, std::pair{"emu-t4", Tier::int8_mma},
-        std::pair{"emu-a100", Tier::int8_mma}}) {
+        std::pair{"emu-a100", Tier::int8_mma}, std::pair{"emu-a100", Tier::int_dot}}) {
     const std::set<DType>& formats = seen[{device, tier}];
     for (DType q : kQuantizedDTypes)
       EXPECT_TRUE(formats.count(q)) << device << " " << tier << " " << dtype_name(q);

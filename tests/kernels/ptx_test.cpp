@@ -6,8 +6,9 @@
 //     limit;
 //   - the PTX: the instructions each tier must use (flash: mma.sync m16n8k16 bf16/f16, cp.async,
 //     ldmatrix; tiled: f16 mma m16n8k8 and ldmatrix only, no cp.async, no bf16; int_dot:
-//     dp4a; int8_mma: mma m8n8k16 s8, and m16n8k32 s8 in sm_80+ code), and no sm_80-only
-//     instruction (bf16, cp.async, m16n8k16, m16n8k32) anywhere in sm_75 code.
+//     dp4a, cp.async in sm_80+ code; int8_mma: mma m8n8k16 s8 in sm_75 code, m16n8k32 and
+//     m16n8k16 s8, ldmatrix and cp.async in sm_80+ code), and no sm_80-only instruction (bf16,
+//     cp.async, m16n8k16, m16n8k32) anywhere in sm_75 code.
 #include <cxxabi.h>
 #include <gtest/gtest.h>
 
@@ -201,11 +202,15 @@ TEST(PtxasReport, CoversEveryTensorCoreInstanceOnEveryArchitecture) {
     EXPECT_EQ((count[{"flash_attention_f16", sm}]), sm >= flash ? 5 : 0) << "sm_" << sm;
     EXPECT_EQ((count[{"flash_attention_bf16", sm}]), sm >= flash ? 5 : 0) << "sm_" << sm;
     EXPECT_EQ((count[{"pipelined_matmul", sm}]), sm >= pipelined ? 4 : 0) << "sm_" << sm;
-    // q8_act and dp4a from sm_61; the m8n8k16 and m16n8k32 instances from sm_75.
-    EXPECT_EQ((count[{"dp4a_qmatmul", sm}]), sm >= tier_min_sm(Tier::int_dot) ? 2 : 0)
+    // q8_act and the mat-vec's two instances from sm_61; the int8 mma kernel's eight (two
+    // architectures x four kinds of format) from sm_75; the generic mat-vec's three dtypes and
+    // the staged cast's two instances everywhere.
+    EXPECT_EQ((count[{"int_dot_qmatvec", sm}]), sm >= tier_min_sm(Tier::int_dot) ? 3 : 0)
         << "sm_" << sm;
-    EXPECT_EQ((count[{"int8_mma_qmatmul", sm}]), sm >= tier_min_sm(Tier::int8_mma) ? 2 : 0)
+    EXPECT_EQ((count[{"int8_mma_qmatmul", sm}]), sm >= tier_min_sm(Tier::int8_mma) ? 8 : 0)
         << "sm_" << sm;
+    EXPECT_EQ((count[{"matvec", sm}]), 3) << "sm_" << sm;
+    EXPECT_EQ((count[{"quant_cast", sm}]), 2) << "sm_" << sm;
   }
 }
 
@@ -217,9 +222,11 @@ TEST(PtxasReport, FlashAndTiledKernelsUseNoLocalMemory) {
   }
 }
 
+// The kernels for block-quantized weights, and the generic mat-vec, which keeps its rows in
+// registers the same way.
 bool quantized(const Entry& e) {
-  for (const char* k : {"gen_qmatmul_kernel", "gen_qrows_kernel", "q8_act_kernel",
-                        "dp4a_qmatmul_kernel", "qmma_kernel"})
+  for (const char* k : {"gen_qmatmul_kernel", "gen_qrows_kernel", "q8_act_kernel", "qmv_kernel",
+                        "mmq_kernel", "qdequant_kernel", "matvec_kernel"})
     if (e.name.find(k) != std::string::npos) return true;
   return false;
 }
@@ -246,8 +253,13 @@ TEST(PtxasReport, PrintsTheQuantizedKernelTable) {
     if (!quantized(e)) continue;
     std::string name = e.name.substr(0, e.name.find('('));
     name = name.substr(name.rfind("::") + 2);
-    if (e.name.find("Sm80Arch") != std::string::npos) name += " (m16n8k32)";
-    if (e.name.find("Sm75Arch") != std::string::npos) name += " (m8n8k16)";
+    if (e.name.find("Sm80Arch") != std::string::npos) name += " (sm_80+)";
+    if (e.name.find("Sm75Arch") != std::string::npos) name += " (before sm_80)";
+    for (const auto& [tag, what] :
+         {std::pair{"false, false>", " q8_0 q4_0 q5_0 q4_z"},
+          std::pair{"false, true>", " q4_1 q5_1 q4_k q5_k"},
+          std::pair{"true, false>", " q6_k q3_k"}, std::pair{"true, true>", " q2_k"}})
+      if (e.name.find(tag) != std::string::npos) name += what;
     std::ostringstream s;
     s << "| " << e.source << " | " << name << " | sm_" << e.sm << " | " << e.registers << " | "
       << e.spill_stores << "/" << e.spill_loads << " | " << e.stack << " | " << e.static_smem
@@ -351,24 +363,29 @@ TEST(Ptx, TiledKernelsUseOnlyF16MmaM16n8k8AndLdmatrix) {
   }
 }
 
-// Each integer tier has the instruction it is named for: dp4a in every image of the dp4a
-// kernels, m16n8k32 s8 in the sm_80+ code of the int8 mma kernels and m8n8k16 s8 in all of it
-// (the sm_75 instance), never m16n8k32 in sm_75 code.
+// Each integer tier has the instructions it is named for: dp4a in every image of the mat-vec,
+// staged by cp.async in sm_80+ code; the int8 mma kernels m8n8k16 s8 in sm_75 code, and in
+// sm_80+ code m16n8k32 s8 (m16n8k16 s8 for the formats with a scale per 16), ldmatrix and
+// cp.async; each architecture's code holds only its own instance.
 TEST(Ptx, IntegerTiersUseTheirInstructions) {
-  const auto dp4a = ptx_of("dp4a_qmatmul"), mma = ptx_of("int8_mma_qmatmul");
+  const auto dp4a = ptx_of("int_dot_qmatvec"), mma = ptx_of("int8_mma_qmatmul");
   for (int sm : build_archs()) {
-    EXPECT_EQ(dp4a.count(sm), sm >= 61 ? 1u : 0u) << "dp4a_qmatmul for sm_" << sm;
+    EXPECT_EQ(dp4a.count(sm), sm >= 61 ? 1u : 0u) << "int_dot_qmatvec for sm_" << sm;
     EXPECT_EQ(mma.count(sm), sm >= 75 ? 1u : 0u) << "int8_mma_qmatmul for sm_" << sm;
   }
   for (const auto& [sm, text] : dp4a) {
     EXPECT_TRUE(has(text, "dp4a.s32.s32")) << "sm_" << sm;
     EXPECT_FALSE(has(text, "mma.sync")) << "sm_" << sm;
+    EXPECT_EQ(has(text, "cp.async.cg.shared.global"), sm >= 80) << "sm_" << sm;
   }
   for (const auto& [sm, text] : mma) {
-    EXPECT_TRUE(has(text, "mma.sync.aligned.m8n8k16.row.col.s32.s8.s8.s32")) << "sm_" << sm;
+    EXPECT_EQ(has(text, "mma.sync.aligned.m8n8k16.row.col.s32.s8.s8.s32"), sm < 80) << "sm_" << sm;
     EXPECT_EQ(has(text, "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32"), sm >= 80)
         << "sm_" << sm;
-    EXPECT_FALSE(has(text, "cp.async")) << "sm_" << sm;
+    EXPECT_EQ(has(text, "mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32"), sm >= 80)
+        << "sm_" << sm;
+    EXPECT_TRUE(has(text, "ldmatrix.sync.aligned.m8n8.x4.shared.b16")) << "sm_" << sm;
+    EXPECT_EQ(has(text, "cp.async.cg.shared.global"), sm >= 80) << "sm_" << sm;
     EXPECT_FALSE(has(text, ".bf16")) << "sm_" << sm;
   }
 }
@@ -387,18 +404,23 @@ TEST(Ptx, NoSm75CodeHasABf16Instruction) {
   }
   const auto archs = build_archs();
   if (std::find(archs.begin(), archs.end(), 75) != archs.end()) {
-    EXPECT_EQ(files, 5)
-        << "tiled_attention, tiled_matmul, generic, dp4a_qmatmul and int8_mma_qmatmul are built "
-           "for sm_75";
+    EXPECT_EQ(files, 7) << "tiled_attention, tiled_matmul, generic, matvec, quant_cast, "
+                           "int_dot_qmatvec and int8_mma_qmatmul are built for sm_75";
   }
 }
 
 TEST(Ptx, GenericKernelsAreSimt) {
-  for (const auto& [sm, text] : ptx_of("generic")) {
-    EXPECT_FALSE(has(text, "mma.sync")) << "sm_" << sm;
-    EXPECT_FALSE(has(text, "dp4a")) << "sm_" << sm;
-    EXPECT_FALSE(has(text, ".bf16")) << "sm_" << sm;
-  }
+  for (const char* src : {"generic", "matvec", "quant_cast"})
+    for (const auto& [sm, text] : ptx_of(src)) {
+      EXPECT_FALSE(has(text, "mma.sync")) << src << " sm_" << sm;
+      EXPECT_FALSE(has(text, "dp4a")) << src << " sm_" << sm;
+      // The staged cast rounds with cvt.rn.bf16x2 where the architecture has it.
+      if (std::string(src) != "quant_cast" || sm < 80)
+        EXPECT_FALSE(has(text, ".bf16")) << src << " sm_" << sm;
+    }
+  // The staged cast of block formats copies with cp.async on sm_80+ only.
+  for (const auto& [sm, text] : ptx_of("quant_cast"))
+    EXPECT_EQ(has(text, "cp.async.cg.shared.global"), sm >= 80) << "sm_" << sm;
 }
 
 }  // namespace

@@ -57,7 +57,8 @@ TEST(Selection, QuantizedMatmulTiersFollowTheArchitecture) {
   EXPECT_EQ(a100[2].tier, Tier::generic);
   for (const KernelChoice& k : a100) EXPECT_TRUE(k.ok) << k.reason;
   EXPECT_EQ(a100[0].launch.variant, "int8_mma_qmatmul_m16n8k32");
-  EXPECT_TRUE(contains(a100[0].reason, "q4_k blocks decoded to int8 in registers"));
+  EXPECT_TRUE(contains(a100[0].reason, "q4_k blocks staged raw and decoded once per tile"))
+      << a100[0].reason;
   const auto t4 = choices(testing::profile("t4"), prefill, with61);
   EXPECT_EQ(t4[0].launch.variant, "int8_mma_qmatmul_m8n8k16");
   EXPECT_TRUE(t4[0].ok) << t4[0].reason;
@@ -85,9 +86,10 @@ TEST(Selection, QuantizedMatmulTiersFollowTheArchitecture) {
   EXPECT_FALSE(contains(dp4a.reason, "Ampere")) << dp4a.reason;
 }
 
-// The int8 mma staging comes from the device's shared memory: a Turing card (64 KiB a block)
-// gets a config that fits it, an A100 a deeper one; a device allowing less gets less, never a
-// launch that fails for "out of resource: shared memory".
+// The int8 mma tiles and staging come from the device's shared memory: a Turing card (64 KiB a
+// block, no cp.async) gets one synchronous stage of 128 x 128 tiles, an A100 two stages in flight;
+// a device allowing less gets smaller tiles, never a launch that fails for "out of resource:
+// shared memory".
 TEST(Selection, Int8MmaStagingFitsTheDevicesSharedMemory) {
   const OpDesc op = qmatmul(DType::f16, DType::q4_0, 256, 4096, 4096);
   auto mma = [&](const DeviceCaps& c) {
@@ -99,11 +101,13 @@ TEST(Selection, Int8MmaStagingFitsTheDevicesSharedMemory) {
     ASSERT_TRUE(k.ok) << name << ": " << k.reason;
     const uint64_t limit = std::max(c.shared_mem_per_block, c.shared_mem_per_block_optin);
     EXPECT_LE(k.launch.shared_bytes, limit) << name;
-    EXPECT_EQ(k.launch.stages, 2) << name;
+    EXPECT_EQ(k.launch.stages, 1) << name;
+    EXPECT_EQ(k.launch.tile_m, 128) << name << ": " << k.launch.str();
     EXPECT_EQ(k.launch.tile_k, 128) << name << ": " << k.launch.str();
   }
   const KernelChoice a100 = mma(testing::profile("a100"));
-  EXPECT_EQ(a100.launch.tile_k, 256) << a100.launch.str();
+  EXPECT_EQ(a100.launch.tile_m, 128) << a100.launch.str();
+  EXPECT_EQ(a100.launch.tile_n, 128) << a100.launch.str();
   EXPECT_EQ(a100.launch.stages, 2);
   DeviceCaps small = testing::profile("t4");
   small.shared_mem_per_block = small.shared_mem_per_block_optin = 24 * 1024;

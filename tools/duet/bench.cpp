@@ -106,21 +106,22 @@ std::vector<check::Case> bench_cases() {
     v.push_back(make("matmul " + qs + " decode M1 N4096 K14336", OpKind::matmul,
                      {D(DType::f32, {1, 14336}), D(q, {4096, 14336})}, tb));
     v.back().fills[1] = check::Fill::blocks;
-    if (q == DType::q4_0) {
-      v.push_back(make("matmul " + qs + " decode M8 N4096 K14336", OpKind::matmul,
-                       {D(DType::f32, {8, 14336}), D(q, {4096, 14336})}, tb));
-      v.back().fills[1] = check::Fill::blocks;
-    }
+    v.push_back(make("matmul " + qs + " decode M8 N4096 K14336", OpKind::matmul,
+                     {D(DType::f32, {8, 14336}), D(q, {4096, 14336})}, tb));
+    v.back().fills[1] = check::Fill::blocks;
     v.push_back(make("matmul " + qs + " M4096 N512 K14336", OpKind::matmul,
                      {D(DType::f32, {512, 14336}), D(q, {4096, 14336})}, tb));
     v.back().fills[1] = check::Fill::blocks;
   }
-  // q4_0 beside the f16 rows of the same shapes, f16 activations on both sides (Vulkan's q4_0
-  // kernels against its f16 ones, both reading f16 activations).
-  for (int64_t m : {1, 512}) {
-    v.push_back(make(
-        std::string("matmul q4_0 f16 ") + (m == 1 ? "decode M1 N4096" : "M4096 N512") + " K14336",
-        OpKind::matmul, {D(DType::f16, {m, 14336}), D(DType::q4_0, {4096, 14336})}, tb));
+  // The block formats beside the f16 rows of the same shapes, f16 activations on both sides
+  // (Vulkan's q4_0 kernels against its f16 ones; on CUDA the prefill rows also time cuBLAS on
+  // dequantized f16 weight tiles, which an f32 activation's precision floor refuses).
+  v.push_back(make("matmul q4_0 f16 decode M1 N4096 K14336", OpKind::matmul,
+                   {D(DType::f16, {1, 14336}), D(DType::q4_0, {4096, 14336})}, tb));
+  v.back().fills[1] = check::Fill::blocks;
+  for (DType q : {DType::q4_0, DType::q8_0, DType::q4_k, DType::q6_k}) {
+    v.push_back(make("matmul " + std::string(dtype_name(q)) + " f16 M4096 N512 K14336",
+                     OpKind::matmul, {D(DType::f16, {512, 14336}), D(q, {4096, 14336})}, tb));
     v.back().fills[1] = check::Fill::blocks;
   }
   struct Decode {

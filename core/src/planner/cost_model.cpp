@@ -123,6 +123,17 @@ std::string number(double v, const char* unit) {
   return b;
 }
 
+// Bytes a choice moves beyond the op's own inputs and output: cuBLAS on a block-quantized
+// weight writes the weight's dequantized tiles to its workspace and reads them back, chunk by
+// chunk, before and during the GEMM (backends/cuda/qgemm.h).
+double staged_bytes(const OpDesc& op, const KernelChoice& choice) {
+  if (choice.tier != Tier::cublas || op.kind != OpKind::matmul || op.inputs.size() < 2 ||
+      !is_quantized(op.inputs[1].dtype))
+    return 0.0;
+  return 2.0 * static_cast<double>(op.inputs[1].numel()) *
+         static_cast<double>(dtype_size(precision_storage(choice.precision)));
+}
+
 }  // namespace
 
 namespace planning {
@@ -192,7 +203,7 @@ double estimate_kernel_us(const OpDesc& op, const KernelChoice& choice, const De
   const planning::Rates r = planning::rates_for(f, choice, caps, measured);
   const double compute = op_flops(op) / (r.gflops * 1e3);
   const double memory = op_bytes(op) / (r.gbps * 1e3);
-  return std::max(compute, memory) + r.launch_us;
+  return std::max(compute, memory) + staged_bytes(op, choice) / (r.gbps * 1e3) + r.launch_us;
 }
 
 std::string estimate_basis(const OpDesc& op, const KernelChoice& choice, const DeviceCaps& caps,
@@ -207,6 +218,9 @@ std::string estimate_basis(const OpDesc& op, const KernelChoice& choice, const D
                                           number(r.gflops, "GFLOP/s") + " (" + r.basis + ")"
                                     : number(bytes / 1e6, "MB") + " at " + number(r.gbps, "GB/s") +
                                           (measured && !measured->empty() ? " (measured)" : "");
+  if (const double staged = staged_bytes(op, choice); staged > 0)
+    s += " + " + number(staged / 1e6, "MB") + " of dequantized weight tiles at " +
+         number(r.gbps, "GB/s");
   return s + " + " + format_us(r.launch_us) + " launch" + (measured_launch ? " (measured)" : "");
 }
 

@@ -65,7 +65,12 @@ struct MatmulParams {
   int warps_m = 2;                             // warp grid warps_m x (warps / warps_m)
   int stages = 1;
   int a_vec = 0, b_vec = 0;  // rows may be loaded as aligned 16-byte vectors
+  int rpw = 1;               // mat-vec: rows of B a warp owns
+  int kc = 0;                // mat-vec: elements of A's rows per shared-memory chunk
 };
+// The generic mat-vec (matvec.h): at most kMvRows rows of A per block, kMvMaxRows rows of B a
+// warp.
+inline constexpr int kMvRows = 8, kMvMaxRows = 4;
 
 // ---- generic (SIMT, fp32 compute) kernels
 
@@ -164,10 +169,23 @@ struct EmbedParams {
 // host/launch_plan.cpp), byte layouts in duet/block_layout.h
 enum class QFmt : uint8_t { q8_0 = 5, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k, q4_z };
 
+// Format facts the host (planning) and the kernels both ask.
+#if defined(__CUDACC__)
+#define DUET_QFMT_HD __host__ __device__
+#else
+#define DUET_QFMT_HD
+#endif
+
 // Formats whose two halves of a group of 32 have their own scale (the int8_mma tier multiplies
 // the halves separately).
-inline constexpr bool q_scales_per16(QFmt f) {
+DUET_QFMT_HD inline constexpr bool q_scales_per16(QFmt f) {
   return f == QFmt::q6_k || f == QFmt::q2_k || f == QFmt::q3_k;
+}
+// Formats whose elements have a float minimum (an offset term per half of 16); the others' zero
+// points fold into the int8 weights (quant_words.h).
+DUET_QFMT_HD inline constexpr bool q_has_min(QFmt f) {
+  return f == QFmt::q4_1 || f == QFmt::q5_1 || f == QFmt::q2_k || f == QFmt::q4_k ||
+         f == QFmt::q5_k;
 }
 
 // Activations quantized for the integer tiers (int_dot, int8_mma), 32 values a block:
@@ -197,9 +215,10 @@ struct Q8ActParams {
 // C[b][m][n] = sum_k A[b][m][k] * W[n][k], W in blocks (rows of K), C dense. Blocks of kQWarps
 // warps, each a weight row for kQRows rows of A (generic) or kQIntRows (int_dot).
 inline constexpr int kQRows = 4, kQWarps = 4, kQIntRows = 8;
-// The int8_mma tier: blocks of 2 x 2 warps, each warp a 32 x 32 tile of C; K staged through
-// shared memory in chunks of kc groups of 32 (host/shapes.h sizes them from the device's limit).
-inline constexpr int kQMmaBM = 64, kQMmaBN = 64, kQMmaThreads = 128;
+// The int_dot mat-vec (quant_mv.h): blocks of kQMvWarps warps, each owning up to kQMvMaxRows
+// weight rows. The int8_mma tier (quant_mmq.h): warps_m x warps_n warps of 32 x 64, K in steps
+// of kQMmqKc groups of 32. host/shapes.h sizes both from the device's limits.
+inline constexpr int kQMvWarps = 8, kQMvMaxRows = 4, kQMmqKc = 4;
 struct QMatmulParams {
   const void* a = nullptr;
   const uint8_t* w = nullptr;  // row 0's first block
@@ -213,8 +232,12 @@ struct QMatmulParams {
   int64_t w_row_bytes = 0;   // from one weight row to the next
   // The integer tiers: A quantized by q8_act_kernel, rows b * M + m of K / 32 blocks.
   const Q8Block* qa = nullptr;
-  int kc = 1, stages = 1;  // int8_mma: groups of 32 per shared-memory chunk, buffers (1 or 2)
-  int per16 = 0;           // int8_mma: the format scales halves of 16 separately
+  int stages = 1;    // copies in flight: int8_mma 1 or 2 steps, int_dot 1 to 4 per warp
+  int w_pitch = 0;   // bytes of shared memory per weight row and stage (quant_stage.h)
+  int warps_m = 1;   // int8_mma: the warp grid is warps_m x (warps / warps_m)
+  int rpw = 1;       // int_dot: weight rows a warp owns
+  int kc = 32;       // int_dot: activation groups per shared-memory chunk (a multiple of 32)
+  int act_rows = 1;  // int_dot: activation rows a block holds (min(M, kQIntRows))
 };
 
 // Rows of a block-quantized [V, D] tensor dequantized into a dense [rows, D] output: by ids
@@ -229,6 +252,7 @@ struct QRowsParams {
   int64_t rows = 0, D = 0, V = 0;
   int negative_ids = 0;                 // as EmbedParams::negative_ids
   unsigned long long* error = nullptr;  // as EmbedParams::error
+  int w_pitch = 0;                      // cast (quant_dequant.h): staged bytes a warp
 };
 
 struct FillParams {

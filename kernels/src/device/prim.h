@@ -33,6 +33,8 @@
 #define DUET_HD __host__ __device__ __forceinline__
 #define DUET_KERNEL __global__ void
 #define DUET_KERNEL_BOUNDED(threads) __global__ void __launch_bounds__(threads)
+// At most `threads` a block and at least `blocks` blocks an SM: caps the registers a thread.
+#define DUET_KERNEL_BOUNDED_MIN(threads, blocks) __global__ void __launch_bounds__(threads, blocks)
 // Loops over register arrays must unroll, or the array goes to local memory.
 #define DUET_UNROLL _Pragma("unroll")
 // Copy loops must not unroll where registers are scarce: the loads would be hoisted into them.
@@ -42,6 +44,7 @@
 #define DUET_HD inline
 #define DUET_KERNEL void
 #define DUET_KERNEL_BOUNDED(threads) void
+#define DUET_KERNEL_BOUNDED_MIN(threads, blocks) void
 #define DUET_UNROLL
 #define DUET_NO_UNROLL
 #endif
@@ -62,6 +65,26 @@ struct alignas(16) Vec16 {
 };
 
 inline constexpr int kWarp = 32;
+
+// Whether this is device code compiled for an architecture older than sm (major*10 + minor),
+// or for sm or newer: kernel instances the selection never launches on such a device compile to
+// nothing there. Both false in the emulator's build, which runs every instance.
+DUET_HD constexpr bool device_arch_below(int sm) {
+#if defined(__CUDA_ARCH__)
+  return __CUDA_ARCH__ < sm * 10;
+#else
+  (void)sm;
+  return false;
+#endif
+}
+DUET_HD constexpr bool device_arch_at_least(int sm) {
+#if defined(__CUDA_ARCH__)
+  return __CUDA_ARCH__ >= sm * 10;
+#else
+  (void)sm;
+  return false;
+#endif
+}
 
 DUET_DEV_END
 

@@ -45,6 +45,11 @@ DUET_DEV uint32_t smem_addr(const void* p) {
 DUET_DEV void sync() {
   __syncthreads();
 }
+// bar.warp.sync: the lanes of a warp meet, and each sees what the others wrote to shared memory
+// before it (a warp's own staging buffers need no block barrier).
+DUET_DEV void sync_warp() {
+  __syncwarp();
+}
 
 // ---- warp shuffles and votes (full warp)
 DUET_DEV float shfl_xor(float v, int mask) {
@@ -128,6 +133,19 @@ DUET_DEV void mma_s8_8816(int (&d)[2], uint32_t a, uint32_t b) {
 #endif
 }
 
+// m16n8k16 (sm_80+): A 16x16 as two registers (rows g and g + 8), B 16x8 as one.
+DUET_DEV void mma_s8_16816(int (&d)[4], uint32_t a0, uint32_t a1, uint32_t b) {
+#if __CUDA_ARCH__ >= 800
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5}, {%6}, "
+      "{%0,%1,%2,%3};\n"
+      : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3])
+      : "r"(a0), "r"(a1), "r"(b));
+#else
+  __trap();  // m16n8k16 s8 needs sm_80
+#endif
+}
+
 // ---- dp4a (sm_61+): c + the four products of the signed bytes of a and b.
 DUET_DEV int dp4a(uint32_t a, uint32_t b, int c) {
 #if __CUDA_ARCH__ >= DUET_SM_DP4A * 10
@@ -190,6 +208,11 @@ DUET_DEV void cp_async_wait() {
 #endif
 }
 
+// ---- bit fields: the 32 bits of (hi:lo) >> s, s in [0, 32) (shf.r.wrap)
+DUET_DEV uint32_t funnel_r(uint32_t lo, uint32_t hi, int s) {
+  return __funnelshift_r(lo, hi, s);
+}
+
 // ---- vector memory
 DUET_DEV Vec16 load16(const void* p) {
   return *static_cast<const Vec16*>(p);
@@ -202,6 +225,9 @@ DUET_DEV void store_u32(void* p, uint32_t v) {  // p 4-byte aligned
 }
 DUET_DEV uint32_t load_u32(const void* p) {  // p 4-byte aligned
   return *static_cast<const uint32_t*>(p);
+}
+DUET_DEV uint16_t load_u16(const void* p) {  // p 2-byte aligned
+  return *static_cast<const uint16_t*>(p);
 }
 
 // ---- conversions between fp32 and the 16-bit types
@@ -226,6 +252,13 @@ DUET_DEV uint32_t pack2(float lo, float hi, Bf16) {
   __trap();
   return 0;
 #endif
+}
+
+// The two f16 of a word as f32 (exact; cvt.f32.f16).
+DUET_DEV void unpack2(uint32_t w, float& lo, float& hi, F16) {
+  unsigned short l = static_cast<unsigned short>(w), h = static_cast<unsigned short>(w >> 16);
+  asm("cvt.f32.f16 %0, %1;\n" : "=f"(lo) : "h"(l));
+  asm("cvt.f32.f16 %0, %1;\n" : "=f"(hi) : "h"(h));
 }
 
 // One value rounded to a 16-bit type (for epilogue stores).

@@ -43,6 +43,9 @@ DUET_DEV unsigned char* smem() {
 DUET_DEV void sync() {
   emu::barrier();
 }
+DUET_DEV void sync_warp() {
+  emu::warp_barrier();
+}
 
 DUET_DEV uint32_t shfl_xor_u32(uint32_t v, int mask) {
   return emu::shfl(v, emu::Shfl::bfly, mask);
@@ -86,6 +89,10 @@ DUET_DEV void mma_s8_16832(int (&d)[4], const uint32_t (&a)[4], uint32_t b0, uin
   const uint32_t b[2] = {b0, b1};
   emu::mma_s8(emu::MmaS8::m16n8k32, d, a, b);
 }
+DUET_DEV void mma_s8_16816(int (&d)[4], uint32_t a0, uint32_t a1, uint32_t b) {
+  const uint32_t a[2] = {a0, a1};
+  emu::mma_s8(emu::MmaS8::m16n8k16, d, a, &b);
+}
 DUET_DEV void mma_s8_8816(int (&d)[2], uint32_t a, uint32_t b) {
   emu::mma_s8(emu::MmaS8::m8n8k16, d, &a, &b);
 }
@@ -121,6 +128,11 @@ DUET_DEV void cp_async_wait() {
   emu::cp_async_wait(N);
 }
 
+DUET_DEV uint32_t funnel_r(uint32_t lo, uint32_t hi, int s) {
+  const uint64_t v = (static_cast<uint64_t>(hi) << 32) | lo;
+  return static_cast<uint32_t>(v >> (s & 31));
+}
+
 DUET_DEV Vec16 load16(const void* p) {
   Vec16 v;
   std::memcpy(&v, p, sizeof v);
@@ -137,12 +149,22 @@ DUET_DEV uint32_t load_u32(const void* p) {
   std::memcpy(&v, p, sizeof v);
   return v;
 }
+DUET_DEV uint16_t load_u16(const void* p) {
+  uint16_t v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
 
 DUET_DEV uint32_t pack2(float lo, float hi, F16) {
   return static_cast<uint32_t>(f32_to_f16(lo)) | (static_cast<uint32_t>(f32_to_f16(hi)) << 16);
 }
 DUET_DEV uint32_t pack2(float lo, float hi, Bf16) {
   return static_cast<uint32_t>(f32_to_bf16(lo)) | (static_cast<uint32_t>(f32_to_bf16(hi)) << 16);
+}
+
+DUET_DEV void unpack2(uint32_t w, float& lo, float& hi, F16) {
+  lo = f16_to_f32(static_cast<uint16_t>(w));
+  hi = f16_to_f32(static_cast<uint16_t>(w >> 16));
 }
 
 DUET_DEV uint16_t round16(float v, F16) {

@@ -553,14 +553,25 @@ void mma(Mma kind, float* d, const uint32_t* a, const uint32_t* b) {
   for (int i = 0; i < 4; ++i) d[i] = wp.fout[lane][i];
 }
 
+void warp_barrier() {
+  Worker& w = worker();
+  w.collective(
+      "bar.warp.sync", 0, [](Warp&, int) {}, [](Warp&) {});
+}
+
 void mma_s8(MmaS8 kind, int* d, const uint32_t* a, const uint32_t* b) {
   Worker& w = worker();
   const int lane = w.self().tid % kLanes;
-  const bool big = kind == MmaS8::m16n8k32;
-  const int M = big ? 16 : 8, K = big ? 32 : 16;
-  const int na = big ? 4 : 1, nb = big ? 2 : 1, nd = big ? 4 : 2;
+  // m16n8k16 is the first half (k 0-15) of m16n8k32's fragments: A registers 0 and 1, B's 0.
+  const bool big = kind != MmaS8::m8n8k16, k16 = kind == MmaS8::m16n8k16;
+  const int M = big ? 16 : 8, K = kind == MmaS8::m16n8k32 ? 32 : 16;
+  const int na = kind == MmaS8::m16n8k32 ? 4 : k16 ? 2 : 1, nb = kind == MmaS8::m16n8k32 ? 2 : 1;
+  const int nd = big ? 4 : 2;
   Warp& wp = w.collective(
-      big ? "mma.m16n8k32.s8" : "mma.m8n8k16.s8", 0,
+      kind == MmaS8::m16n8k32   ? "mma.m16n8k32.s8"
+      : kind == MmaS8::m16n8k16 ? "mma.m16n8k16.s8"
+                                : "mma.m8n8k16.s8",
+      0,
       [&](Warp& x, int l) {
         for (int i = 0; i < na; ++i) x.in[l][i] = a[i];
         for (int i = 0; i < nb; ++i) x.in[l][4 + i] = b[i];

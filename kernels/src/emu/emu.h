@@ -47,6 +47,8 @@ unsigned char* self_smem();
 
 // ---- synchronisation and warp collectives
 void barrier();
+// bar.warp.sync over the calling thread's warp (all 32 lanes must arrive).
+void warp_barrier();
 
 enum class Shfl : uint8_t { idx, bfly, down, up };
 uint32_t shfl(uint32_t value, Shfl mode, int arg);
@@ -58,8 +60,9 @@ enum class Mma : uint8_t { m16n8k16_f16, m16n8k16_bf16, m16n8k8_f16 };
 // m16n8k8: a[2], b[1]).
 void mma(Mma kind, float* d, const uint32_t* a, const uint32_t* b);
 // Integer mma.sync .s32.s8.s8.s32 (sums wrap modulo 2^32 like the hardware's): m16n8k32 reads
-// a[4], b[2] and accumulates d[4]; m8n8k16 reads a[1], b[1] and accumulates d[2].
-enum class MmaS8 : uint8_t { m16n8k32, m8n8k16 };
+// a[4], b[2] and accumulates d[4]; m16n8k16 reads a[2], b[1] into d[4]; m8n8k16 reads a[1], b[1]
+// and accumulates d[2].
+enum class MmaS8 : uint8_t { m16n8k32, m16n8k16, m8n8k16 };
 void mma_s8(MmaS8 kind, int* d, const uint32_t* a, const uint32_t* b);
 // dp4a.s32.s32: c + the products of the four signed bytes of a and b (not a collective).
 int dp4a(uint32_t a, uint32_t b, int c);

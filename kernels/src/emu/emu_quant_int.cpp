@@ -1,22 +1,36 @@
 // The integer tiers for block-quantized weights (int_dot, int8_mma), compiled for the
 // emulator.
-#include "device/quant_dp4a.h"
-#include "device/quant_mma.h"
+#include "device/quant_mmq.h"
+#include "device/quant_mv.h"
 #include "emu/run_kernel.h"
 #include "host/runners.h"
 
 namespace duet::kernels::emu_impl {
+
+namespace {
+
+template <class Arch>
+Status mmq(const detail::Call& c) {
+  const dev::QFmt f = std::get<dev::QMatmulParams>(c.params).fmt;
+  const bool per16 = dev::q_scales_per16(f), min = dev::q_has_min(f);
+  if (per16 && min) return run_kernel(c, &dev::mmq_kernel<Arch, true, true>);
+  if (per16) return run_kernel(c, &dev::mmq_kernel<Arch, true, false>);
+  if (min) return run_kernel(c, &dev::mmq_kernel<Arch, false, true>);
+  return run_kernel(c, &dev::mmq_kernel<Arch, false, false>);
+}
+
+}  // namespace
 
 Status quant_int(const detail::Call& c) {
   using detail::Kernel;
   switch (c.kernel) {
     case Kernel::q8_act:
       return run_kernel(c, &dev::q8_act_kernel);
-    case Kernel::dp4a_qmatmul:
-      return run_kernel(c, &dev::dp4a_qmatmul_kernel);
-    case Kernel::mma_qmatmul:
-      return c.sm80 ? run_kernel(c, &dev::qmma_kernel<dev::Sm80Arch>)
-                    : run_kernel(c, &dev::qmma_kernel<dev::Sm75Arch>);
+    case Kernel::qmv:
+      return c.sm80 ? run_kernel(c, &dev::qmv_kernel<dev::Sm80Arch>)
+                    : run_kernel(c, &dev::qmv_kernel<dev::Sm75Arch>);
+    case Kernel::mmq:
+      return c.sm80 ? mmq<dev::Sm80Arch>(c) : mmq<dev::Sm75Arch>(c);
     default:
       return Status(Code::internal, "emulator: " + c.name() + " is not an integer-tier kernel");
   }

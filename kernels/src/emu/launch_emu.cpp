@@ -18,9 +18,13 @@ Status launch(Tier tier, const OpDesc& op, std::span<const View> inputs, const V
         DUET_TRY(emu_impl::matmul_tc(c));
         break;
       case detail::Kernel::q8_act:
-      case detail::Kernel::dp4a_qmatmul:
-      case detail::Kernel::mma_qmatmul:
+      case detail::Kernel::qmv:
+      case detail::Kernel::mmq:
         DUET_TRY(emu_impl::quant_int(c));
+        break;
+      case detail::Kernel::matvec:
+      case detail::Kernel::qdequant:
+        DUET_TRY(emu_impl::matvec(c));
         break;
       default:
         DUET_TRY(emu_impl::generic(c));

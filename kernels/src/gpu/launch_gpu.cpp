@@ -35,16 +35,22 @@ Status launch(Tier tier, const OpDesc& op, std::span<const View> inputs, const V
         return Status(Code::unsupported,
                       "pipelined matmul: this build has no sm_80+ architecture (DUET_CUDA_ARCHS)");
 #endif
+      case detail::Kernel::matvec:
+        DUET_TRY(gpu_impl::matvec(c, launch.stream));
+        break;
+      case detail::Kernel::qdequant:
+        DUET_TRY(gpu_impl::quant_cast(c, launch.stream));
+        break;
       case detail::Kernel::q8_act:
-      case detail::Kernel::dp4a_qmatmul:
+      case detail::Kernel::qmv:
 #ifdef DUET_KERNELS_HAVE_DP4A
-        DUET_TRY(gpu_impl::dp4a_qmatmul(c, launch.stream));
+        DUET_TRY(gpu_impl::int_dot_qmatvec(c, launch.stream));
         break;
 #else
         return Status(Code::unsupported,
                       "int_dot: this build has no sm_61+ architecture (DUET_CUDA_ARCHS)");
 #endif
-      case detail::Kernel::mma_qmatmul:
+      case detail::Kernel::mmq:
 #ifdef DUET_KERNELS_HAVE_SM75
         DUET_TRY(gpu_impl::int8_mma_qmatmul(c, launch.stream));
         break;

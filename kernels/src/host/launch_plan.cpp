@@ -437,6 +437,7 @@ class Planner {
   Result<std::vector<Call>> gen_matmul() {
     dev::MatmulParams p = matmul_params();
     const int64_t batch = batch_count();
+    if (shapes::matvec_applies(op_)) return matvec(p, batch);
     if (batch > 65535 || (p.M + 63) / 64 > 65535)
       return fail(Code::unsupported, "grid too large (batch at most 65535)");
     return std::vector<Call>{
@@ -444,6 +445,29 @@ class Planner {
              {static_cast<unsigned>((p.N + 63) / 64), static_cast<unsigned>((p.M + 63) / 64),
               static_cast<unsigned>(batch)},
              shapes::kGenMatmulThreads, shapes::kGenMatmulSmem, p)};
+  }
+
+  // The generic mat-vec: decode shapes with B's k stride 1 (matvec.h).
+  Result<std::vector<Call>> matvec(dev::MatmulParams p, int64_t batch) {
+    const LaunchConfig& cfg = launch_.config;
+    const int ma = std::min(p.M, dev::kMvRows);
+    p.rpw = cfg.tile_n / 8;
+    p.kc = cfg.tile_k;
+    if (cfg.block_threads != 256 || cfg.tile_m != dev::kMvRows || p.rpw < 1 ||
+        p.rpw > dev::kMvMaxRows || cfg.tile_n != 8 * p.rpw || p.kc < 8 || p.kc % 8 ||
+        cfg.shared_bytes != shapes::matvec_smem_bytes(ma, p.kc))
+      return fail(Code::invalid_argument,
+                  "launch configuration '" + cfg.str() + "' is not one this kernel supports");
+    const int esize = p.dtype == dev::Elt::f32 ? 4 : 2;
+    p.b_vec = reinterpret_cast<uintptr_t>(p.b) % 16 == 0 && (p.b_n * esize) % 16 == 0 &&
+              (p.b_batch[0] * esize) % 16 == 0 && (p.b_batch[1] * esize) % 16 == 0;
+    const int64_t gy = (p.M + dev::kMvRows - 1) / dev::kMvRows;
+    if (batch > 65535 || gy > 65535)
+      return fail(Code::unsupported, "grid too large (batch at most 65535)");
+    return std::vector<Call>{call(Kernel::matvec,
+                                  {static_cast<unsigned>((p.N + cfg.tile_n - 1) / cfg.tile_n),
+                                   static_cast<unsigned>(gy), static_cast<unsigned>(batch)},
+                                  256, cfg.shared_bytes, p)};
   }
 
   // ---- block-quantized weights (device/quant.h)
@@ -508,8 +532,8 @@ class Planner {
                                   dev::kQWarps * 32, 0, p)};
   }
 
-  // The integer tiers: A quantized into the workspace (q8_act), then the dp4a mat-vec or the
-  // int8 tensor-core tiles.
+  // The integer tiers: A quantized into the workspace (q8_act), then the mat-vec (int_dot) or the
+  // int8 tensor-core tiles (int8_mma).
   Result<std::vector<Call>> int_qmatmul() {
     const bool mma = tier_ == Tier::int8_mma;
     DUET_TRY(need_arch());
@@ -533,36 +557,59 @@ class Planner {
     q.rows = batch * p.M;
     q.out = static_cast<dev::Q8Block*>(launch_.workspace);
     p.qa = q.out;
+    const DType f = in_[1].dtype;
+    const LaunchConfig& cfg = launch_.config;
+    auto bad_config = [&] {
+      return fail(Code::invalid_argument,
+                  "launch configuration '" + cfg.str() + "' is not one this kernel supports");
+    };
+    // Copies in flight are cp.async groups where the architecture has them (and the int8 mma
+    // instance that uses them, m16n8k32 too); before, one synchronous stage.
+    const ArchFeatures af = arch_features_of_sm(launch_.sm);
+    const bool async = launch_.sm == 0 || (af.cp_async && (!mma || af.mma_s8_m16n8k32));
     std::vector<Call> calls;
     calls.push_back(
         call(Kernel::q8_act, {blocks_for(q.rows * (p.K / 32) * 32, 256), 1, 1}, 256, 0, q));
     if (!mma) {
+      p.rpw = cfg.tile_n / dev::kQMvWarps;
+      p.kc = cfg.tile_k / 32;
+      p.stages = cfg.stages;
+      p.act_rows = static_cast<int>(std::min<int64_t>(p.M, dev::kQIntRows));
+      p.w_pitch = static_cast<int>(shapes::qmv_pitch(f));
+      if (cfg.block_threads != dev::kQMvWarps * 32 || p.rpw < 1 || p.rpw > dev::kQMvMaxRows ||
+          cfg.tile_n != p.rpw * dev::kQMvWarps || cfg.tile_m != dev::kQIntRows || p.kc < 32 ||
+          p.kc % 32 || p.stages < 1 || p.stages > (async ? 4 : 1) ||
+          cfg.shared_bytes != shapes::qmv_smem_bytes(f, p.act_rows, p.kc, p.rpw, p.stages))
+        return bad_config();
+      const int64_t gx = (p.N + cfg.tile_n - 1) / cfg.tile_n;
       const int64_t gy = (p.M + dev::kQIntRows - 1) / dev::kQIntRows;
       if (batch > 65535 || gy > 65535)
         return fail(Code::unsupported, "grid too large (batch at most 65535)");
-      calls.push_back(call(Kernel::dp4a_qmatmul,
-                           {static_cast<unsigned>((p.N + dev::kQWarps - 1) / dev::kQWarps),
-                            static_cast<unsigned>(gy), static_cast<unsigned>(batch)},
-                           dev::kQWarps * 32, 0, p));
+      Call c =
+          call(Kernel::qmv,
+               {static_cast<unsigned>(gx), static_cast<unsigned>(gy), static_cast<unsigned>(batch)},
+               cfg.block_threads, cfg.shared_bytes, p);
+      c.sm80 = async;
+      calls.push_back(c);
       return calls;
     }
-    const LaunchConfig& cfg = launch_.config;
-    if (cfg.block_threads != dev::kQMmaThreads || cfg.stages < 1 || cfg.stages > 2 ||
-        cfg.tile_k < 32 || cfg.tile_k % 32 || cfg.tile_k > 256 ||
-        cfg.shared_bytes != shapes::qmma_smem_bytes(cfg.tile_k / 32, cfg.stages))
-      return fail(Code::invalid_argument,
-                  "launch configuration '" + cfg.str() + "' is not one this kernel supports");
-    p.kc = cfg.tile_k / 32;
+    p.warps_m = cfg.tile_m / 32;
+    const int warps_n = cfg.tile_n / 64;
     p.stages = cfg.stages;
-    p.per16 = dev::q_scales_per16(p.fmt) ? 1 : 0;
-    const int64_t gy = (p.M + dev::kQMmaBM - 1) / dev::kQMmaBM;
+    p.w_pitch = static_cast<int>(shapes::mmq_pitch(f));
+    if (p.warps_m < 1 || warps_n < 1 || cfg.tile_m % 32 || cfg.tile_n % 64 ||
+        cfg.block_threads != p.warps_m * warps_n * 32 || cfg.block_threads > 256 ||
+        cfg.tile_k != dev::kQMmqKc * 32 || p.stages < 1 || p.stages > (async ? 2 : 1) ||
+        cfg.shared_bytes != shapes::mmq_smem_bytes(f, cfg.tile_m, cfg.tile_n, p.stages))
+      return bad_config();
+    const int64_t gy = (p.M + cfg.tile_m - 1) / cfg.tile_m;
     if (batch > 65535 || gy > 65535)
       return fail(Code::unsupported, "grid too large (batch at most 65535)");
-    Call c = call(Kernel::mma_qmatmul,
-                  {static_cast<unsigned>((p.N + dev::kQMmaBN - 1) / dev::kQMmaBN),
+    Call c = call(Kernel::mmq,
+                  {static_cast<unsigned>((p.N + cfg.tile_n - 1) / cfg.tile_n),
                    static_cast<unsigned>(gy), static_cast<unsigned>(batch)},
-                  dev::kQMmaThreads, cfg.shared_bytes, p);
-    c.sm80 = launch_.sm == 0 || arch_features_of_sm(launch_.sm).mma_s8_m16n8k32;
+                  cfg.block_threads, cfg.shared_bytes, p);
+    c.sm80 = async;
     calls.push_back(c);
     return calls;
   }
@@ -589,6 +636,16 @@ class Planner {
                dev::FillParams{p.error, std::numeric_limits<unsigned long long>::max()}));
     } else {
       p.rows = p.V;
+      // A cast of whole rows into a 16-byte aligned output: staged, at the speed of the bytes.
+      if (reinterpret_cast<uintptr_t>(p.out) % 16 == 0) {
+        p.w_pitch = static_cast<int>(shapes::qmv_pitch(in_[0].dtype));
+        const int64_t blocks = std::min<int64_t>((p.rows + 7) / 8, 65535);
+        Call c = call(Kernel::qdequant, {static_cast<unsigned>(std::max<int64_t>(blocks, 1)), 1, 1},
+                      256, 8ull * static_cast<uint64_t>(p.w_pitch), p);
+        c.sm80 = launch_.sm == 0 || arch_features_of_sm(launch_.sm).cp_async;
+        calls.push_back(c);
+        return calls;
+      }
     }
     calls.push_back(
         call(Kernel::gen_qrows, {blocks_for(p.rows * (p.D / 32), 256), 1, 1}, 256, 0, p));
@@ -806,12 +863,16 @@ std::string Call::name() const {
       return "generic quantized matmul";
     case Kernel::gen_qrows:
       return "generic quantized rows";
+    case Kernel::qdequant:
+      return std::string("generic quantized cast<") + (sm80 ? "cp.async" : "sync") + ">";
     case Kernel::q8_act:
       return t + " q8 activations";
-    case Kernel::dp4a_qmatmul:
-      return "int_dot quantized matmul (dp4a)";
-    case Kernel::mma_qmatmul:
+    case Kernel::qmv:
+      return std::string("int_dot quantized mat-vec<") + (sm80 ? "cp.async" : "sync") + ">";
+    case Kernel::mmq:
       return std::string("int8_mma quantized matmul<") + (sm80 ? "m16n8k32" : "m8n8k16") + ">";
+    case Kernel::matvec:
+      return "generic mat-vec";
     case Kernel::reduce:
       return "generic reduce";
   }

@@ -26,11 +26,13 @@ enum class Kernel : uint8_t {
   embedding,
   write_slice,
   fill_u64,
-  gen_qmatmul,   // block-quantized weight (generic)
-  gen_qrows,     // block-quantized rows: embedding, cast (generic)
-  q8_act,        // activations quantized to int8 per 32 (the integer tiers)
-  dp4a_qmatmul,  // block-quantized weight, dp4a (int_dot)
-  mma_qmatmul,   // block-quantized weight, int8 mma.sync (int8_mma)
+  gen_qmatmul,  // block-quantized weight (generic)
+  gen_qrows,    // block-quantized rows: embedding, cast (generic)
+  qdequant,     // block-quantized rows cast in order, staged (generic)
+  q8_act,       // activations quantized to int8 per 32 (the integer tiers)
+  qmv,          // block-quantized weight, mat-vec with dp4a (int_dot)
+  mmq,          // block-quantized weight, int8 mma.sync tiles (int8_mma)
+  matvec,       // decode shapes, f32 on the CUDA cores (generic)
   reduce,
 };
 
@@ -50,7 +52,8 @@ struct Call {
   bool bf16 = false;      // tensor-core kernels: bf16 (else f16)
   int head_dim = 0;       // attention_tc instance
   bool b_nmajor = false;  // matmul_tc instance
-  bool sm80 = false;      // mma_qmatmul instance: m16n8k32 (sm_80+), else m8n8k16 (sm_75)
+  bool sm80 = false;      // qmv, mmq instance: cp.async and m16n8k32 (sm_80+), else sync copies
+                          // and m8n8k16 (sm_75) / dp4a (sm_61)
   Dim3 grid;
   int threads = 0;
   uint64_t smem = 0;

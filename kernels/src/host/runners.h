@@ -13,7 +13,9 @@ Status tiled_attention(const detail::Call& c, void* stream);
 Status pipelined_matmul(const detail::Call& c, void* stream);
 Status tiled_matmul(const detail::Call& c, void* stream);
 Status generic(const detail::Call& c, void* stream);
-Status dp4a_qmatmul(const detail::Call& c, void* stream);      // q8_act and dp4a (sm_61+)
+Status matvec(const detail::Call& c, void* stream);
+Status quant_cast(const detail::Call& c, void* stream);
+Status int_dot_qmatvec(const detail::Call& c, void* stream);   // q8_act and the mat-vec (sm_61+)
 Status int8_mma_qmatmul(const detail::Call& c, void* stream);  // sm_75+
 }  // namespace gpu_impl
 
@@ -22,7 +24,8 @@ Status attention_flash(const detail::Call& c);
 Status attention_tiled(const detail::Call& c);
 Status matmul_tc(const detail::Call& c);
 Status generic(const detail::Call& c);
-Status quant_int(const detail::Call& c);  // q8_act, dp4a and int8 mma
+Status quant_int(const detail::Call& c);  // q8_act, the int_dot mat-vec and int8 mma
+Status matvec(const detail::Call& c);     // and the staged cast of block formats
 }  // namespace emu_impl
 
 }  // namespace duet::kernels

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 
+#include "duet/dtype.h"
 #include "duet/op.h"
 
 namespace duet::kernels::shapes {
@@ -50,19 +51,48 @@ inline bool matmul_b_nmajor(const OpDesc& op) {
   return k_stride == 1 && b.dim(op.attrs.transpose_b ? -1 : -2) > 1;
 }
 
-// ---- int8 tensor-core quantized matmul (quant_mma.h): per buffer, the 64 rows of A and the 64
-// weight rows of a chunk of kc groups of 32 as int8 (rows padded by 16 bytes against bank
-// conflicts), A's scale and offset sums (3 floats a group and row), the weights' scales and
-// offsets (4 floats a group and row).
-inline uint64_t qmma_pitch(int kc) {
-  return static_cast<uint64_t>(kc) * 32 + 16;
+// ---- block-quantized weights staged raw (quant_stage.h): a row's bytes from an even address,
+// copied from 16 bytes below, plus the 4 bytes the word loader reads past the last word.
+inline uint64_t q_stage_pitch(uint64_t span_bytes) {
+  return (span_bytes + 14 + 4 + 15) / 16 * 16;
 }
-inline uint64_t qmma_stage_bytes(int kc) {
-  const uint64_t k = static_cast<uint64_t>(kc);
-  return 128 * qmma_pitch(kc) + 64 * k * 3 * 4 + 64 * k * 4 * 4;
+// The bytes of `groups` consecutive groups of 32 of a row (whole blocks).
+inline uint64_t q_span_bytes(DType f, int groups) {
+  const int gpb = static_cast<int>(dtype_block_elems(f) / 32);
+  return static_cast<uint64_t>((groups + gpb - 1) / gpb) *
+         static_cast<uint64_t>(dtype_block_bytes(f));
 }
-inline uint64_t qmma_smem_bytes(int kc, int stages) {
-  return static_cast<uint64_t>(stages) * qmma_stage_bytes(kc);
+
+// ---- int_dot mat-vec (quant_mv.h): the activation chunk (act_rows x kc Q8Blocks of 48 bytes),
+// then each warp's ring of `stages` x `rpw` rows of one step (32 groups).
+inline uint64_t qmv_pitch(DType f) {
+  return q_stage_pitch(q_span_bytes(f, 32));
+}
+inline uint64_t qmv_smem_bytes(DType f, int act_rows, int kc, int rpw, int stages) {
+  return static_cast<uint64_t>(act_rows) * static_cast<uint64_t>(kc) * 48 +
+         8ull * static_cast<uint64_t>(stages * rpw) * qmv_pitch(f);
+}
+
+// ---- int8 tensor-core quantized matmul (quant_mmq.h): per stage the activations [4][BM] and
+// the raw weight rows [BN][pitch]; once, the decoded weights [4][BN], 48 bytes a group and row.
+inline uint64_t mmq_pitch(DType f) {
+  return q_stage_pitch(q_span_bytes(f, 4));
+}
+inline uint64_t mmq_smem_bytes(DType f, int bm, int bn, int stages) {
+  const uint64_t a = 4ull * static_cast<uint64_t>(bm) * 48;
+  const uint64_t raw = static_cast<uint64_t>(bn) * mmq_pitch(f);
+  return static_cast<uint64_t>(stages) * (a + raw) + 4ull * static_cast<uint64_t>(bn) * 48;
+}
+
+// ---- generic mat-vec (matvec.h): decode shapes (at most 8 rows of A) with B's k stride 1; the
+// rows of A as f32 [min(M, 8)][kc] in shared memory.
+inline bool matvec_applies(const OpDesc& op) {
+  const DType t = op.inputs[0].dtype;
+  return op.output.dim(-2) <= 8 && matmul_b_nmajor(op) && op.inputs[1].dtype == t &&
+         (t == DType::f32 || t == DType::f16 || t == DType::bf16);
+}
+inline uint64_t matvec_smem_bytes(int act_rows, int kc) {
+  return static_cast<uint64_t>(act_rows) * static_cast<uint64_t>(kc) * 4;
 }
 
 // ---- generic kernels

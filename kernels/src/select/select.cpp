@@ -15,10 +15,7 @@ namespace duet::kernels {
 namespace {
 
 using dev::kQIntRows;
-using dev::kQMmaBM;
-using dev::kQMmaBN;
-using dev::kQMmaThreads;
-using dev::kQWarps;
+using dev::kQMvWarps;
 
 std::string kib(uint64_t bytes) {
   std::ostringstream s;
@@ -248,6 +245,15 @@ void attention_choices(const DeviceCaps& caps, const OpDesc& op, const BuildArch
 
 // ---- matmul
 
+// Rows a warp of a mat-vec owns: as many as keep one and a half blocks per SM or more (a block
+// being `warps` warps; two fit an SM), each row adding loads in flight to every warp.
+int matvec_rows_per_warp(const DeviceCaps& caps, int64_t n, int64_t other_blocks, int warps) {
+  const int64_t want = 3 * std::max(caps.compute_units, 1) / 2;
+  for (int rpw = 4; rpw > 1; rpw /= 2)
+    if ((n + warps * rpw - 1) / (warps * rpw) * other_blocks >= want) return rpw;
+  return 1;
+}
+
 int64_t matmul_batch(const OpDesc& op) {
   int64_t n = 1;
   for (int i = 0; i < op.output.rank - 2; ++i) n *= op.output.shape[static_cast<size_t>(i)];
@@ -276,12 +282,19 @@ void matmul_choices(const DeviceCaps& caps, const OpDesc& op, const BuildArchs& 
   };
   const bool grid_ok = batch <= 65535 && (M + 127) / 64 <= 65535;
   const std::string grid_msg = "grid too large (batch at most 65535, M at most 4M)";
+  // Decode shapes read B once for every row of A: the generic mat-vec streams it at memory
+  // speed, where a 64-row tensor-core tile would be mostly padding.
+  const bool mv = shapes::matvec_applies(op);
+  const std::string mv_msg = "decode shape (" + std::to_string(M) +
+                             " rows, at most 8, B's k stride 1): the generic mat-vec reads B " +
+                             "once at memory speed, an mma tile would be mostly padding";
 
   for (Precision p : half_precisions(op.inputs[0].dtype)) {
     Draft d(Tier::pipelined, p);
     need_arch(d, arch, Tier::pipelined);
     d.need(caps.tensor_cores, "requires tensor cores, the device has none");
     d.need(grid_ok, grid_msg);
+    d.need(!mv, mv_msg);
     LaunchConfig cfg = tc_config(3);
     d.need(cfg.shared_bytes <= smem_limit(caps),
            "needs " + kib(cfg.shared_bytes) + " of shared memory per block, the device allows " +
@@ -302,6 +315,7 @@ void matmul_choices(const DeviceCaps& caps, const OpDesc& op, const BuildArchs& 
     need_arch(d, arch, Tier::tiled, " (mma.sync m16n8k8 f16)");
     d.need(caps.tensor_cores, "requires tensor cores, the device has none");
     d.need(grid_ok, grid_msg);
+    d.need(!mv, mv_msg);
     LaunchConfig cfg = tc_config(1);
     d.need(cfg.shared_bytes <= smem_limit(caps),
            "needs " + kib(cfg.shared_bytes) + " of shared memory per block, the device allows " +
@@ -321,16 +335,36 @@ void matmul_choices(const DeviceCaps& caps, const OpDesc& op, const BuildArchs& 
     d.need(grid_ok, grid_msg);
     need_image(d, caps, arch, build, Tier::generic);
     LaunchConfig cfg;
-    cfg.block_threads = shapes::kGenMatmulThreads;
-    cfg.tile_m = cfg.tile_n = 64;
-    cfg.tile_k = 16;
     cfg.subgroup = 32;
-    cfg.shared_bytes = shapes::kGenMatmulSmem;
-    cfg.variant = "generic_matmul";
+    if (mv) {
+      // A warp's rows of B from the grid; A's rows in f32 chunks of at most 16 KiB a row (a
+      // multiple of 8 elements), so that two blocks share an SM on any device.
+      const int64_t K = op.inputs[0].dim(op.attrs.transpose_a ? -2 : -1);
+      const int ma = static_cast<int>(std::min<int64_t>(M, dev::kMvRows));
+      const int rpw = matvec_rows_per_warp(caps, op.output.dim(-1), batch, 8);
+      const uint64_t budget = std::min<uint64_t>(
+          caps.shared_mem_per_block > 0 ? caps.shared_mem_per_block / 2 : 24 * 1024,
+          static_cast<uint64_t>(ma) * 16 * 1024);
+      cfg.block_threads = 256;
+      cfg.tile_m = dev::kMvRows;
+      cfg.tile_n = 8 * rpw;
+      cfg.tile_k = static_cast<int>(std::clamp<int64_t>(
+          std::min<int64_t>((K + 7) / 8 * 8, budget / (4 * ma) / 512 * 512), 8, 1 << 20));
+      cfg.shared_bytes = shapes::matvec_smem_bytes(ma, cfg.tile_k);
+      cfg.variant = "generic_matvec";
+      d.why.push_back("SIMT mat-vec, fp32 compute, B read once in 16-byte loads, " +
+                      std::to_string(rpw) + " row(s) of B a warp, any architecture");
+    } else {
+      cfg.block_threads = shapes::kGenMatmulThreads;
+      cfg.tile_m = cfg.tile_n = 64;
+      cfg.tile_k = 16;
+      cfg.shared_bytes = shapes::kGenMatmulSmem;
+      cfg.variant = "generic_matmul";
+      d.why.push_back("SIMT, fp32 compute, any architecture");
+    }
     d.c.launch = cfg;
     d.c.input_dtypes = op_dtypes(op);
     d.c.output_dtype = op.output.dtype;
-    d.why.push_back("SIMT, fp32 compute, any architecture");
     out.push_back(d.done("generic matmul"));
   }
 }
@@ -367,23 +401,52 @@ void generic_choice(const DeviceCaps& caps, const OpDesc& op, const BuildArchs& 
 // ---- block-quantized weights: int8 tensor cores (prefill), dp4a (decode and small batches,
 // sm_61+), and the generic tier (SIMT dequantize-and-FMA) everywhere
 
-// The int8_mma tier's shared-memory staging: double buffering and the longest K chunk that fit
-// the device's limit per block (opt-in included), so a Turing card with 64 KiB gets a smaller
-// pipeline than an A100 instead of failing to launch.
-LaunchConfig qmma_config(const DeviceCaps& caps) {
+// The int8_mma tier's tiles and staging: the largest block tile (128 or 64 rows of A by 128 or
+// 64 weight rows) and the most steps in flight that fit the device's shared memory per block
+// (opt-in included), for this format's raw block bytes: a Turing card with 64 KiB gets a smaller
+// tile than an H100 instead of failing to launch.
+LaunchConfig mmq_config(const DeviceCaps& caps, DType f, int64_t M, bool async) {
   LaunchConfig cfg;
-  cfg.block_threads = kQMmaThreads;
-  cfg.tile_m = kQMmaBM;
-  cfg.tile_n = kQMmaBN;
   cfg.subgroup = 32;
-  const int tries[][2] = {{2, 8}, {2, 4}, {2, 2}, {1, 4}, {2, 1}, {1, 2}, {1, 1}};
-  for (const auto& [stages, kc] : tries) {
+  cfg.tile_k = dev::kQMmqKc * 32;
+  const int wm_max = M > 64 ? 4 : 2;
+  const int tries[][3] = {{wm_max, 2, 2}, {2, 2, 2}, {wm_max, 2, 1},
+                          {2, 2, 1},      {2, 1, 1}, {1, 1, 1}};
+  for (const auto& [wm, wn, stages] : tries) {
+    if (stages > 1 && !async) continue;
+    cfg.block_threads = wm * wn * 32;
+    cfg.tile_m = wm * 32;
+    cfg.tile_n = wn * 64;
     cfg.stages = stages;
-    cfg.tile_k = kc * 32;
-    cfg.shared_bytes = shapes::qmma_smem_bytes(kc, stages);
+    cfg.shared_bytes = shapes::mmq_smem_bytes(f, cfg.tile_m, cfg.tile_n, stages);
     if (cfg.shared_bytes <= smem_limit(caps)) break;
   }
   return cfg;
+}
+
+// The int_dot mat-vec: rows per warp from the grid, then the most weight stages in flight (4 on
+// sm_80+) and the longest activation chunk that fit half the device's shared memory per block,
+// so that two blocks share an SM.
+LaunchConfig qmv_config(const DeviceCaps& caps, DType f, int64_t M, int64_t N, int64_t K,
+                        int64_t other_blocks, bool async) {
+  LaunchConfig cfg;
+  cfg.subgroup = 32;
+  cfg.block_threads = kQMvWarps * 32;
+  cfg.tile_m = kQIntRows;
+  const int rpw = matvec_rows_per_warp(caps, N, other_blocks, kQMvWarps);
+  cfg.tile_n = kQMvWarps * rpw;
+  const int act_rows = static_cast<int>(std::min<int64_t>(M, kQIntRows));
+  const int all = static_cast<int>((K / 32 + 31) / 32 * 32);
+  const uint64_t budget = std::max<uint64_t>(smem_limit(caps) / 2, caps.shared_mem_per_block);
+  for (int stages = async ? 4 : 1; stages >= 1; --stages)
+    for (int kc = all; kc >= 32; kc = kc > 32 ? std::max(32, kc / 2 / 32 * 32) : 0) {
+      cfg.stages = stages;
+      cfg.tile_k = kc * 32;
+      cfg.shared_bytes = shapes::qmv_smem_bytes(f, act_rows, kc, rpw, stages);
+      if (cfg.shared_bytes <= budget) return cfg;
+      if (kc == 32) break;
+    }
+  return cfg;  // the smallest; refused if it still does not fit
 }
 
 void quantized_choices(const DeviceCaps& caps, const OpDesc& op, const BuildArchs& build,
@@ -401,6 +464,10 @@ void quantized_choices(const DeviceCaps& caps, const OpDesc& op, const BuildArch
     const int64_t M = op.output.dim(-2), batch = matmul_batch(op);
     const bool grid_ok = batch <= 65535 && (M + kQIntRows - 1) / kQIntRows <= 65535;
     const std::string grid_msg = "grid too large (batch at most 65535, M at most 512K)";
+    const DType wf = op.inputs[qi].dtype;
+    const int64_t N = op.output.dim(-1), K = op.inputs[qi].dim(-1);
+    // cp.async staging (and, for the int8 tiles, m16n8k32) from sm_80; synchronous before.
+    const bool async = arch.cp_async;
     {
       Draft d(Tier::int8_mma, Precision::f32);
       d.need(tier_fits(arch, Tier::int8_mma), "int8 mma.sync needs " +
@@ -412,7 +479,7 @@ void quantized_choices(const DeviceCaps& caps, const OpDesc& op, const BuildArch
                                 "): the int_dot mat-vec reads the weight once for all rows, "
                                 "an mma tile would be mostly padding");
       d.need(grid_ok, grid_msg);
-      LaunchConfig cfg = qmma_config(caps);
+      LaunchConfig cfg = mmq_config(caps, wf, M, async && arch.mma_s8_m16n8k32);
       d.need(cfg.shared_bytes <= smem_limit(caps),
              "needs " + kib(cfg.shared_bytes) + " of shared memory per block, the device allows " +
                  kib(smem_limit(caps)));
@@ -424,12 +491,17 @@ void quantized_choices(const DeviceCaps& caps, const OpDesc& op, const BuildArch
       d.c.input_dtypes = op_dtypes(op);
       d.c.output_dtype = op.output.dtype;
       d.why.push_back(f +
-                      " blocks decoded to int8 in registers, activations quantized to int8 per " +
-                      "32, " + arch.name() +
-                      (k32 ? " >= " + sm_name(DUET_SM_MMA_S8_M16N8K32) + ": mma.sync m16n8k32"
-                           : std::string(": mma.sync m8n8k16")) +
-                      " s8, " + std::to_string(cfg.stages) + " shared-memory buffer(s) of " +
-                      std::to_string(cfg.tile_k) + " K (" + kib(cfg.shared_bytes) + ")");
+                      " blocks staged raw and decoded once per tile to int8 in shared memory, " +
+                      "activations quantized to int8 per 32, " + arch.name() +
+                      (k32 ? " >= " + sm_name(DUET_SM_MMA_S8_M16N8K32) + ": mma.sync m16n8k32 s8" +
+                                 std::string(dev::q_scales_per16(static_cast<dev::QFmt>(wf))
+                                                 ? " (m16n8k16 per half: a scale per 16)"
+                                                 : "") +
+                                 ", cp.async"
+                           : ": mma.sync m8n8k16 s8") +
+                      ", " + std::to_string(cfg.tile_m) + "x" + std::to_string(cfg.tile_n) +
+                      " tiles, " + std::to_string(cfg.stages) + " step(s) of " +
+                      std::to_string(cfg.tile_k) + " K in " + kib(cfg.shared_bytes));
       out.push_back(d.done("int8 tensor-core quantized matmul"));
     }
     {
@@ -439,19 +511,24 @@ void quantized_choices(const DeviceCaps& caps, const OpDesc& op, const BuildArch
       d.need(grid_ok, grid_msg);
       need_warp32(d, caps);
       need_image(d, caps, arch, build, Tier::int_dot);
-      LaunchConfig cfg;
-      cfg.subgroup = 32;
-      cfg.block_threads = kQWarps * 32;
-      cfg.tile_m = kQIntRows;
-      cfg.variant = "dp4a_qmatmul";
+      const int64_t other = (M + kQIntRows - 1) / kQIntRows * batch;
+      LaunchConfig cfg = qmv_config(caps, wf, M, N, K, other, async);
+      d.need(cfg.shared_bytes <= smem_limit(caps),
+             "needs " + kib(cfg.shared_bytes) + " of shared memory per block, the device allows " +
+                 kib(smem_limit(caps)));
+      cfg.variant = std::string("int_dot_qmatvec_") + (async ? "cp_async" : "sync");
       d.c.launch = cfg;
       d.c.input_dtypes = op_dtypes(op);
       d.c.output_dtype = op.output.dtype;
-      d.why.push_back(
-          f + " blocks decoded to int8 in registers, activations quantized to int8 " +
-          "per 32, dp4a (" + arch.name() + " >= " + sm_name(tier_min_sm(Tier::int_dot)) +
-          "), a warp per weight row for up to " + std::to_string(kQIntRows) + " activation rows");
-      out.push_back(d.done("dp4a quantized matmul"));
+      d.why.push_back(f + " rows streamed through shared memory in 16-byte copies" +
+                      (async ? " (cp.async, " + std::to_string(cfg.stages) + " stages a warp)"
+                             : std::string(" (synchronous before sm_80)")) +
+                      ", decoded to int8 in registers, activations quantized to int8 per 32 " +
+                      "and held in shared memory, dp4a (" + arch.name() +
+                      " >= " + sm_name(tier_min_sm(Tier::int_dot)) + "), " +
+                      std::to_string(cfg.tile_n / kQMvWarps) + " weight row(s) a warp for up to " +
+                      std::to_string(kQIntRows) + " activation rows");
+      out.push_back(d.done("int_dot quantized mat-vec"));
     }
   }
   Draft d(Tier::generic, Precision::f32);
