@@ -38,6 +38,10 @@ class CpuBuffer final : public Buffer {
   std::byte* p_;
 };
 
+// The CPU kernels' efficiency classes (KernelChoice::efficiency): the share of the host's peak
+// the vector kernels reach on a large problem, and the float64 reference loops'.
+constexpr double kSimdEfficiency = 0.5, kReferenceEfficiency = 0.02;
+
 class CpuRules final : public BackendRules {
  public:
   BackendKind backend() const override { return BackendKind::cpu; }
@@ -50,7 +54,8 @@ class CpuRules final : public BackendRules {
                       .reason = "f32 compute on the host, every input dtype read directly",
                       .input_dtypes = in,
                       .output_dtype = op.output.dtype,
-                      .launch = {}};
+                      .launch = {},
+                      .efficiency = kSimdEfficiency};
     if (auto q = quantized_input(op)) {
       const std::string f(dtype_name(op.inputs[*q].dtype));
       fast.reason = op.kind == OpKind::matmul
@@ -65,7 +70,8 @@ class CpuRules final : public BackendRules {
                      .reason = "float64 reference loops (slow; for checking)",
                      .input_dtypes = in,
                      .output_dtype = op.output.dtype,
-                     .launch = {}};
+                     .launch = {},
+                     .efficiency = kReferenceEfficiency};
     if (op.kind != OpKind::matmul) return {fast, ref};
     return {fast, bf16_dots(caps, op, in), ref};
   }
@@ -80,7 +86,8 @@ class CpuRules final : public BackendRules {
                    .reason = "",
                    .input_dtypes = std::move(in),
                    .output_dtype = op.output.dtype,
-                   .launch = {}};
+                   .launch = {},
+                   .efficiency = kSimdEfficiency};
     if (quantized_input(op)) {
       k.ok = false;
       k.reason = "bf16 dot products read float tensors only, not block formats";

@@ -512,6 +512,8 @@ Result<BackendOpenResult> open_backend(std::shared_ptr<Driver> driver, const Bui
     DeviceCaps caps = caps_from_props(*props);
     const ImageCheck image = check_image(archs, props->major, props->minor);
     caps.extra[std::string(kKernelImageKey)] = image.text;
+    caps.gemm_library = blas;
+    caps.gemm_library_loaded = !blas.empty() && blas.rfind("unavailable", 0) != 0;
     caps.extra[std::string(kCublasKey)] = blas;
     if (!image.ok())
       r.notes.push_back("cuda:" + std::to_string(i) + " (" + props->name + ", " + caps.arch +

@@ -13,11 +13,6 @@ namespace duet::cuda {
 
 namespace {
 
-std::string extra(const DeviceCaps& caps, std::string_view key) {
-  auto it = caps.extra.find(std::string(key));
-  return it == caps.extra.end() ? std::string() : it->second;
-}
-
 // Keeps what the kernels' selection promises, whatever it returns: no bf16 kernel on a device
 // whose record has no bf16 arithmetic, no f16 kernel without f16 arithmetic (the record's fields
 // come from the architecture's, duet/kernels/arch.h, or from a profile).
@@ -61,9 +56,8 @@ class CudaRules final : public BackendRules {
   // A profile's record says which kernel image the device would load from this build, as a
   // probed device's does.
   void annotate_profile(DeviceCaps& caps) const override {
-    const std::string key(kKernelImageKey);
-    if (!caps.extra.count(key))
-      caps.extra[key] = check_image(archs_, caps.cc_major, caps.cc_minor).text;
+    caps.extra.try_emplace(std::string(kKernelImageKey),
+                           check_image(archs_, caps.cc_major, caps.cc_minor).text);
   }
 
  private:
@@ -75,8 +69,8 @@ class CudaRules final : public BackendRules {
 std::vector<KernelChoice> cublas_choices(const DeviceCaps& caps, const OpDesc& op) {
   std::vector<KernelChoice> out;
   if (op.kind != OpKind::matmul) return out;
-  const std::string lib = extra(caps, kCublasKey);
-  const bool loaded = !lib.empty() && lib.rfind("unavailable", 0) != 0;
+  const std::string& lib = caps.gemm_library;
+  const bool loaded = caps.gemm_library_loaded;
   Result<GemmCall> gemm = plan_gemm(op);
   for (Precision p : {Precision::f32, Precision::f16, Precision::bf16}) {
     const DType t = precision_storage(p);
@@ -85,7 +79,8 @@ std::vector<KernelChoice> cublas_choices(const DeviceCaps& caps, const OpDesc& o
     c.precision = p;
     c.input_dtypes = {t, t};
     c.output_dtype = t;
-    c.launch.variant = "cublasLt";
+    c.launch.set_variant(CublasLt{});
+    c.efficiency = CublasLt::kEfficiency;
     if (!loaded) {
       c.reason = lib.empty() ? "cuBLASLt: the device record does not say the library loaded"
                              : "cuBLASLt " + lib;
@@ -109,9 +104,10 @@ KernelChoice dequant_cublas_choice(const DeviceCaps& caps, const OpDesc& op) {
   c.precision = x == DType::bf16 ? Precision::bf16 : Precision::f16;
   c.input_dtypes = {x, op.inputs.size() > 1 ? op.inputs[1].dtype : x};
   c.output_dtype = op.output.dtype;
-  c.launch.variant = "cublasLt_dequant";
-  const std::string lib = extra(caps, kCublasKey);
-  const bool loaded = !lib.empty() && lib.rfind("unavailable", 0) != 0;
+  c.launch.set_variant(CublasLt{.dequant = true});
+  c.efficiency = CublasLt::kEfficiency;
+  const std::string& lib = caps.gemm_library;
+  const bool loaded = caps.gemm_library_loaded;
   Result<DequantGemm> d = plan_dequant_gemm(op, kDequantTileBytes, 0);
   if (!loaded) {
     c.reason = lib.empty() ? "cuBLASLt: the device record does not say the library loaded"

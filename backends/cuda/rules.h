@@ -22,9 +22,17 @@ using kernels::ImageMatch;
 using kernels::parse_build_archs;
 using kernels::this_build;
 
-// caps.extra keys this backend writes and its rules read.
+// caps.extra keys this backend writes, for display (its rules read typed fields only).
 inline constexpr std::string_view kKernelImageKey = "kernel_image";
-inline constexpr std::string_view kCublasKey = "cublas";             // "cuBLASLt 13.0.2 (...)"
+inline constexpr std::string_view kCublasKey = "cublas";  // "cuBLASLt 13.0.2 (...)"
+
+// The cuBLASLt choices' typed launch (LaunchConfig::variant): cuBLASLt picks its own kernel.
+struct CublasLt {
+  static constexpr double kEfficiency = 0.7;  // its efficiency class: tuned by NVIDIA per GPU
+  bool dequant = false;  // on a block-quantized weight's dequantized tiles (qgemm.h)
+  std::string name() const { return dequant ? "cublasLt_dequant" : "cublasLt"; }
+  bool operator==(const CublasLt&) const = default;
+};
 inline constexpr std::string_view kTensorCoresKey = "tensor_cores";  // why there are (not) any
 
 // Selection rules for a build carrying `archs`: the kernel-image check first (no image: every

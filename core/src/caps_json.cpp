@@ -58,6 +58,7 @@ void scalar_fields(DeviceCaps& c, F&& f) {
   f("bf16_arith", c.bf16_arith);
   f("int8_arith", c.int8_arith);
   f("int_dot", c.int_dot);
+  f("int_dot_accelerated", c.int_dot_accelerated);
   f("fp16_storage", c.fp16_storage);
   f("bf16_storage", c.bf16_storage);
   f("int8_storage", c.int8_storage);
@@ -82,8 +83,38 @@ void scalar_fields(DeviceCaps& c, F&& f) {
   f("peak_gflops_bf16", c.peak_gflops_bf16);
   f("memory_gbps", c.memory_gbps);
   f("host_link_gbps", c.host_link_gbps);
+  f("gemm_library", c.gemm_library);
+  f("gemm_library_loaded", c.gemm_library_loaded);
   f("extra", c.extra);
   f("source", c.source);
+}
+
+// Records written before these facts had typed fields (`duet devices --profile` of an older duet)
+// said them in "extra": read there where the typed field is absent. "extra" itself stays what
+// it is, for display.
+Status typed_from_extra(const json& j, DeviceCaps& c) {
+  const auto from_extra = [&](const char* typed, const char* key) -> const std::string* {
+    if (j.contains(typed)) return nullptr;
+    auto it = c.extra.find(key);
+    return it == c.extra.end() ? nullptr : &it->second;
+  };
+  if (const std::string* v = from_extra("int_dot_accelerated", "integer_dot_accelerated"))
+    c.int_dot_accelerated = *v == "yes";
+  if (const std::string* v = from_extra("max_texel_elements", "max_texel_buffer_elements")) {
+    uint64_t n = 0;
+    for (char ch : *v) {
+      if (ch < '0' || ch > '9')
+        return at("field 'extra'",
+                  Err(Code::parse_error).expected("max_texel_buffer_elements as a number"));
+      n = n * 10 + static_cast<uint64_t>(ch - '0');
+    }
+    c.max_texel_elements = n;
+  }
+  if (const std::string* v = from_extra("gemm_library", "cublas")) {
+    c.gemm_library = *v;
+    c.gemm_library_loaded = !v->empty() && v->rfind("unavailable", 0) != 0;
+  }
+  return {};
 }
 
 }  // namespace
@@ -95,6 +126,7 @@ json caps_to_json(const DeviceCaps& caps) {
   DeviceCaps& c = const_cast<DeviceCaps&>(caps);  // scalar_fields only reads here
   scalar_fields(c, [&j](const char* key, auto& v) { j[key] = v; });
   if (caps.uuid) j["uuid"] = uuid_str(*caps.uuid);
+  if (caps.max_texel_elements) j["max_texel_elements"] = *caps.max_texel_elements;
   json units = json::array();
   for (const MatrixUnit& u : caps.matrix_units)
     units.push_back({{"api", u.api},
@@ -115,7 +147,8 @@ Result<DeviceCaps> caps_from_json(const json& j) {
   DeviceCaps c;
   // "id" is the device's id in `duet devices --json` ("cuda:1"): a profile's id is given by the
   // order of the profiles planned for, so it is accepted and not read.
-  std::set<std::string> known = {"backend", "type", "uuid", "matrix_units", "id"};
+  std::set<std::string> known = {"backend",      "type", "uuid",
+                                 "matrix_units", "id",   "max_texel_elements"};
   Status err;
   scalar_fields(c, [&](const char* key, auto& v) {
     known.insert(key);
@@ -144,6 +177,12 @@ Result<DeviceCaps> caps_from_json(const json& j) {
       return bad("uuid", "32 hex digits");
     c.uuid = u;
   }
+  if (j.contains("max_texel_elements")) {
+    if (!j["max_texel_elements"].is_number_unsigned())
+      return bad("max_texel_elements", "a number of elements");
+    c.max_texel_elements = j["max_texel_elements"].get<uint64_t>();
+  }
+  DUET_TRY(typed_from_extra(j, c));
   if (j.contains("matrix_units")) {
     if (!j["matrix_units"].is_array()) return bad("matrix_units", "an array");
     for (const json& u : j["matrix_units"]) {

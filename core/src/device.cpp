@@ -54,7 +54,7 @@ bool KernelChoice::reads_as_given(const OpDesc& op) const {
 std::string LaunchConfig::str() const {
   std::string s;
   auto add = [&s](const std::string& part) { s += (s.empty() ? "" : ", ") + part; };
-  if (!variant.empty()) add(variant);
+  if (variant) add(variant->name());
   if (block_threads) add("block " + std::to_string(block_threads));
   if (tile_m || tile_n || tile_k) {
     std::string t = "tile " + std::to_string(tile_m) + "x" + std::to_string(tile_n);
@@ -69,6 +69,14 @@ std::string LaunchConfig::str() const {
                                  : std::to_string(shared_bytes) + " B shared");
   }
   return s;
+}
+
+bool LaunchConfig::operator==(const LaunchConfig& o) const {
+  const bool same_variant =
+      variant && o.variant ? variant->same(*o.variant) : !variant && !o.variant;
+  return block_threads == o.block_threads && tile_m == o.tile_m && tile_n == o.tile_n &&
+         tile_k == o.tile_k && stages == o.stages && splits == o.splits && subgroup == o.subgroup &&
+         shared_bytes == o.shared_bytes && same_variant;
 }
 
 Result<KernelChoice> Device::supports(const OpDesc& op, Precision precision) const {

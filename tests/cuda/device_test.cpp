@@ -27,7 +27,8 @@ Rig rig(DeviceProps props = t4(), BuildArchs archs = parse_build_archs("75;80", 
   Rig r;
   r.driver = std::make_shared<FakeDriver>(std::vector<DeviceProps>{props});
   DeviceCaps caps = caps_from_props(props);
-  caps.extra[std::string(kCublasKey)] = r.driver->blas;
+  caps.gemm_library = r.driver->blas;
+  caps.gemm_library_loaded = true;
   r.device = make_device(r.driver, props, caps, archs, options);
   return r;
 }
@@ -55,6 +56,12 @@ OpDesc add_op(DType t = DType::f32) {
   return *make_op(OpKind::add, {}, {x, x}, {"x", "y"}, "residual");
 }
 
+// A kernel variant of the test's own: the device hands it to the kernels as it is.
+struct TestKernel {
+  std::string name() const { return "test"; }
+  bool operator==(const TestKernel&) const = default;
+};
+
 KernelChoice usable(Tier tier, const OpDesc& op) {
   KernelChoice c;
   c.tier = tier;
@@ -64,7 +71,7 @@ KernelChoice usable(Tier tier, const OpDesc& op) {
   c.output_dtype = op.output.dtype;
   c.launch.block_threads = 128;
   c.launch.tile_m = 64;
-  c.launch.variant = "test";
+  c.launch.set_variant(TestKernel{});
   return c;
 }
 

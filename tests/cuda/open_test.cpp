@@ -71,6 +71,8 @@ TEST(CudaOpen, MixedBoxOpensEveryDeviceWithItsOwnImageStatus) {
   EXPECT_EQ(ampere.caps().extra.at("kernel_image").rfind("none: no kernel image for sm_86", 0), 0u)
       << ampere.caps().extra.at("kernel_image");
   EXPECT_EQ(turing.caps().extra.at("cublas"), driver->blas);
+  EXPECT_EQ(turing.caps().gemm_library, driver->blas);
+  EXPECT_TRUE(turing.caps().gemm_library_loaded);
   ASSERT_EQ(opened->notes.size(), 1u);
   EXPECT_NE(opened->notes[0].find("cuda:1 (NVIDIA GeForce RTX 3090, sm_86)"), std::string::npos)
       << opened->notes[0];
@@ -117,6 +119,7 @@ TEST(CudaOpen, CublasCanBeSwitchedOff) {
   ASSERT_TRUE(opened.ok());
   const Device& d = *opened->devices[0];
   EXPECT_EQ(d.caps().extra.at("cublas"), "unavailable: disabled by cuda.cublas=off");
+  EXPECT_FALSE(d.caps().gemm_library_loaded);
   auto op = make_op(
       OpKind::matmul, {},
       {TensorDesc::contiguous(DType::f16, {16, 32}), TensorDesc::contiguous(DType::f16, {32, 8})});

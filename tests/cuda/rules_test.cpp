@@ -18,7 +18,10 @@ using namespace duet::cuda::testing;
 
 DeviceCaps record(const DeviceProps& p, bool cublas = true) {
   DeviceCaps c = caps_from_props(p);
-  if (cublas) c.extra[std::string(kCublasKey)] = "cuBLASLt 13.0.0 (test)";
+  if (cublas) {
+    c.gemm_library = "cuBLASLt 13.0.0 (test)";
+    c.gemm_library_loaded = true;
+  }
   return c;
 }
 
@@ -175,7 +178,7 @@ TEST(CudaRules, CublasIsRefusedWhenTheRecordDoesNotSayItLoaded) {
   ASSERT_TRUE(c.has_value());
   EXPECT_FALSE(c->ok);
   DeviceCaps missing = record(a100(), false);
-  missing.extra[std::string(kCublasKey)] = "unavailable: libcublasLt.so.13 not found";
+  missing.gemm_library = "unavailable: libcublasLt.so.13 not found";
   c = find(rules->choices(missing, op), Tier::cublas, Precision::f16);
   EXPECT_FALSE(c->ok);
   EXPECT_NE(c->reason.find("libcublasLt.so.13 not found"), std::string::npos) << c->reason;

@@ -281,7 +281,7 @@ TEST(EmulatedKernel, EveryTensorCoreVariantIsExercised) {
     Device* d = find_device(p.device);
     auto op = check::case_op(all_cases()[p.case_index]);
     for (const KernelChoice& k : d->choices(*op))
-      if (k.tier == p.tier && k.precision == p.precision) seen.insert(k.launch.variant);
+      if (k.tier == p.tier && k.precision == p.precision) seen.insert(k.launch.variant_name());
   }
   std::vector<std::string> want;
   for (int hd : kAttentionHeadDims) {

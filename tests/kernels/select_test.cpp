@@ -56,11 +56,11 @@ TEST(Selection, QuantizedMatmulTiersFollowTheArchitecture) {
   EXPECT_EQ(a100[1].tier, Tier::int_dot);
   EXPECT_EQ(a100[2].tier, Tier::generic);
   for (const KernelChoice& k : a100) EXPECT_TRUE(k.ok) << k.reason;
-  EXPECT_EQ(a100[0].launch.variant, "int8_mma_qmatmul_m16n8k32");
+  EXPECT_EQ(a100[0].launch.variant_name(), "int8_mma_qmatmul_m16n8k32");
   EXPECT_TRUE(contains(a100[0].reason, "q4_k blocks staged raw and decoded once per tile"))
       << a100[0].reason;
   const auto t4 = choices(testing::profile("t4"), prefill, with61);
-  EXPECT_EQ(t4[0].launch.variant, "int8_mma_qmatmul_m8n8k16");
+  EXPECT_EQ(t4[0].launch.variant_name(), "int8_mma_qmatmul_m8n8k16");
   EXPECT_TRUE(t4[0].ok) << t4[0].reason;
   // Decode: one row is a mat-vec, not an mma tile.
   const KernelChoice d =

@@ -46,6 +46,8 @@ class TieredRules final : public BackendRules {
       k.output_dtype =
           is_float(op.output.dtype) && p != Precision::f32 ? precision_storage(p) : op.output.dtype;
       k.launch.block_threads = 128;
+      // The efficiency classes of the CUDA families of these tiers (kernels/src/select/kernel.cpp).
+      k.efficiency = tier == Tier::flash ? 0.6 : tier == Tier::tiled ? 0.4 : 0.15;
       return k;
     };
     std::vector<KernelChoice> out;

@@ -39,6 +39,9 @@ struct DUET_API MeasuredRate {
   double gflops = 0;  // matmul, attention: useful flops per second (op_flops), launch excluded
   double gbps = 0;    // memory: bytes read and written per second (op_bytes), launch excluded
   std::string shape;  // what was measured, for explain: "f16[256,512] x f16[512,512]"
+  // The measured kernel's efficiency class (KernelChoice::efficiency), to scale the rate to
+  // another kernel of the family; 0 where unknown (a calibration of an older duet).
+  double efficiency = 0;
   bool operator==(const MeasuredRate&) const = default;
 };
 

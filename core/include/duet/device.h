@@ -60,6 +60,7 @@ struct DUET_API DeviceCaps {
 
   // Arithmetic and storage
   bool fp16_arith = false, bf16_arith = false, int8_arith = false, int_dot = false;
+  bool int_dot_accelerated = false;  // packed 4x8-bit integer dot products run in hardware
   bool fp16_storage = false, bf16_storage = false, int8_storage = false;
   bool tensor_cores = false;  // any matrix unit usable by this backend
   std::vector<MatrixUnit> matrix_units;
@@ -77,6 +78,9 @@ struct DUET_API DeviceCaps {
   std::array<uint32_t, 3> max_grid_dims{};   // max workgroup count per dimension
   uint64_t max_buffer_range = 0;             // largest range one binding may address (0 = no limit)
   uint64_t max_allocation = 0;               // largest single allocation (0 = memory_bytes)
+  // Largest texel buffer view in elements (Vulkan's maxTexelBufferElements); 0 where the device
+  // cannot read the texel formats the kernels use; absent where the record does not say.
+  std::optional<uint64_t> max_texel_elements;
 
   // Memory
   uint64_t memory_bytes = 0;                // device memory usable by the engine
@@ -87,10 +91,42 @@ struct DUET_API DeviceCaps {
   double memory_gbps = 0;
   double host_link_gbps = 0;  // host <-> device copies (PCIe); 0 for host memory
 
-  // Backend-specific facts shown by `duet devices` (kernel image status, extensions, ...).
+  // Libraries: a vendor GEMM library the backend loaded (CUDA: cuBLASLt), its name and version,
+  // or why it did not load; empty where the record does not say (profiles).
+  std::string gemm_library;
+  bool gemm_library_loaded = false;
+
+  // Backend-specific facts shown by `duet devices` (kernel image status, extensions, ...), for
+  // display only: no rule or cost estimate reads them (tests/planner/typed_facts_test.cpp). A
+  // fact a decision needs is a typed field above.
   std::map<std::string, std::string> extra;
   // Where the record came from: "probed", or a profile's source line.
   std::string source = "probed";
+};
+
+// Which kernel a backend's rules chose, in the backend's own typed terms: its kernel family and
+// the parameters its recorder reads (register blocks, read modes). Each backend declares its own
+// (Vulkan: backends/vulkan/kernel.h; CUDA: duet/kernels/kernel.h) as a plain struct and stores it
+// with LaunchConfig::set_variant; the core carries it, compares it and shows its name, and never
+// looks inside. Nothing is parsed back from the name.
+class DUET_API KernelVariant {
+ public:
+  virtual ~KernelVariant() = default;
+  virtual std::string name() const = 0;  // shown in plans: "blocked_16x8", "generic_matmul"
+  virtual bool same(const KernelVariant& other) const = 0;
+};
+
+// A backend's struct T (with `std::string name() const` and operator==) as a KernelVariant.
+template <class T>
+class VariantOf final : public KernelVariant {
+ public:
+  explicit VariantOf(T v) : value(std::move(v)) {}
+  std::string name() const override { return value.name(); }
+  bool same(const KernelVariant& other) const override {
+    const auto* o = dynamic_cast<const VariantOf*>(&other);
+    return o && o->value == value;
+  }
+  const T value;
 };
 
 // Launch shape chosen for a kernel from the device's limits. Fields a kernel does not use stay 0.
@@ -101,9 +137,21 @@ struct DUET_API LaunchConfig {
   int splits = 0;  // split-K / split-KV partitions
   int subgroup = 0;
   uint64_t shared_bytes = 0;
-  std::string variant;      // kernel variant name, e.g. "flash_fwd_hd128"
-  std::string str() const;  // "block 128, tile 64x64x32, 2 stages, 48 KiB shared"
-  bool operator==(const LaunchConfig&) const = default;
+  std::shared_ptr<const KernelVariant> variant;  // which kernel (null: none named)
+
+  template <class T>
+  void set_variant(T v) {
+    variant = std::make_shared<const VariantOf<T>>(std::move(v));
+  }
+  // The backend's typed variant when it is a T, else nullptr.
+  template <class T>
+  const T* variant_as() const {
+    const auto* v = dynamic_cast<const VariantOf<T>*>(variant.get());
+    return v ? &v->value : nullptr;
+  }
+  std::string variant_name() const { return variant ? variant->name() : std::string(); }
+  std::string str() const;  // "flash_attention_f16_hd128, block 128, tile 64x64x32, 2 stages, ..."
+  bool operator==(const LaunchConfig& o) const;
 };
 
 // One way a backend could run an op on a device: a kernel tier at a precision, and whether it
@@ -117,6 +165,10 @@ struct DUET_API KernelChoice {
   std::vector<DType> input_dtypes;
   DType output_dtype = DType::f32;
   LaunchConfig launch;
+  // The share of the device's peak rate (at this precision) the kernel reaches on a large
+  // problem: its family's efficiency class on this kind of device, set by the rules and read by
+  // the cost model (docs/planner.md, "Cost model"). 0: not said (a choice made by hand).
+  double efficiency = 0;
 
   // Whether the kernel reads every input of `op` in the dtype it has (no cast needed first).
   bool reads_as_given(const OpDesc& op) const;

@@ -71,6 +71,7 @@ ordered_json to_json(const Calibration& c) {
                       {"precision", precision_name(r.precision)}};
     if (r.gflops > 0) j["gflops"] = r.gflops;
     if (r.gbps > 0) j["gbps"] = r.gbps;
+    if (r.efficiency > 0) j["efficiency"] = r.efficiency;
     j["shape"] = r.shape;
     rates.push_back(std::move(j));
   }
@@ -109,6 +110,7 @@ Result<Calibration> from_json(const ordered_json& j, const std::string& where) {
     m.tier = *t;
     m.gflops = r.value("gflops", 0.0);
     m.gbps = r.value("gbps", 0.0);
+    m.efficiency = r.value("efficiency", 0.0);
     m.shape = r.value("shape", "");
     if (m.gflops < 0 || m.gbps < 0 || (m.gflops == 0 && m.gbps == 0))
       return bad("rate " + tier + ": needs a positive gflops or gbps");

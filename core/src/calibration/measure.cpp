@@ -247,6 +247,7 @@ Result<std::vector<Calibration>> calibrate(std::span<Device* const> devices) {
     r.family = t.family;
     r.tier = t.choice.tier;
     r.precision = t.choice.precision;
+    r.efficiency = t.choice.efficiency;
     r.shape = t.shape;
     if (t.family == CostFamily::memory)
       r.gbps = op_bytes(t.op) / work / 1e9;

@@ -1,7 +1,8 @@
 // The cost model: a roofline of the op's flops against its bytes, at the rates the device
 // reaches, plus a launch. Rates come from the device's calibration where it was measured, else
-// from its capability record's peaks scaled by what each kernel tier reaches on that kind of
-// device. Copies go through host memory. docs/planner.md, "Cost model".
+// from its capability record's peaks scaled by the kernel's efficiency class (set by its
+// backend's rules: KernelChoice::efficiency). Copies go through host memory. docs/planner.md,
+// "Cost model".
 #include "cost_model.h"
 
 #include <algorithm>
@@ -25,52 +26,11 @@ bool gpu_api_on_cpu(const DeviceCaps& c) {
   return c.type == DeviceType::cpu && c.backend != BackendKind::cpu;
 }
 
-// The share of the device's peak a kernel tier reaches on a large problem. On a CPU-type Vulkan
-// device (lavapipe, measured: docs/performance.md) shared memory and per-invocation reads are
-// scalar loops over the lanes: the shared-memory tiers reach a few percent of the host's peak,
-// the register-blocked kernels about a third.
-double tier_efficiency(const DeviceCaps& c, Tier tier) {
-  if (gpu_api_on_cpu(c)) {
-    switch (tier) {
-      case Tier::register_blocked:
-      case Tier::int_dot:
-        return 0.3;
-      case Tier::tiled:
-      case Tier::coopmat:
-        return 0.04;
-      case Tier::flash:
-        return 0.005;
-      default:
-        return 0.1;
-    }
-  }
-  switch (tier) {
-    case Tier::int8_mma:
-      return 1.2;  // of the f32 peak: int8 tensor cores run 4-8x that, dequantizing costs most
-    case Tier::cublas:
-      return 0.7;
-    case Tier::flash:
-    case Tier::pipelined:
-      return 0.6;
-    case Tier::coopmat:
-    case Tier::simd:
-      return 0.5;
-    case Tier::tiled:
-      return 0.4;
-    case Tier::register_blocked:
-      return 0.3;
-    case Tier::int_dot: {
-      // Packed 4x8-bit dot products run at 4 multiply-adds per instruction where the device
-      // accelerates them (the rules read the same capability); emulated, as f32 FMAs do.
-      auto a = c.extra.find("integer_dot_accelerated");
-      return a != c.extra.end() && a->second == "yes" ? 0.6 : 0.3;
-    }
-    case Tier::generic:
-      return 0.15;
-    case Tier::reference:
-      return 0.02;
-  }
-  return 0.2;
+// The share of the device's peak a kernel reaches on a large problem: the efficiency class its
+// backend's rules gave it (each kernel family's own), or, for a choice made by hand, a modest one.
+double efficiency(const KernelChoice& choice) {
+  constexpr double kUnsaid = 0.2;
+  return choice.efficiency > 0 ? choice.efficiency : kUnsaid;
 }
 
 // The share of the memory bandwidth streaming kernels reach: on a CPU-type Vulkan device every
@@ -141,7 +101,7 @@ namespace planning {
 Rates rates_for(CostFamily f, const KernelChoice& choice, const DeviceCaps& caps,
                 const Calibration* measured) {
   Rates r;
-  r.gflops = peak_gflops(choice.precision, caps) * tier_efficiency(caps, choice.tier);
+  r.gflops = peak_gflops(choice.precision, caps) * efficiency(choice);
   r.gbps = memory_gbps(caps) * bandwidth_efficiency(caps);
   r.launch_us = model_launch_us(caps);
   r.basis = "peak x " + std::string(tier_name(choice.tier)) + " efficiency";
@@ -169,10 +129,10 @@ Rates rates_for(CostFamily f, const KernelChoice& choice, const DeviceCaps& caps
       }
   if (!best)
     for (const MeasuredRate& m : measured->rates)
-      if (m.family == f && m.gflops > 0) {
+      if (m.family == f && m.gflops > 0 && m.efficiency > 0) {
         best = &m;
-        scale = peak_gflops(choice.precision, caps) * tier_efficiency(caps, choice.tier) /
-                (peak_gflops(m.precision, caps) * tier_efficiency(caps, m.tier));
+        scale = peak_gflops(choice.precision, caps) * efficiency(choice) /
+                (peak_gflops(m.precision, caps) * m.efficiency);
         break;
       }
   if (!best || best->gflops <= 0) return r;

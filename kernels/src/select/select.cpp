@@ -3,6 +3,8 @@
 // used. Launch shapes come from the device's limits.
 #include "duet/kernels/select.h"
 
+#include "duet/kernels/kernel.h"
+
 #include <algorithm>
 #include <sstream>
 
@@ -188,7 +190,7 @@ void attention_choices(const DeviceCaps& caps, const OpDesc& op, const BuildArch
                kib(smem_limit(caps)));
     need_warp32(d, caps);
     need_image(d, caps, arch, build, Tier::flash);
-    cfg.variant = "flash_attention_" + std::string(precision_name(p)) + "_hd" + std::to_string(D);
+    cfg.set_variant(Kernel{.family = Family::flash_attention, .precision = p, .head_dim = D});
     d.c.launch = cfg;
     d.c.input_dtypes = inputs_at(precision_storage(p));
     d.c.output_dtype = precision_storage(p);
@@ -211,7 +213,8 @@ void attention_choices(const DeviceCaps& caps, const OpDesc& op, const BuildArch
                kib(smem_limit(caps)));
     need_warp32(d, caps);
     need_image(d, caps, arch, build, d.c.tier);
-    cfg.variant = "tiled_attention_f16_hd" + std::to_string(D);
+    cfg.set_variant(
+        Kernel{.family = Family::tiled_attention, .precision = Precision::f16, .head_dim = D});
     d.c.launch = cfg;
     d.c.input_dtypes = inputs_at(DType::f16);
     d.c.output_dtype = DType::f16;
@@ -228,7 +231,7 @@ void attention_choices(const DeviceCaps& caps, const OpDesc& op, const BuildArch
     cfg.block_threads = shapes::kGenAttnThreads;
     cfg.subgroup = 32;
     cfg.shared_bytes = shapes::gen_attn_smem_bytes(D);
-    cfg.variant = "generic_attention";
+    cfg.set_variant(Kernel{.family = Family::generic_attention});
     d.need(cfg.shared_bytes <= caps.shared_mem_per_block,
            "head dim " + std::to_string(D) + " needs " + kib(cfg.shared_bytes) +
                " of shared memory, the device allows " + kib(caps.shared_mem_per_block));
@@ -301,7 +304,8 @@ void matmul_choices(const DeviceCaps& caps, const OpDesc& op, const BuildArchs& 
                kib(smem_limit(caps)));
     need_warp32(d, caps);
     need_image(d, caps, arch, build, Tier::pipelined);
-    cfg.variant = "pipelined_matmul_" + std::string(precision_name(p)) + (b_nmajor ? "_bn" : "_bk");
+    cfg.set_variant(
+        Kernel{.family = Family::pipelined_matmul, .precision = p, .b_nmajor = b_nmajor});
     d.c.launch = cfg;
     d.c.input_dtypes = {precision_storage(p), precision_storage(p)};
     d.c.output_dtype = precision_storage(p);
@@ -322,7 +326,8 @@ void matmul_choices(const DeviceCaps& caps, const OpDesc& op, const BuildArchs& 
                kib(smem_limit(caps)));
     need_warp32(d, caps);
     need_image(d, caps, arch, build, d.c.tier);
-    cfg.variant = std::string("tiled_matmul_f16") + (b_nmajor ? "_bn" : "_bk");
+    cfg.set_variant(
+        Kernel{.family = Family::tiled_matmul, .precision = Precision::f16, .b_nmajor = b_nmajor});
     d.c.launch = cfg;
     d.c.input_dtypes = {DType::f16, DType::f16};
     d.c.output_dtype = DType::f16;
@@ -351,7 +356,7 @@ void matmul_choices(const DeviceCaps& caps, const OpDesc& op, const BuildArchs& 
       cfg.tile_k = static_cast<int>(std::clamp<int64_t>(
           std::min<int64_t>((K + 7) / 8 * 8, budget / (4 * ma) / 512 * 512), 8, 1 << 20));
       cfg.shared_bytes = shapes::matvec_smem_bytes(ma, cfg.tile_k);
-      cfg.variant = "generic_matvec";
+      cfg.set_variant(Kernel{.family = Family::generic_matvec});
       d.why.push_back("SIMT mat-vec, fp32 compute, B read once in 16-byte loads, " +
                       std::to_string(rpw) + " row(s) of B a warp, any architecture");
     } else {
@@ -359,7 +364,7 @@ void matmul_choices(const DeviceCaps& caps, const OpDesc& op, const BuildArchs& 
       cfg.tile_m = cfg.tile_n = 64;
       cfg.tile_k = 16;
       cfg.shared_bytes = shapes::kGenMatmulSmem;
-      cfg.variant = "generic_matmul";
+      cfg.set_variant(Kernel{.family = Family::generic_matmul});
       d.why.push_back("SIMT, fp32 compute, any architecture");
     }
     d.c.launch = cfg;
@@ -384,11 +389,11 @@ void generic_choice(const DeviceCaps& caps, const OpDesc& op, const BuildArchs& 
     case OpKind::layernorm:
       cfg.block_threads = shapes::rows_threads(op.inputs[0].dim(-1));
       cfg.shared_bytes = static_cast<uint64_t>(cfg.block_threads / 32) * 4;
-      cfg.variant = "generic_rows";
+      cfg.set_variant(Kernel{.family = Family::generic_rows});
       break;
     default:
       cfg.block_threads = 256;
-      cfg.variant = "generic_" + std::string(op_name(op.kind));
+      cfg.set_variant(Kernel{.family = Family::generic_op, .op = op.kind});
       break;
   }
   d.c.launch = cfg;
@@ -486,7 +491,7 @@ void quantized_choices(const DeviceCaps& caps, const OpDesc& op, const BuildArch
       need_warp32(d, caps);
       need_image(d, caps, arch, build, d.c.tier);
       const bool k32 = arch.mma_s8_m16n8k32;
-      cfg.variant = std::string("int8_mma_qmatmul_") + (k32 ? "m16n8k32" : "m8n8k16");
+      cfg.set_variant(Kernel{.family = Family::int8_mma_qmatmul, .k32 = k32});
       d.c.launch = cfg;
       d.c.input_dtypes = op_dtypes(op);
       d.c.output_dtype = op.output.dtype;
@@ -516,7 +521,7 @@ void quantized_choices(const DeviceCaps& caps, const OpDesc& op, const BuildArch
       d.need(cfg.shared_bytes <= smem_limit(caps),
              "needs " + kib(cfg.shared_bytes) + " of shared memory per block, the device allows " +
                  kib(smem_limit(caps)));
-      cfg.variant = std::string("int_dot_qmatvec_") + (async ? "cp_async" : "sync");
+      cfg.set_variant(Kernel{.family = Family::int_dot_qmatvec, .async = async});
       d.c.launch = cfg;
       d.c.input_dtypes = op_dtypes(op);
       d.c.output_dtype = op.output.dtype;
@@ -536,7 +541,7 @@ void quantized_choices(const DeviceCaps& caps, const OpDesc& op, const BuildArch
   LaunchConfig cfg;
   cfg.subgroup = 32;
   cfg.block_threads = mm ? 128 : 256;
-  cfg.variant = mm ? "generic_qmatmul" : "generic_qrows";
+  cfg.set_variant(Kernel{.family = mm ? Family::generic_qmatmul : Family::generic_qrows});
   d.c.launch = cfg;
   d.c.input_dtypes = op_dtypes(op);
   d.c.output_dtype = op.output.dtype;
@@ -562,21 +567,17 @@ std::vector<KernelChoice> choices(const DeviceCaps& caps, const OpDesc& op,
     c.reason = "the device has no CUDA compute capability (" + caps.arch + ")";
     return {c};
   }
-  if (quantized_input(op)) {
+  if (quantized_input(op))
     quantized_choices(caps, op, build, out);
-    return out;
-  }
-  switch (op.kind) {
-    case OpKind::attention:
-      attention_choices(caps, op, build, out);
-      break;
-    case OpKind::matmul:
-      matmul_choices(caps, op, build, out);
-      break;
-    default:
-      generic_choice(caps, op, build, out);
-      break;
-  }
+  else if (op.kind == OpKind::attention)
+    attention_choices(caps, op, build, out);
+  else if (op.kind == OpKind::matmul)
+    matmul_choices(caps, op, build, out);
+  else
+    generic_choice(caps, op, build, out);
+  // Each choice's efficiency class is its family's (the cost model's share of the peak).
+  for (KernelChoice& c : out)
+    if (const Kernel* k = c.launch.variant_as<Kernel>()) c.efficiency = k->efficiency();
   return out;
 }
 
