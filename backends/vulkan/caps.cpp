@@ -1,5 +1,6 @@
 // Probing a physical device: every property and feature the engine uses, into DeviceCaps (what
 // the planner sees) and PhysicalInfo (what the backend needs to create the device).
+#include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
@@ -8,6 +9,7 @@
 
 #include "duet/internal/host_cpu.h"
 #include "vk_internal.h"
+#include "vulkan_backend.h"
 
 namespace duet::vulkan {
 
@@ -114,16 +116,44 @@ bool PhysicalInfo::has_extension(const char* name) const {
   return false;
 }
 
-Result<PhysicalInfo> probe(VkInstance instance, VkPhysicalDevice pd) {
-  PhysicalInfo info;
-  info.handle = pd;
-  vkGetPhysicalDeviceProperties(pd, &info.props);
-  vkGetPhysicalDeviceMemoryProperties(pd, &info.memory);
-  const uint32_t api = info.props.apiVersion;
-  if (api < VK_API_VERSION_1_1)
-    return Status(Code::unsupported,
-                  std::string(info.props.deviceName) + ": Vulkan " + version_str(api) + " < 1.1");
+namespace {
 
+// The extension-defined properties probe_properties queries, kept for the record.
+struct Properties {
+  VkPhysicalDeviceSubgroupProperties subgroup{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
+  VkPhysicalDeviceIDProperties id{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_ID_PROPERTIES};
+  VkPhysicalDeviceMaintenance3Properties maintenance3{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES};
+  VkPhysicalDeviceDriverProperties driver{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
+  bool has_driver = false;
+  VkPhysicalDeviceSubgroupSizeControlProperties size_control{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_PROPERTIES};
+};
+
+// Appends structures to a pNext chain.
+class Chain {
+ public:
+  explicit Chain(void** head) : next_(head) {}
+  template <class S>
+  void add(S* s) {
+    *next_ = s;
+    next_ = &s->pNext;
+  }
+
+ private:
+  void** next_;
+};
+
+bool v12(const PhysicalInfo& info) {
+  return info.props.apiVersion >= VK_API_VERSION_1_2;
+}
+bool v13(const PhysicalInfo& info) {
+  return info.props.apiVersion >= VK_API_VERSION_1_3;
+}
+
+// Extensions, the compute queue family and its timestamps.
+Status probe_queues(VkPhysicalDevice pd, PhysicalInfo& info) {
   uint32_t n = 0;
   vkEnumerateDeviceExtensionProperties(pd, nullptr, &n, nullptr);
   std::vector<VkExtensionProperties> ext(n);
@@ -139,12 +169,15 @@ Result<PhysicalInfo> probe(VkInstance instance, VkPhysicalDevice pd) {
     return Status(Code::unsupported, std::string(info.props.deviceName) + ": no compute queue");
   info.timestamp_bits = fams[info.queue_family].timestampValidBits;
   info.timestamp_period = info.props.limits.timestampPeriod;
+  return {};
+}
 
-  const bool v12 = api >= VK_API_VERSION_1_2, v13 = api >= VK_API_VERSION_1_3;
-  const bool has_coopmat = info.has_extension(kCoopMatExt);
-  const bool has_coopmat_nv = info.has_extension(VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
+// The features the kernels use, and whether cooperative matrices are enabled (KHR, NV).
+struct CoopMatFeatureBits {
+  bool khr = false, nv = false;
+};
 
-  // Features.
+CoopMatFeatureBits probe_features(VkPhysicalDevice pd, PhysicalInfo& info) {
   VkPhysicalDeviceFeatures2 f2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
   VkPhysicalDevice16BitStorageFeatures s16{
       VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES};
@@ -158,18 +191,17 @@ Result<PhysicalInfo> probe(VkInstance instance, VkPhysicalDevice pd) {
   CoopMatFeatures cmf{kCoopMatFeaturesType, nullptr, VK_FALSE, VK_FALSE};
   VkPhysicalDeviceCooperativeMatrixFeaturesNV cmf_nv{
       VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV};
-  void** next = &f2.pNext;
-  auto chain = [&next](auto* s) {
-    *next = s;
-    next = &s->pNext;
-  };
-  chain(&s16);
-  if (v12 || info.has_extension(VK_KHR_8BIT_STORAGE_EXTENSION_NAME)) chain(&s8);
-  if (v12 || info.has_extension(VK_KHR_SHADER_FLOAT16_INT8_EXTENSION_NAME)) chain(&f16i8);
-  if (v13 || info.has_extension(VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME)) chain(&ssc);
-  if (v13 || info.has_extension(VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME)) chain(&idp);
-  if (has_coopmat) chain(&cmf);
-  if (has_coopmat_nv) chain(&cmf_nv);
+  const bool has_coopmat = info.has_extension(kCoopMatExt);
+  const bool has_coopmat_nv = info.has_extension(VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
+  Chain chain(&f2.pNext);
+  chain.add(&s16);
+  if (v12(info) || info.has_extension(VK_KHR_8BIT_STORAGE_EXTENSION_NAME)) chain.add(&s8);
+  if (v12(info) || info.has_extension(VK_KHR_SHADER_FLOAT16_INT8_EXTENSION_NAME)) chain.add(&f16i8);
+  if (v13(info) || info.has_extension(VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME)) chain.add(&ssc);
+  if (v13(info) || info.has_extension(VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME))
+    chain.add(&idp);
+  if (has_coopmat) chain.add(&cmf);
+  if (has_coopmat_nv) chain.add(&cmf_nv);
   vkGetPhysicalDeviceFeatures2(pd, &f2);
   info.storage16 = s16.storageBuffer16BitAccess;
   info.storage8 = s8.storageBuffer8BitAccess;
@@ -178,47 +210,48 @@ Result<PhysicalInfo> probe(VkInstance instance, VkPhysicalDevice pd) {
   info.int16 = f2.features.shaderInt16;
   info.subgroup_size_control = ssc.subgroupSizeControl && ssc.computeFullSubgroups;
   info.int_dot = idp.shaderIntegerDotProduct;
+  return {has_coopmat && cmf.cooperativeMatrix, has_coopmat_nv && cmf_nv.cooperativeMatrix};
+}
 
-  // Properties.
+// Subgroups, the device's UUID, allocation limits, the driver, and whether packed integer dot
+// products are accelerated.
+void probe_properties(VkPhysicalDevice pd, PhysicalInfo& info, Properties& p) {
   VkPhysicalDeviceProperties2 p2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
-  VkPhysicalDeviceSubgroupProperties sg{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
-  VkPhysicalDeviceIDProperties idp2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_ID_PROPERTIES};
-  VkPhysicalDeviceMaintenance3Properties m3{
-      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES};
-  VkPhysicalDeviceDriverProperties drv{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
-  VkPhysicalDeviceSubgroupSizeControlProperties sscp{
-      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_PROPERTIES};
-  next = &p2.pNext;
-  chain(&sg);
-  chain(&idp2);
-  chain(&m3);
-  const bool has_driver_props = v12 || info.has_extension(VK_KHR_DRIVER_PROPERTIES_EXTENSION_NAME);
-  if (has_driver_props) chain(&drv);
-  if (v13 || info.has_extension(VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME)) chain(&sscp);
   VkPhysicalDeviceShaderIntegerDotProductProperties idpp{
       VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_PROPERTIES};
-  if (v13 || info.has_extension(VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME)) chain(&idpp);
+  Chain chain(&p2.pNext);
+  chain.add(&p.subgroup);
+  chain.add(&p.id);
+  chain.add(&p.maintenance3);
+  p.has_driver = v12(info) || info.has_extension(VK_KHR_DRIVER_PROPERTIES_EXTENSION_NAME);
+  if (p.has_driver) chain.add(&p.driver);
+  if (v13(info) || info.has_extension(VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME))
+    chain.add(&p.size_control);
+  if (v13(info) || info.has_extension(VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME))
+    chain.add(&idpp);
   vkGetPhysicalDeviceProperties2(pd, &p2);
   // The int_dot kernels use OpSDot on packed 4x8-bit signed operands.
   info.int_dot_accelerated = info.int_dot && idpp.integerDotProduct4x8BitPackedSignedAccelerated;
+}
 
+// Identity, arithmetic and storage, subgroups, workgroup and buffer limits.
+void record_device(const PhysicalInfo& info, const Properties& p, DeviceCaps& c) {
   const VkPhysicalDeviceLimits& lim = info.props.limits;
-  DeviceCaps& c = info.caps;
   c.backend = BackendKind::vulkan;
   c.name = info.props.deviceName;
   c.vendor_id = info.props.vendorID;
   c.device_id = info.props.deviceID;
   c.vendor = vendor_name(c.vendor_id);
   c.type = device_type(info.props.deviceType);
-  c.api_version = version_str(api);
-  if (has_driver_props) {
-    c.driver_name = drv.driverName;
-    c.driver_version = drv.driverInfo;
+  c.api_version = version_str(info.props.apiVersion);
+  if (p.has_driver) {
+    c.driver_name = p.driver.driverName;
+    c.driver_version = p.driver.driverInfo;
   }
   if (c.driver_version.empty()) c.driver_version = std::to_string(info.props.driverVersion);
-  if (idp2.deviceUUID[0] || idp2.deviceUUID[15]) {
+  if (p.id.deviceUUID[0] || p.id.deviceUUID[15]) {
     std::array<uint8_t, 16> u{};
-    std::memcpy(u.data(), idp2.deviceUUID, 16);
+    std::memcpy(u.data(), p.id.deviceUUID, 16);
     c.uuid = u;
   }
   c.arch = c.driver_name.empty() ? c.vendor : c.driver_name;
@@ -229,13 +262,14 @@ Result<PhysicalInfo> probe(VkInstance instance, VkPhysicalDevice pd) {
   c.fp16_arith = info.float16;
   c.int8_arith = info.int8;
   c.int_dot = info.int_dot;
+  c.int_dot_accelerated = info.int_dot_accelerated;
   c.bf16_arith = info.has_extension("VK_KHR_shader_bfloat16");
 
-  c.subgroup_size = static_cast<int>(sg.subgroupSize);
+  c.subgroup_size = static_cast<int>(p.subgroup.subgroupSize);
   c.subgroup_min = c.subgroup_max = c.subgroup_size;
-  if (sscp.minSubgroupSize) {
-    c.subgroup_min = static_cast<int>(sscp.minSubgroupSize);
-    c.subgroup_max = static_cast<int>(sscp.maxSubgroupSize);
+  if (p.size_control.minSubgroupSize) {
+    c.subgroup_min = static_cast<int>(p.size_control.minSubgroupSize);
+    c.subgroup_max = static_cast<int>(p.size_control.maxSubgroupSize);
   }
   c.subgroup_size_control = info.subgroup_size_control;
   c.shared_mem_per_block = lim.maxComputeSharedMemorySize;
@@ -246,8 +280,12 @@ Result<PhysicalInfo> probe(VkInstance instance, VkPhysicalDevice pd) {
     c.max_grid_dims[static_cast<size_t>(i)] = lim.maxComputeWorkGroupCount[i];
   }
   c.max_buffer_range = lim.maxStorageBufferRange;
-  c.max_allocation = m3.maxMemoryAllocationSize;
+  c.max_allocation = p.maintenance3.maxMemoryAllocationSize;
+}
 
+// Device memory: the largest device-local heap, and whether the host can map all of it.
+// Returns the heaps as text.
+std::string record_memory(const PhysicalInfo& info, DeviceCaps& c) {
   std::string heaps;
   uint64_t largest_local = 0;
   for (uint32_t h = 0; h < info.memory.memoryHeapCount; ++h) {
@@ -266,61 +304,75 @@ Result<PhysicalInfo> probe(VkInstance instance, VkPhysicalDevice pd) {
         info.memory.memoryHeaps[mt.heapIndex].size >= largest_local)
       c.host_visible_device_memory = true;
   }
+  return heaps;
+}
 
-  // Cooperative matrix shapes, where the driver exposes VK_KHR_cooperative_matrix.
+// "16x16x16 f16+f32": a matrix unit as duet devices shows it.
+std::string unit_text(const MatrixUnit& u) {
+  return std::to_string(u.m) + "x" + std::to_string(u.n) + "x" + std::to_string(u.k) + " " +
+         std::string(dtype_name(u.a)) + "+" + std::string(dtype_name(u.acc));
+}
+
+// Cooperative matrix shapes, where the driver exposes VK_KHR_cooperative_matrix. Returns them as
+// text for duet devices.
+std::string record_coopmat(VkInstance instance, VkPhysicalDevice pd, bool enabled, DeviceCaps& c) {
   std::string coop = "absent (no VK_KHR_cooperative_matrix)";
-  if (has_coopmat && cmf.cooperativeMatrix) {
-    auto fn = reinterpret_cast<PFN_CoopMatProps>(
-        vkGetInstanceProcAddr(instance, "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR"));
-    uint32_t cn = 0;
-    if (fn && fn(pd, &cn, nullptr) == VK_SUCCESS) {
-      std::vector<CoopMatProps> props(
-          cn, CoopMatProps{kCoopMatPropsType, nullptr, 0, 0, 0, 0, 0, 0, 0, VK_FALSE, 0});
-      if (fn(pd, &cn, props.data()) == VK_SUCCESS) {
-        coop.clear();
-        for (const auto& p : props) {
-          auto a = component_dtype(p.AType), acc = component_dtype(p.CType);
-          if (!a || !acc) continue;
-          c.matrix_units.push_back({"coopmat", static_cast<int>(p.MSize), static_cast<int>(p.NSize),
-                                    static_cast<int>(p.KSize), *a, *acc});
-          coop += (coop.empty() ? "" : ", ") + std::to_string(p.MSize) + "x" +
-                  std::to_string(p.NSize) + "x" + std::to_string(p.KSize) + " " +
-                  std::string(dtype_name(*a)) + "+" + std::string(dtype_name(*acc));
-          if (*a == DType::bf16) c.bf16_arith = true;
-        }
+  if (!enabled) return coop;
+  auto fn = reinterpret_cast<PFN_CoopMatProps>(
+      vkGetInstanceProcAddr(instance, "vkGetPhysicalDeviceCooperativeMatrixPropertiesKHR"));
+  uint32_t cn = 0;
+  if (fn && fn(pd, &cn, nullptr) == VK_SUCCESS) {
+    std::vector<CoopMatProps> props(
+        cn, CoopMatProps{kCoopMatPropsType, nullptr, 0, 0, 0, 0, 0, 0, 0, VK_FALSE, 0});
+    if (fn(pd, &cn, props.data()) == VK_SUCCESS) {
+      coop.clear();
+      for (const auto& p : props) {
+        auto a = component_dtype(p.AType), acc = component_dtype(p.CType);
+        if (!a || !acc) continue;
+        c.matrix_units.push_back({std::string(kCoopMatApi), static_cast<int>(p.MSize),
+                                  static_cast<int>(p.NSize), static_cast<int>(p.KSize), *a, *acc});
+        coop += (coop.empty() ? "" : ", ") + unit_text(c.matrix_units.back());
+        if (*a == DType::bf16) c.bf16_arith = true;
       }
     }
-    c.tensor_cores = !c.matrix_units.empty();
   }
+  c.tensor_cores = !c.matrix_units.empty();
+  return coop.empty() ? "no usable shapes" : coop;
+}
 
-  // NVIDIA's older VK_NV_cooperative_matrix: reported, not used (see docs/vulkan.md).
+// NVIDIA's older VK_NV_cooperative_matrix: its shapes recorded (api kCoopMatNvApi), used by no
+// kernel (see docs/vulkan.md). Returns them as text for duet devices.
+std::string record_coopmat_nv(VkInstance instance, VkPhysicalDevice pd, bool enabled,
+                              DeviceCaps& c) {
   std::string coop_nv = "absent";
-  if (has_coopmat_nv && cmf_nv.cooperativeMatrix) {
-    auto fn = reinterpret_cast<PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV>(
-        vkGetInstanceProcAddr(instance, "vkGetPhysicalDeviceCooperativeMatrixPropertiesNV"));
-    uint32_t cn = 0;
-    if (fn && fn(pd, &cn, nullptr) == VK_SUCCESS) {
-      std::vector<VkCooperativeMatrixPropertiesNV> props(
-          cn, VkCooperativeMatrixPropertiesNV{VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV});
-      if (fn(pd, &cn, props.data()) == VK_SUCCESS) {
-        coop_nv.clear();
-        for (const auto& p : props) {
-          auto a = component_dtype(static_cast<int32_t>(p.AType));
-          auto acc = component_dtype(static_cast<int32_t>(p.CType));
-          if (!a || !acc) continue;
-          coop_nv += (coop_nv.empty() ? "" : ", ") + std::to_string(p.MSize) + "x" +
-                     std::to_string(p.NSize) + "x" + std::to_string(p.KSize) + " " +
-                     std::string(dtype_name(*a)) + "+" + std::string(dtype_name(*acc));
-        }
-        if (coop_nv.empty()) coop_nv = "no usable shapes";
+  if (!enabled) return coop_nv;
+  auto fn = reinterpret_cast<PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV>(
+      vkGetInstanceProcAddr(instance, "vkGetPhysicalDeviceCooperativeMatrixPropertiesNV"));
+  uint32_t cn = 0;
+  if (fn && fn(pd, &cn, nullptr) == VK_SUCCESS) {
+    std::vector<VkCooperativeMatrixPropertiesNV> props(
+        cn, VkCooperativeMatrixPropertiesNV{VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV});
+    if (fn(pd, &cn, props.data()) == VK_SUCCESS) {
+      coop_nv.clear();
+      for (const auto& p : props) {
+        auto a = component_dtype(static_cast<int32_t>(p.AType));
+        auto acc = component_dtype(static_cast<int32_t>(p.CType));
+        if (!a || !acc) continue;
+        c.matrix_units.push_back({std::string(kCoopMatNvApi), static_cast<int>(p.MSize),
+                                  static_cast<int>(p.NSize), static_cast<int>(p.KSize), *a, *acc});
+        coop_nv += (coop_nv.empty() ? "" : ", ") + unit_text(c.matrix_units.back());
       }
+      if (coop_nv.empty()) coop_nv = "no usable shapes";
     }
   }
-  c.extra["cooperative_matrix_nv"] = coop_nv;
+  return coop_nv;
+}
 
-  // Uniform texel buffers: the "register_blocked" kernels read their operands through them, because
-  // on a CPU device (lavapipe) a texel fetch is a vector gather while a storage-buffer read is a
-  // loop over the invocations. The formats are among those Vulkan requires; checked all the same.
+// Uniform texel buffers: the "register_blocked" kernels read their operands through them, because
+// on a CPU device (lavapipe) a texel fetch is a vector gather while a storage-buffer read is a
+// loop over the invocations. The formats are among those Vulkan requires; checked all the same.
+void probe_texel_buffers(VkPhysicalDevice pd, PhysicalInfo& info, DeviceCaps& c) {
+  const VkPhysicalDeviceLimits& lim = info.props.limits;
   bool texel_formats = true;
   for (VkFormat f : {VK_FORMAT_R32G32B32A32_UINT, VK_FORMAT_R32_UINT, VK_FORMAT_R16_UINT}) {
     VkFormatProperties fp{};
@@ -332,30 +384,57 @@ Result<PhysicalInfo> probe(VkInstance instance, VkPhysicalDevice pd) {
     info.max_texels = lim.maxTexelBufferElements;
     info.texel_align = std::max<uint64_t>(lim.minTexelBufferOffsetAlignment, 4);
   }
-  c.extra["max_texel_buffer_elements"] = std::to_string(info.max_texels);
+  c.max_texel_elements = info.max_texels;
+}
 
-  // A CPU device runs workgroups on worker threads, one per core of the host (lavapipe's
-  // default; LP_NUM_THREADS changes it).
-  if (c.type == DeviceType::cpu) {
-    int threads = static_cast<int>(std::thread::hardware_concurrency());
-    if (const char* e = std::getenv("LP_NUM_THREADS"); e && std::atoi(e) > 0)
-      threads = std::atoi(e);
-    c.compute_units = std::max(threads, 1);
-    // Its throughput is the host's: those cores at the vector width the driver compiles for
-    // ("llvmpipe (LLVM 15.0.6, 256 bits)"), and the host's memory. The cost model scales these
-    // down by what each kernel tier reaches on a CPU device.
-    int bits = 128;
-    if (const size_t b = c.name.find(" bits"); b != std::string::npos) {
-      size_t a = b;
-      while (a > 0 && std::isdigit(static_cast<unsigned char>(c.name[a - 1]))) --a;
-      if (a < b) bits = std::max(128, std::atoi(c.name.substr(a, b - a).c_str()));
-    }
-    c.clock_mhz = host_cpu_mhz();
-    c.peak_gflops_f32 = host_peak_gflops(c.compute_units, bits / 32);
-    c.peak_gflops_f16 = c.peak_gflops_f32;  // f16 is widened to f32 for the arithmetic
-    c.memory_gbps = host_memory_gbps(c.compute_units);
+// A CPU device runs workgroups on worker threads, one per core of the host (lavapipe's
+// default; LP_NUM_THREADS changes it). Its throughput is the host's: those cores at the vector
+// width the driver compiles for ("llvmpipe (LLVM 15.0.6, 256 bits)"), and the host's memory. The
+// kernels' efficiency classes scale these down for each kernel family on a CPU device.
+void record_cpu_device(DeviceCaps& c) {
+  int threads = static_cast<int>(std::thread::hardware_concurrency());
+  if (const char* e = std::getenv("LP_NUM_THREADS"); e && std::atoi(e) > 0) threads = std::atoi(e);
+  c.compute_units = std::max(threads, 1);
+  int bits = 128;
+  if (const size_t b = c.name.find(" bits"); b != std::string::npos) {
+    size_t a = b;
+    while (a > 0 && std::isdigit(static_cast<unsigned char>(c.name[a - 1]))) --a;
+    if (a < b) bits = std::max(128, std::atoi(c.name.substr(a, b - a).c_str()));
   }
+  c.clock_mhz = host_cpu_mhz();
+  c.peak_gflops_f32 = host_peak_gflops(c.compute_units, bits / 32);
+  c.peak_gflops_f16 = c.peak_gflops_f32;  // f16 is widened to f32 for the arithmetic
+  c.memory_gbps = host_memory_gbps(c.compute_units);
+}
 
+}  // namespace
+
+Result<PhysicalInfo> probe(VkInstance instance, VkPhysicalDevice pd) {
+  PhysicalInfo info;
+  info.handle = pd;
+  vkGetPhysicalDeviceProperties(pd, &info.props);
+  vkGetPhysicalDeviceMemoryProperties(pd, &info.memory);
+  const uint32_t api = info.props.apiVersion;
+  if (api < VK_API_VERSION_1_1)
+    return Status(Code::unsupported,
+                  std::string(info.props.deviceName) + ": Vulkan " + version_str(api) + " < 1.1");
+  DUET_TRY(probe_queues(pd, info));
+  const CoopMatFeatureBits coop = probe_features(pd, info);
+  Properties props;
+  probe_properties(pd, info, props);
+
+  DeviceCaps& c = info.caps;
+  record_device(info, props, c);
+  const std::string heaps = record_memory(info, c);
+  const std::string coop_khr = record_coopmat(instance, pd, coop.khr, c);
+  const std::string coop_nv = record_coopmat_nv(instance, pd, coop.nv, c);
+  probe_texel_buffers(pd, info, c);
+  if (c.type == DeviceType::cpu) record_cpu_device(c);
+
+  // The probe's facts as text, for duet devices (display only: the rules read the fields above).
+  const VkPhysicalDeviceLimits& lim = info.props.limits;
+  c.extra["cooperative_matrix_nv"] = coop_nv;
+  c.extra["max_texel_buffer_elements"] = std::to_string(info.max_texels);
   c.extra["memory_heaps"] = heaps;
   c.extra["max_storage_buffer_range"] = mib(lim.maxStorageBufferRange);
   c.extra["max_workgroup_count"] = std::to_string(lim.maxComputeWorkGroupCount[0]) + "x" +
@@ -367,14 +446,14 @@ Result<PhysicalInfo> probe(VkInstance instance, VkPhysicalDevice pd) {
   c.extra["subgroup_size_range"] = std::to_string(c.subgroup_min) + ".." +
                                    std::to_string(c.subgroup_max) +
                                    (c.subgroup_size_control ? " (size control)" : "");
-  c.extra["cooperative_matrix"] = coop.empty() ? "no usable shapes" : coop;
+  c.extra["cooperative_matrix"] = coop_khr;
   c.extra["shader_float16"] = info.float16 ? "yes" : "no";
   c.extra["shader_int8"] = info.int8 ? "yes" : "no";
   c.extra["storage_16bit"] = info.storage16 ? "yes" : "no";
   c.extra["storage_8bit"] = info.storage8 ? "yes" : "no";
   c.extra["integer_dot_product"] = info.int_dot ? "yes" : "no";
   c.extra["integer_dot_accelerated"] = info.int_dot_accelerated ? "yes" : "no";
-  c.extra["device_uuid"] = hex(idp2.deviceUUID, 16);
+  c.extra["device_uuid"] = hex(props.id.deviceUUID, 16);
   c.extra["pipeline_cache_uuid"] = hex(info.props.pipelineCacheUUID, VK_UUID_SIZE);
   c.extra["max_storage_buffers_per_stage"] =
       std::to_string(lim.maxPerStageDescriptorStorageBuffers);

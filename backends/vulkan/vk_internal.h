@@ -370,9 +370,10 @@ class Recorder {
   std::vector<KernelSpan> spans_;
 };
 
-// ---- ops.cpp ----------------------------------------------------------------------------------
+// ---- ops/record.cpp ---------------------------------------------------------------------------
 class VulkanDevice;
-// Records one planned op (split into windowed dispatches where tensors exceed a binding's range).
+// Records one planned op (split into windowed dispatches where tensors exceed a binding's range):
+// the recorder of its op family (ops/) for the kernel the rules chose (kernel.h).
 Status record_op(VulkanDevice& dev, const PlannedOp& op, std::span<const TensorRef> inputs,
                  const TensorRef& output);
 
@@ -397,7 +398,7 @@ class VulkanDevice final : public Device {
   Status begin_kernel_timing() override;
   Result<std::vector<KernelSpan>> end_kernel_timing() override;
 
-  // For ops.cpp and the tests.
+  // For ops/ and the tests.
   Recorder& recorder() { return *recorder_; }
   Pipelines& pipelines() { return *pipelines_; }
   Core& core() { return *core_; }

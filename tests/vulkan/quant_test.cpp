@@ -69,13 +69,15 @@ TEST_F(QuantKernels, IntegerDotPathMatchesTheReferenceForEveryFormat) {
       EXPECT_NE(k.reason.find("8 bits per 32"), std::string::npos) << k.reason;
       // Both forms of the product: OpSDot, and byte pairs in 32-bit words ("_swar", which the
       // rules pick where OpSDot is emulated, as on lavapipe).
+      ASSERT_NE(kernel_of(k.launch), nullptr) << k.launch.str();
+      Kernel without_swar = *kernel_of(k.launch);
+      without_swar.swar = false;
       KernelChoice sdot = k;
-      if (const size_t at = sdot.launch.variant.find("_swar"); at != std::string::npos)
-        sdot.launch.variant.erase(at);
+      sdot.launch.set_variant(without_swar);
       for (const KernelChoice& kk : {k, sdot}) {
         const uint64_t before = vk(dev()).recorder().dispatches;
         check::Outcome o = run_with(dev(), c, kk);
-        EXPECT_TRUE(o.passed) << c.name << " " << kk.launch.variant << ": " << o.message;
+        EXPECT_TRUE(o.passed) << c.name << " " << kk.launch.variant_name() << ": " << o.message;
         // The activations' quantizer, then the product.
         EXPECT_EQ(vk(dev()).recorder().dispatches - before, 2u) << c.name;
       }
@@ -177,7 +179,7 @@ TEST(VulkanQuantRules, ChoicesReadTheBlocksAndFollowTheDevice) {
     EXPECT_EQ(k.input_dtypes[1], DType::q4_0) << k.reason;  // never read in another dtype
     if (k.ok && k.precision == Precision::f16 && k.tier == Tier::register_blocked) {
       f16_ok = true;
-      EXPECT_EQ(k.launch.variant, "q_1x4");  // decode: each weight byte fetched once
+      EXPECT_EQ(k.launch.variant_name(), "q_1x4");  // decode: each weight byte fetched once
     }
   }
   EXPECT_TRUE(f16_ok);
@@ -187,7 +189,7 @@ TEST(VulkanQuantRules, ChoicesReadTheBlocksAndFollowTheDevice) {
   ASSERT_TRUE(prefill.ok());
   for (const KernelChoice& k : rules().choices(c, *prefill)) {
     if (k.ok && k.tier == Tier::register_blocked) {
-      EXPECT_EQ(k.launch.variant, "q_32x4");
+      EXPECT_EQ(k.launch.variant_name(), "q_32x4");
     }
   }
   OpAttrs to;
@@ -231,20 +233,20 @@ TEST(VulkanQuantRules, IntegerDotPathFollowsTheCapabilityRecord) {
   EXPECT_FALSE(none.ok);
   EXPECT_NE(none.reason.find("VK_KHR_shader_integer_dot_product"), std::string::npos);
   c.int_dot = true;
-  c.extra["integer_dot_accelerated"] = "no";
+  c.int_dot_accelerated = false;
   EXPECT_EQ(first(c).tier, Tier::register_blocked);
   EXPECT_NE(find(c, Tier::int_dot, Precision::f16).reason.find("not accelerated"),
             std::string::npos);
-  c.extra["integer_dot_accelerated"] = "yes";
+  c.int_dot_accelerated = true;
   const KernelChoice k = first(c);
   EXPECT_EQ(k.tier, Tier::int_dot);
   EXPECT_TRUE(k.ok) << k.reason;
   EXPECT_EQ(k.input_dtypes[1], DType::q6_k);
-  EXPECT_EQ(k.launch.variant.rfind("qdot_1x", 0), 0u) << k.launch.variant;
+  EXPECT_EQ(k.launch.variant_name().rfind("qdot_1x", 0), 0u) << k.launch.variant_name();
   EXPECT_NE(k.reason.find("q6_k weight"), std::string::npos) << k.reason;
   EXPECT_NE(k.reason.find("(accelerated)"), std::string::npos) << k.reason;
   c.type = DeviceType::cpu;  // lavapipe reports the extension, accelerated or not
-  c.extra["integer_dot_accelerated"] = "no";
+  c.int_dot_accelerated = false;
   EXPECT_EQ(first(c).tier, Tier::int_dot);
 }
 

@@ -168,10 +168,10 @@ TEST(VulkanRules, RegisterBlocksFollowTheShapeAndTheDevice) {
                       {dense(DType::f32, {512, 1024}), dense(DType::f32, {4096, 1024})});
   auto gemv =
       *make_op(OpKind::matmul, tb, {dense(DType::f32, {1, 1024}), dense(DType::f32, {4096, 1024})});
-  EXPECT_EQ(choice(caps_of(DeviceType::cpu), big).launch.variant, "blocked_16x8");
-  EXPECT_EQ(choice(caps_of(DeviceType::cpu), gemv).launch.variant, "blocked_1x16");
+  EXPECT_EQ(choice(caps_of(DeviceType::cpu), big).launch.variant_name(), "blocked_16x8");
+  EXPECT_EQ(choice(caps_of(DeviceType::cpu), gemv).launch.variant_name(), "blocked_1x16");
   KernelChoice gpu = choice(caps_of(DeviceType::discrete_gpu), big);
-  EXPECT_EQ(gpu.launch.variant, "blocked_4x4");
+  EXPECT_EQ(gpu.launch.variant_name(), "blocked_4x4");
   EXPECT_EQ(gpu.launch.block_threads % 32, 0);
   // Attention: fewer rows per invocation for a larger head dim; decoding splits the keys.
   auto attn = [](int64_t lq, int64_t d) {
@@ -179,15 +179,15 @@ TEST(VulkanRules, RegisterBlocksFollowTheShapeAndTheDevice) {
                     {dense(DType::f32, {1, 64, lq, d}), dense(DType::f32, {1, 8, 4096, d}),
                      dense(DType::f32, {1, 8, 4096, d})});
   };
-  EXPECT_EQ(choice(caps_of(DeviceType::cpu), attn(1, 64)).launch.variant, "blocked_4x2");
-  EXPECT_EQ(choice(caps_of(DeviceType::cpu), attn(1, 128)).launch.variant, "blocked_2x4");
+  EXPECT_EQ(choice(caps_of(DeviceType::cpu), attn(1, 64)).launch.variant_name(), "blocked_4x2");
+  EXPECT_EQ(choice(caps_of(DeviceType::cpu), attn(1, 128)).launch.variant_name(), "blocked_2x4");
   EXPECT_GT(choice(caps_of(DeviceType::cpu), attn(1, 64)).launch.splits, 0);
-  EXPECT_EQ(choice(caps_of(DeviceType::cpu), attn(512, 64)).launch.variant, "blocked_4x8");
+  EXPECT_EQ(choice(caps_of(DeviceType::cpu), attn(512, 64)).launch.variant_name(), "blocked_4x8");
 }
 
 TEST(VulkanRules, WithoutTexelBuffersTheRegisterBlockedKernelsAreRefusedWithAReason) {
   DeviceCaps c = caps_of(DeviceType::cpu);
-  c.extra["max_texel_buffer_elements"] = "0";
+  c.max_texel_elements = 0;
   auto mm = *make_op(OpKind::matmul, {}, {dense(DType::f32, {8, 8}), dense(DType::f32, {8, 8})});
   for (const KernelChoice& k : rules().choices(c, mm)) {
     if (k.tier != Tier::register_blocked) continue;

@@ -571,7 +571,7 @@ TEST(VulkanRules, CooperativeMatrixIsRefusedWithAReason) {
   EXPECT_TRUE(ch[1].ok) << ch[1].reason;
   EXPECT_EQ(ch[1].tier, Tier::tiled);
   // An NVIDIA device with only the older NV extension is told where its matrix units are used.
-  c.extra["cooperative_matrix_nv"] = "16x16x16 f16+f32";
+  c.matrix_units.push_back({std::string(kCoopMatNvApi), 16, 16, 16, DType::f16, DType::f32});
   ch = rules().choices(c, op);
   EXPECT_FALSE(ch[0].ok);
   EXPECT_NE(ch[0].reason.find("VK_NV_cooperative_matrix (16x16x16 f16+f32)"), std::string::npos)
@@ -607,7 +607,7 @@ TEST(VulkanRules, DecodeAttentionSplitsTheKeys) {
   KernelChoice k = rules().choices(c, op)[0];
   ASSERT_TRUE(k.ok) << k.reason;
   EXPECT_GT(k.launch.splits, 1) << k.launch.str();
-  EXPECT_EQ(k.launch.variant, "flash_splitk");
+  EXPECT_EQ(k.launch.variant_name(), "flash_splitk");
 }
 
 TEST(VulkanDevices, EveryVulkanDeviceRunsTheSameCase) {

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "check/check.h"
+#include "kernel.h"
 #include "reference/reference.h"
 #include "vk_internal.h"
 #include "vulkan_backend.h"
