@@ -12,6 +12,7 @@
 #include "check/check.h"
 #include "duet/backends.h"
 #include "kernels/isa.h"
+#include "kernels/qgemm.h"
 #include "kernels/quant.h"
 #include "reference/reference.h"
 
@@ -165,6 +166,24 @@ TEST(QuantKernelTables, EachIsaPathHasItsOwnTable) {
     }
   EXPECT_EQ(quant_kernels_for(cpu::kernels::detected_isa()).isa,
             quant_kernels_for(std::min(cpu::kernels::detected_isa(), Isa::avx512)).isa);
+}
+
+// Every SIMD table, whether or not this CPU runs it (the tables are only read here), has its own
+// kernels for every block format and every shape class: decode (1 row and the most its row dots
+// take) through row dots, prefill through tiles unpacked by its own decoder. A format that would
+// fall back to the portable unpacker, or to tiles for decode, fails here.
+TEST(QuantKernelTables, EverySimdTableDecodesEveryFormatItself) {
+  using cpu::kernels::QuantPath;
+  for (const cpu::kernels::QuantKernels* qk :
+       {&cpu::kernels::avx2_quant_kernels(), &cpu::kernels::avx512_quant_kernels()})
+    for (DType q : kQuantizedDTypes) {
+      SCOPED_TRACE(std::string(cpu::kernels::isa_name(qk->isa)) + " " + std::string(dtype_name(q)));
+      EXPECT_GE(qk->row_dot_rows, 4);
+      EXPECT_EQ(cpu::kernels::quant_path(*qk, q, 1), QuantPath::row_dot);
+      EXPECT_EQ(cpu::kernels::quant_path(*qk, q, qk->row_dot_rows), QuantPath::row_dot);
+      EXPECT_EQ(cpu::kernels::quant_path(*qk, q, qk->row_dot_rows + 1), QuantPath::tile);
+      EXPECT_EQ(cpu::kernels::quant_path(*qk, q, 512), QuantPath::tile);
+    }
 }
 
 }  // namespace

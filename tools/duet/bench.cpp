@@ -101,7 +101,8 @@ std::vector<check::Case> bench_cases() {
                    {D(DType::f16, {8, 14336}), D(DType::f16, {4096, 14336})}, tb));
   // Quantized weights: decode (one row, and 8) and prefill (512 rows) through the same layer,
   // beside the f32 rows above. The weights are random blocks (timing does not need fitted ones).
-  for (DType q : {DType::q4_0, DType::q8_0, DType::q4_k, DType::q6_k}) {
+  // Every block format has its rows (--dtype picks).
+  for (DType q : kQuantizedDTypes) {
     const std::string qs(dtype_name(q));
     v.push_back(make("matmul " + qs + " decode M1 N4096 K14336", OpKind::matmul,
                      {D(DType::f32, {1, 14336}), D(q, {4096, 14336})}, tb));

@@ -89,6 +89,26 @@ void unpack_generic(DType format, const uint8_t* w, int64_t row_bytes, int rows,
   }
 }
 
+// The largest unsigned byte a format's weights unpack to (q8_0: the magnitude of its int8).
+int max_unpacked_byte(DType format) {
+  switch (format) {
+    case DType::q2_k:
+      return 3;
+    case DType::q3_k:
+      return 7;
+    case DType::q5_0:
+    case DType::q5_1:
+    case DType::q5_k:
+      return 31;
+    case DType::q6_k:
+      return 63;
+    case DType::q8_0:
+      return 255;
+    default:
+      return 15;
+  }
+}
+
 // Rows of the output per task when few activation rows stream whole weight rows.
 constexpr int64_t kRowDotGrain = 16;
 // The k extent of a weight tile: a multiple of every block size, small enough that a tile of
@@ -134,7 +154,8 @@ void tiled(const QuantKernels& qk, const QuantMatmul& a, const Q8Activations& q,
     QTile t;
     t.lanes = L;
     t.sub = sub;
-    t.signed_bytes = qk.signed_bytes;
+    t.signed_bytes = qk.signed_bytes && a.format == DType::q8_0;
+    t.i16_steps = std::max(1, 32767 / (2 * 127 * max_unpacked_byte(a.format)));
     t.u = sc.grow(u_storage, NT * tk, "a tile of unpacked weights");
     t.scale = sc.grow(s_storage, NT / L * (tk / sub) * L, "a tile's scales");
     t.off = sc.grow(o_storage, NT / L * (tk / sub) * L, "a tile's offsets");
@@ -170,11 +191,17 @@ void tiled(const QuantKernels& qk, const QuantMatmul& a, const Q8Activations& q,
 
 }  // namespace
 
+QuantPath quant_path(const QuantKernels& qk, DType format, int64_t m) {
+  const int slot = static_cast<int>(format);
+  if (m <= qk.row_dot_rows && qk.row_dot[slot]) return QuantPath::row_dot;
+  return qk.unpack[slot] ? QuantPath::tile : QuantPath::tile_portable_unpack;
+}
+
 void quantized_matmul(const QuantKernels& qk, const QuantMatmul& a, ThreadPool& pool, Scratch& sc) {
   const int sub = dtype_info(a.format).sub_elems;
   Q8Activations q;
   if (!quantize_activations(qk, a, sub, pool, sc, q)) return;
-  if (a.m <= qk.row_dot_rows && qk.row_dot[static_cast<int>(a.format)])
+  if (quant_path(qk, a.format, a.m) == QuantPath::row_dot)
     row_dots(qk, a, q, sub, pool);
   else
     tiled(qk, a, q, sub, pool, sc);

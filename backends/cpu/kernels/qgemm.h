@@ -25,6 +25,12 @@ struct QuantMatmul {
   int64_t ldy = 0;
 };
 
+// Which kernels a product of `m` activation rows through `format` runs on an ISA's table: the
+// row dots (decode), or tiles whose weights are unpacked by the ISA's decoder or, where the table
+// has none, by the portable one (through duet::unpack_block, several times slower).
+enum class QuantPath { row_dot, tile, tile_portable_unpack };
+QuantPath quant_path(const QuantKernels& qk, DType format, int64_t m);
+
 // Scratch (the quantized activations, weight tiles) comes from `scratch`; when it cannot be had
 // the product is abandoned and `scratch` says so (scratch.h).
 void quantized_matmul(const QuantKernels& qk, const QuantMatmul& a, ThreadPool& pool,

@@ -42,6 +42,9 @@ struct QTile {
   int sub = 32;
   int lanes = 16;
   bool signed_bytes = false;
+  // How many consecutive 4-k steps of one row may sum their byte-pair products in int16 (the
+  // AVX2 product's vpmaddubsw) before widening: 2 * steps * largest byte * 127 < 2^15.
+  int i16_steps = 1;
 };
 
 // The tables' per-format slots, numbered as duet::DType (checked in quant_isa.cpp; the ISA units

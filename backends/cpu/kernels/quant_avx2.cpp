@@ -15,11 +15,6 @@ int32_t load_i32(const void* p) {
   __builtin_memcpy(&v, p, 4);
   return v;
 }
-uint16_t load_u16(const void* p) {
-  uint16_t v;
-  __builtin_memcpy(&v, p, 2);
-  return v;
-}
 
 float hsum(__m256 v) {
   __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -72,15 +67,6 @@ void quantize_q8(const float* x, int64_t k, int8_t* xq, float* d, int16_t* s16) 
   }
 }
 
-// u8 x s8 -> int32 lanes of 4 products; `signed_bytes`: w holds int8, its sign goes onto x.
-__m256i dot4(__m256i w, __m256i xb, bool signed_bytes) {
-  const __m256i ones = _mm256_set1_epi16(1);
-  if (signed_bytes)
-    return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(xb, w)),
-                             ones);
-  return _mm256_madd_epi16(_mm256_maddubs_epi16(w, xb), ones);
-}
-
 template <int M>
 void tile_m(const QTile& t, int g, int64_t s0, int64_t s1, const Q8Rows& x, float* c, int64_t ldc,
             int n, bool accumulate) {
@@ -89,6 +75,8 @@ void tile_m(const QTile& t, int g, int64_t s0, int64_t s1, const Q8Rows& x, floa
   const float* sc = t.scale + g * subs * 8;
   const float* of = t.off + g * subs * 8;
   const int steps = t.sub / 4;
+  const int run = t.signed_bytes ? 1 : t.i16_steps < steps ? t.i16_steps : steps;
+  const __m256i ones = _mm256_set1_epi16(1);
   __m256 f[M];
   for (int i = 0; i < M; ++i) f[i] = _mm256_setzero_ps();
   for (int64_t s = s0; s < s1; ++s) {
@@ -96,11 +84,27 @@ void tile_m(const QTile& t, int g, int64_t s0, int64_t s1, const Q8Rows& x, floa
     for (int i = 0; i < M; ++i) a[i] = _mm256_setzero_si256();
     const uint8_t* us = u + s * steps * 32;
     const int8_t* xs = x.xq + s * t.sub;
-    for (int st = 0; st < steps; ++st) {
-      const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(us + st * 32));
-      for (int i = 0; i < M; ++i)
-        a[i] = _mm256_add_epi32(
-            a[i], dot4(w, _mm256_set1_epi32(load_i32(xs + i * x.ldq + st * 4)), t.signed_bytes));
+    for (int st0 = 0; st0 < steps; st0 += run) {
+      __m256i h[M];  // int16 sums of `run` steps
+      for (int i = 0; i < M; ++i) h[i] = _mm256_setzero_si256();
+      const int st1 = st0 + run < steps ? st0 + run : steps;
+      for (int st = st0; st < st1; ++st) {
+        const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(us + st * 32));
+        if (t.signed_bytes) {
+          const __m256i aw = _mm256_sign_epi8(w, w);
+          for (int i = 0; i < M; ++i)
+            h[i] = _mm256_add_epi16(
+                h[i],
+                _mm256_maddubs_epi16(
+                    aw, _mm256_sign_epi8(_mm256_set1_epi32(load_i32(xs + i * x.ldq + st * 4)), w)));
+        } else {
+          for (int i = 0; i < M; ++i)
+            h[i] = _mm256_add_epi16(
+                h[i],
+                _mm256_maddubs_epi16(w, _mm256_set1_epi32(load_i32(xs + i * x.ldq + st * 4))));
+        }
+      }
+      for (int i = 0; i < M; ++i) a[i] = _mm256_add_epi32(a[i], _mm256_madd_epi16(h[i], ones));
     }
     const __m256 vs = _mm256_loadu_ps(sc + s * 8), vo = _mm256_loadu_ps(of + s * 8);
     for (int i = 0; i < M; ++i) {
@@ -130,85 +134,139 @@ void qgemm_tile(const QTile& t, int g, int64_t s0, int64_t s1, const Q8Rows& x, 
   }
 }
 
-float scale_of(const uint8_t* p) {
-  return _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(load_u16(p))));
+#include "kernels/qblocks_x86.inc"
+
+// u8 x s8 byte products of one 32-weight chunk summed into 8 int32 lanes (4 weights each);
+// signed (q8_0) bytes move their sign onto the activations.
+template <typename F>
+__m256i chunk_dot(__m256i u, __m256i xv) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  if constexpr (F::kSigned)
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(u, u), _mm256_sign_epi8(xv, u)),
+                             ones);
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(u, xv), ones);
 }
 
-// q4_0: one block per step, its 32 nibbles in element order ([lo | hi] 128-bit halves).
-template <int M>
-void row_dot_q4_0_m(const uint8_t* w, int64_t row_bytes, int rows, int64_t k, const Q8Rows& x,
-                    float* out, int64_t ldo, bool accumulate) {
-  constexpr int kB = DUET_Q4_0_BYTES;
-  const int64_t nb = k / 32;
-  const __m256i low4 = _mm256_set1_epi8(0x0F);
+// Rows of activations' floats for sub-blocks [s, s + n) of a group (n <= 8), zero past n.
+__m256 load_subs(const float* p, int n) {
+  if (n == 8) return _mm256_loadu_ps(p);
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  return _mm256_maskload_ps(p, _mm256_cmpgt_epi32(_mm256_set1_epi32(n), lane));
+}
+
+// Weight rows through few activation rows: per row and group the scales once; per 32-weight
+// chunk one product per activation row, its int32 lanes scaled by their sub-block's scale times
+// the activation block's. Groups are taken in octets of sub-blocks (8 lanes of scales).
+template <typename F, int M>
+void row_dot_m(const uint8_t* w, int64_t row_bytes, int rows, int64_t k, const Q8Rows& x,
+               float* out, int64_t ldo, bool accumulate) {
+  constexpr int kGB = F::kElems == 32 ? 8 * F::kBytes : F::kBytes, kSG = 256 / F::kSub;
+  constexpr int kOctetChunks = 8 * F::kSub / 32;  // chunks per octet of sub-blocks: 8 or 4
+  const int64_t ngroups = (k + 255) / 256;
   for (int r = 0; r < rows; ++r) {
     const uint8_t* wr = w + r * row_bytes;
-    __m256 acc[M];
-    float off[M] = {};
-    for (int i = 0; i < M; ++i) acc[i] = _mm256_setzero_ps();
-    for (int64_t b = 0; b < nb; ++b) {
-      const uint8_t* p = wr + b * kB;
-      const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + DUET_Q4_0_QS));
-      const __m256i qq = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(q, 4), q), low4);
-      const float d = scale_of(p + DUET_Q4_0_D);
-      for (int i = 0; i < M; ++i) {
-        const __m256i xv =
-            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.xq + i * x.ldq + b * 32));
-        const __m256i dot = dot4(qq, xv, false);
-        acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot), _mm256_set1_ps(d * x.dsub[i * x.lds + b]),
-                                 acc[i]);
-        off[i] += d * x.dxs[i * x.lds + b];
+    __m256 acc[M], off[M];
+    for (int i = 0; i < M; ++i) acc[i] = _mm256_setzero_ps(), off[i] = _mm256_setzero_ps();
+    for (int64_t g = 0; g < ngroups; ++g) {
+      const uint8_t* p = wr + g * kGB;
+      const int nch = min8((k - g * 256) / 32);
+      const GroupScales gs = F::scales(p, nch);
+      const int nsub = nch * 32 / F::kSub;
+#pragma GCC unroll 2
+      for (int h = 0; h * 8 < nsub; ++h) {
+        const int n = nsub - 8 * h < 8 ? nsub - 8 * h : 8;
+        __m256 s[M];
+        for (int i = 0; i < M; ++i) {
+          const int64_t so = i * x.lds + g * kSG + 8 * h;
+          s[i] = _mm256_mul_ps(gs.sc[h], load_subs(x.dsub + so, n));
+          off[i] = _mm256_fmadd_ps(gs.of[h], load_subs(x.dxs + so, n), off[i]);
+        }
+        const int c1 = (h + 1) * kOctetChunks < nch ? (h + 1) * kOctetChunks : nch;
+#pragma GCC unroll 8
+        for (int c = h * kOctetChunks; c < c1; ++c) {
+          const __m256i u = F::chunk(p, c);
+          const int cs = c - h * kOctetChunks;
+          const __m256i idx = F::kSub == 32
+                                  ? _mm256_set1_epi32(cs)
+                                  : _mm256_setr_epi32(2 * cs, 2 * cs, 2 * cs, 2 * cs, 2 * cs + 1,
+                                                      2 * cs + 1, 2 * cs + 1, 2 * cs + 1);
+          for (int i = 0; i < M; ++i) {
+            const __m256i xv = _mm256_loadu_si256(
+                reinterpret_cast<const __m256i*>(x.xq + i * x.ldq + g * 256 + 32 * c));
+            acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(chunk_dot<F>(u, xv)),
+                                     _mm256_permutevar8x32_ps(s[i], idx), acc[i]);
+          }
+        }
       }
     }
     for (int i = 0; i < M; ++i) {
-      const float v = hsum(acc[i]) - 8.0f * off[i];
+      const float v = hsum(_mm256_add_ps(acc[i], off[i]));
       out[i * ldo + r] = accumulate ? out[i * ldo + r] + v : v;
     }
   }
 }
 
-template <int M>
-void row_dot_q8_0_m(const uint8_t* w, int64_t row_bytes, int rows, int64_t k, const Q8Rows& x,
-                    float* out, int64_t ldo, bool accumulate) {
-  constexpr int kB = DUET_Q8_0_BYTES;
-  const int64_t nb = k / 32;
-  for (int r = 0; r < rows; ++r) {
-    const uint8_t* wr = w + r * row_bytes;
-    __m256 acc[M];
-    for (int i = 0; i < M; ++i) acc[i] = _mm256_setzero_ps();
-    for (int64_t b = 0; b < nb; ++b) {
-      const uint8_t* p = wr + b * kB;
-      const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + DUET_Q8_0_QS));
-      const float d = scale_of(p + DUET_Q8_0_D);
-      for (int i = 0; i < M; ++i) {
-        const __m256i xv =
-            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x.xq + i * x.ldq + b * 32));
-        acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(dot4(q, xv, true)),
-                                 _mm256_set1_ps(d * x.dsub[i * x.lds + b]), acc[i]);
-      }
-    }
-    for (int i = 0; i < M; ++i)
-      out[i * ldo + r] = accumulate ? out[i * ldo + r] + hsum(acc[i]) : hsum(acc[i]);
+template <typename F>
+void row_dot(const uint8_t* w, int64_t rb, int rows, int64_t k, const Q8Rows& x, int m, float* out,
+             int64_t ldo, bool accumulate) {
+  switch (m) {
+    case 1:
+      return row_dot_m<F, 1>(w, rb, rows, k, x, out, ldo, accumulate);
+    case 2:
+      return row_dot_m<F, 2>(w, rb, rows, k, x, out, ldo, accumulate);
+    case 3:
+      return row_dot_m<F, 3>(w, rb, rows, k, x, out, ldo, accumulate);
+    default:
+      return row_dot_m<F, 4>(w, rb, rows, k, x, out, ldo, accumulate);
   }
 }
 
-#define DUET_ROW_DOT(name)                                                                         \
-  void name(const uint8_t* w, int64_t rb, int rows, int64_t k, const Q8Rows& x, int m, float* out, \
-            int64_t ldo, bool accumulate) {                                                        \
-    switch (m) {                                                                                   \
-      case 1:                                                                                      \
-        return name##_m<1>(w, rb, rows, k, x, out, ldo, accumulate);                               \
-      case 2:                                                                                      \
-        return name##_m<2>(w, rb, rows, k, x, out, ldo, accumulate);                               \
-      case 3:                                                                                      \
-        return name##_m<3>(w, rb, rows, k, x, out, ldo, accumulate);                               \
-      default:                                                                                     \
-        return name##_m<4>(w, rb, rows, k, x, out, ldo, accumulate);                               \
-    }                                                                                              \
-  }
-DUET_ROW_DOT(row_dot_q4_0)
-DUET_ROW_DOT(row_dot_q8_0)
-#undef DUET_ROW_DOT
+// ---- unpacking tiles of 8 lanes: 32 weights of one row go to their 8 places of the
+// interleaved layout (4 bytes every 32); q8_0 stays signed (QTile::signed_bytes).
+
+void put32(uint8_t* ug, int64_t k, int lane, __m256i bytes) {
+  alignas(32) int32_t v[8];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(v), bytes);
+  int32_t* d = reinterpret_cast<int32_t*>(ug) + (k / 4) * 8 + lane;
+  for (int i = 0; i < 8; ++i) __builtin_memcpy(d + 8 * i, v + i, 4);
+}
+
+template <typename F>
+void unpack(const uint8_t* w, int64_t rb, int rows, int64_t b0, int64_t b1, const QTile& t, int g) {
+  constexpr int kPerGroup = 256 / F::kElems;
+  const int64_t k4 = t.k / 4, subs = t.k / t.sub;
+  uint8_t* ug = t.u + g * k4 * 32;
+  float* tsc = t.scale + g * subs * 8;
+  float* tof = t.off + g * subs * 8;
+  for (int lane = 0; lane < 8; ++lane)
+    for (int64_t b = b0; b < b1; b += kPerGroup) {
+      const int64_t k0 = (b - b0) * F::kElems;
+      const int nch = min8((b1 - b) * F::kElems / 32);
+      alignas(32) float sc[16] = {}, of[16] = {};
+      if (lane < rows) {
+        const uint8_t* p = w + lane * rb + b * F::kBytes;
+        const GroupScales gs = F::scales(p, nch);
+        for (int h = 0; h < 2; ++h) {
+          _mm256_store_ps(sc + 8 * h, gs.sc[h]);
+          _mm256_store_ps(of + 8 * h, gs.of[h]);
+        }
+        for (int c = 0; c < nch; ++c) put32(ug, k0 + 32 * c, lane, F::chunk(p, c));
+      } else {
+        for (int c = 0; c < nch; ++c) put32(ug, k0 + 32 * c, lane, _mm256_setzero_si256());
+      }
+      const int64_t s0 = k0 / F::kSub;
+      for (int s = 0; s < nch * 32 / F::kSub; ++s) {
+        tsc[(s0 + s) * 8 + lane] = sc[s];
+        tof[(s0 + s) * 8 + lane] = of[s];
+      }
+    }
+}
+
+template <typename F>
+constexpr void set_format(QuantKernels& q, QSlot slot) {
+  q.row_dot[static_cast<int>(slot)] = row_dot<F>;
+  q.unpack[static_cast<int>(slot)] = unpack<F>;
+}
 
 constexpr QuantKernels make_table() {
   QuantKernels q{};
@@ -219,8 +277,17 @@ constexpr QuantKernels make_table() {
   q.row_dot_rows = 4;
   q.quantize_q8 = quantize_q8;
   q.qgemm_tile = qgemm_tile;
-  q.row_dot[static_cast<int>(QSlot::q8_0)] = row_dot_q8_0;
-  q.row_dot[static_cast<int>(QSlot::q4_0)] = row_dot_q4_0;
+  set_format<QbQ8_0>(q, QSlot::q8_0);
+  set_format<QbQ4_0>(q, QSlot::q4_0);
+  set_format<QbQ4_1>(q, QSlot::q4_1);
+  set_format<QbQ5_0>(q, QSlot::q5_0);
+  set_format<QbQ5_1>(q, QSlot::q5_1);
+  set_format<QbQ2_K>(q, QSlot::q2_k);
+  set_format<QbQ3_K>(q, QSlot::q3_k);
+  set_format<QbQ4_K>(q, QSlot::q4_k);
+  set_format<QbQ5_K>(q, QSlot::q5_k);
+  set_format<QbQ6_K>(q, QSlot::q6_k);
+  set_format<QbQ4_Z>(q, QSlot::q4_z);
   return q;
 }
 
