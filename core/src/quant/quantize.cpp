@@ -1,18 +1,26 @@
-// The quantizers: each block's scales fitted to its values (min/max, the largest magnitude for
-// the symmetric formats), scales rounded to their stored precision first and the integers
-// rounded to nearest against the stored scales. Simple and deterministic; not ggml's search for
-// the error-minimising scales, so a block's error can be somewhat larger than llama.cpp's.
+// The quantizers: each block's scales found by an error-minimising search (quant/fit.h), then
+// rounded to their stored precision with the integers chosen again against the stored scales,
+// trying the neighbouring stored values and keeping what gives the least squared error.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <exception>
+#include <thread>
+#include <vector>
 
 #include "duet/block_layout.h"
 #include "duet/half.h"
 #include "duet/quantize.h"
+#include "fit.h"
 
 namespace duet {
 
 namespace {
+
+using quant::fit_affine;
+using quant::fit_symmetric;
+using quant::round_to;
+using quant::squared_error;
 
 uint16_t to_f16(double v) {
   return f32_to_f16(static_cast<float>(v));
@@ -30,145 +38,216 @@ int clamp_round(double v, int lo, int hi) {
       std::clamp(std::nearbyint(v), static_cast<double>(lo), static_cast<double>(hi)));
 }
 
-// The value of largest magnitude (with its sign).
-double signed_max(const float* x, int n) {
-  double m = 0;
-  for (int i = 0; i < n; ++i)
-    if (std::abs(x[i]) > std::abs(m)) m = x[i];
-  return m;
-}
-
-void min_max(const float* x, int n, double* lo, double* hi) {
-  *lo = x[0];
-  *hi = x[0];
-  for (int i = 1; i < n; ++i) {
-    *lo = std::min<double>(*lo, x[i]);
-    *hi = std::max<double>(*hi, x[i]);
+// f16 values next to h (h itself first): the stored scale may round either way of the fit.
+int f16_neighbours(uint16_t h, uint16_t* out) {
+  int n = 0;
+  out[n++] = h;
+  if ((h & 0x7fff) < 0x7c00) {
+    if ((h & 0x7fff) != 0) out[n++] = static_cast<uint16_t>(h - 1);
+    if ((h & 0x7fff) < 0x7bff) out[n++] = static_cast<uint16_t>(h + 1);
   }
+  return n;
 }
 
 // Element e (< 32) of nibble storage: low nibbles hold 0..15, high nibbles 16..31.
 void put_nibbles(uint8_t* qs, const int* q) {
   for (int i = 0; i < 16; ++i) qs[i] = static_cast<uint8_t>((q[i] & 0xF) | (q[i + 16] & 0xF) << 4);
 }
-
-// Symmetric 32-blocks with `levels` levels (16 or 32) offset by levels / 2: q4_0, q5_0.
-void quantize_sym32(const float* x, uint8_t* b, int levels, int d_off, int qs_off, int qh_off) {
-  const double max = signed_max(x, 32);
-  const uint16_t dh = to_f16(max / -(levels / 2));
-  const double d = f16_value(dh);
-  put_f16(b, d_off, dh);
-  int q[32];
-  for (int e = 0; e < 32; ++e)
-    q[e] = d == 0 ? levels / 2 : clamp_round(x[e] / d + levels / 2, 0, levels - 1);
-  put_nibbles(b + qs_off, q);
-  if (qh_off >= 0) {
-    uint32_t qh = 0;
-    for (int e = 0; e < 32; ++e) qh |= static_cast<uint32_t>((q[e] >> 4) & 1) << e;
-    std::memcpy(b + qh_off, &qh, 4);
-  }
+void put_fifth_bits(uint8_t* b, const int* q) {
+  uint32_t qh = 0;
+  for (int e = 0; e < 32; ++e) qh |= static_cast<uint32_t>((q[e] >> 4) & 1) << e;
+  std::memcpy(b, &qh, 4);
 }
 
-// Scale-and-min 32-blocks: q4_1, q5_1.
+// A symmetric block of n: x ~ d q, q in [qmin, qmax], d stored as f16. Writes q (unshifted).
+uint16_t symmetric_f16(const float* x, int n, int qmin, int qmax, int* q) {
+  const double d = fit_symmetric(x, n, qmin, qmax, q);
+  uint16_t cand[3], best = 0;
+  const int nc = f16_neighbours(to_f16(d), cand);
+  double best_err = -1;
+  int tq[256];
+  for (int c = 0; c < nc; ++c) {
+    const double dc = f16_value(cand[c]);
+    round_to(x, n, dc, 0, qmin, qmax, tq);
+    const double err = squared_error(x, n, dc, tq, 0);
+    if (best_err < 0 || err < best_err) {
+      best_err = err;
+      best = cand[c];
+      std::copy(tq, tq + n, q);
+    }
+  }
+  return best;
+}
+
+// Symmetric 32-blocks with `levels` levels offset by levels / 2: q4_0, q5_0.
+void quantize_sym32(const float* x, uint8_t* b, int levels, int d_off, int qs_off, int qh_off) {
+  int q[32];
+  put_f16(b, d_off, symmetric_f16(x, 32, -levels / 2, levels / 2 - 1, q));
+  for (int& v : q) v += levels / 2;
+  put_nibbles(b + qs_off, q);
+  if (qh_off >= 0) put_fifth_bits(b + qh_off, q);
+}
+
+// Scale-and-min 32-blocks: q4_1, q5_1 (w = d q + m, both f16).
 void quantize_min32(const float* x, uint8_t* b, int levels, int d_off, int m_off, int qs_off,
                     int qh_off) {
-  double lo, hi;
-  min_max(x, 32, &lo, &hi);
-  const uint16_t dh = to_f16((hi - lo) / (levels - 1)), mh = to_f16(lo);
-  const double d = f16_value(dh), m = f16_value(mh);
-  put_f16(b, d_off, dh);
-  put_f16(b, m_off, mh);
-  int q[32];
-  for (int e = 0; e < 32; ++e) q[e] = d == 0 ? 0 : clamp_round((x[e] - m) / d, 0, levels - 1);
+  int q[32], tq[32];
+  double a, o;
+  fit_affine(x, 32, levels - 1, false, q, &a, &o);
+  uint16_t dc[3], mc[3], bd = to_f16(a), bm = to_f16(o);
+  const int nd = f16_neighbours(bd, dc), nm = f16_neighbours(bm, mc);
+  double best_err = -1;
+  for (int i = 0; i < nd; ++i)
+    for (int j = 0; j < nm; ++j) {
+      const double d = f16_value(dc[i]), m = f16_value(mc[j]);
+      for (int e = 0; e < 32; ++e) tq[e] = d == 0 ? 0 : clamp_round((x[e] - m) / d, 0, levels - 1);
+      const double err = squared_error(x, 32, d, tq, m);
+      if (best_err < 0 || err < best_err) {
+        best_err = err;
+        bd = dc[i];
+        bm = mc[j];
+        std::copy(tq, tq + 32, q);
+      }
+    }
+  put_f16(b, d_off, bd);
+  put_f16(b, m_off, bm);
   put_nibbles(b + qs_off, q);
-  if (qh_off >= 0) {
-    uint32_t qh = 0;
-    for (int e = 0; e < 32; ++e) qh |= static_cast<uint32_t>((q[e] >> 4) & 1) << e;
-    std::memcpy(b + qh_off, &qh, 4);
-  }
+  if (qh_off >= 0) put_fifth_bits(b + qh_off, q);
 }
 
 void quantize_q8_0(const float* x, uint8_t* b) {
-  double amax = 0;
-  for (int e = 0; e < 32; ++e) amax = std::max<double>(amax, std::abs(x[e]));
-  const uint16_t dh = to_f16(amax / 127);
-  const double d = f16_value(dh);
-  put_f16(b, DUET_Q8_0_D, dh);
+  int q[32];
+  put_f16(b, DUET_Q8_0_D, symmetric_f16(x, 32, -128, 127, q));
   for (int e = 0; e < 32; ++e)
-    b[DUET_Q8_0_QS + e] =
-        static_cast<uint8_t>(static_cast<int8_t>(d == 0 ? 0 : clamp_round(x[e] / d, -128, 127)));
+    b[DUET_Q8_0_QS + e] = static_cast<uint8_t>(static_cast<int8_t>(q[e]));
 }
 
-// GPTQ's asymmetric rule: the range always holds 0, so the zero point is an integer in 0..15.
+// q4_z: w = d (q - z) with an integer zero point z in 0..15.
 void quantize_q4_z(const float* x, uint8_t* b) {
-  double lo, hi;
-  min_max(x, 32, &lo, &hi);
-  lo = std::min(lo, 0.0);
-  hi = std::max(hi, 0.0);
-  const uint16_t dh = to_f16((hi - lo) / 15);
-  const double d = f16_value(dh);
-  const int z = d == 0 ? 8 : clamp_round(-lo / d, 0, 15);
-  put_f16(b, DUET_Q4_Z_D, dh);
-  b[DUET_Q4_Z_Z] = static_cast<uint8_t>(z);
+  int q[32], tq[32];
+  double a, o;
+  fit_affine(x, 32, 15, false, q, &a, &o);
+  uint16_t dc[3], bd = to_f16(a);
+  const int nd = f16_neighbours(bd, dc);
+  int bz = 8;
+  double best_err = -1;
+  for (int i = 0; i < nd; ++i) {
+    const double d = f16_value(dc[i]);
+    const int z0 = d == 0 ? 8 : clamp_round(-o / d, 0, 15);
+    for (int z = std::max(0, z0 - 1); z <= std::min(15, z0 + 1); ++z) {
+      round_to(x, 32, d, z, 0, 15, tq);
+      const double err = squared_error(x, 32, d, tq, -d * z);
+      if (best_err < 0 || err < best_err) {
+        best_err = err;
+        bd = dc[i];
+        bz = z;
+        std::copy(tq, tq + 32, q);
+      }
+    }
+  }
+  if (f16_value(bd) == 0) std::fill(q, q + 32, bz);
+  put_f16(b, DUET_Q4_Z_D, bd);
+  b[DUET_Q4_Z_Z] = static_cast<uint8_t>(bz);
   b[DUET_Q4_Z_PAD] = 0;
-  int q[32];
-  for (int e = 0; e < 32; ++e) q[e] = d == 0 ? z : clamp_round(x[e] / d + z, 0, 15);
   put_nibbles(b + DUET_Q4_Z_QS, q);
 }
 
-// Sub-block scales and mins of the k-quants with mins (q2_k, q4_k, q5_k): per sub-block a range
-// holding 0, then the super-block scales that quantize them to `bits` bits.
-struct KScales {
-  int n = 0;  // sub-blocks
-  int sc[16] = {}, m[16] = {};
-  double escale[16] = {}, eoffset[16] = {};  // as stored: w = escale * q - eoffset
+// ---- the k-quants: sub-block scales (and mins) fitted first, then stored as integers of
+// `bits` bits under f16 super-block scales; each sub-block's integer scale (and min) is then
+// chosen among its neighbours by the error of its requantized values, and the super-block
+// scales refitted by least squares once, keeping whichever state has the smaller error.
+
+// x ~ es q - eo for q in [0, qmax]: the nearest q and the squared error.
+double requantize_affine(const float* x, int n, double es, double eo, int qmax, int* q) {
+  double err = 0;
+  for (int i = 0; i < n; ++i) {
+    q[i] = es == 0 ? 0 : clamp_round((x[i] + eo) / es, 0, qmax);
+    const double r = x[i] - (es * q[i] - eo);
+    err += r * r;
+  }
+  return err;
+}
+
+struct KMin {  // a super-block with mins: w = d sc[s] q - dmin m[s]
   uint16_t dh = 0, dminh = 0;
+  int sc[16] = {}, m[16] = {};
+  int q[256] = {};
+  double err = 0;
 };
 
-KScales fit_k_scales(const float* x, int sub, int levels, int scale_bits) {
-  KScales k;
-  k.n = 256 / sub;
-  double scale[16], mins[16], max_scale = 0, max_min = 0;
-  for (int s = 0; s < k.n; ++s) {
-    double lo, hi;
-    min_max(x + s * sub, sub, &lo, &hi);
-    lo = std::min(lo, 0.0);
-    scale[s] = (hi - lo) / (levels - 1);
-    mins[s] = -lo;
-    max_scale = std::max(max_scale, scale[s]);
-    max_min = std::max(max_min, mins[s]);
-  }
-  const int smax = (1 << scale_bits) - 1;
-  k.dh = to_f16(max_scale / smax);
-  k.dminh = to_f16(max_min / smax);
-  const double d = f16_value(k.dh), dmin = f16_value(k.dminh);
-  for (int s = 0; s < k.n; ++s) {
-    k.sc[s] = d == 0 ? 0 : clamp_round(scale[s] / d, 0, smax);
-    k.m[s] = dmin == 0 ? 0 : clamp_round(mins[s] / dmin, 0, smax);
-    k.escale[s] = d * k.sc[s];
-    k.eoffset[s] = dmin * k.m[s];
+// Integer scales and mins for the super scales dh, dminh, each chosen among its neighbours.
+KMin choose_k_ints(const float* x, int sub, int qmax, int smax, uint16_t dh, uint16_t dminh,
+                   const double* scale, const double* mins) {
+  KMin k;
+  k.dh = dh;
+  k.dminh = dminh;
+  const double d = f16_value(dh), dmin = f16_value(dminh);
+  int tq[32];
+  for (int s = 0; s < 256 / sub; ++s) {
+    const float* xs = x + s * sub;
+    const int sc0 = d == 0 ? 0 : clamp_round(scale[s] / d, 0, smax);
+    const int m0 = dmin == 0 ? 0 : clamp_round(mins[s] / dmin, 0, smax);
+    double best = -1;
+    for (int a = std::max(0, sc0 - 1); a <= std::min(smax, sc0 + 1); ++a)
+      for (int c = std::max(0, m0 - 1); c <= std::min(smax, m0 + 1); ++c) {
+        const double err = requantize_affine(xs, sub, d * a, dmin * c, qmax, tq);
+        if (best < 0 || err < best) {
+          best = err;
+          k.sc[s] = a;
+          k.m[s] = c;
+          std::copy(tq, tq + sub, k.q + s * sub);
+        }
+      }
+    k.err += best;
   }
   return k;
 }
 
-void quantize_k_ints(const float* x, const KScales& k, int sub, int levels, int* q) {
-  for (int e = 0; e < 256; ++e) {
-    const int s = e / sub;
-    q[e] = k.escale[s] == 0 ? 0 : clamp_round((x[e] + k.eoffset[s]) / k.escale[s], 0, levels - 1);
+KMin fit_k_min(const float* x, int sub, int qmax, int bits) {
+  const int n = 256 / sub, smax = (1 << bits) - 1;
+  double scale[16], mins[16], max_scale = 0, max_min = 0;
+  int q[32];
+  for (int s = 0; s < n; ++s) {
+    double off;
+    fit_affine(x + s * sub, sub, qmax, true, q, &scale[s], &off);
+    mins[s] = -off;
+    max_scale = std::max(max_scale, scale[s]);
+    max_min = std::max(max_min, mins[s]);
   }
+  KMin best = choose_k_ints(x, sub, qmax, smax, to_f16(max_scale / smax), to_f16(max_min / smax),
+                            scale, mins);
+  // Least squares for d and dmin given the integers: x ~ d (sc q) - dmin m.
+  for (int it = 0; it < 2; ++it) {
+    double saa = 0, sab = 0, sbb = 0, sxa = 0, sxb = 0;
+    for (int e = 0; e < 256; ++e) {
+      const double a = best.sc[e / sub] * best.q[e], bb = -best.m[e / sub];
+      saa += a * a;
+      sab += a * bb;
+      sbb += bb * bb;
+      sxa += x[e] * a;
+      sxb += x[e] * bb;
+    }
+    const double det = saa * sbb - sab * sab;
+    if (!(det > 0)) break;
+    const double d = (sxa * sbb - sxb * sab) / det, dmin = (saa * sxb - sab * sxa) / det;
+    if (!(d >= 0) || !(dmin >= 0)) break;
+    // The sub-block fits in units of the new super scales.
+    const KMin k = choose_k_ints(x, sub, qmax, smax, to_f16(d), to_f16(dmin), scale, mins);
+    if (k.err >= best.err) break;
+    best = k;
+  }
+  return best;
 }
 
 void quantize_q2_k(const float* x, uint8_t* b) {
-  const KScales k = fit_k_scales(x, 16, 4, 4);
-  int q[256];
-  quantize_k_ints(x, k, 16, 4, q);
+  const KMin k = fit_k_min(x, 16, 3, 4);
   for (int s = 0; s < 16; ++s)
     b[DUET_Q2_K_SCALES + s] = static_cast<uint8_t>(k.sc[s] | k.m[s] << 4);
   uint8_t* qs = b + DUET_Q2_K_QS;
   std::memset(qs, 0, 64);
   for (int e = 0; e < 256; ++e) {
     const int h = e / 128, r = e % 128, j = r / 32, l = r % 32;
-    qs[32 * h + l] |= static_cast<uint8_t>(q[e] << (2 * j));
+    qs[32 * h + l] |= static_cast<uint8_t>(k.q[e] << (2 * j));
   }
   put_f16(b, DUET_Q2_K_D, k.dh);
   put_f16(b, DUET_Q2_K_DMIN, k.dminh);
@@ -183,10 +262,7 @@ void put_scales_k4(uint8_t* out, const int* sc, const int* m) {
 }
 
 void quantize_q45_k(const float* x, uint8_t* b, bool five) {
-  const int levels = five ? 32 : 16;
-  const KScales k = fit_k_scales(x, 32, levels, 6);
-  int q[256];
-  quantize_k_ints(x, k, 32, levels, q);
+  const KMin k = fit_k_min(x, 32, five ? 31 : 15, 6);
   put_f16(b, five ? DUET_Q5_K_D : DUET_Q4_K_D, k.dh);
   put_f16(b, five ? DUET_Q5_K_DMIN : DUET_Q4_K_DMIN, k.dminh);
   put_scales_k4(b + (five ? DUET_Q5_K_SCALES : DUET_Q4_K_SCALES), k.sc, k.m);
@@ -194,74 +270,111 @@ void quantize_q45_k(const float* x, uint8_t* b, bool five) {
   std::memset(qs, 0, 128);
   for (int e = 0; e < 256; ++e) {
     const int i = 32 * (e / 64) + e % 32;
-    qs[i] |= static_cast<uint8_t>((q[e] & 0xF) << ((e % 64) < 32 ? 0 : 4));
+    qs[i] |= static_cast<uint8_t>((k.q[e] & 0xF) << ((e % 64) < 32 ? 0 : 4));
   }
   if (five) {
     uint8_t* qh = b + DUET_Q5_K_QH;
     std::memset(qh, 0, 32);
     for (int e = 0; e < 256; ++e)
-      qh[e % 32] |= static_cast<uint8_t>(((q[e] >> 4) & 1) << (2 * (e / 64) + (e % 64) / 32));
+      qh[e % 32] |= static_cast<uint8_t>(((k.q[e] >> 4) & 1) << (2 * (e / 64) + (e % 64) / 32));
   }
 }
 
-// The symmetric k-quants (q3_k, q6_k): per sub-block of 16 a signed scale mapping the value of
-// largest magnitude to the lowest level, then a super-scale for the integer scales.
-void quantize_q3_k(const float* x, uint8_t* b) {
-  double scale[16], max_scale = 0;
-  for (int s = 0; s < 16; ++s) {
-    scale[s] = signed_max(x + 16 * s, 16) / -4;
-    if (std::abs(scale[s]) > std::abs(max_scale)) max_scale = scale[s];
-  }
-  const uint16_t dh = to_f16(max_scale / -32);
+// ---- the symmetric k-quants (q3_k, q6_k): w = d sc[s] q per 16, q in [qmin, qmax], sc signed
+// integers in [smin, smax].
+struct KSym {
+  uint16_t dh = 0;
+  int sc[16] = {};
+  int q[256] = {};
+  double err = 0;
+};
+
+KSym choose_k_sym(const float* x, int qmin, int qmax, int smin, int smax, uint16_t dh,
+                  const double* scale) {
+  KSym k;
+  k.dh = dh;
   const double d = f16_value(dh);
-  int sc[16], q[256];
-  for (int s = 0; s < 16; ++s) sc[s] = d == 0 ? 0 : clamp_round(scale[s] / d, -32, 31);
-  for (int e = 0; e < 256; ++e) {
-    const double es = d * sc[e / 16];
-    q[e] = (es == 0 ? 0 : clamp_round(x[e] / es, -4, 3)) + 4;
+  int tq[16];
+  for (int s = 0; s < 16; ++s) {
+    const float* xs = x + 16 * s;
+    const int s0 = d == 0 ? 0 : clamp_round(scale[s] / d, smin, smax);
+    double best = -1;
+    for (int a = std::max(smin, s0 - 1); a <= std::min(smax, s0 + 1); ++a) {
+      const double es = d * a;
+      if (es == 0)
+        std::fill(tq, tq + 16, 0);
+      else
+        round_to(xs, 16, es, 0, qmin, qmax, tq);
+      const double err = squared_error(xs, 16, es, tq, 0);
+      if (best < 0 || err < best) {
+        best = err;
+        k.sc[s] = a;
+        std::copy(tq, tq + 16, k.q + 16 * s);
+      }
+    }
+    k.err += best;
   }
+  return k;
+}
+
+KSym fit_k_sym(const float* x, int qmin, int qmax, int smin, int smax) {
+  double scale[16], m = 0;
+  int q[16];
+  for (int s = 0; s < 16; ++s) {
+    scale[s] = fit_symmetric(x + 16 * s, 16, qmin, qmax, q);
+    if (std::abs(scale[s]) > std::abs(m)) m = scale[s];
+  }
+  // The scale of largest magnitude at either end of the integer scales.
+  KSym best = choose_k_sym(x, qmin, qmax, smin, smax, to_f16(m / smin), scale);
+  const KSym other = choose_k_sym(x, qmin, qmax, smin, smax, to_f16(m / smax), scale);
+  if (other.err < best.err) best = other;
+  for (int it = 0; it < 2; ++it) {  // least squares for d given the integers: x ~ d (sc q)
+    double saa = 0, sxa = 0;
+    for (int e = 0; e < 256; ++e) {
+      const double a = best.sc[e / 16] * best.q[e];
+      saa += a * a;
+      sxa += x[e] * a;
+    }
+    if (!(saa > 0)) break;
+    const KSym k = choose_k_sym(x, qmin, qmax, smin, smax, to_f16(sxa / saa), scale);
+    if (k.err >= best.err) break;
+    best = k;
+  }
+  return best;
+}
+
+void quantize_q3_k(const float* x, uint8_t* b) {
+  const KSym k = fit_k_sym(x, -4, 3, -32, 31);
   uint8_t* hm = b + DUET_Q3_K_HMASK;
   uint8_t* qs = b + DUET_Q3_K_QS;
   uint8_t* scb = b + DUET_Q3_K_SCALES;
   std::memset(b, 0, DUET_Q3_K_BYTES);
   for (int e = 0; e < 256; ++e) {
-    const int h = e / 128, r = e % 128, j = r / 32, l = r % 32;
-    qs[32 * h + l] |= static_cast<uint8_t>((q[e] & 3) << (2 * j));
-    hm[l] |= static_cast<uint8_t>((q[e] >> 2) << (4 * h + j));
+    const int h = e / 128, r = e % 128, j = r / 32, l = r % 32, u = k.q[e] + 4;
+    qs[32 * h + l] |= static_cast<uint8_t>((u & 3) << (2 * j));
+    hm[l] |= static_cast<uint8_t>((u >> 2) << (4 * h + j));
   }
   for (int s = 0; s < 16; ++s) {
-    const int v = sc[s] + 32;
+    const int v = k.sc[s] + 32;
     scb[s < 8 ? s : s - 8] |= static_cast<uint8_t>((v & 0xF) << (s < 8 ? 0 : 4));
     scb[8 + s % 4] |= static_cast<uint8_t>(((v >> 4) & 3) << (2 * (s / 4)));
   }
-  put_f16(b, DUET_Q3_K_D, dh);
+  put_f16(b, DUET_Q3_K_D, k.dh);
 }
 
 void quantize_q6_k(const float* x, uint8_t* b) {
-  double scale[16], max_abs = 0;
-  for (int s = 0; s < 16; ++s) {
-    scale[s] = signed_max(x + 16 * s, 16) / -32;
-    max_abs = std::max(max_abs, std::abs(scale[s]));
-  }
-  const uint16_t dh = to_f16(max_abs / 127);
-  const double d = f16_value(dh);
-  int sc[16], q[256];
-  for (int s = 0; s < 16; ++s) sc[s] = d == 0 ? 0 : clamp_round(scale[s] / d, -127, 127);
-  for (int e = 0; e < 256; ++e) {
-    const double es = d * sc[e / 16];
-    q[e] = (es == 0 ? 0 : clamp_round(x[e] / es, -32, 31)) + 32;
-  }
+  const KSym k = fit_k_sym(x, -32, 31, -128, 127);
   uint8_t* ql = b + DUET_Q6_K_QL;
   uint8_t* qh = b + DUET_Q6_K_QH;
   std::memset(b, 0, DUET_Q6_K_BYTES);
   for (int e = 0; e < 256; ++e) {
-    const int h = e / 128, r = e % 128, j = r / 32, l = r % 32;
-    ql[64 * h + l + 32 * (j % 2)] |= static_cast<uint8_t>((q[e] & 0xF) << (j < 2 ? 0 : 4));
-    qh[32 * h + l] |= static_cast<uint8_t>(((q[e] >> 4) & 3) << (2 * j));
+    const int h = e / 128, r = e % 128, j = r / 32, l = r % 32, u = k.q[e] + 32;
+    ql[64 * h + l + 32 * (j % 2)] |= static_cast<uint8_t>((u & 0xF) << (j < 2 ? 0 : 4));
+    qh[32 * h + l] |= static_cast<uint8_t>(((u >> 4) & 3) << (2 * j));
   }
   for (int s = 0; s < 16; ++s)
-    b[DUET_Q6_K_SCALES + s] = static_cast<uint8_t>(static_cast<int8_t>(sc[s]));
-  put_f16(b, DUET_Q6_K_D, dh);
+    b[DUET_Q6_K_SCALES + s] = static_cast<uint8_t>(static_cast<int8_t>(k.sc[s]));
+  put_f16(b, DUET_Q6_K_D, k.dh);
 }
 
 void quantize_block(DType format, const float* x, uint8_t* b) {
@@ -314,8 +427,25 @@ Status quantize(DType format, const float* src, void* dst, int64_t n) {
           .op("quantize")
           .expected("finite values")
           .got(std::to_string(src[i]) + " at index " + std::to_string(i));
-  for (int64_t b = 0; b < n / be; ++b)
-    quantize_block(format, src + b * be, static_cast<uint8_t*>(dst) + b * bb);
+  // The search costs about a microsecond per value: large tensors take every core.
+  const int64_t blocks = n / be;
+  const int64_t threads = std::clamp<int64_t>(blocks * be / (1 << 20), 1,
+                                              std::max(1u, std::thread::hardware_concurrency()));
+  auto run = [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b)
+      quantize_block(format, src + b * be, static_cast<uint8_t*>(dst) + b * bb);
+  };
+  std::vector<std::thread> pool;
+  for (int64_t t = 1; t < threads; ++t) {
+    const int64_t b0 = blocks * t / threads, b1 = blocks * (t + 1) / threads;
+    try {
+      pool.emplace_back(run, b0, b1);
+    } catch (const std::exception&) {  // no thread to be had: this one does the range
+      run(b0, b1);
+    }
+  }
+  run(0, blocks / threads);
+  for (std::thread& t : pool) t.join();
   return {};
 }
 
