@@ -25,6 +25,7 @@ Command add_calibrate(CLI::App& app);
 Command add_gguf(CLI::App& app);
 Command add_ops(CLI::App& app);
 Command add_convert(CLI::App& app);
+Command add_quantize(CLI::App& app);
 Command add_inputs(CLI::App& app);
 
 // Prints "duet <command>: <message>" on stderr and returns `status`.

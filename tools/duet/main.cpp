@@ -44,10 +44,10 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("duet ") + DUET_VERSION_STRING);
   app.failure_message(duet::cli::one_line_error);
   const std::vector<duet::cli::Command> commands = {
-      duet::cli::add_devices(app), duet::cli::add_check(app), duet::cli::add_plan(app),
-      duet::cli::add_run(app),     duet::cli::add_bench(app), duet::cli::add_calibrate(app),
-      duet::cli::add_gguf(app),    duet::cli::add_ops(app),   duet::cli::add_inputs(app),
-      duet::cli::add_convert(app)};
+      duet::cli::add_devices(app), duet::cli::add_check(app),   duet::cli::add_plan(app),
+      duet::cli::add_run(app),     duet::cli::add_bench(app),   duet::cli::add_calibrate(app),
+      duet::cli::add_gguf(app),    duet::cli::add_ops(app),     duet::cli::add_inputs(app),
+      duet::cli::add_convert(app), duet::cli::add_quantize(app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
