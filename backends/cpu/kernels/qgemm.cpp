@@ -1,10 +1,13 @@
 #include "kernels/qgemm.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <vector>
 
+#include "duet/internal/log.h"
 #include "duet/quantize.h"
+#include "kernels/isa.h"
 
 namespace duet::cpu::kernels {
 
@@ -201,7 +204,18 @@ void quantized_matmul(const QuantKernels& qk, const QuantMatmul& a, ThreadPool& 
   const int sub = dtype_info(a.format).sub_elems;
   Q8Activations q;
   if (!quantize_activations(qk, a, sub, pool, sc, q)) return;
-  if (quant_path(qk, a.format, a.m) == QuantPath::row_dot)
+  const QuantPath path = quant_path(qk, a.format, a.m);
+  if (path == QuantPath::tile_portable_unpack && qk.isa != Isa::generic) {
+    // Never silent: a SIMD table without its own decoder for a format says so, once per format.
+    static std::atomic<uint32_t> said{0};
+    const uint32_t bit = 1u << static_cast<int>(a.format);
+    if (!(said.fetch_or(bit) & bit))
+      log().warn(
+          "cpu: the {} kernels have no decoder for {}; its tiles are unpacked by the "
+          "portable code (several times slower)",
+          isa_name(qk.isa), dtype_name(a.format));
+  }
+  if (path == QuantPath::row_dot)
     row_dots(qk, a, q, sub, pool);
   else
     tiled(qk, a, q, sub, pool, sc);
