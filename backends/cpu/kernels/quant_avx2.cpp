@@ -154,51 +154,64 @@ __m256 load_subs(const float* p, int n) {
   return _mm256_maskload_ps(p, _mm256_cmpgt_epi32(_mm256_set1_epi32(n), lane));
 }
 
+// One group of a row: kNch chunks (8, a whole group, known when compiling), or nch (the last,
+// partial group of a row whose K is not a multiple of 256).
+template <typename F, int M, int kNch>
+inline void row_dot_group(const uint8_t* p, int64_t g, int nch, const Q8Rows& x, __m256* acc,
+                          __m256* off) {
+  constexpr int kSG = 256 / F::kSub;
+  constexpr int kOctetChunks = 8 * F::kSub / 32;  // chunks per octet of sub-blocks: 8 or 4
+  if constexpr (kNch > 0) nch = kNch;
+  const GroupScales gs = F::scales(p, nch);
+  const int nsub = nch * 32 / F::kSub;
+#pragma GCC unroll 2
+  for (int h = 0; h * 8 < nsub; ++h) {
+    const int n = nsub - 8 * h < 8 ? nsub - 8 * h : 8;
+    __m256 s[M];
+    for (int i = 0; i < M; ++i) {
+      const int64_t so = i * x.lds + g * kSG + 8 * h;
+      if constexpr (kNch > 0) {
+        s[i] = _mm256_mul_ps(gs.sc[h], _mm256_loadu_ps(x.dsub + so));
+        off[i] = _mm256_fmadd_ps(gs.of[h], _mm256_loadu_ps(x.dxs + so), off[i]);
+      } else {
+        s[i] = _mm256_mul_ps(gs.sc[h], load_subs(x.dsub + so, n));
+        off[i] = _mm256_fmadd_ps(gs.of[h], load_subs(x.dxs + so, n), off[i]);
+      }
+    }
+    const int c1 = (h + 1) * kOctetChunks < nch ? (h + 1) * kOctetChunks : nch;
+#pragma GCC unroll 8
+    for (int c = h * kOctetChunks; c < c1; ++c) {
+      const __m256i u = F::chunk(p, c);
+      const int cs = c - h * kOctetChunks;
+      const __m256i idx = F::kSub == 32
+                              ? _mm256_set1_epi32(cs)
+                              : _mm256_setr_epi32(2 * cs, 2 * cs, 2 * cs, 2 * cs, 2 * cs + 1,
+                                                  2 * cs + 1, 2 * cs + 1, 2 * cs + 1);
+      for (int i = 0; i < M; ++i) {
+        const __m256i xv = _mm256_loadu_si256(
+            reinterpret_cast<const __m256i*>(x.xq + i * x.ldq + g * 256 + 32 * c));
+        acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(chunk_dot<F>(u, xv)),
+                                 _mm256_permutevar8x32_ps(s[i], idx), acc[i]);
+      }
+    }
+  }
+}
+
 // Weight rows through few activation rows: per row and group the scales once; per 32-weight
 // chunk one product per activation row, its int32 lanes scaled by their sub-block's scale times
 // the activation block's. Groups are taken in octets of sub-blocks (8 lanes of scales).
 template <typename F, int M>
 void row_dot_m(const uint8_t* w, int64_t row_bytes, int rows, int64_t k, const Q8Rows& x,
                float* out, int64_t ldo, bool accumulate) {
-  constexpr int kGB = F::kElems == 32 ? 8 * F::kBytes : F::kBytes, kSG = 256 / F::kSub;
-  constexpr int kOctetChunks = 8 * F::kSub / 32;  // chunks per octet of sub-blocks: 8 or 4
-  const int64_t ngroups = (k + 255) / 256;
+  constexpr int kGB = F::kElems == 32 ? 8 * F::kBytes : F::kBytes;
+  const int64_t full = k / 256;
+  const int tail = static_cast<int>(k % 256 / 32);
   for (int r = 0; r < rows; ++r) {
     const uint8_t* wr = w + r * row_bytes;
     __m256 acc[M], off[M];
     for (int i = 0; i < M; ++i) acc[i] = _mm256_setzero_ps(), off[i] = _mm256_setzero_ps();
-    for (int64_t g = 0; g < ngroups; ++g) {
-      const uint8_t* p = wr + g * kGB;
-      const int nch = min8((k - g * 256) / 32);
-      const GroupScales gs = F::scales(p, nch);
-      const int nsub = nch * 32 / F::kSub;
-#pragma GCC unroll 2
-      for (int h = 0; h * 8 < nsub; ++h) {
-        const int n = nsub - 8 * h < 8 ? nsub - 8 * h : 8;
-        __m256 s[M];
-        for (int i = 0; i < M; ++i) {
-          const int64_t so = i * x.lds + g * kSG + 8 * h;
-          s[i] = _mm256_mul_ps(gs.sc[h], load_subs(x.dsub + so, n));
-          off[i] = _mm256_fmadd_ps(gs.of[h], load_subs(x.dxs + so, n), off[i]);
-        }
-        const int c1 = (h + 1) * kOctetChunks < nch ? (h + 1) * kOctetChunks : nch;
-#pragma GCC unroll 8
-        for (int c = h * kOctetChunks; c < c1; ++c) {
-          const __m256i u = F::chunk(p, c);
-          const int cs = c - h * kOctetChunks;
-          const __m256i idx = F::kSub == 32
-                                  ? _mm256_set1_epi32(cs)
-                                  : _mm256_setr_epi32(2 * cs, 2 * cs, 2 * cs, 2 * cs, 2 * cs + 1,
-                                                      2 * cs + 1, 2 * cs + 1, 2 * cs + 1);
-          for (int i = 0; i < M; ++i) {
-            const __m256i xv = _mm256_loadu_si256(
-                reinterpret_cast<const __m256i*>(x.xq + i * x.ldq + g * 256 + 32 * c));
-            acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(chunk_dot<F>(u, xv)),
-                                     _mm256_permutevar8x32_ps(s[i], idx), acc[i]);
-          }
-        }
-      }
-    }
+    for (int64_t g = 0; g < full; ++g) row_dot_group<F, M, 8>(wr + g * kGB, g, 8, x, acc, off);
+    if (tail) row_dot_group<F, M, 0>(wr + full * kGB, full, tail, x, acc, off);
     for (int i = 0; i < M; ++i) {
       const float v = hsum(_mm256_add_ps(acc[i], off[i]));
       out[i * ldo + r] = accumulate ? out[i * ldo + r] + v : v;

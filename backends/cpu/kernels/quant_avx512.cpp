@@ -151,50 +151,58 @@ __m512i step_bytes(const uint8_t* p, int c, bool two) {
   return u;
 }
 
-// Weight rows through few activation rows: per row and group, the scales once; per 64-weight
+// One group of a row: kNch chunks (8, a whole group, known when compiling), or nch (the last,
+// partial group of a row whose K is not a multiple of 256).
+template <typename F, int M, int kNch>
+inline void row_dot_group(const uint8_t* p, int64_t g, int nch, const Q8Rows& x, __m512* acc,
+                          __m512* off) {
+  constexpr int kGB = group_bytes<F>(), kSG = 256 / F::kSub, kStepSubs = 64 / F::kSub;
+  if constexpr (kNch > 0) nch = kNch;
+  const __m512i lane_sub = F::kSub == 32
+                               ? _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0)
+                               : _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
+  if constexpr (M > 1)
+    for (int l = 0; l < kGB; l += 64)
+      _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetch + l), _MM_HINT_T0);
+  __m512 sc, of;
+  group_scales<F>(p, nch, &sc, &of);
+  const __mmask16 subs = kNch > 0 && kSG == 16
+                             ? __mmask16{0xFFFF}
+                             : static_cast<__mmask16>((1u << (nch * 32 / F::kSub)) - 1u);
+  __m512 s[M];
+  for (int i = 0; i < M; ++i) {
+    s[i] = _mm512_mul_ps(sc, _mm512_maskz_loadu_ps(subs, x.dsub + i * x.lds + g * kSG));
+    off[i] = _mm512_fmadd_ps(of, _mm512_maskz_loadu_ps(subs, x.dxs + i * x.lds + g * kSG), off[i]);
+  }
+#pragma GCC unroll 4
+  for (int c = 0; c < nch; c += 2) {
+    const bool two = kNch > 0 || c + 1 < nch;
+    const __m512i u = step_bytes<F>(p, c, two);
+    const __m512i idx = _mm512_add_epi32(lane_sub, _mm512_set1_epi32(c / 2 * kStepSubs));
+    for (int i = 0; i < M; ++i) {
+      const int8_t* xp = x.xq + i * x.ldq + g * 256 + 32 * c;
+      const __m512i xv = two ? _mm512_loadu_si512(xp) : _mm512_maskz_loadu_epi8(0xFFFFFFFF, xp);
+      const __m512i dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u, xv);
+      acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_permutexvar_ps(idx, s[i]), acc[i]);
+    }
+  }
+}
+
+// Weight rows through few activation rows: per row and group the scales once; per 64-weight
 // step one vpdpbusd per activation row and its int32 lanes (4 weights each) scaled by their
 // sub-block's scale times the activation block's.
 template <typename F, int M>
 void row_dot_m(const uint8_t* w, int64_t row_bytes, int rows, int64_t k, const Q8Rows& x,
                float* out, int64_t ldo, bool accumulate) {
-  constexpr int kGB = group_bytes<F>(), kSG = 256 / F::kSub, kStepSubs = 64 / F::kSub;
-  const __m512i lane_sub = F::kSub == 32
-                               ? _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0)
-                               : _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
-  const int64_t ngroups = (k + 255) / 256;
+  constexpr int kGB = group_bytes<F>();
+  const int64_t full = k / 256;
+  const int tail = static_cast<int>(k % 256 / 32);
   for (int r = 0; r < rows; ++r) {
     const uint8_t* wr = w + r * row_bytes;
     __m512 acc[M], off[M];
     for (int i = 0; i < M; ++i) acc[i] = _mm512_setzero_ps(), off[i] = _mm512_setzero_ps();
-    for (int64_t g = 0; g < ngroups; ++g) {
-      const uint8_t* p = wr + g * kGB;
-      const int nch = static_cast<int>(min8((k - g * 256) / 32));
-      if constexpr (M > 1)
-        for (int l = 0; l < kGB; l += 64)
-          _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetch + l), _MM_HINT_T0);
-      __m512 sc, of;
-      group_scales<F>(p, nch, &sc, &of);
-      const __mmask16 subs = static_cast<__mmask16>((1u << (nch * 32 / F::kSub)) - 1u);
-      __m512 s[M];
-      for (int i = 0; i < M; ++i) {
-        s[i] = _mm512_mul_ps(sc, _mm512_maskz_loadu_ps(subs, x.dsub + i * x.lds + g * kSG));
-        off[i] =
-            _mm512_fmadd_ps(of, _mm512_maskz_loadu_ps(subs, x.dxs + i * x.lds + g * kSG), off[i]);
-      }
-#pragma GCC unroll 4
-      for (int c = 0; c < nch; c += 2) {
-        const bool two = c + 1 < nch;
-        const __m512i u = step_bytes<F>(p, c, two);
-        const __m512i idx = _mm512_add_epi32(lane_sub, _mm512_set1_epi32(c / 2 * kStepSubs));
-        const __mmask64 xm = two ? ~__mmask64{0} : __mmask64{0xFFFFFFFF};
-        for (int i = 0; i < M; ++i) {
-          const __m512i xv = _mm512_maskz_loadu_epi8(xm, x.xq + i * x.ldq + g * 256 + 32 * c);
-          const __m512i dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u, xv);
-          acc[i] =
-              _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_permutexvar_ps(idx, s[i]), acc[i]);
-        }
-      }
-    }
+    for (int64_t g = 0; g < full; ++g) row_dot_group<F, M, 8>(wr + g * kGB, g, 8, x, acc, off);
+    if (tail) row_dot_group<F, M, 0>(wr + full * kGB, full, tail, x, acc, off);
     for (int i = 0; i < M; ++i) {
       const float v = _mm512_reduce_add_ps(acc[i]) + _mm512_reduce_add_ps(off[i]);
       out[i * ldo + r] = accumulate ? out[i * ldo + r] + v : v;
