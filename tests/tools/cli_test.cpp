@@ -691,6 +691,31 @@ TEST_F(Cli, SymbolicDimensionsComeFromDim) {
 }
 #endif
 
+// duet quantize: a safetensors file's float matrix becomes blocks (read back as the quantizer's
+// values), a vector stays as it was; a --type that is no block format exits 2.
+TEST_F(Cli, QuantizeWritesTheFloatMatricesOfAFileAsBlocks) {
+  duet::HostTensor w = duet::HostTensor::empty(duet::DType::f32, std::vector<int64_t>{4, 64});
+  duet::HostTensor n = duet::HostTensor::empty(duet::DType::f32, std::vector<int64_t>{64});
+  for (int64_t i = 0; i < w.numel(); ++i) w.data<float>()[i] = 0.01f * static_cast<float>(i % 13);
+  for (int64_t i = 0; i < n.numel(); ++i) n.data<float>()[i] = 1.0f;
+  ASSERT_TRUE(duet::write_safetensors(path("m.safetensors"), {{"w", w}, {"n", n}}).ok());
+  CliRun r = duet("quantize " + path("m.safetensors") + " " + path("q.gguf") + " --type q4_0");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("1 of 2 tensors quantized to q4_0"), std::string::npos) << r.out;
+  auto f = duet::read_gguf(path("q.gguf"));
+  ASSERT_TRUE(f.ok()) << f.status().message();
+  auto qw = f->tensor("w");
+  ASSERT_TRUE(qw.ok());
+  EXPECT_EQ(qw->dtype(), duet::DType::q4_0);
+  EXPECT_EQ(qw->to_doubles(), duet::quantize(w, duet::DType::q4_0)->to_doubles());
+  auto qn = f->tensor("n");
+  ASSERT_TRUE(qn.ok());
+  EXPECT_EQ(qn->dtype(), duet::DType::f32);
+  CliRun bad = duet("quantize " + path("m.safetensors") + " " + path("x.gguf") + " --type f16");
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_NE(bad.err.find("a block format"), std::string::npos) << bad.err;
+}
+
 // duet gguf: a file's header, metadata and tensors in duet's shapes; malformed files exit 2.
 TEST_F(Cli, GgufListsWhatAFileHolds) {
   duet::HostTensor f = duet::HostTensor::empty(duet::DType::f32, std::vector<int64_t>{3, 256});
