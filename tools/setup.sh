@@ -18,6 +18,8 @@ packages=(
   libonnx-dev libprotobuf-dev libonnx-testdata python3-onnx python3-torch
   # what llama.cpp's converter imports beside torch, for tools/make_llamacpp_fixture.py
   python3-sentencepiece python3-tqdm
+  # the Python module (python/): pybind11, DLPack's header, and pytest for its tests
+  pybind11-dev python3-pybind11 libdlpack-dev python3-dev python3-numpy python3-pytest
   # `duet bench --plot`
   gnuplot-nox
   # the fuzz preset: clang with libFuzzer and its sanitizer runtimes

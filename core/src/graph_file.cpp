@@ -12,6 +12,7 @@
 
 #include "constant_files.h"
 #include "duet/gguf.h"
+#include "duet/internal/attrs_json.h"
 #include "duet/internal/files.h"
 #include "duet/internal/json.h"
 #include "duet/safetensors.h"
@@ -149,6 +150,8 @@ ojson attrs_to_json(const OpAttrs& attrs) {
   return j;
 }
 
+}  // namespace
+
 // The error for a bad attribute names the node and the field.
 Result<OpAttrs> attrs_from_json(const json& j, const std::string& node) {
   auto bad = [&](const std::string& key, const std::string& want) -> Status {
@@ -242,6 +245,8 @@ Result<OpAttrs> attrs_from_json(const json& j, const std::string& node) {
           "start, stop, step, dim0, dim1, negative_ids, shape, perm, axes)");
   return a;
 }
+
+namespace {
 
 Status parse_err(const std::string& where, const std::string& expected, const json& got) {
   return at(

@@ -2,7 +2,8 @@
 #  1. the files are where the package says they are;
 #  2. examples/ configures with find_package(duet COMPONENTS cpu), builds and runs (C and C++);
 #  3. every built backend is a component that is found; one that is not built fails, by name;
-#  4. pkg-config gives flags that compile and link the C example.
+#  4. pkg-config gives flags that compile and link the C example;
+#  5. where the build has the Python module, the installed package imports and runs a graph.
 cmake_minimum_required(VERSION 3.25)
 
 function(run_checked what)
@@ -98,5 +99,17 @@ if(PKG_CONFIG)
 else()
   message(STATUS "pkg-config not found: its check is skipped")
 endif()
+# 5. The Python module from the prefix alone (PYTHON is empty where it was not built). Lines,
+# not semicolons: CMake would split the argument there.
+if(PYTHON)
+  run_checked("import duet from ${PYTHON_DIR}" ${CMAKE_COMMAND} -E env
+    PYTHONPATH=${prefix}/${PYTHON_DIR} DUET_POLICY=device=cpu ${PYTHON} -c
+    "import duet, numpy as np\nb = duet.GraphBuilder('t')\nb.output(b.relu(b.input('x', 'f32', [3]), name='y'))\nprint(duet.__file__, duet.Engine(b.build()).run({'x': np.array([-1, 2, -3], np.float32)})['y'])")
+  if(NOT LAST_OUTPUT MATCHES "^${prefix}/${PYTHON_DIR}/duet/__init__.py[ \n]+\\[0\\. +2\\. +0\\.\\]")
+    message(FATAL_ERROR "the installed duet module printed:\n${LAST_OUTPUT}")
+  endif()
+endif()
+
 file(REMOVE_RECURSE ${WORK_DIR})
 message(STATUS "installed package OK: ${BACKENDS}")
+

@@ -1,0 +1,68 @@
+"""DLPack: PyTorch's CPU tensors in without a copy, duet.Tensor out to PyTorch and NumPy without a
+copy (bf16 included), memory on a GPU refused with the reason."""
+import numpy as np
+import pytest
+
+import duet
+from conftest import random, softmax64
+
+torch = pytest.importorskip("torch")
+
+
+class FakeCudaTensor:
+    """What a CUDA tensor shows a consumer before any memory is read: its DLPack device."""
+
+    def __dlpack_device__(self):
+        return (2, 0)
+
+    def __dlpack__(self, stream=None):
+        raise AssertionError("duet must refuse before asking for the memory (and a stream)")
+
+
+def test_torch_cpu_tensors_go_in_and_outputs_come_out_as_dlpack(cpu_engine):
+    x, w = random((4, 8), 1), random((8, 8), 2)
+    out = cpu_engine.run({"x": torch.from_numpy(x), "w": torch.from_numpy(w).t().contiguous().t()},
+                         numpy=False)
+    y = out["y"]
+    assert isinstance(y, duet.Tensor) and y.dtype == "f32" and y.shape == (4, 8)
+    t = torch.from_dlpack(y)
+    a = np.from_dlpack(y)
+    # One memory, three views of it.
+    assert t.data_ptr() == a.ctypes.data == y.numpy().ctypes.data
+    np.testing.assert_allclose(t.numpy(), softmax64(x.astype(np.float64) @ w), rtol=1e-5,
+                               atol=1e-6)
+    np.testing.assert_array_equal(memoryview(y), a)
+
+
+def test_bf16_goes_to_torch_as_bfloat16():
+    b = duet.GraphBuilder("bf16")
+    x = b.input("x", "f32", [3, 4])
+    b.output(b.cast(x, "bf16", name="y"))
+    with duet.Engine(b.build(), policy="device=cpu") as e:
+        x = random((3, 4), 5)
+        t = torch.from_dlpack(e.run({"x": x}, numpy=False)["y"])
+        assert t.dtype == torch.bfloat16
+        assert torch.equal(t, torch.from_numpy(x).to(torch.bfloat16))
+        # And back in: a bf16 torch tensor as a bf16 input.
+        b2 = duet.GraphBuilder("bf16in")
+        b2.output(b2.cast(b2.input("x", "bf16", [3, 4]), "f32", name="y"))
+        with duet.Engine(b2.build(), policy="device=cpu") as e2:
+            y = e2.run({"x": t})["y"]
+            np.testing.assert_array_equal(y, t.float().numpy())
+
+
+def test_from_dlpack_shares_host_memory_and_refuses_device_memory():
+    src = torch.arange(6, dtype=torch.float32).reshape(2, 3)
+    t = duet.from_dlpack(src)
+    assert t.shape == (2, 3) and t.dtype == "f32"
+    src[0, 0] = 42.0
+    assert t.numpy()[0, 0] == 42.0  # the same memory
+    with pytest.raises(duet.UnsupportedError, match="CUDA device memory.*host memory"):
+        duet.from_dlpack(FakeCudaTensor())
+
+
+def test_a_tensor_on_another_device_is_refused_naming_the_input(cpu_engine):
+    with pytest.raises(duet.UnsupportedError, match="input 'x'.*CUDA.*tensor.cpu()"):
+        cpu_engine.run({"x": FakeCudaTensor(), "w": random((8, 8), 2)})
+    with pytest.raises(duet.BadInputError, match="input 'x'.*float64"):
+        cpu_engine.run({"x": torch.ones(4, 8, dtype=torch.float64), "w": random((8, 8), 2)})
