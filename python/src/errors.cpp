@@ -2,6 +2,8 @@
 // with duet's message and the code's name as its `kind`.
 #include <new>
 
+#include <pybind11/stl.h>
+
 #include "common.h"
 
 namespace duetpy {
@@ -20,7 +22,12 @@ void set_python_error(const duet::Status& s, const std::string& python_class = {
 }  // namespace
 
 void bind_errors(py::module_& m) {
-  (void)m;
+  m.def("_codes", [] {
+    std::vector<std::string> names;
+    for (int c = 1; c <= static_cast<int>(duet::Code::internal); ++c)
+      names.emplace_back(duet::code_name(static_cast<duet::Code>(c)));
+    return names;
+  });
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);

@@ -10,6 +10,7 @@
 #include "duet/graph_file.h"
 #include "duet/internal/attrs_json.h"
 #include "duet/model_file.h"
+#include "duet/quantize.h"
 
 namespace duetpy {
 
@@ -222,12 +223,18 @@ validates its op (shapes and dtypes inferred) and raises where it fails.)");
             duet::DType t{};
             const bool typed = !dtype.is_none();
             if (typed) t = dtype_arg(py::str(dtype));
-            duet::HostTensor h =
-                tensor_from_object(data, "constant '" + name + "'", typed ? &t : nullptr, keep);
+            const std::string what = "constant '" + name + "'";
+            if (typed && duet::is_quantized(t)) {
+              // Float weights quantized row by row into the block format (as duet quantizes).
+              duet::HostTensor f = tensor_from_object(data, what, nullptr, keep);
+              return p.done(p.b.constant(std::move(name), unwrap(duet::quantize(f, t, what))));
+            }
+            duet::HostTensor h = tensor_from_object(data, what, typed ? &t : nullptr, keep);
             return p.done(p.b.constant(std::move(name), h.contiguous()));
           },
           py::arg("name"), py::arg("data"), py::arg("dtype") = py::none(),
-          "A constant holding a copy of `data` (bf16: give dtype='bf16' with uint16 bits).")
+          "A constant holding a copy of `data` (bf16: dtype='bf16' with uint16 bits; a block "
+          "format such as dtype='q8_0' quantizes float data row by row).")
       .def(
           "state",
           [](PyBuilder& p, std::string name, S dtype, std::vector<int64_t> shape) {

@@ -257,15 +257,26 @@ Speaks the buffer protocol (bf16 as its uint16 bit patterns) and DLPack
           py::arg("dtype") = py::none())
       .def(
           "__dlpack__",
-          [](const PyTensor& p, py::object stream) {
+          [](const PyTensor& p, py::object stream, py::object max_version, py::object dl_device,
+             py::object copy) {
+            // Host memory: DLPack asks for no stream. A consumer offering a versioned capsule
+            // (max_version) gets the unversioned one, which DLPack lets a producer answer.
+            (void)max_version;
             if (!stream.is_none())
               bad_input(
                   "duet.Tensor.__dlpack__: the tensor is in host memory; stream must be "
                   "None (DLPack), got " +
                   std::string(py::repr(stream)));
+            if (!dl_device.is_none() && !dl_device.equal(py::make_tuple(1, 0)))
+              raise(duet::Status(duet::Code::unsupported,
+                                 "duet.Tensor.__dlpack__: the tensor is in host memory (device "
+                                 "(1, 0)); it cannot be exported to device " +
+                                     std::string(py::repr(dl_device))));
+            if (!copy.is_none() && copy.cast<bool>()) return dlpack_capsule(p.t.contiguous());
             return dlpack_capsule(p.t);
           },
-          py::arg("stream") = py::none())
+          py::kw_only(), py::arg("stream") = py::none(), py::arg("max_version") = py::none(),
+          py::arg("dl_device") = py::none(), py::arg("copy") = py::none())
       .def("__dlpack_device__", [](const PyTensor&) { return py::make_tuple(1, 0); })
       .def("__repr__", [](const PyTensor& p) { return "duet.Tensor(" + p.t.desc().str() + ")"; })
       .def_buffer([](PyTensor& p) -> py::buffer_info {

@@ -59,6 +59,11 @@ def test_from_dlpack_shares_host_memory_and_refuses_device_memory():
     assert t.numpy()[0, 0] == 42.0  # the same memory
     with pytest.raises(duet.UnsupportedError, match="CUDA device memory.*host memory"):
         duet.from_dlpack(FakeCudaTensor())
+    # A consumer asking for the tensor on a GPU, or with a stream, is told why not.
+    with pytest.raises(duet.UnsupportedError, match="host memory.*device \\(2, 0\\)"):
+        t.__dlpack__(dl_device=(2, 0))
+    with pytest.raises(duet.BadInputError, match="stream must be None"):
+        t.__dlpack__(stream=1)
 
 
 def test_a_tensor_on_another_device_is_refused_naming_the_input(cpu_engine):

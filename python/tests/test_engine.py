@@ -221,3 +221,44 @@ def test_graph_builder_raises_where_the_graph_is_wrong():
         b2.op("softmax", [y], frobnicate=True)
     with pytest.raises(duet.BadInputError, match="another GraphBuilder"):
         b2.relu(x)
+
+
+def test_every_duet_error_code_has_its_exception_class():
+    import duet.errors as errors
+    for kind in duet._duet._codes():
+        cls = errors.error_class(kind)
+        assert cls is not duet.Error and cls.kind == kind, kind
+        assert issubclass(cls, duet.Error)
+    assert issubclass(duet.OutOfMemoryError, MemoryError)
+    assert issubclass(duet.NotFoundError, LookupError)
+
+
+def test_a_gguf_backed_graph_runs_as_the_graph_it_was_saved_from(tmp_path):
+    # A q8_0 weight quantized from floats, saved: the graph file references it in a .gguf file,
+    # memory-mapped when loaded back.
+    b = duet.GraphBuilder("q")
+    x = b.input("x", "f32", [3, 64])
+    w = b.constant("w", random((16, 64), 31), dtype="q8_0")
+    assert w.dtype == "q8_0"
+    b.output(b.matmul(x, w, transpose_b=True, name="y"))
+    g = b.build()
+    g.save(tmp_path / "q.json")
+    assert (tmp_path / "q.gguf").exists()
+    loaded = duet.load(tmp_path / "q.json")
+    assert loaded.constants == [{"name": "w", "dtype": "q8_0", "shape": (16, 64)}]
+    xs = random((3, 64), 32)
+    with duet.Engine(g, policy="device=cpu") as a, duet.Engine(loaded, policy="device=cpu") as c:
+        want = a.run({"x": xs})["y"]
+        np.testing.assert_array_equal(c.run({"x": xs})["y"], want)
+    # Within q8_0's error of the float weights.
+    ref = xs.astype(np.float64) @ random((16, 64), 31).astype(np.float64).T
+    assert np.abs(want - ref).max() < 0.02 * np.abs(ref).max()
+
+
+def test_a_graph_over_the_memory_budget_is_an_out_of_memory_error():
+    b = duet.GraphBuilder("big")
+    x = b.input("x", "f32", [256, 256])
+    b.output(b.matmul(x, x, name="y"))
+    with pytest.raises(duet.OutOfMemoryError, match="(?s)matmul 'y'.*cpu:0.*budget") as e:
+        duet.Engine(b.build(), policy="device=cpu;budget=1000")
+    assert e.value.kind == "out_of_memory" and isinstance(e.value, MemoryError)
