@@ -28,6 +28,7 @@ std::map<std::string, duet::HostTensor> inputs_for(const duet::Graph& g, py::han
   if (inputs.is_none()) {
     duet::check::InputsSource none;
     auto drawn = duet::check::graph_inputs(g, nullptr, none, note);
+    note = "random inputs, drawn inside each op's domain";
     return unwrap(std::move(drawn));
   }
   if (!py::isinstance<py::dict>(inputs))
