@@ -69,7 +69,11 @@ def get_requires_for_build_sdist(config_settings=None):
 
 
 def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
-    package = _build(config_settings)
+    return assemble_wheel(_build(config_settings), wheel_directory)
+
+
+def assemble_wheel(package, wheel_directory, compression=zipfile.ZIP_DEFLATED):
+    """The wheel of a built package folder (the .py files and the compiled _duet module)."""
     version = _version()
     dist_info = f"duet-{version}.dist-info"
     files = {}
@@ -95,11 +99,11 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
     record = [_record_line(n, d) for n, d in files.items()] + [f"{dist_info}/RECORD,,"]
     files[f"{dist_info}/RECORD"] = ("\n".join(record) + "\n").encode()
     wheel = f"duet-{version}-{_tag()}.whl"
-    with zipfile.ZipFile(os.path.join(wheel_directory, wheel), "w", zipfile.ZIP_DEFLATED) as z:
+    with zipfile.ZipFile(os.path.join(wheel_directory, wheel), "w", compression) as z:
         for name, data in files.items():
             info = zipfile.ZipInfo(name, date_time=(2020, 1, 1, 0, 0, 0))
             info.external_attr = (0o755 if name.endswith(".so") else 0o644) << 16
-            info.compress_type = zipfile.ZIP_DEFLATED
+            info.compress_type = compression
             z.writestr(info, data)
     return wheel
 
