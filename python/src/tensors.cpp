@@ -135,22 +135,24 @@ duet::HostTensor from_array(py::array a, const std::string& what, const duet::DT
   return std::move(*t);
 }
 
+// NumPy's type numbers (NPY_FLOAT, NPY_HALF, ...): a dtype from its number is a table lookup,
+// where a dtype from its name is parsed on every call.
 py::dtype numpy_dtype(duet::DType t) {
   switch (t) {
     case duet::DType::f32:
-      return py::dtype("float32");
+      return py::dtype(11);  // NPY_FLOAT
     case duet::DType::f16:
-      return py::dtype("float16");
+      return py::dtype(23);  // NPY_HALF
     case duet::DType::i8:
-      return py::dtype("int8");
+      return py::dtype(1);  // NPY_BYTE
     case duet::DType::i32:
-      return py::dtype("int32");
+      return py::dtype(5);  // NPY_INT
     case duet::DType::bf16:
       if (have_ml_dtypes())
         return py::dtype::from_args(py::module_::import("ml_dtypes").attr("bfloat16"));
-      return py::dtype("uint16");
+      return py::dtype(4);  // NPY_USHORT
     default:
-      return py::dtype("uint8");
+      return py::dtype(2);  // NPY_UBYTE
   }
 }
 
@@ -218,7 +220,7 @@ py::object to_numpy(duet::HostTensor t) {
   const duet::TensorDesc& d = held->desc();
   std::byte* base = held->storage();
   if (duet::is_quantized(d.dtype))
-    return py::array(py::dtype("uint8"), {static_cast<py::ssize_t>(held->storage_bytes())},
+    return py::array(numpy_dtype(d.dtype), {static_cast<py::ssize_t>(held->storage_bytes())},
                      {py::ssize_t{1}}, base, owner);
   const auto item = static_cast<py::ssize_t>(duet::dtype_size(d.dtype));
   std::vector<py::ssize_t> shape, strides;
