@@ -1,6 +1,14 @@
 """The reports of duet.check() and duet.bench(): plain data (dicts and lists) with a summary."""
 
 
+def _error_text(op):
+    if op["nan"]:
+        return f"{op['nan']} NaN outputs"
+    if op["mismatches"]:
+        return f"{op['mismatches']} elements differ, exact expected"
+    return (f"nmse {op['nmse']:.3g}, max rel {op['max_rel']:.3g}; tolerance {op['tolerance']}")
+
+
 class CheckReport:
     """`duet check MODEL` as data.
 
@@ -46,7 +54,14 @@ class CheckReport:
                 lines.append(f"  {label}: {len(r['ops'])} ops within tolerance "
                              f"(worst {worst:.2g} of its bound)")
             else:
-                lines.append(f"  {label}: FIRST DIVERGENCE at '{r['first_failure']}'")
+                op = next(o for o in r["ops"] if o["node"] == r["first_failure"])
+                lines.append(f"  {label}: FIRST DIVERGENCE at {op['op']} '{op['node']}' "
+                             f"({op['tier']} {op['precision']}): {_error_text(op)}")
+                alone = r.get("first_failure_alone")
+                if alone is not None:
+                    lines.append("    alone on the same kernel, fed the reference's inputs, it " +
+                                 ("passes: the error came in with its inputs" if alone["passed"]
+                                  else f"fails too: {alone['message']}"))
         return "\n".join(lines)
 
     __repr__ = __str__

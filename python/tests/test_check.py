@@ -46,3 +46,25 @@ def test_bench_times_whole_runs_and_their_steps(hello):
     kernels = [s for s in run["steps"] if s["name"] in ("xw", "y")]
     assert len(kernels) == 2 and all(s["seconds"] > 0 for s in kernels)
     assert "median" in str(r)
+
+
+def test_a_divergence_is_reported_with_the_op_its_error_and_its_tolerance():
+    op = {"node": "h", "op": "matmul", "output": "f32[4,8]", "tier": "tiled", "precision": "f16",
+          "passed": False, "ratio": 3.5, "nmse": 2e-4, "max_abs": 0.1, "max_rel": 0.05, "nan": 0,
+          "mismatches": 0, "reference_nan": 0, "tolerance": "nmse 5e-05, max rel 0.02"}
+    ok = dict(op, node="y", op="softmax", passed=True, ratio=0.1)
+    report = duet.CheckReport({
+        "model": "m", "inputs": "inputs given", "policy": "",
+        "runs": [{"device": "cpu:0", "deny": "", "error": None, "first_failure": None,
+                  "ops": [dict(op, passed=True, ratio=0.2), ok], "first_failure_alone": None},
+                 {"device": "cuda:0", "deny": "", "error": None, "first_failure": "h",
+                  "ops": [op, ok],
+                  "first_failure_alone": {"passed": False, "nmse": 2e-4, "max_rel": 0.05,
+                                          "message": "nmse 2e-4 over 5e-5"}}]})
+    assert not report.passed
+    run, first = report.first_divergence()
+    assert run["device"] == "cuda:0" and first["node"] == "h"
+    text = str(report)
+    assert ("cuda:0: FIRST DIVERGENCE at matmul 'h' (tiled f16): nmse 0.0002, max rel 0.05; "
+            "tolerance nmse 5e-05, max rel 0.02") in text
+    assert "fails too: nmse 2e-4 over 5e-5" in text
