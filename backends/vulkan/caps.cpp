@@ -17,9 +17,8 @@ namespace {
 
 // VK_KHR_cooperative_matrix postdates the Vulkan headers of Debian 12 (1.3.239); the few
 // definitions needed to query it are spelled out here from the registry.
-constexpr const char* kCoopMatExt = "VK_KHR_cooperative_matrix";
+constexpr const char* kCoopMatExt = kCoopMatExtension;
 constexpr VkStructureType kCoopMatPropsType = static_cast<VkStructureType>(1000506001);
-constexpr VkStructureType kCoopMatFeaturesType = static_cast<VkStructureType>(1000506000);
 struct CoopMatProps {
   VkStructureType sType;
   void* pNext;
@@ -27,12 +26,6 @@ struct CoopMatProps {
   int32_t AType, BType, CType, ResultType;
   VkBool32 saturatingAccumulation;
   int32_t scope;
-};
-struct CoopMatFeatures {
-  VkStructureType sType;
-  void* pNext;
-  VkBool32 cooperativeMatrix;
-  VkBool32 cooperativeMatrixRobustBufferAccess;
 };
 using PFN_CoopMatProps = VkResult(VKAPI_PTR*)(VkPhysicalDevice, uint32_t*, CoopMatProps*);
 
@@ -129,6 +122,11 @@ struct Properties {
   bool has_driver = false;
   VkPhysicalDeviceSubgroupSizeControlProperties size_control{
       VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_PROPERTIES};
+  // Compute units, where the driver tells them: NVIDIA's SM count, AMD's active compute units.
+  VkPhysicalDeviceShaderSMBuiltinsPropertiesNV sm{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SM_BUILTINS_PROPERTIES_NV};
+  VkPhysicalDeviceShaderCoreProperties2AMD amd{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CORE_PROPERTIES_2_AMD};
 };
 
 // Appends structures to a pNext chain.
@@ -229,6 +227,8 @@ void probe_properties(VkPhysicalDevice pd, PhysicalInfo& info, Properties& p) {
     chain.add(&p.size_control);
   if (v13(info) || info.has_extension(VK_KHR_SHADER_INTEGER_DOT_PRODUCT_EXTENSION_NAME))
     chain.add(&idpp);
+  if (info.has_extension(VK_NV_SHADER_SM_BUILTINS_EXTENSION_NAME)) chain.add(&p.sm);
+  if (info.has_extension(VK_AMD_SHADER_CORE_PROPERTIES_2_EXTENSION_NAME)) chain.add(&p.amd);
   vkGetPhysicalDeviceProperties2(pd, &p2);
   // The int_dot kernels use OpSDot on packed 4x8-bit signed operands.
   info.int_dot_accelerated = info.int_dot && idpp.integerDotProduct4x8BitPackedSignedAccelerated;
@@ -272,6 +272,10 @@ void record_device(const PhysicalInfo& info, const Properties& p, DeviceCaps& c)
     c.subgroup_max = static_cast<int>(p.size_control.maxSubgroupSize);
   }
   c.subgroup_size_control = info.subgroup_size_control;
+  c.subgroup_arithmetic = (p.subgroup.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
+                          (p.subgroup.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT);
+  if (p.sm.shaderSMCount) c.compute_units = static_cast<int>(p.sm.shaderSMCount);
+  if (p.amd.activeComputeUnitCount) c.compute_units = static_cast<int>(p.amd.activeComputeUnitCount);
   c.shared_mem_per_block = lim.maxComputeSharedMemorySize;
   c.shared_mem_per_block_optin = lim.maxComputeSharedMemorySize;
   c.max_threads_per_block = lim.maxComputeWorkGroupInvocations;
@@ -427,6 +431,8 @@ Result<PhysicalInfo> probe(VkInstance instance, VkPhysicalDevice pd) {
   record_device(info, props, c);
   const std::string heaps = record_memory(info, c);
   const std::string coop_khr = record_coopmat(instance, pd, coop.khr, c);
+  // The device enables VK_KHR_cooperative_matrix (the coopmat kernels) where it has usable shapes.
+  info.coopmat = coop.khr && !c.matrix_units.empty();
   const std::string coop_nv = record_coopmat_nv(instance, pd, coop.nv, c);
   probe_texel_buffers(pd, info, c);
   if (c.type == DeviceType::cpu) record_cpu_device(c);

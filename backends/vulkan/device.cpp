@@ -300,6 +300,12 @@ Result<std::unique_ptr<VulkanDevice>> open_device(std::shared_ptr<Instance> inst
     idp.shaderIntegerDotProduct = VK_TRUE;
     chain(&idp);
   }
+  // Cooperative matrices (the coopmat kernels), where the device has them.
+  CoopMatFeatures cmf{kCoopMatFeaturesType, nullptr, VK_TRUE, VK_FALSE};
+  if (pi.coopmat) {
+    ext.push_back(kCoopMatExtension);
+    chain(&cmf);
+  }
   f2.features.shaderInt16 = pi.int16;
   if (!v12 && pi.has_extension("VK_KHR_portability_subset"))
     ext.push_back("VK_KHR_portability_subset");

@@ -31,6 +31,10 @@ std::string Kernel::name() const {
       return "q_" + x(tm, tn);
     case Family::qgemm_dot:
       return "qdot_" + x(tm, tn) + (swar ? "_swar" : "");
+    case Family::matvec:
+      return "matvec_" + x(bm, bn) + (shared_sum ? "_smem" : "");
+    case Family::gemm_coopmat:
+      return "coopmat_" + std::to_string(bm);
   }
   return "?";
 }

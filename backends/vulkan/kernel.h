@@ -26,6 +26,8 @@ enum class Family : uint8_t {
   qgemm_tiled,        // block-quantized weight dequantized into shared memory (matmul_q_tiled.comp)
   qgemm_blocked,      // block-quantized weight read through a texel buffer (matmul_q.comp)
   qgemm_dot,          // activations quantized to q8, packed integer dot products (matmul_qdot.comp)
+  matvec,             // the GPU mat-vec for decode, float or block-quantized weight (matvec.comp)
+  gemm_coopmat,       // cooperative matrices, float or block-quantized weight (matmul_coopmat.comp)
 };
 
 struct Kernel {
@@ -33,7 +35,9 @@ struct Kernel {
   // gemm_tiled, gemm_blocked, qgemm_*: outputs per invocation (the register block), rows x
   // columns (qgemm: activation rows x weight rows).
   int tm = 0, tn = 0;
+  // matvec: activation rows x weight rows per workgroup.
   // qgemm_tiled: outputs per workgroup, activation rows x weight rows.
+  // gemm_coopmat: outputs per workgroup (bm = bn, 64 or 128).
   int bm = 0, bn = 0;
   // attention_blocked: query rows per invocation, and invocations along rows (the rest of the
   // workgroup runs along the keys).
@@ -44,8 +48,12 @@ struct Kernel {
   // attention_flash: keys split across workgroups (LaunchConfig::splits), partial results merged
   // by attention_combine.comp.
   bool split_keys = false;
+  // matvec: the workgroup sums each weight row in shared memory (no subgroup arithmetic) instead
+  // of one subgroup per row summing with subgroupAdd.
+  bool shared_sum = false;
 
-  // Shown in plans ("blocked_16x8", "qtiled_64x64_4x4", "qdot_32x4_swar").
+  // Shown in plans ("blocked_16x8", "qtiled_64x64_4x4", "qdot_32x4_swar", "matvec_1x4",
+  // "coopmat_128").
   std::string name() const;
   bool operator==(const Kernel&) const = default;
 };

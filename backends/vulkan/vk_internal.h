@@ -69,12 +69,23 @@ struct PhysicalInfo {
   float timestamp_period = 0;
   bool storage16 = false, storage8 = false, float16 = false, int8 = false, int16 = false;
   bool subgroup_size_control = false, int_dot = false, int_dot_accelerated = false;
+  bool coopmat = false;  // VK_KHR_cooperative_matrix with the cooperativeMatrix feature
   // Uniform texel buffers with the formats the "register_blocked" kernels read (0 texels:
   // unusable).
   uint32_t max_texels = 0;
   uint64_t texel_align = 16;  // alignment of a texel buffer view's offset, in bytes
   DeviceCaps caps;
   bool has_extension(const char* name) const;
+};
+// VK_KHR_cooperative_matrix postdates Debian 12's Vulkan headers (1.3.239): its feature
+// structure, spelled out from the registry.
+inline constexpr const char* kCoopMatExtension = "VK_KHR_cooperative_matrix";
+inline constexpr VkStructureType kCoopMatFeaturesType = static_cast<VkStructureType>(1000506000);
+struct CoopMatFeatures {
+  VkStructureType sType;
+  void* pNext;
+  VkBool32 cooperativeMatrix;
+  VkBool32 cooperativeMatrixRobustBufferAccess;
 };
 // Reads every property and feature the engine uses; fails when the device cannot run compute.
 Result<PhysicalInfo> probe(VkInstance instance, VkPhysicalDevice pd);

@@ -68,6 +68,7 @@ void scalar_fields(DeviceCaps& c, F&& f) {
   f("subgroup_min", c.subgroup_min);
   f("subgroup_max", c.subgroup_max);
   f("subgroup_size_control", c.subgroup_size_control);
+  f("subgroup_arithmetic", c.subgroup_arithmetic);
   f("shared_mem_per_block", c.shared_mem_per_block);
   f("shared_mem_per_block_optin", c.shared_mem_per_block_optin);
   f("registers_per_block", c.registers_per_block);

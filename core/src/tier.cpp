@@ -23,11 +23,12 @@ constexpr TierName kTiers[] = {
     {Tier::coopmat, "coopmat"},
     {Tier::int_dot, "int_dot"},
     {Tier::int8_mma, "int8_mma"},
+    {Tier::matvec, "matvec"},
 };
 
 constexpr Tier kAll[] = {Tier::reference, Tier::simd,      Tier::generic,          Tier::tiled,
                          Tier::flash,     Tier::pipelined, Tier::register_blocked, Tier::cublas,
-                         Tier::coopmat,   Tier::int_dot,   Tier::int8_mma};
+                         Tier::coopmat,   Tier::int_dot,   Tier::int8_mma,         Tier::matvec};
 
 }  // namespace
 

@@ -203,6 +203,8 @@ TEST(VulkanQuantRules, ChoicesReadTheBlocksAndFollowTheDevice) {
   for (const KernelChoice& k : rules().choices(c, *mm))
     if (k.tier == Tier::int_dot)
       EXPECT_NE(k.reason.find("integer_dot_product"), std::string::npos) << k.reason;
+    else if (k.tier == Tier::coopmat)
+      EXPECT_FALSE(k.ok) << k.reason;  // no matrix units on this record
     else if (k.precision == Precision::f32)
       EXPECT_TRUE(k.ok) << k.reason;
     else
@@ -223,7 +225,13 @@ TEST(VulkanQuantRules, IntegerDotPathFollowsTheCapabilityRecord) {
                     {TensorDesc::contiguous(DType::f16, {1, 4096}),
                      TensorDesc::contiguous(DType::q6_k, {4096, 4096})});
   ASSERT_TRUE(mm.ok()) << mm.status().message();
-  auto first = [&](const DeviceCaps& caps) { return rules().choices(caps, *mm)[0]; };
+  // The first usable choice besides the GPU family's mat-vec (which comes first for decode on a
+  // GPU, checked below).
+  auto first = [&](const DeviceCaps& caps) {
+    for (const KernelChoice& k : rules().choices(caps, *mm))
+      if (k.ok && k.tier != Tier::matvec) return k;
+    return KernelChoice{};
+  };
   auto find = [&](const DeviceCaps& caps, Tier t, Precision p) {
     for (const KernelChoice& k : rules().choices(caps, *mm))
       if (k.tier == t && k.precision == p) return k;
@@ -238,6 +246,7 @@ TEST(VulkanQuantRules, IntegerDotPathFollowsTheCapabilityRecord) {
   EXPECT_NE(find(c, Tier::int_dot, Precision::f16).reason.find("not accelerated"),
             std::string::npos);
   c.int_dot_accelerated = true;
+  EXPECT_EQ(rules().choices(c, *mm)[0].tier, Tier::matvec);
   const KernelChoice k = first(c);
   EXPECT_EQ(k.tier, Tier::int_dot);
   EXPECT_TRUE(k.ok) << k.reason;

@@ -1,5 +1,6 @@
-// Float matmul: the shared-memory GEMM (gemm_tiled, matmul.comp) and the register-blocked GEMM
-// (gemm_blocked, matmul_blocked.comp).
+// Float matmul: the shared-memory GEMM (gemm_tiled, matmul.comp), the register-blocked GEMM
+// (gemm_blocked, matmul_blocked.comp), the mat-vec (matvec, matvec.comp) and cooperative
+// matrices (gemm_coopmat, matmul_coopmat.comp).
 #include "ops/ops.h"
 
 namespace duet::vulkan::ops {
@@ -77,6 +78,53 @@ Status matmul_emit_blocked(const Ctx& c, const MatmulJob& j) {
   return c.dev.recorder().record(d);
 }
 
+// The mat-vec (matvec, matvec.comp): the weight bound as [b0, b1, N, K], rows along K.
+Status matmul_emit_matvec(const Ctx& c, const MatmulJob& j) {
+  Dispatch d = gpu_matmul_dispatch(c, j.y.desc.dtype);
+  DUET_ASSIGN_OR_RETURN(TensorDesc w, transpose(j.b.desc, -1, -2));
+  const Arg wa{w, j.b.buf};
+  DUET_TRY(c.bind_into(d, 1, 0, j.y, true, "output"));
+  DUET_TRY(bind_vec_a(c, d, j.a, 2));
+  DUET_TRY(c.bind_into(d, 3, 2, wa, false, c.op.input_name(1)));
+  widen16(d.bind[3], wa);
+  d.spec[3] = vec_rows(d.params.td[2], texel_vec(w.dtype)) ? 1u : 0u;
+  const int64_t M = j.y.desc.dim(2), N = j.y.desc.dim(3), K = j.a.desc.dim(3);
+  d.params.u = {static_cast<uint32_t>(M), static_cast<uint32_t>(N), static_cast<uint32_t>(K),
+                j.accumulate ? 1u : 0u};
+  return record_gpu_matmul(c, d, j.y);
+}
+
+// The cooperative-matrix GEMM (gemm_coopmat, matmul_coopmat.comp); B read along K 16 bytes at a
+// time where it is stored [N, K].
+Status matmul_emit_coopmat(const Ctx& c, const MatmulJob& j) {
+  Dispatch d = gpu_matmul_dispatch(c, j.y.desc.dtype);
+  DUET_TRY(c.bind_into(d, 1, 0, j.y, true, "output"));
+  DUET_TRY(bind_vec_a(c, d, j.a, 1));
+  DUET_TRY(c.bind_into(d, 3, 2, j.b, false, c.op.input_name(1)));
+  widen16(d.bind[3], j.b);
+  GpuTensor g = d.params.td[2];  // B's transpose: rows along K
+  std::swap(g.shape[2], g.shape[3]);
+  std::swap(g.stride[2], g.stride[3]);
+  d.spec[2] = vec_rows(g, texel_vec(j.b.desc.dtype)) ? 1u : 0u;
+  const int64_t M = j.y.desc.dim(2), N = j.y.desc.dim(3), K = j.a.desc.dim(3);
+  d.params.u = {static_cast<uint32_t>(M), static_cast<uint32_t>(N), static_cast<uint32_t>(K),
+                j.accumulate ? 1u : 0u};
+  return record_gpu_matmul(c, d, j.y);
+}
+
+Status matmul_emit(const Ctx& c, const MatmulJob& j) {
+  switch (c.kernel.family) {
+    case Family::gemm_blocked:
+      return matmul_emit_blocked(c, j);
+    case Family::matvec:
+      return matmul_emit_matvec(c, j);
+    case Family::gemm_coopmat:
+      return matmul_emit_coopmat(c, j);
+    default:
+      return matmul_emit_tiled(c, j);
+  }
+}
+
 // Splits until every operand fits what binds it (a storage-buffer window, or a texel view for
 // the texel-buffer kernel's A and B): batch first, then the dimension of the operand that is
 // outermost in its memory (M or K for A; K or N for B), accumulating over K.
@@ -84,7 +132,7 @@ Status matmul_split(const Ctx& c, const MatmulJob& j) {
   const bool blocked = c.kernel.family == Family::gemm_blocked;
   auto fits_in = [&](const Arg& a) { return blocked ? texels_fit(c.dev, a) : fits(c.dev, a); };
   const bool fa = fits_in(j.a), fb = fits_in(j.b), fy = fits(c.dev, j.y);
-  if (fa && fb && fy) return blocked ? matmul_emit_blocked(c, j) : matmul_emit_tiled(c, j);
+  if (fa && fb && fy) return matmul_emit(c, j);
   auto halves = [](int64_t n) {
     return std::array<std::pair<int64_t, int64_t>, 2>{{{0, n / 2}, {n / 2, n}}};
   };
@@ -110,8 +158,7 @@ Status matmul_split(const Ctx& c, const MatmulJob& j) {
     dim = j.b.desc.strides[3] > j.b.desc.strides[2] ? kN : kK;
   }
   const int64_t n = dim == kM ? M : dim == kN ? N : K;
-  if (n <= 1)
-    return blocked ? matmul_emit_blocked(c, j) : matmul_emit_tiled(c, j);  // bind() says why
+  if (n <= 1) return matmul_emit(c, j);  // bind() says why
   bool first = true;
   for (auto [s, e] : halves(n)) {
     MatmulJob p = j;
@@ -135,7 +182,8 @@ Status matmul_split(const Ctx& c, const MatmulJob& j) {
 }  // namespace
 
 Status matmul(const Ctx& c, const Arg& out, std::span<const Arg> in) {
-  if (c.kernel.family != Family::gemm_tiled && c.kernel.family != Family::gemm_blocked)
+  if (c.kernel.family != Family::gemm_tiled && c.kernel.family != Family::gemm_blocked &&
+      c.kernel.family != Family::matvec && c.kernel.family != Family::gemm_coopmat)
     return Err(Code::internal).device(c.dev.id()).note("matmul launched as " + c.kernel.name());
   // Logical A [.., M, K] and B [.., K, N], broadcast to the output's batch dims, all rank 4.
   TensorDesc a = in[0].desc, b = in[1].desc;

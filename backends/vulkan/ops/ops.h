@@ -116,4 +116,23 @@ Status attention(const Ctx& c, const Arg& out, std::span<const Arg> in);    // a
 Status qmatmul(const Ctx& c, const Arg& out, std::span<const Arg> in);
 Status qrows(const Ctx& c, const Arg& out, const Arg& table, const Arg* ids);
 
+// ---- the GPU family's matmul kernels (gpu_matmul.cpp): the mat-vec (matvec.comp) and the
+// cooperative-matrix GEMM (matmul_coopmat.comp), whose float and quantized recorders share these
+
+// A storage-buffer window read as 16-byte vectors (uvec4 arrays): its range rounded up to whole
+// vectors, which stays inside the allocation (256-byte granules).
+void widen16(Window& w, const Arg& a);
+// Whether `t` can be read VEC elements at a time along its last dim from a window: unit stride
+// there, the extent, every other stride and the offset (from the window) multiples of VEC.
+bool vec_rows(const GpuTensor& t, int64_t vec);
+// The kernel's shader for a weight of dtype `weight` and its specialization (spec[1..3] left for
+// the recorder: the vector read modes).
+Dispatch gpu_matmul_dispatch(const Ctx& c, DType weight);
+// Binds the activations a [b0, b1, M, K] at binding 2 and sets spec[avec] to whether they can be
+// read 16 bytes at a time.
+Status bind_vec_a(const Ctx& c, Dispatch& d, const Arg& a, size_t avec);
+// Records the dispatch over y [b0, b1, M, N]: workgroups of the kernel's bm activation rows by
+// bn weight rows, one batch entry each along z.
+Status record_gpu_matmul(const Ctx& c, Dispatch& d, const Arg& y);
+
 }  // namespace duet::vulkan::ops

@@ -1,5 +1,6 @@
 // Block-quantized weights: matmul by qgemm_tiled (matmul_q_tiled.comp), qgemm_blocked
-// (matmul_q.comp) or qgemm_dot (quantize_q8.comp, then matmul_qdot.comp); rows of a table
+// (matmul_q.comp), qgemm_dot (quantize_q8.comp, then matmul_qdot.comp), the mat-vec (matvec.comp)
+// or cooperative matrices (matmul_coopmat.comp); rows of a table
 // dequantized (embedding_q.comp).
 #include "ops/ops.h"
 
@@ -131,10 +132,26 @@ Status qmatmul_tiled_emit(const Ctx& c, const Arg& a, const Arg& w, const Arg& y
   return record_qmatmul(c, d, y, bn, bm);
 }
 
+// matvec.comp (matvec) or matmul_coopmat.comp (gemm_coopmat): the weight a storage-buffer
+// window of 32-bit words.
+Status qmatmul_gpu_emit(const Ctx& c, const Arg& a, const Arg& w, const Arg& y) {
+  Dispatch d = gpu_matmul_dispatch(c, w.desc.dtype);
+  DUET_TRY(c.bind_into(d, 1, 0, y, true, "output"));
+  DUET_TRY(bind_vec_a(c, d, a, c.kernel.family == Family::matvec ? 2 : 1));
+  DUET_ASSIGN_OR_RETURN(QuantView v, bind_quant(c, w, c.op.input_name(1), true));
+  d.bind[3] = {v.win.buffer, v.win.offset, v.win.range, false};
+  const int64_t M = y.desc.dim(2), N = y.desc.dim(3), K = a.desc.dim(3);
+  d.params.u = {static_cast<uint32_t>(M), static_cast<uint32_t>(N), static_cast<uint32_t>(K), 0u};
+  d.params.u2 = {v.row0, v.row_bytes, 0u, 0u};
+  return record_gpu_matmul(c, d, y);
+}
+
 // matmul_q.comp (float path) or matmul_qdot.comp (int_dot: after quantize_q8): y [b0, b1, M, N]
 // = a [b0, b1, M, K] x w [N, K]^T, w in blocks.
 Status qmatmul_emit(const Ctx& c, const Arg& a, const Arg& w, const Arg& y) {
   if (c.kernel.family == Family::qgemm_tiled) return qmatmul_tiled_emit(c, a, w, y);
+  if (c.kernel.family == Family::matvec || c.kernel.family == Family::gemm_coopmat)
+    return qmatmul_gpu_emit(c, a, w, y);
   const bool int_dot = c.kernel.family == Family::qgemm_dot;
   const int tm = c.kernel.tm, tn = c.kernel.tn;
   const int64_t M = y.desc.dim(2), N = y.desc.dim(3), K = a.desc.dim(3);
@@ -165,7 +182,8 @@ Status qmatmul_emit(const Ctx& c, const Arg& a, const Arg& w, const Arg& y) {
 // texel-buffer kernels' views are bounded by maxTexelBufferElements, the shared-memory kernel's
 // windows by maxStorageBufferRange; weight windows hold whole rows, so whole blocks.
 Status qmatmul_split(const Ctx& c, const Arg& a, const Arg& w, const Arg& y) {
-  const bool storage = c.kernel.family == Family::qgemm_tiled;
+  const bool storage = c.kernel.family == Family::qgemm_tiled ||
+                       c.kernel.family == Family::matvec || c.kernel.family == Family::gemm_coopmat;
   const bool fw = quant_fits(c.dev, w, storage), fy = fits(c.dev, y);
   const bool fa = storage ? fits(c.dev, a) : texels_fit(c.dev, a);
   if (fw && fa && fy) return qmatmul_emit(c, a, w, y);
@@ -194,7 +212,8 @@ Status qmatmul_split(const Ctx& c, const Arg& a, const Arg& w, const Arg& y) {
 
 Status qmatmul(const Ctx& c, const Arg& out, std::span<const Arg> in) {
   if (c.kernel.family != Family::qgemm_tiled && c.kernel.family != Family::qgemm_blocked &&
-      c.kernel.family != Family::qgemm_dot)
+      c.kernel.family != Family::qgemm_dot && c.kernel.family != Family::matvec &&
+      c.kernel.family != Family::gemm_coopmat)
     return Err(Code::internal).device(c.dev.id()).note("matmul launched as " + c.kernel.name());
   TensorDesc a = in[0].desc;
   if (c.op.attrs.transpose_a) a = *transpose(a, -1, -2);

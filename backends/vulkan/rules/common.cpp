@@ -65,6 +65,11 @@ double efficiency(const DeviceCaps& c, Family f) {
       return cpu ? 0.005 : 0.6;
     case Family::qgemm_dot:
       return !cpu && c.int_dot_accelerated ? 0.6 : 0.3;
+    // A mat-vec is bound by the weight's bytes, not by its flops: its flop rate matters little.
+    case Family::matvec:
+      return cpu ? 0.1 : 0.3;
+    case Family::gemm_coopmat:
+      return cpu ? 0.04 : 0.5;
   }
   return 0.1;
 }

@@ -1,5 +1,7 @@
 // Float matmul: the shared-memory GEMM (gemm_tiled), the register-blocked GEMM through texel
-// buffers (gemm_blocked), and cooperative matrices (refused with the reason).
+// buffers (gemm_blocked); and the GPU family, whose kernels take a float or block-quantized
+// weight alike (quantized.cpp offers them too): the mat-vec for decode (matvec) and cooperative
+// matrices (gemm_coopmat).
 #include <algorithm>
 #include <optional>
 
@@ -78,32 +80,6 @@ BlockTile pick_register_block(const DeviceCaps& c, const OpDesc& op, DType t) {
   return s;
 }
 
-KernelChoice coopmat_choice(const DeviceCaps& c, const OpDesc& op, DType t) {
-  KernelChoice k = base(op, t, Tier::coopmat);
-  std::string usable, nv;
-  for (const MatrixUnit& u : c.matrix_units) {
-    std::string& to = u.api == kCoopMatNvApi ? nv : usable;
-    to += (to.empty() ? "" : ", ") + std::to_string(u.m) + "x" + std::to_string(u.n) + "x" +
-          std::to_string(u.k) + " " + std::string(dtype_name(u.a)) + "+" +
-          std::string(dtype_name(u.acc));
-  }
-  if (usable.empty()) {
-    if (!nv.empty())
-      k.reason = "device has only VK_NV_cooperative_matrix (" + nv +
-                 "), which no Vulkan kernel uses: NVIDIA's matrix units run through the CUDA "
-                 "backend";
-    else
-      k.reason = "device has no VK_KHR_cooperative_matrix";
-    return k;
-  }
-  // The shader needs GL_KHR_cooperative_matrix, which glslang learned in 13.0; this build's
-  // toolchain (Debian 12: glslang 12, spirv-tools 2023.1) can neither compile nor validate it.
-  k.reason =
-      "device has VK_KHR_cooperative_matrix, but this build has no cooperative-matrix "
-      "shader (needs glslang >= 13)";
-  return k;
-}
-
 KernelChoice tiled_choice(const DeviceCaps& c, const OpDesc& op, DType t) {
   KernelChoice k = base(c, op, t, Tier::tiled, Family::gemm_tiled);
   std::string why;
@@ -147,13 +123,173 @@ KernelChoice blocked_choice(const DeviceCaps& c, const OpDesc& op, DType t) {
 
 }  // namespace
 
-// On a CPU device the register-blocked kernel first: its shared-memory reads are gathers.
+// The GPU family's mat-vec (matvec.comp) for decode: teams of invocations share a weight row,
+// each lane reading 16 bytes (or one 32-element block group) at a time along K, so that the
+// weight is read once and in order; the team sums across itself with subgroupAdd where the
+// device has subgroup arithmetic (a team is a subgroup, a workgroup holds up to 4 of them), else
+// in shared memory (a team is the workgroup).
+KernelChoice matvec_choice(const DeviceCaps& c, const OpDesc& op, DType t) {
+  const DType w = op.inputs[1].dtype;
+  const bool quant = is_quantized(w);
+  KernelChoice k = base(c, op, t, Tier::matvec, Family::matvec);
+  if (quant) k.input_dtypes[1] = w;
+  const int64_t M = op.output.dim(-2);
+  std::string why;
+  if (M > kMatvecRows) {
+    k.reason = "a mat-vec for decode: at most " + std::to_string(kMatvecRows) +
+               " activation rows, not " + std::to_string(M);
+    return k;
+  }
+  if (!quant) {
+    // The weight's K axis: its last dim when transposed (stored [N, K]), else its second last.
+    const TensorDesc& b = op.inputs[1];
+    const int kd = op.attrs.transpose_b ? b.rank - 1 : b.rank - 2;
+    if (b.dim(kd) > 1 && b.strides[static_cast<size_t>(kd)] != 1) {
+      k.reason = "the weight is not contiguous along K (a mat-vec reads weight rows along K)";
+      return k;
+    }
+  }
+  if (!storage_ok(c, t, &why)) return k.reason = why, k;
+  const int mt = max_threads(c);
+  const int sg = std::max(c.subgroup_size, 1);
+  LaunchConfig& l = k.launch;
+  l.subgroup = c.subgroup_size;
+  Kernel kern{.family = Family::matvec};
+  // Activation rows per workgroup: M rounded up to a power of two on GPUs (each weight row is
+  // read once for all of them); one on CPU devices, where the kernel only runs when forced and
+  // every row more costs LLVM compile time.
+  kern.bm = on_cpu(c) ? 1
+                      : static_cast<int>(pow2_ceil(static_cast<uint64_t>(std::max<int64_t>(M, 1))));
+  if (c.subgroup_arithmetic && sg <= mt) {
+    kern.bn = std::max(1, std::min(4, mt / sg));
+    l.block_threads = kern.bn * sg;
+  } else {
+    kern.bn = 2;
+    kern.shared_sum = true;
+    l.block_threads = static_cast<int>(pow2_floor(static_cast<uint64_t>(std::min(128, mt))));
+    l.shared_bytes = static_cast<uint64_t>(l.block_threads) * 4;
+  }
+  l.tile_m = kern.bm;
+  l.tile_n = kern.bn;
+  l.set_variant(kern);
+  k.ok = true;
+  k.reason =
+      std::string("mat-vec, ") +
+      (quant ? std::string(dtype_name(w)) + " weight decoded in registers from its blocks, " : "") +
+      compute_name(t) + ", " +
+      (kern.shared_sum ? "2 weight rows per workgroup of " + std::to_string(l.block_threads) +
+                             ", summed in shared memory (no subgroup arithmetic)"
+                       : std::to_string(kern.bn) + " weight rows per workgroup, one per subgroup of " +
+                             std::to_string(sg) + ", summed by subgroupAdd") +
+      ", 16-byte loads along K, " + std::to_string(kern.bm) + " activation rows per workgroup";
+  return k;
+}
+
+// GEMM on cooperative matrices (matmul_coopmat.comp): 16x16x16 f16 matrices with f32
+// accumulators, a TILE x TILE block per workgroup of four subgroups, 32-deep slices of A and B
+// staged in shared memory as f16. Float GEMM at f16 precision; a block-quantized weight is
+// decoded group by group into the slice, its activations rounded to f16 there (judged by the
+// quantized-weight tolerance, as int_dot's 8-bit activations are).
+KernelChoice coopmat_choice(const DeviceCaps& c, const OpDesc& op, DType t) {
+  const DType w = op.inputs[1].dtype;
+  const bool quant = is_quantized(w);
+  KernelChoice k = base(c, op, t, Tier::coopmat, Family::gemm_coopmat);
+  if (quant) k.input_dtypes[1] = w;
+  bool shape = false;
+  std::string usable, nv;
+  for (const MatrixUnit& u : c.matrix_units) {
+    const std::string text = std::to_string(u.m) + "x" + std::to_string(u.n) + "x" +
+                             std::to_string(u.k) + " " + std::string(dtype_name(u.a)) + "+" +
+                             std::string(dtype_name(u.acc));
+    std::string& to = u.api == kCoopMatNvApi ? nv : usable;
+    to += (to.empty() ? "" : ", ") + text;
+    if (u.api != kCoopMatNvApi)
+      shape = shape ||
+              (u.m == 16 && u.n == 16 && u.k == 16 && u.a == DType::f16 && u.acc == DType::f32);
+  }
+  if (usable.empty()) {
+    k.reason = nv.empty() ? "device has no VK_KHR_cooperative_matrix"
+                          : "device has only VK_NV_cooperative_matrix (" + nv +
+                                "); the coopmat kernels use VK_KHR_cooperative_matrix";
+    return k;
+  }
+  if (!shape) {
+    k.reason =
+        "the coopmat kernels use 16x16x16 f16 matrices with f32 accumulators; this device "
+        "offers " +
+        usable;
+    return k;
+  }
+  if (!quant && t != DType::f16) {
+    k.reason = t == DType::bf16
+                   ? "bf16 operands on cooperative matrices need VK_KHR_shader_bfloat16, which no "
+                     "coopmat kernel here uses"
+                   : "the coopmat kernels multiply f16 operands; f32 needs f32 operands";
+    return k;
+  }
+  if (!c.fp16_arith) {
+    k.reason =
+        "device lacks f16 arithmetic in shaders (shaderFloat16), which the coopmat kernels' f16 "
+        "slices need";
+    return k;
+  }
+  std::string why;
+  if (!storage_ok(c, t, &why)) return k.reason = why, k;
+  const int sg = std::max(c.subgroup_size, 1);
+  const int wg = 4 * sg;
+  if (wg > max_threads(c)) {
+    k.reason = "four subgroups of " + std::to_string(sg) + " exceed the device's " +
+               std::to_string(max_threads(c)) + " invocations per workgroup";
+    return k;
+  }
+  // matmul_coopmat.comp's shared memory: A and B slices of TILE x 32 f16 (rows padded to 40),
+  // and a 16x16 f32 staging matrix per subgroup.
+  auto shared = [](int tile) { return static_cast<uint64_t>(2 * tile * 40 * 2 + 4 * 256 * 4); };
+  const uint64_t smem = shared_limit(c);
+  const int64_t M = op.output.dim(-2), N = op.output.dim(-1);
+  int64_t batch = 1;
+  for (int i = 0; i + 2 < op.output.rank; ++i) batch *= op.output.dim(i);
+  // 128 x 128 blocks where they fit and still give every compute unit two workgroups.
+  const int64_t target = 2 * std::max(c.compute_units, 32);
+  int tile = 64;
+  if (!quant && shared(128) <= smem && ((M + 127) / 128) * ((N + 127) / 128) * batch >= target)
+    tile = 128;
+  if (shared(tile) > smem) {
+    k.reason = "the coopmat kernel needs " + kib(shared(tile)) + " of shared memory; the device has " +
+               kib(smem);
+    return k;
+  }
+  LaunchConfig& l = k.launch;
+  l.block_threads = wg;
+  l.tile_m = l.tile_n = tile;
+  l.tile_k = 32;
+  l.subgroup = sg;
+  l.shared_bytes = shared(tile);
+  l.set_variant(Kernel{.family = Family::gemm_coopmat, .bm = tile, .bn = tile});
+  k.ok = true;
+  k.reason = "cooperative matrices 16x16x16 f16 with f32 accumulators, " + std::to_string(tile) +
+             "x" + std::to_string(tile) +
+             " per workgroup of 4 subgroups, 32-deep f16 slices in shared memory (" +
+             kib(l.shared_bytes) + ")" +
+             (quant ? ", the " + std::string(dtype_name(w)) +
+                          " weight decoded group by group into them (never expanded in memory)" +
+                          (t != DType::f16 ? ", activations rounded to f16 there" : "")
+                    : "");
+  return k;
+}
+
+// On a GPU the mat-vec first where it applies (decode); on a CPU device the register-blocked
+// kernel first (its shared-memory reads are gathers) and the mat-vec last.
 std::vector<KernelChoice> matmul_choices(const DeviceCaps& c, const OpDesc& op, DType t) {
   std::vector<KernelChoice> out;
+  KernelChoice mv = matvec_choice(c, op, t);
+  const bool mv_first = mv.ok && !on_cpu(c);
+  if (mv_first) out.push_back(mv);
   out.push_back(coopmat_choice(c, op, t));
   if (on_cpu(c)) out.push_back(blocked_choice(c, op, t));
   out.push_back(tiled_choice(c, op, t));
   if (!on_cpu(c)) out.push_back(blocked_choice(c, op, t));
+  if (!mv_first) out.push_back(std::move(mv));
   return out;
 }
 

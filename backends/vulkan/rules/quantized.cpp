@@ -219,11 +219,18 @@ std::vector<KernelChoice> quantized_choices(const DeviceCaps& c, const OpDesc& o
   const bool tiled_first = !on_cpu(c) && op.output.dim(-2) > 8;
   std::vector<KernelChoice> out;
   for (DType t : {DType::f32, DType::f16, DType::bf16}) {
+    // The GPU family's mat-vec first on GPUs for decode (it reads each weight byte once, the
+    // rows of a weight spread over subgroups), last on CPU devices and for prefill.
+    KernelChoice mv = matvec_choice(c, op, t);
+    const bool mv_first = mv.ok && !on_cpu(c);
+    if (mv_first) out.push_back(mv);
+    out.push_back(coopmat_choice(c, op, t));
     if (dot_first) out.push_back(dot_choice(c, op, t));
     if (tiled_first) out.push_back(tiled_choice(c, op, t));
     out.push_back(blocked_choice(c, op, t));
     if (!tiled_first) out.push_back(tiled_choice(c, op, t));
     if (!dot_first) out.push_back(dot_choice(c, op, t));
+    if (!mv_first) out.push_back(std::move(mv));
   }
   return out;
 }

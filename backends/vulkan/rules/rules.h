@@ -50,4 +50,10 @@ std::vector<KernelChoice> matmul_choices(const DeviceCaps& c, const OpDesc& op, 
 std::vector<KernelChoice> attention_choices(const DeviceCaps& c, const OpDesc& op, DType t);
 std::vector<KernelChoice> quantized_choices(const DeviceCaps& c, const OpDesc& op);
 
+// The GPU family's matmul kernels (matmul.cpp), for a float or a block-quantized weight: the
+// mat-vec for decode (at most kMatvecRows activation rows) and the cooperative-matrix GEMM.
+constexpr int64_t kMatvecRows = 8;
+KernelChoice matvec_choice(const DeviceCaps& c, const OpDesc& op, DType t);
+KernelChoice coopmat_choice(const DeviceCaps& c, const OpDesc& op, DType t);
+
 }  // namespace duet::vulkan::rules_detail

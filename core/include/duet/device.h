@@ -70,6 +70,7 @@ struct DUET_API DeviceCaps {
   int subgroup_size = 1;  // warp / wave / SIMD width the kernels should assume
   int subgroup_min = 1, subgroup_max = 1;
   bool subgroup_size_control = false;
+  bool subgroup_arithmetic = false;         // subgroup reductions (subgroupAdd) in compute shaders
   uint64_t shared_mem_per_block = 0;        // default per workgroup / block
   uint64_t shared_mem_per_block_optin = 0;  // opt-in maximum (CUDA), else = default
   uint32_t registers_per_block = 0;

@@ -29,6 +29,8 @@ enum class Tier : uint8_t {
              // dot products (Vulkan VK_KHR_shader_integer_dot_product, CUDA dp4a on sm_61+)
   int8_mma,  // cuda: block-quantized weights dequantized to int8 in registers, int8 tensor-core
              // mma.sync (m8n8k16 on sm_75, m16n8k32 on sm_80+)
+  matvec,    // vulkan: the GPU mat-vec for decode: each weight row read by a subgroup and summed
+             // across it (subgroupAdd), or by a workgroup summing in shared memory
 };
 
 DUET_API std::string_view tier_name(Tier t);
