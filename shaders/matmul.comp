@@ -1,11 +1,16 @@
-// Tiled GEMM: each workgroup computes a BM x BN tile of one batch entry, staging BK-deep slices
-// of A and B in shared memory; each invocation accumulates a TM x TN register block (rows and
-// columns interleaved by BM/TM and BN/TN, so neighbouring invocations touch neighbouring
-// addresses). Tile sizes are specialization constants chosen by the rules from the device's
-// shared memory and workgroup limits.
+// Tiled GEMM (tier "tiled", the GPU family without cooperative matrices): each workgroup computes
+// a BM x BN tile of one batch entry, staging BK-deep slices of A and B in shared memory; each
+// invocation accumulates a TM x TN register block of adjacent rows and columns. The slices are
+// stored k-major ([k][m] and [k][n]) as vec4 rows padded by one vec4, so that an invocation reads
+// its TM (TN) operands as TM/4 (TN/4) 16-byte loads per step of k (four multiply-adds per float
+// read where the blocks are 8 x 8), and the staging stores of neighbouring invocations fall in
+// different banks. 16-bit operands widen exactly (unpackHalf2x16, a shift for bf16). Tile sizes
+// are specialization constants chosen by the rules from the device's shared memory and
+// workgroup limits; TM and TN are 1, 2 or multiples of 4.
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
+#include "texel.glsl"
 
 layout(local_size_x_id = 0) in;
 layout(constant_id = 1) const uint BM = 64;
@@ -18,8 +23,17 @@ TENSOR(1, , y)
 TENSOR(2, readonly, a)
 TENSOR(3, readonly, b)
 
-shared float As[BK * BM];  // [k][m]
-shared float Bs[BK * BN];  // [k][n]
+// Rows of the slices in vec4s: BM / 4 (at least 1) plus one of padding.
+const uint SA = (BM + 3u) / 4u + 1u;
+const uint SB = (BN + 3u) / 4u + 1u;
+shared vec4 As[BK * SA];  // [k][m]
+shared vec4 Bs[BK * SB];  // [k][n]
+
+#if defined(T_f32)
+#define LOADX(x) (x)
+#else
+#define LOADX(x) unpack_one(uint(x))
+#endif
 
 // td[1]: A as logical [B0, B1, M, K]; td[2]: B as [B0, B1, K, N] (strides carry transposition
 // and batch broadcast); td[0]: the dense output [B0, B1, M, N].
@@ -36,9 +50,9 @@ void main() {
   const uint sbk = P.td[2].stride.z, sbn = P.td[2].stride.w;
   const uint m0 = gl_WorkGroupID.y * BM, n0 = gl_WorkGroupID.x * BN;
   const uint t = gl_LocalInvocationID.x;
-  const uint CM = BM / TM, CN = BN / TN;
-  const uint tn = t % CN, tm = t / CN;
-  // Walk the operand in its own contiguous direction, so loads from memory are coalesced.
+  const uint CN = BN / TN;
+  const uint rm = (t / CN) * TM, rn = (t % CN) * TN;  // this invocation's block in the tile
+  // Walk each operand in its own contiguous direction, so loads from memory are coalesced.
   const bool a_k_fast = sak == 1u;
   const bool b_n_fast = sbn == 1u || sbk != 1u;
 
@@ -47,22 +61,44 @@ void main() {
 
   for (uint k0 = 0u; k0 < K; k0 += BK) {
     for (uint e = t; e < BM * BK; e += NT) {
-      uint kk = a_k_fast ? e % BK : e / BM;
-      uint mm = a_k_fast ? e / BK : e % BM;
-      uint gm = m0 + mm, gk = k0 + kk;
-      As[kk * BM + mm] = (gm < M && gk < K) ? LOADF(a[a_base + gm * sam + gk * sak]) : 0.0;
+      const uint kk = a_k_fast ? e % BK : e / BM;
+      const uint mm = a_k_fast ? e / BK : e % BM;
+      const uint gm = m0 + mm, gk = k0 + kk;
+      As[kk * SA + mm / 4u][mm % 4u] =
+          (gm < M && gk < K) ? LOADX(a[a_base + gm * sam + gk * sak]) : 0.0;
     }
     for (uint e = t; e < BN * BK; e += NT) {
-      uint nn = b_n_fast ? e % BN : e / BK;
-      uint kk = b_n_fast ? e / BN : e % BK;
-      uint gn = n0 + nn, gk = k0 + kk;
-      Bs[kk * BN + nn] = (gn < N && gk < K) ? LOADF(b[b_base + gk * sbk + gn * sbn]) : 0.0;
+      const uint nn = b_n_fast ? e % BN : e / BK;
+      const uint kk = b_n_fast ? e / BN : e % BK;
+      const uint gn = n0 + nn, gk = k0 + kk;
+      Bs[kk * SB + nn / 4u][nn % 4u] =
+          (gn < N && gk < K) ? LOADX(b[b_base + gk * sbk + gn * sbn]) : 0.0;
     }
     barrier();
     [[unroll]] for (uint kk = 0u; kk < BK; ++kk) {
       float av[TM], bv[TN];
-      [[unroll]] for (uint i = 0u; i < TM; ++i) av[i] = As[kk * BM + tm + i * CM];
-      [[unroll]] for (uint j = 0u; j < TN; ++j) bv[j] = Bs[kk * BN + tn + j * CN];
+      if (TM % 4u == 0u) {
+        [[unroll]] for (uint i = 0u; i < TM; i += 4u) {
+          const vec4 v = As[kk * SA + (rm + i) / 4u];
+          av[i] = v.x;
+          av[i + 1u] = v.y;
+          av[i + 2u] = v.z;
+          av[i + 3u] = v.w;
+        }
+      } else {
+        [[unroll]] for (uint i = 0u; i < TM; ++i) av[i] = As[kk * SA + (rm + i) / 4u][(rm + i) % 4u];
+      }
+      if (TN % 4u == 0u) {
+        [[unroll]] for (uint j = 0u; j < TN; j += 4u) {
+          const vec4 v = Bs[kk * SB + (rn + j) / 4u];
+          bv[j] = v.x;
+          bv[j + 1u] = v.y;
+          bv[j + 2u] = v.z;
+          bv[j + 3u] = v.w;
+        }
+      } else {
+        [[unroll]] for (uint j = 0u; j < TN; ++j) bv[j] = Bs[kk * SB + (rn + j) / 4u][(rn + j) % 4u];
+      }
       [[unroll]] for (uint i = 0u; i < TM; ++i)
         [[unroll]] for (uint j = 0u; j < TN; ++j) acc[i * TN + j] = fma(av[i], bv[j], acc[i * TN + j]);
     }
@@ -72,12 +108,12 @@ void main() {
   const uvec4 ys = P.td[0].stride;
   const uint y_base = P.td[0].offset + i0 * ys.x + i1 * ys.y;
   [[unroll]] for (uint i = 0u; i < TM; ++i) {
-    uint gm = m0 + tm + i * CM;
+    const uint gm = m0 + rm + i;
     if (gm >= M) continue;
     [[unroll]] for (uint j = 0u; j < TN; ++j) {
-      uint gn = n0 + tn + j * CN;
+      const uint gn = n0 + rn + j;
       if (gn >= N) continue;
-      uint o = y_base + gm * ys.z + gn * ys.w;
+      const uint o = y_base + gm * ys.z + gn * ys.w;
       float v = acc[i * TN + j];
       if (P.u.w != 0u) v += LOADF(y[o]);
       y[o] = STOREF(v);

@@ -15,7 +15,10 @@ namespace {
 struct MatmulTile {
   int bm, bn, bk, tm, tn;
   int threads() const { return (bm / tm) * (bn / tn); }
-  uint64_t shared() const { return static_cast<uint64_t>(bm + bn) * bk * 4; }
+  // matmul.comp's slices: rows of vec4s, padded by one.
+  uint64_t shared() const {
+    return static_cast<uint64_t>((bm + 3) / 4 + 1 + (bn + 3) / 4 + 1) * bk * 16;
+  }
 };
 
 // Candidates, largest first. The first whose workgroup and shared memory fit the device, and
