@@ -104,7 +104,10 @@ TEST(Calibration, TheCacheIsReadWhenItHasTheDeviceAndAddedToWhenTheDriverChanged
   EXPECT_EQ(got.launch_us, 123);
   EXPECT_HAS(got.source, "cache " + file);
 
-  // The same device under an older driver's entry only: measured now and added beside it.
+  // The same device under an older driver's entry only: measured now and added beside it. On a
+  // machine so busy that a kernel ran 8 times slower than the device's peaks allow, the
+  // measurement is doubted (Calibration::doubt), not used and not cached: the file keeps only
+  // the older entry, and the next process measures again.
   const std::string other = dir + "/older.json";
   write(other, {made_up(key + " (older driver)", 7)});
   s.file = other;
@@ -113,8 +116,12 @@ TEST(Calibration, TheCacheIsReadWhenItHasTheDeviceAndAddedToWhenTheDriverChanged
   EXPECT_NE(fresh.launch_us, 7);
   auto all = calibrations_from_json(read(other), other);
   ASSERT_TRUE(all.ok()) << all.status().message();
-  ASSERT_EQ(all->size(), 2u);
-  EXPECT_EQ((*all)[1].device_key, key);
+  if (fresh.source.find("not used") != std::string::npos) {
+    EXPECT_EQ(all->size(), 1u) << fresh.source;
+  } else {
+    ASSERT_EQ(all->size(), 2u) << fresh.source;
+    EXPECT_EQ((*all)[1].device_key, key);
+  }
 }
 
 TEST(Calibration, AFixedFileIsUsedAsItIsAndNeverWritten) {
