@@ -25,7 +25,13 @@ else()
 endif()
 
 if(DUET_HAVE_CUDA)
-  # Default: every real architecture the toolkit offers from sm_75 to sm_90, plus sm_120.
+  # Default: one cubin per major version of the GPUs people own, each the oldest architecture of
+  # its major, which the newer minors run natively: sm_75 (Turing), sm_80 (Ampere and Ada: sm_86,
+  # 87, 88 and 89 run sm_80 cubins, and no tier uses an instruction those add), sm_90a (Hopper:
+  # an H100/H200 runs its own cubin, with the architecture-specific instructions wgmma and
+  # setmaxnreg for the tiers that use them), sm_120 (Blackwell GeForce and workstation cards),
+  # as far as the toolkit offers them; PTX of the newest for later GPUs. Listing sm_86 or sm_89
+  # as well costs a cubin of every tier each and gains nothing (docs/cuda-kernels.md, "Build").
   # (CUDA 13 dropped sm_70; with a CUDA 12 toolkit add it: -DDUET_CUDA_ARCHS="70;75;...".)
   if(NOT DUET_CUDA_ARCHS)
     execute_process(COMMAND ${CMAKE_CUDA_COMPILER} --list-gpu-arch OUTPUT_VARIABLE _arch_out ERROR_QUIET)
@@ -33,13 +39,15 @@ if(DUET_HAVE_CUDA)
     set(_default "")
     foreach(_c IN LISTS _computes)
       string(REPLACE "compute_" "" _n "${_c}")
-      if((_n GREATER_EQUAL 75 AND _n LESS_EQUAL 90) OR _n EQUAL 120)
+      if(_n EQUAL 75 OR _n EQUAL 80 OR _n EQUAL 120)
         list(APPEND _default ${_n})
+      elseif(_n EQUAL 90)
+        list(APPEND _default 90a)
       endif()
     endforeach()
     list(REMOVE_DUPLICATES _default)
     list(SORT _default COMPARE NATURAL)
-    set(DUET_CUDA_ARCHS "${_default}" CACHE STRING "CUDA architectures to build kernels for (e.g. 75;80;86)" FORCE)
+    set(DUET_CUDA_ARCHS "${_default}" CACHE STRING "CUDA architectures to build kernels for (e.g. 75;80;90a)" FORCE)
   endif()
   if(NOT DUET_CUDA_PTX_ARCH)
     list(GET DUET_CUDA_ARCHS -1 _newest)

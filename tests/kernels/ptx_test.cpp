@@ -314,7 +314,7 @@ std::string read(const fs::path& p) {
 // PTX files of a source, by architecture.
 std::map<int, std::string> ptx_of(const std::string& source) {
   std::map<int, std::string> out;
-  const std::regex name(source + R"(\.compute_(\d+)\.ptx)");
+  const std::regex name(source + R"(\.compute_(\d+)a?\.ptx)");
   for (const auto& path : report_files()) {
     std::smatch m;
     const std::string file = path.filename().string();
