@@ -254,6 +254,13 @@ DUET_DEV uint32_t pack2(float lo, float hi, Bf16) {
 #endif
 }
 
+// An f16 as f32 (exact; cvt.f32.f16).
+DUET_DEV float half_to_float(uint16_t h) {
+  float f;
+  asm("cvt.f32.f16 %0, %1;\n" : "=f"(f) : "h"(static_cast<unsigned short>(h)));
+  return f;
+}
+
 // The two f16 of a word as f32 (exact; cvt.f32.f16).
 DUET_DEV void unpack2(uint32_t w, float& lo, float& hi, F16) {
   unsigned short l = static_cast<unsigned short>(w), h = static_cast<unsigned short>(w >> 16);

@@ -162,6 +162,9 @@ DUET_DEV uint32_t pack2(float lo, float hi, Bf16) {
   return static_cast<uint32_t>(f32_to_bf16(lo)) | (static_cast<uint32_t>(f32_to_bf16(hi)) << 16);
 }
 
+DUET_DEV float half_to_float(uint16_t h) {
+  return f16_to_f32(h);
+}
 DUET_DEV void unpack2(uint32_t w, float& lo, float& hi, F16) {
   lo = f16_to_f32(static_cast<uint16_t>(w));
   hi = f16_to_f32(static_cast<uint16_t>(w >> 16));

@@ -37,9 +37,9 @@ DUET_DEV uint32_t ldw1(const uint8_t* p) {
   ldw(p, w);
   return w[0];
 }
-// An f16 at a 2-byte aligned address.
+// An f16 at a 2-byte aligned address, as f32 (one cvt on the GPU).
 DUET_DEV float ldh(const uint8_t* p) {
-  return h2f(load_u16(p));
+  return half_to_float(load_u16(p));
 }
 // Byte j (< 12) of the three words w, by selects (a run-time index into a register array would
 // put it in local memory).
@@ -123,8 +123,8 @@ DUET_DEV void q_group_s8(QFmt f, const uint8_t* b, int g, uint32_t (&v)[8], floa
         DUET_UNROLL for (int i = 0; i < 8; ++i) v[i] |= ((w[i] >> g) & 0x01010101u) << 4;
       }
       const uint32_t dd = ldw1(b + DUET_Q4_K_D);  // d, then dmin
-      sc[0] = sc[1] = h2f(static_cast<uint16_t>(dd)) * static_cast<float>(s);
-      mn[0] = mn[1] = -h2f(static_cast<uint16_t>(dd >> 16)) * static_cast<float>(m);
+      sc[0] = sc[1] = half_to_float(static_cast<uint16_t>(dd)) * static_cast<float>(s);
+      mn[0] = mn[1] = -half_to_float(static_cast<uint16_t>(dd >> 16)) * static_cast<float>(m);
       return;
     }
     case QFmt::q6_k: {
@@ -147,7 +147,8 @@ DUET_DEV void q_group_s8(QFmt f, const uint8_t* b, int g, uint32_t (&v)[8], floa
       ldw(b + DUET_Q2_K_QS + 32 * h, w);
       DUET_UNROLL for (int i = 0; i < 8; ++i) v[i] = (w[i] >> (2 * j)) & 0x03030303u;
       const uint32_t dd = ldw1(b + DUET_Q2_K_D);  // d, then dmin
-      const float d = h2f(static_cast<uint16_t>(dd)), dmin = h2f(static_cast<uint16_t>(dd >> 16));
+      const float d = half_to_float(static_cast<uint16_t>(dd)),
+                  dmin = half_to_float(static_cast<uint16_t>(dd >> 16));
       const uint32_t s2 = ldw1(b + DUET_Q2_K_SCALES + 2 * g);
       DUET_UNROLL for (int i = 0; i < 2; ++i) {
         const uint32_t s = (s2 >> (8 * i)) & 0xFFu;
