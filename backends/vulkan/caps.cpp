@@ -275,7 +275,8 @@ void record_device(const PhysicalInfo& info, const Properties& p, DeviceCaps& c)
   c.subgroup_arithmetic = (p.subgroup.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
                           (p.subgroup.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT);
   if (p.sm.shaderSMCount) c.compute_units = static_cast<int>(p.sm.shaderSMCount);
-  if (p.amd.activeComputeUnitCount) c.compute_units = static_cast<int>(p.amd.activeComputeUnitCount);
+  if (p.amd.activeComputeUnitCount)
+    c.compute_units = static_cast<int>(p.amd.activeComputeUnitCount);
   c.shared_mem_per_block = lim.maxComputeSharedMemorySize;
   c.shared_mem_per_block_optin = lim.maxComputeSharedMemorySize;
   c.max_threads_per_block = lim.maxComputeWorkGroupInvocations;

@@ -1,8 +1,8 @@
 // The GPU family's kernels: the mat-vec (tier "matvec") run on this machine's device (lavapipe in
 // CI, where it is offered after the CPU family) in the read modes, reductions and windows the
 // conformance cases (which run it for every block format) do not reach; and the rules that
-// choose it and the cooperative-matrix GEMM for GPUs from capability records (the coopmat shaders cannot run on lavapipe; their SPIR-V is checked at
-// build time, shaders/spirv_coopmat.cpp).
+// choose it and the cooperative-matrix GEMM for GPUs from capability records (the coopmat shaders
+// cannot run on lavapipe; their SPIR-V is checked at build time, shaders/spirv_coopmat.cpp).
 #include "vulkan_test_util.h"
 
 namespace duet::vulkan::testing {

@@ -161,8 +161,8 @@ KernelChoice matvec_choice(const DeviceCaps& c, const OpDesc& op, DType t) {
   // Activation rows per workgroup: M rounded up to a power of two on GPUs (each weight row is
   // read once for all of them); one on CPU devices, where the kernel only runs when forced and
   // every row more costs LLVM compile time.
-  kern.bm = on_cpu(c) ? 1
-                      : static_cast<int>(pow2_ceil(static_cast<uint64_t>(std::max<int64_t>(M, 1))));
+  kern.bm =
+      on_cpu(c) ? 1 : static_cast<int>(pow2_ceil(static_cast<uint64_t>(std::max<int64_t>(M, 1))));
   if (c.subgroup_arithmetic && sg <= mt) {
     kern.bn = std::max(1, std::min(4, mt / sg));
     l.block_threads = kern.bn * sg;
@@ -180,10 +180,11 @@ KernelChoice matvec_choice(const DeviceCaps& c, const OpDesc& op, DType t) {
       std::string("mat-vec, ") +
       (quant ? std::string(dtype_name(w)) + " weight decoded in registers from its blocks, " : "") +
       compute_name(t) + ", " +
-      (kern.shared_sum ? "2 weight rows per workgroup of " + std::to_string(l.block_threads) +
-                             ", summed in shared memory (no subgroup arithmetic)"
-                       : std::to_string(kern.bn) + " weight rows per workgroup, one per subgroup of " +
-                             std::to_string(sg) + ", summed by subgroupAdd") +
+      (kern.shared_sum
+           ? "2 weight rows per workgroup of " + std::to_string(l.block_threads) +
+                 ", summed in shared memory (no subgroup arithmetic)"
+           : std::to_string(kern.bn) + " weight rows per workgroup, one per subgroup of " +
+                 std::to_string(sg) + ", summed by subgroupAdd") +
       ", 16-byte loads along K, " + std::to_string(kern.bm) + " activation rows per workgroup";
   return k;
 }
@@ -258,8 +259,8 @@ KernelChoice coopmat_choice(const DeviceCaps& c, const OpDesc& op, DType t) {
   if (!quant && shared(128) <= smem && ((M + 127) / 128) * ((N + 127) / 128) * batch >= target)
     tile = 128;
   if (shared(tile) > smem) {
-    k.reason = "the coopmat kernel needs " + kib(shared(tile)) + " of shared memory; the device has " +
-               kib(smem);
+    k.reason = "the coopmat kernel needs " + kib(shared(tile)) +
+               " of shared memory; the device has " + kib(smem);
     return k;
   }
   LaunchConfig& l = k.launch;
