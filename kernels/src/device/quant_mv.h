@@ -30,9 +30,11 @@ DUET_DEV float q_group_dot(const uint32_t (&v)[8], const float (&sc)[2], const f
   return d * (sc[0] * small_i2f(s0) + sc[1] * small_i2f(s1)) + mn[0] * ds0 + mn[1] * ds1;
 }
 
-// Two blocks of 8 warps an SM at least (128 registers a thread): enough copies in flight.
+// Two blocks of 8 warps an SM at least (128 registers a thread): enough copies in flight. The
+// synchronous instance (sm_75) needs more than 128 registers to keep its accumulators and a
+// group's words without spilling, and asks for one block.
 template <class Arch>
-DUET_KERNEL_BOUNDED_MIN(256, 2)
+DUET_KERNEL_BOUNDED_MIN(256, Arch::kAsync ? 2 : 1)
 qmv_kernel(const QMatmulParams p) {
   // cp.async instances run on sm_80+, the synchronous ones before (host/launch_plan.cpp).
   if constexpr (Arch::kAsync) {
