@@ -191,9 +191,10 @@ TEST(QuantizedPlans, WithTheRealRulesAQuantizedMatmulRunsFromItsBlocksOnTheGpu) 
 }
 
 // On a Vulkan GPU decode runs the GPU family's mat-vec (the weight read once, in blocks). With it
-// denied, the rules take the integer-dot path where the capability record says packed 4x8-bit
-// dot products are accelerated (RADV on RDNA3), and explain names the format and the tier; a
-// device without the extension runs the float path and says why int_dot was skipped.
+// and the cooperative-matrix GEMM denied, the rules take the integer-dot path where the capability
+// record says packed 4x8-bit dot products are accelerated (RADV on RDNA3), and explain names the
+// format and the tier; a device without the extension runs the float path and says why int_dot
+// was skipped.
 TEST(QuantizedPlans, OnVulkanTheIntegerDotPathRunsWhereTheDeviceAcceleratesIt) {
   const Graph g = llama_stack(DType::q4_k, DType::f16, 1, 256, 512);
   std::vector<PlanDevice> devs = real_devices({"rx7900xtx"});
@@ -203,7 +204,7 @@ TEST(QuantizedPlans, OnVulkanTheIntegerDotPathRunsWhereTheDeviceAcceleratesIt) {
   ASSERT_NE(mv.step("blk.0.ffn_up"), nullptr);
   EXPECT_EQ(mv.step("blk.0.ffn_up")->op.choice.tier, Tier::matvec) << explain(mv);
   EXPECT_HAS(mv.step("blk.0.ffn_up")->tier_reason, "q4_k weight decoded in registers");
-  Plan p = plan_ok(g, devs, policy("deny=vulkan.matvec"));
+  Plan p = plan_ok(g, devs, policy("deny=vulkan.matvec,vulkan.coopmat"));
   expect_compressed_only(g, p);
   const PlanStep* up = p.step("blk.0.ffn_up");
   ASSERT_NE(up, nullptr);
@@ -211,7 +212,7 @@ TEST(QuantizedPlans, OnVulkanTheIntegerDotPathRunsWhereTheDeviceAcceleratesIt) {
   EXPECT_HAS(up->tier_reason, "q4_k weight");
   EXPECT_HAS(up->tier_reason, "integer dot products (accelerated)");
   devs[0].caps.int_dot = false;
-  Plan f = plan_ok(g, devs, policy("deny=vulkan.matvec"));
+  Plan f = plan_ok(g, devs, policy("deny=vulkan.matvec,vulkan.coopmat"));
   const PlanStep* up2 = f.step("blk.0.ffn_up");
   ASSERT_NE(up2, nullptr);
   EXPECT_NE(up2->op.choice.tier, Tier::int_dot);

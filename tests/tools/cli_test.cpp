@@ -254,10 +254,15 @@ TEST_F(Cli, CalibrateMeasuresCachesAndSavesAFixedCalibration) {
   ASSERT_EQ(first.status, 0) << first.err;
   EXPECT_NE(first.out.find("measured now"), std::string::npos) << first.out;
   EXPECT_NE(first.out.find("matmul"), std::string::npos) << first.out;
-  EXPECT_TRUE(fs::exists(path("cache/calibration.json")));
+  // On a machine so busy that a kernel ran far slower than the device's peaks allow, the
+  // measurement is doubted (Calibration::doubt): not used, not cached, measured again next time.
+  const bool doubted = first.out.find("measured now but not used") != std::string::npos;
+  EXPECT_EQ(fs::exists(path("cache/calibration.json")), !doubted) << first.out;
   CliRun again = duet("calibrate --device cpu:0 --save " + path("fixed.json"), cache);
   ASSERT_EQ(again.status, 0) << again.err;
-  EXPECT_NE(again.out.find("source: cache"), std::string::npos) << again.out;
+  if (!doubted) {
+    EXPECT_NE(again.out.find("source: cache"), std::string::npos) << again.out;
+  }
   CliRun fixed = duet("calibrate --device cpu:0", "DUET_CALIBRATION=" + path("fixed.json"));
   EXPECT_NE(fixed.out.find("source: fixed"), std::string::npos) << fixed.out;
   CliRun refresh = duet("calibrate --device cpu:0 --refresh", cache);
