@@ -284,5 +284,25 @@ TEST(Planner, F16MatmulTakesBf16DotProductsOnlyWhenAPolicyForcesThem) {
     EXPECT_FALSE(s.kind == StepKind::kernel && s.node < 0) << s.name << "\n" << explain(forced);
 }
 
+// A long chain plans in time linear in its length (issue 32: 16k nodes took 7.8 s and 200k ran
+// past a minute when every node's memory check scanned every value); over two devices so the
+// per-device running sums of live memory decide a split under a budget. The plan itself is
+// checked: one step per node, and the chain needs two buffers whatever its length. Its time is
+// measured by duet_bench_plan, not here.
+TEST(Planner, ALongChainPlansWithTwoBuffersPerDevice) {
+  constexpr int kNodes = 20000;
+  GraphBuilder b("chain");
+  ValueId x = b.input("x", DType::f32, {1024});
+  for (int i = 0; i < kNodes; ++i) x = b.relu(x, "r" + std::to_string(i));
+  b.output(x);
+  auto g = b.build();
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  Plan p = plan_ok(*g, test_devices({"t4", "t4"}), policy("budget=1MiB"));
+  size_t kernels = 0;
+  for (const PlanStep& st : p.steps) kernels += st.kind == StepKind::kernel ? 1 : 0;
+  EXPECT_EQ(kernels, static_cast<size_t>(kNodes));
+  for (const DeviceMemoryPlan& m : p.memory) EXPECT_LE(m.slots.size(), 2u);
+}
+
 }  // namespace
 }  // namespace duet::testing_planner

@@ -2,6 +2,7 @@
 // precision, the cost of each device (kernel, moving its inputs, casts) against its memory budget,
 // and the decision with a reason for the pick and for every alternative (docs/planner.md).
 #include <algorithm>
+#include <cassert>
 #include <cmath>
 #include <limits>
 #include <set>
@@ -179,8 +180,16 @@ DeviceEval Planner::evaluate(const GraphNode& n, int d, const PrecisionFloor& fl
 }
 
 // Bytes of non-constant values alive on a device when node `node_index` runs (conservatively:
-// until the graph's last use of the value), plus resident constants.
+// until the graph's last use of the value), plus resident constants. Placement asks at the node it
+// places, where the running sums answer (debug builds, the sanitizer job's, check them against
+// the count on small graphs); any other node is counted value by value.
 uint64_t Planner::live_bytes(int d, int node_index) const {
+  if (node_index != live_node_ || u(d) >= live_.size()) return count_live_bytes(d, node_index);
+  assert(reps_.size() >= 4096 || count_live_bytes(d, node_index) == live_[u(d)]);
+  return live_[u(d)];
+}
+
+uint64_t Planner::count_live_bytes(int d, int node_index) const {
   uint64_t live = 0;
   for (size_t gv = 0; gv < reps_.size(); ++gv) {
     const bool alive = is_output_[gv] || last_use_[gv] >= node_index;
@@ -191,6 +200,31 @@ uint64_t Planner::live_bytes(int d, int node_index) const {
     }
   }
   return live;
+}
+
+void Planner::count_live(int id) {
+  const PlanValue& v = plan_.values[u(id)];
+  if (v.graph_value < 0 || v.device < 0 || v.root != id) return;
+  if (live_.size() < plan_.devices.size()) live_.resize(plan_.devices.size(), 0);
+  const uint64_t bytes = v.storage_bytes();
+  const int gv = v.graph_value;
+  if (v.constant || v.state || is_output_[u(gv)]) {
+    live_[u(v.device)] += bytes;
+    return;
+  }
+  const int last = last_use_[u(gv)];
+  if (last < live_node_) return;  // not alive at any node still to be placed
+  live_[u(v.device)] += bytes;
+  if (expiring_.size() <= u(last)) expiring_.resize(u(last) + 1);
+  expiring_[u(last)].emplace_back(v.device, bytes);
+}
+
+void Planner::advance_live(int node_index) {
+  for (; live_node_ < node_index; ++live_node_) {
+    if (u(live_node_) >= expiring_.size()) continue;
+    for (const auto& [d, bytes] : expiring_[u(live_node_)]) live_[u(d)] -= bytes;
+    expiring_[u(live_node_)].clear();
+  }
 }
 
 void Planner::cost(const GraphNode& n, int node_index, DeviceEval& e) const {
@@ -303,6 +337,7 @@ Status Planner::choose_single_device() {
 }
 
 Status Planner::place(int node_index) {
+  advance_live(node_index);
   const GraphNode& n = g_.nodes()[u(node_index)];
   if (is_view(n.kind())) return {};  // made where their consumers need them
   const PrecisionFloor floor(policy_, n.op);

@@ -103,6 +103,12 @@ class Planner {
   DeviceEval evaluate(const GraphNode& n, int d, const PrecisionFloor& floor) const;
   void cost(const GraphNode& n, int node_index, DeviceEval& e) const;
   uint64_t live_bytes(int d, int node_index) const;
+  uint64_t count_live_bytes(int d, int node_index) const;
+  // live_bytes kept as running sums so that placing a node costs no scan of every value:
+  // a new plan value is counted when added, and the values whose last use is a node stop
+  // counting when placement moves past it.
+  void count_live(int id);
+  void advance_live(int node_index);
 
   bool is_view_value(int gv) const;
   int pick_source(int gv, int d, DType preferred) const;
@@ -126,7 +132,11 @@ class Planner {
   std::vector<std::vector<int>> reps_;  // graph value -> plan values holding it
   std::vector<int> last_use_;
   std::vector<bool> is_output_;
-  std::vector<int> home_;  // graph value -> device of the kernel that computed it
+  std::vector<int> home_;       // graph value -> device of the kernel that computed it
+  std::vector<uint64_t> live_;  // per device: live_bytes at node live_node_
+  // Per node: (device, bytes) of the values last used there, which stop counting after it.
+  std::vector<std::vector<std::pair<int, uint64_t>>> expiring_;
+  int live_node_ = 0;
   int single_ = -1;  // split=off, or the whole graph as a candidate (make_plan): the one device
 };
 

@@ -41,6 +41,7 @@ int Planner::add_value(PlanValue v) {
   const int gv = v.graph_value;
   plan_.values.push_back(std::move(v));
   if (gv >= 0) reps_[u(gv)].push_back(id);
+  count_live(id);
   return id;
 }
 
