@@ -54,8 +54,8 @@ uint qbyte(uint b[8], uint l) {
 }
 
 #if defined(Q_q8_0)
-#define QK 32u
-#define QB 34u
+#define QK uint(DUET_Q8_0_ELEMS)
+#define QB uint(DUET_Q8_0_BYTES)
 void qblock32(uint A, uint g, out float w[32]) {
   const float d = qf16(A + DUET_Q8_0_D);
   [[unroll]] for (uint i = 0u; i < 8u; ++i) {
@@ -64,16 +64,16 @@ void qblock32(uint A, uint g, out float w[32]) {
   }
 }
 #elif defined(Q_q4_0) || defined(Q_q4_1) || defined(Q_q4_z)
-#define QK 32u
+#define QK uint(DUET_Q4_0_ELEMS)
 #if defined(Q_q4_0)
-#define QB 18u
-#define QS_AT 2u
+#define QB uint(DUET_Q4_0_BYTES)
+#define QS_AT uint(DUET_Q4_0_QS)
 #elif defined(Q_q4_1)
-#define QB 20u
-#define QS_AT 4u
+#define QB uint(DUET_Q4_1_BYTES)
+#define QS_AT uint(DUET_Q4_1_QS)
 #else
-#define QB 20u
-#define QS_AT 4u
+#define QB uint(DUET_Q4_Z_BYTES)
+#define QS_AT uint(DUET_Q4_Z_QS)
 #endif
 void qblock32(uint A, uint g, out float w[32]) {
   const float d = qf16(A);
@@ -93,15 +93,15 @@ void qblock32(uint A, uint g, out float w[32]) {
   }
 }
 #elif defined(Q_q5_0) || defined(Q_q5_1)
-#define QK 32u
+#define QK uint(DUET_Q5_0_ELEMS)
 #if defined(Q_q5_0)
-#define QB 22u
-#define QH_AT 2u
-#define QS_AT 6u
+#define QB uint(DUET_Q5_0_BYTES)
+#define QH_AT uint(DUET_Q5_0_QH)
+#define QS_AT uint(DUET_Q5_0_QS)
 #else
-#define QB 24u
-#define QH_AT 4u
-#define QS_AT 8u
+#define QB uint(DUET_Q5_1_BYTES)
+#define QH_AT uint(DUET_Q5_1_QH)
+#define QS_AT uint(DUET_Q5_1_QS)
 #endif
 void qblock32(uint A, uint g, out float w[32]) {
   const float d = qf16(A);
@@ -123,24 +123,20 @@ void qblock32(uint A, uint g, out float w[32]) {
   }
 }
 #elif defined(Q_q4_k) || defined(Q_q5_k)
-#define QK 256u
+#define QK uint(DUET_QK_K)
 #if defined(Q_q4_k)
-#define QB 144u
-#define QS_AT 16u
+#define QB uint(DUET_Q4_K_BYTES)
+#define QS_AT uint(DUET_Q4_K_QS)
 #else
-#define QB 176u
-#define QS_AT 48u
+#define QB uint(DUET_Q5_K_BYTES)
+#define QS_AT uint(DUET_Q5_K_QS)
 #endif
-// The 6-bit scale and min of sub-block g (0..7) from the 12 scale bytes at byte S.
+// The 6-bit scale and min of sub-block g (0..7) from the 12 scale bytes at byte S
+// (duet/block_layout.h).
+#define QK_SCALE_BYTE(i) qrd8(S + (i))
 void qk_scale_min(uint S, uint g, out uint sc, out uint mn) {
-  if (g < 4u) {
-    sc = qrd8(S + g) & 63u;
-    mn = qrd8(S + g + 4u) & 63u;
-  } else {
-    const uint b = qrd8(S + g + 4u);
-    sc = (b & 0xfu) | ((qrd8(S + g - 4u) >> 6) << 4);
-    mn = (b >> 4) | ((qrd8(S + g) >> 6) << 4);
-  }
+  sc = DUET_Q4_K_SCALE(QK_SCALE_BYTE, g);
+  mn = DUET_Q4_K_MIN(QK_SCALE_BYTE, g);
 }
 void qblock32(uint A, uint g, out float w[32]) {
   uint sc, mn;
@@ -163,8 +159,8 @@ void qblock32(uint A, uint g, out float w[32]) {
   }
 }
 #elif defined(Q_q6_k)
-#define QK 256u
-#define QB 210u
+#define QK uint(DUET_QK_K)
+#define QB uint(DUET_Q6_K_BYTES)
 void qblock32(uint A, uint g, out float w[32]) {
   const uint h = g >> 2, j = g & 3u;
   const float d = qf16(A + DUET_Q6_K_D);
@@ -181,8 +177,8 @@ void qblock32(uint A, uint g, out float w[32]) {
   }
 }
 #elif defined(Q_q2_k)
-#define QK 256u
-#define QB 84u
+#define QK uint(DUET_QK_K)
+#define QB uint(DUET_Q2_K_BYTES)
 void qblock32(uint A, uint g, out float w[32]) {
   const uint h = g >> 2, j = g & 3u;
   const float d = qf16(A + DUET_Q2_K_D), dmin = qf16(A + DUET_Q2_K_DMIN);
@@ -197,11 +193,12 @@ void qblock32(uint A, uint g, out float w[32]) {
   }
 }
 #elif defined(Q_q3_k)
-#define QK 256u
-#define QB 110u
+#define QK uint(DUET_QK_K)
+#define QB uint(DUET_Q3_K_BYTES)
+// The 6-bit scale of sub-block s (0..15), before its offset of 32 (duet/block_layout.h).
+#define Q3_SCALE_BYTE(i) qrd8(S + (i))
 uint q3_scale(uint S, uint s) {
-  const uint lo = s < 8u ? qrd8(S + s) & 0xfu : qrd8(S + s - 8u) >> 4;
-  return lo | (((qrd8(S + 8u + (s & 3u)) >> (2u * (s >> 2))) & 3u) << 4);
+  return DUET_Q3_K_SCALE(Q3_SCALE_BYTE, s);
 }
 void qblock32(uint A, uint g, out float w[32]) {
   const uint h = g >> 2, j = g & 3u;

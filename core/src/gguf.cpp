@@ -1,12 +1,14 @@
 #include "duet/gguf.h"
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cstring>
 #include <limits>
 #include <set>
 
 #include "duet/internal/files.h"
+#include "duet/internal/text.h"
 #include "duet/policy.h"
 #include "readers.h"
 
@@ -20,32 +22,55 @@ namespace {
 constexpr uint32_t kMaxDims = 4;
 constexpr uint64_t kMaxNameBytes = 64 << 10;  // a key or a tensor name
 
-// Every ggml type a GGUF file may name: id, name, elements per block, bytes per block. Ids that
-// ggml removed are absent (a file naming one is malformed).
+// A ggml type a GGUF file may name: id, name, elements per block, bytes per block.
 struct GgmlType {
   int id;
   std::string_view name;
   int64_t block_elems, block_bytes;
 };
-constexpr GgmlType kGgmlTypes[] = {
-    {0, "f32", 1, 4},         {1, "f16", 1, 2},         {2, "q4_0", 32, 18},
-    {3, "q4_1", 32, 20},      {6, "q5_0", 32, 22},      {7, "q5_1", 32, 24},
-    {8, "q8_0", 32, 34},      {9, "q8_1", 32, 36},      {10, "q2_K", 256, 84},
-    {11, "q3_K", 256, 110},   {12, "q4_K", 256, 144},   {13, "q5_K", 256, 176},
-    {14, "q6_K", 256, 210},   {15, "q8_K", 256, 292},   {16, "iq2_xxs", 256, 66},
+// The ggml types duet does not compute with, so that a file holding one still reads (its tensors
+// are refused by name). duet's own are its dtype table's (duet/dtype.h). Ids that ggml removed
+// are absent (a file naming one is malformed).
+constexpr GgmlType kForeignGgmlTypes[] = {
+    {9, "q8_1", 32, 36},      {15, "q8_K", 256, 292},   {16, "iq2_xxs", 256, 66},
     {17, "iq2_xs", 256, 74},  {18, "iq3_xxs", 256, 98}, {19, "iq1_s", 256, 50},
     {20, "iq4_nl", 32, 18},   {21, "iq3_s", 256, 110},  {22, "iq2_s", 256, 82},
-    {23, "iq4_xs", 256, 136}, {24, "i8", 1, 1},         {25, "i16", 1, 2},
-    {26, "i32", 1, 4},        {27, "i64", 1, 8},        {28, "f64", 1, 8},
-    {29, "iq1_m", 256, 56},   {30, "bf16", 1, 2},       {34, "tq1_0", 256, 54},
+    {23, "iq4_xs", 256, 136}, {25, "i16", 1, 2},        {27, "i64", 1, 8},
+    {28, "f64", 1, 8},        {29, "iq1_m", 256, 56},   {34, "tq1_0", 256, 54},
     {35, "tq2_0", 256, 66},   {39, "mxfp4", 32, 17},    {40, "nvfp4", 64, 36},
     {41, "q1_0", 128, 18},    {42, "q2_0", 64, 18},
 };
 
-const GgmlType* ggml_type(int id) {
-  for (const GgmlType& t : kGgmlTypes)
-    if (t.id == id) return &t;
-  return nullptr;
+// ggml's spelling of a type duet has: its name, with the k-quants' K in capitals ("q4_K").
+std::string_view ggml_spelling(DType t) {
+  static const auto names = [] {
+    std::array<std::string, kNumDTypes> n;
+    for (const DTypeInfo& d : all_dtype_infos()) {
+      std::string s(d.name);
+      if (s.size() == 4 && s[0] == 'q' && s[3] == 'k') s[3] = 'K';
+      n[static_cast<size_t>(d.dtype)] = s;
+    }
+    return n;
+  }();
+  return names[static_cast<size_t>(t)];
+}
+
+std::optional<GgmlType> ggml_type(int id) {
+  if (const std::optional<DType> t = dtype_of_ggml_type(id)) {
+    const DTypeInfo& d = dtype_info(*t);
+    return GgmlType{id, ggml_spelling(*t), d.block_elems, d.block_bytes};
+  }
+  for (const GgmlType& t : kForeignGgmlTypes)
+    if (t.id == id) return t;
+  return std::nullopt;
+}
+
+// The dtypes a GGUF file can hold that duet computes with, for messages.
+std::string ggml_dtype_names() {
+  std::vector<DType> v;
+  for (const DTypeInfo& d : all_dtype_infos())
+    if (d.ggml_type >= 0) v.push_back(d.dtype);
+  return dtype_names(v);
 }
 
 // Smallest encoded size of a value of each type (strings: the 8-byte length).
@@ -382,7 +407,8 @@ Status Parser::tensor_infos(uint64_t n_tensors) {
     uint32_t type = 0;
     if (!r_.get(&type)) return truncated(where + " type");
     t.ggml_type = static_cast<int>(type);
-    const GgmlType* gt = type < 1024 ? ggml_type(static_cast<int>(type)) : nullptr;
+    const std::optional<GgmlType> gt =
+        type < 1024 ? ggml_type(static_cast<int>(type)) : std::nullopt;
     if (!gt) return bad(where + " type", "a ggml type id", std::to_string(type));
     if (t.ne[0] % gt->block_elems != 0)
       return bad(where + " dimension 0",
@@ -604,7 +630,7 @@ GgufValue GgufValue::of_string(std::string v) {
 }
 
 std::string ggml_type_name(int id) {
-  if (const GgmlType* t = ggml_type(id)) return std::string(t->name);
+  if (const std::optional<GgmlType> t = ggml_type(id)) return std::string(t->name);
   return "type " + std::to_string(id);
 }
 
@@ -634,9 +660,7 @@ Result<HostTensor> GgufFile::tensor(std::string_view name) const {
   if (!t) return err(Code::not_found).expected("a tensor of gguf " + what).got("no such name");
   if (!t->dtype)
     return err(Code::unsupported)
-        .expected(
-            "a type duet computes with (f32, f16, bf16, i8, i32, q8_0, q4_0, q4_1, q5_0, "
-            "q5_1, q2_k .. q6_k)")
+        .expected("a type duet computes with (" + ggml_dtype_names() + ")")
         .got(ggml_type_name(t->ggml_type) + " in gguf " + what);
   const std::vector<int64_t> shape = t->shape();
   const TensorDesc desc = TensorDesc::contiguous(*t->dtype, shape);

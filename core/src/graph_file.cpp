@@ -15,6 +15,7 @@
 #include "duet/internal/attrs_json.h"
 #include "duet/internal/files.h"
 #include "duet/internal/json.h"
+#include "duet/internal/text.h"
 #include "duet/safetensors.h"
 
 namespace duet {
@@ -281,10 +282,10 @@ Result<TensorDecl> decl_from(const json& j, const std::string& what) {
                 ? parse_dtype(j["dtype"].get<std::string>())
                 : std::nullopt;
   if (!dt)
-    return parse_err(where + " dtype",
-                     "f32, f16, bf16, i8, i32 or a block format (q8_0, q4_0, q4_1, q5_0, q5_1, "
-                     "q2_k, q3_k, q4_k, q5_k, q6_k, q4_z)",
-                     j.value("dtype", json()));
+    return parse_err(
+        where + " dtype",
+        dtype_names(kElementDTypes) + " or a block format (" + dtype_names(kQuantizedDTypes) + ")",
+        j.value("dtype", json()));
   d.dtype = *dt;
   const json& s = j.contains("shape") ? j["shape"] : json();
   bool ok = s.is_array() && s.size() <= static_cast<size_t>(kMaxRank);

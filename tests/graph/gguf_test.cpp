@@ -231,6 +231,22 @@ TEST(Gguf, TensorsDuetCannotComputeWithAreListedAndRefusedByName) {
   EXPECT_EQ(ggml_type_name(4), "type 4");  // removed from ggml
 }
 
+// duet's own types are named and sized by its dtype table (in ggml's spelling).
+TEST(Gguf, TheTypesDuetComputesWithAreItsDtypeTables) {
+  int with_ggml = 0;
+  for (const DTypeInfo& d : all_dtype_infos()) {
+    if (d.ggml_type < 0) continue;
+    ++with_ggml;
+    std::string ggml(d.name);  // ggml spells the k-quants with a capital K
+    if (ggml.back() == 'k') ggml.back() = 'K';
+    EXPECT_EQ(ggml_type_name(d.ggml_type), ggml);
+    EXPECT_EQ(dtype_of_ggml_type(d.ggml_type), d.dtype);
+  }
+  EXPECT_EQ(with_ggml, kNumDTypes - 1) << "every dtype but q4_z is ggml's";
+  EXPECT_EQ(ggml_type_name(12), "q4_K");
+  EXPECT_EQ(ggml_type_name(9), "q8_1") << "a ggml type duet does not compute with";
+}
+
 std::string error_of(const std::vector<std::byte>& bytes) {
   auto r = parse_gguf(bytes, "bad.gguf");
   EXPECT_FALSE(r.ok()) << "a malformed file parsed";

@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "duet/internal/files.h"
+#include "duet/internal/text.h"
 #include "duet/model_file.h"
 #include "duet/planner.h"
 
@@ -47,9 +48,8 @@ Status validate_dtypes(const std::vector<std::string>& dtypes) {
   for (const std::string& t : dtypes)
     if (!parse_dtype(t))
       return Err(Code::not_found)
-          .expected(
-              "a dtype: f32, f16, bf16, i8, i32, or a block format (q8_0, q4_0, q4_1, "
-              "q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k, q4_z)")
+          .expected("a dtype: " + dtype_names(kElementDTypes) + ", or a block format (" +
+                    dtype_names(kQuantizedDTypes) + ")")
           .got(t);
   return {};
 }

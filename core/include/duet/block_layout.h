@@ -100,6 +100,18 @@
 #define DUET_Q6_K_SCALES 192 /* 16 x int8 */
 #define DUET_Q6_K_D 208      /* f16 */
 
+/* The packed 6-bit scales of the k-quants, decoded: the one description every reader uses (the
+ * CPU reference and kernels, CUDA, GLSL). B names a function-like macro of the caller's that reads
+ * byte i of the block's scale bytes as an integer (C: #define B(i) sc[i]; GLSL:
+ * #define B(i) qrd8(S + (i))); s is the sub-block. */
+/* q4_k, q5_k: the scale and the min of sub-block s (0..7), each 6 bits */
+#define DUET_Q4_K_SCALE(B, s) \
+  ((s) < 4 ? (B(s) & 63) : ((B((s) + 4) & 0xF) | ((B((s)-4) >> 6) << 4)))
+#define DUET_Q4_K_MIN(B, s) ((s) < 4 ? (B((s) + 4) & 63) : ((B((s) + 4) >> 4) | ((B(s) >> 6) << 4)))
+/* q3_k: the scale of sub-block s (0..15), 6 bits stored with an offset of 32 */
+#define DUET_Q3_K_SCALE(B, s) \
+  (((s) < 8 ? (B(s) & 0xF) : (B((s)-8) >> 4)) | (((B(8 + (s) % 4) >> (2 * ((s) / 4))) & 3) << 4))
+
 /* q4_z (duet): w[e] = d * (q[e] - z), q[e] as q4_0, z in 0..15. GPTQ and AWQ int4 groups,
  * exactly: a group of g (a multiple of 32) weights becomes g / 32 blocks with its scale and
  * zero point. */

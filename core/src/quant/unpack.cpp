@@ -56,16 +56,8 @@ void unpack_q5(const uint8_t* qs, uint32_t qh, UnpackedBlock* o) {
     o->q[e] = static_cast<uint8_t>(nibble32(qs, e) | ((qh >> e) & 1u) << 4);
 }
 
-// q4_k and q5_k: the 6-bit scale and min of sub-block s (of 8) from the 12 packed bytes.
-void scale_min_k4(const uint8_t* sc, int s, int* scale, int* min) {
-  if (s < 4) {
-    *scale = sc[s] & 63;
-    *min = sc[s + 4] & 63;
-  } else {
-    *scale = (sc[s + 4] & 0xF) | (sc[s - 4] >> 6) << 4;
-    *min = (sc[s + 4] >> 4) | (sc[s] >> 6) << 4;
-  }
-}
+// Byte i of a block's packed scales (sc), for the decoders of duet/block_layout.h.
+#define DUET_SCALE_BYTE(i) sc[i]
 
 void unpack_q2_k(const uint8_t* b, UnpackedBlock* o) {
   const double d = f16_at(b, DUET_Q2_K_D), dmin = f16_at(b, DUET_Q2_K_DMIN);
@@ -91,11 +83,8 @@ void unpack_q3_k(const uint8_t* b, UnpackedBlock* o) {
     const int hbit = (hm[l] >> (4 * h + j)) & 1;
     o->q[e] = static_cast<uint8_t>(q2 + 4 * hbit);  // q - 4 * !hbit, shifted up by 4
   }
-  for (int s = 0; s < 16; ++s) {
-    const int low = s < 8 ? sc[s] & 0xF : sc[s - 8] >> 4;
-    const int high = (sc[8 + s % 4] >> (2 * (s / 4))) & 3;
-    set_sub(o, s, d * ((low | high << 4) - 32), 4, -0.0);
-  }
+  for (int s = 0; s < 16; ++s)
+    set_sub(o, s, d * (DUET_Q3_K_SCALE(DUET_SCALE_BYTE, s) - 32), 4, -0.0);
 }
 
 void unpack_q45_k(const uint8_t* b, bool five, UnpackedBlock* o) {
@@ -111,11 +100,9 @@ void unpack_q45_k(const uint8_t* b, bool five, UnpackedBlock* o) {
     if (five) q |= ((qh[e % 32] >> (2 * (e / 64) + (e % 64) / 32)) & 1) << 4;
     o->q[e] = static_cast<uint8_t>(q);
   }
-  for (int s = 0; s < 8; ++s) {
-    int scale = 0, min = 0;
-    scale_min_k4(sc, s, &scale, &min);
-    set_sub(o, s, d * scale, 0, -(dmin * min));
-  }
+  for (int s = 0; s < 8; ++s)
+    set_sub(o, s, d * DUET_Q4_K_SCALE(DUET_SCALE_BYTE, s), 0,
+            -(dmin * DUET_Q4_K_MIN(DUET_SCALE_BYTE, s)));
 }
 
 void unpack_q6_k(const uint8_t* b, UnpackedBlock* o) {

@@ -53,16 +53,19 @@ DUET_DEV int q_nib32(const uint8_t* qs, int e) {
   return e < 16 ? qs[e] & 0xF : qs[e - 16] >> 4;
 }
 
+// Byte i of a block's packed scales (sc), for the decoders of duet/block_layout.h.
+#define DUET_SCALE_BYTE(i) sc[i]
+
 // The 6-bit scale and min of sub-block s (of 8) of q4_k and q5_k, from the 12 bytes at sc.
 DUET_DEV void q_scale_min_k4(const uint8_t* sc, int s, int& scale, int& min) {
-  if (s < 4) {
-    scale = sc[s] & 63;
-    min = sc[s + 4] & 63;
-  } else {
-    scale = (sc[s + 4] & 0xF) | (sc[s - 4] >> 6) << 4;
-    min = (sc[s + 4] >> 4) | (sc[s] >> 6) << 4;
-  }
+  scale = DUET_Q4_K_SCALE(DUET_SCALE_BYTE, s);
+  min = DUET_Q4_K_MIN(DUET_SCALE_BYTE, s);
 }
+// The scale of sub-block s (of 16) of q3_k, from the 12 bytes at sc, without its offset of 32.
+DUET_DEV int q_scale_k3(const uint8_t* sc, int s) {
+  return DUET_Q3_K_SCALE(DUET_SCALE_BYTE, s) - 32;
+}
+#undef DUET_SCALE_BYTE
 
 // Elements [32 g, 32 g + 32) of the block at b.
 DUET_DEV void q_block32(QFmt f, const uint8_t* b, int g, float (&w)[32]) {
@@ -143,12 +146,7 @@ DUET_DEV void q_block32(QFmt f, const uint8_t* b, int g, float (&w)[32]) {
       const float d = qf16(b + DUET_Q3_K_D);
       const uint8_t* sc = b + DUET_Q3_K_SCALES;
       float ds[2];
-      for (int i = 0; i < 2; ++i) {
-        const int s = 2 * g + i;
-        const int low = s < 8 ? sc[s] & 0xF : sc[s - 8] >> 4;
-        const int high = (sc[8 + s % 4] >> (2 * (s / 4))) & 3;
-        ds[i] = d * static_cast<float>((low | high << 4) - 32);
-      }
+      for (int i = 0; i < 2; ++i) ds[i] = d * static_cast<float>(q_scale_k3(sc, 2 * g + i));
       const uint8_t* qs = b + DUET_Q3_K_QS + 32 * h;
       const uint8_t* hm = b + DUET_Q3_K_HMASK;
       DUET_UNROLL for (int l = 0; l < 32; ++l) {

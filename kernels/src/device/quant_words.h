@@ -47,6 +47,8 @@ DUET_DEV int byte_of(const uint32_t (&w)[3], int j) {
   const uint32_t x = j < 4 ? w[0] : j < 8 ? w[1] : w[2];
   return static_cast<int>((x >> (8 * (j & 3))) & 0xFFu);
 }
+// Byte i of the packed scales loaded as words (s12), for the decoders of duet/block_layout.h.
+#define DUET_WORD_BYTE(i) byte_of(s12, i)
 
 // Each byte of v (in [0, 128)) minus z, as int8: no borrow crosses a byte.
 DUET_DEV uint32_t sub_bytes(uint32_t v, uint32_t z) {
@@ -106,14 +108,7 @@ DUET_DEV void q_group_s8(QFmt f, const uint8_t* b, int g, uint32_t (&v)[8], floa
     case QFmt::q5_k: {
       uint32_t s12[3];
       ldw(b + DUET_Q4_K_SCALES, s12);
-      int s, m;
-      if (g < 4) {
-        s = byte_of(s12, g) & 63;
-        m = byte_of(s12, g + 4) & 63;
-      } else {
-        s = (byte_of(s12, g + 4) & 0xF) | (byte_of(s12, g - 4) >> 6) << 4;
-        m = (byte_of(s12, g + 4) >> 4) | (byte_of(s12, g) >> 6) << 4;
-      }
+      const int s = DUET_Q4_K_SCALE(DUET_WORD_BYTE, g), m = DUET_Q4_K_MIN(DUET_WORD_BYTE, g);
       uint32_t w[8];
       ldw(b + (f == QFmt::q5_k ? DUET_Q5_K_QS : DUET_Q4_K_QS) + 32 * (g / 2), w);
       const int shift = (g & 1) * 4;
@@ -169,14 +164,13 @@ DUET_DEV void q_group_s8(QFmt f, const uint8_t* b, int g, uint32_t (&v)[8], floa
       ldw(b + DUET_Q3_K_SCALES, s12);
       const float d = ldh(b + DUET_Q3_K_D);
       DUET_UNROLL for (int i = 0; i < 2; ++i) {
-        const int s = 2 * g + i;
-        const int low = s < 8 ? byte_of(s12, s) & 0xF : byte_of(s12, s - 8) >> 4;
-        const int high = (byte_of(s12, 8 + s % 4) >> (2 * (s / 4))) & 3;
-        sc[i] = d * static_cast<float>((low | high << 4) - 32);
+        sc[i] = d * static_cast<float>(DUET_Q3_K_SCALE(DUET_WORD_BYTE, 2 * g + i) - 32);
       }
       return;
     }
   }
 }
+
+#undef DUET_WORD_BYTE
 
 DUET_DEV_END

@@ -2,8 +2,11 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
+
+#include "duet/dtype.h"
 
 namespace duet {
 
@@ -21,6 +24,14 @@ inline std::string counted(int64_t n, std::string_view noun) {
   if (last == 's' || last == 'x' || (last == 'h' && (before == 'c' || before == 's')))
     return s + "es";
   return s + "s";
+}
+
+// "f32, f16, bf16": the names of `types` from the dtype table, for messages that list what is
+// accepted (dtype_names(kQuantizedDTypes): every block format).
+inline std::string dtype_names(std::span<const DType> types) {
+  std::string s;
+  for (DType t : types) s += (s.empty() ? "" : ", ") + std::string(dtype_name(t));
+  return s;
 }
 
 }  // namespace duet
