@@ -174,21 +174,12 @@ void print_undefined(const Graph& g, const check::GraphReference& ref, bool rand
 int check_model(const CLI::App& cmd, const ModelCheckOptions& o) {
   auto policy = choose_policy(o.policy_given ? std::optional(o.policy) : std::nullopt);
   if (!policy.ok()) return fail(cmd, policy.status().message(), 2);
-  std::optional<std::map<std::string, HostTensor>> given;
-  check::InputsSource source;
-  if (!o.inputs_path.empty()) {
-    auto read = read_inputs(o.inputs_path, source);
-    if (!read.ok()) return fail(cmd, read.status().message(), 2);
-    given = std::move(*read);
-  }
-  std::vector<std::string> notes;
-  auto graph = load_graph_file(o.model, true, given ? &*given : nullptr, &notes);
-  if (!graph.ok()) return fail(cmd, graph.status().message(), 2);
-  if (auto missing = graph->unbound_constants(); !missing.empty())
-    return fail(cmd, "graph '" + graph->name() + "': constant '" + missing[0] + "' has no data", 2);
-  std::string inputs_note;
-  auto inputs = check::graph_inputs(*graph, given ? &*given : nullptr, source, inputs_note);
-  if (!inputs.ok()) return fail(cmd, inputs.status().message(), 2);
+  auto model = load_model_and_inputs(o.model, o.inputs_path);
+  if (!model.ok()) return fail(cmd, model.status().message(), 2);
+  const Graph& graph = model->graph;
+  const std::vector<std::string>& notes = model->notes;
+  const std::string& inputs_note = model->inputs_note;
+  const std::map<std::string, HostTensor>& inputs = model->inputs;
   Registry reg = open_registry();
   auto devices = select_devices(reg, o.devices);
   if (!devices.ok()) return fail(cmd, devices.status().message(), 2);
@@ -196,28 +187,28 @@ int check_model(const CLI::App& cmd, const ModelCheckOptions& o) {
   // device that is not here) is bad input, as for plan and run: the planner's reason, exit 2.
   if (!policy->policy.empty()) {
     const std::vector<PlanDevice> pd = plan_devices(*devices, false);
-    if (auto plan = make_plan(*graph, pd, policy->policy); !plan.ok())
-      if (plan_failure_status(*graph, pd, policy->policy, plan.status()) == 2)
+    if (auto plan = make_plan(graph, pd, policy->policy); !plan.ok())
+      if (plan_failure_status(graph, pd, policy->policy, plan.status()) == 2)
         return fail(cmd, plan.status().message(), 2);
   }
 
-  auto ref = check::reference_graph(*graph, *inputs);
+  auto ref = check::reference_graph(graph, inputs);
   if (!ref.ok()) return fail(cmd, "float64 reference: " + ref.status().message(), 1);
   std::vector<check::GraphCheck> runs;
   for (Device* d : *devices)
-    for (auto& r : check::check_graph(*graph, *ref, *inputs, *d, policy->policy))
+    for (auto& r : check::check_graph(graph, *ref, inputs, *d, policy->policy))
       runs.push_back(std::move(r));
 
   int kernels = 0;
-  for (const GraphNode& n : graph->nodes()) kernels += !is_view(n.kind());
-  const size_t n_in = graph->inputs().size();
+  for (const GraphNode& n : graph.nodes()) kernels += !is_view(n.kind());
+  const size_t n_in = graph.inputs().size();
   std::printf("model '%s': %s, %s; reference: float64, each value held in its dtype\n",
-              graph->name().c_str(), counted(kernels, "op").c_str(),
+              graph.name().c_str(), counted(kernels, "op").c_str(),
               counted(int64_t(n_in), "input").c_str());
   if (!inputs_note.empty()) std::printf("%s\n", inputs_note.c_str());
   for (const std::string& n : notes) std::printf("import: %s\n", n.c_str());
   std::printf("%s\n", policy->line().c_str());
-  print_table(*graph, runs);
+  print_table(graph, runs);
 
   int diverged = 0, ran = 0;
   for (const auto& r : runs) {
@@ -226,7 +217,7 @@ int check_model(const CLI::App& cmd, const ModelCheckOptions& o) {
     if (r.first_failure < 0) continue;
     ++diverged;
     const check::NodeCheck& k = r.nodes[u(r.first_failure)];
-    const GraphNode& n = graph->nodes()[u(k.node)];
+    const GraphNode& n = graph.nodes()[u(k.node)];
     std::printf("FIRST DIVERGENCE on %s: %s '%s' (%s %s): ", run_label(r).c_str(),
                 std::string(op_name(n.kind())).c_str(), n.name.c_str(),
                 std::string(tier_name(k.tier)).c_str(),
@@ -248,14 +239,14 @@ int check_model(const CLI::App& cmd, const ModelCheckOptions& o) {
       std::printf("  alone on the same kernel, fed the reference's inputs, it fails too: %s\n",
                   r.alone.message.c_str());
   }
-  print_undefined(*graph, *ref, !given);
+  print_undefined(graph, *ref, o.inputs_path.empty());
   std::printf("%s on %s: %d within tolerance, %d %s, %zu not run\n", counted(ran, "run").c_str(),
               counted(int64_t(devices->size()), "device").c_str(), ran - diverged, diverged,
               diverged == 1 ? "diverges" : "diverge", runs.size() - static_cast<size_t>(ran));
 
   if (!o.json_path.empty()) {
-    nlohmann::json j = {{"model", graph->name()}, {"runs", nlohmann::json::array()}};
-    for (const auto& r : runs) j["runs"].push_back(run_json(*graph, r));
+    nlohmann::json j = {{"model", graph.name()}, {"runs", nlohmann::json::array()}};
+    for (const auto& r : runs) j["runs"].push_back(run_json(graph, r));
     if (Status st = write_file_atomically(o.json_path, j.dump(2) + "\n"); !st.ok())
       return fail(cmd, st.message());
   }

@@ -113,6 +113,27 @@ int plan_failure_status(const Graph& graph, const std::vector<PlanDevice>& devic
   return make_plan(graph, devices, Policy{}).ok() ? 2 : 1;
 }
 
+Result<LoadedModel> load_model_and_inputs(const ModelArgs& model, const std::string& inputs_path) {
+  std::optional<std::map<std::string, HostTensor>> given;
+  check::InputsSource source;
+  if (!inputs_path.empty()) {
+    DUET_ASSIGN_OR_RETURN(auto read, read_inputs(inputs_path, source));
+    given = std::move(read);
+  }
+  LoadedModel m;
+  DUET_ASSIGN_OR_RETURN(m.graph, load_graph_file(model, true, given ? &*given : nullptr, &m.notes));
+  if (auto missing = m.graph.unbound_constants(); !missing.empty()) {
+    std::string names;
+    for (const std::string& n : missing) names += (names.empty() ? "" : ", ") + n;
+    return Status(Code::invalid_argument,
+                  "graph '" + m.graph.name() + "': constants without data: " + names +
+                      " (give each a \"file\" or \"values\" in the graph file)");
+  }
+  DUET_ASSIGN_OR_RETURN(
+      m.inputs, check::graph_inputs(m.graph, given ? &*given : nullptr, source, m.inputs_note));
+  return m;
+}
+
 Result<Graph> load_graph_file(const ModelArgs& model, bool load_constants,
                               const std::map<std::string, HostTensor>* inputs,
                               std::vector<std::string>* notes) {

@@ -58,6 +58,18 @@ struct ModelArgs {
 Result<Graph> load_graph_file(const ModelArgs& model, bool load_constants,
                               const std::map<std::string, HostTensor>* inputs = nullptr,
                               std::vector<std::string>* notes = nullptr);
+// A model ready to run, as `duet run` and `duet check MODEL` load it: the --inputs tensors read
+// (when a path is given), the model with every constant's data, and its inputs (the given ones,
+// else drawn at random); `notes` are the importer's remarks, `inputs_note` says where the inputs
+// came from. Every error here is the user's input (exit 2).
+struct LoadedModel {
+  Graph graph;
+  std::map<std::string, HostTensor> inputs;
+  std::vector<std::string> notes;
+  std::string inputs_note;
+};
+Result<LoadedModel> load_model_and_inputs(const ModelArgs& model, const std::string& inputs_path);
+
 // The tensors of an --inputs argument: a .safetensors file, a folder of .npy files (one per input,
 // named after it: check::npy_file_name) or one .npy file (named after the file). `source` says
 // where each came from, for messages (convert.cpp).

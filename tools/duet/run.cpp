@@ -130,96 +130,60 @@ std::string format_values(const HostTensor& t, int64_t limit) {
   return out;
 }
 
-int run_graph(const CLI::App& cmd, const Options& o) {
-  // Outputs are checked before any work: a device, fifo or folder is never replaced.
-  for (const auto& [option, path] :
-       {std::pair<const char*, const std::string*>{"--outputs", &o.outputs_path},
-        {"--json", &o.json_path}})
-    if (Status s = check_output_target(*path, option); !s.ok()) return fail(cmd, s.message(), 2);
-  if (o.repeats < 1) return fail(cmd, "--repeats must be at least 1", 2);
-  auto policy = choose_policy(o.policy_given->count() ? std::optional(o.policy) : std::nullopt);
-  if (!policy.ok()) return fail(cmd, policy.status().message(), 2);
-  std::optional<std::map<std::string, HostTensor>> given;
-  check::InputsSource source;
-  if (!o.inputs_path.empty()) {
-    auto read = read_inputs(o.inputs_path, source);
-    if (!read.ok()) return fail(cmd, read.status().message(), 2);
-    given = std::move(*read);
-  }
-  std::vector<std::string> notes;
-  auto graph = load_graph_file(o.model, true, given ? &*given : nullptr, &notes);
-  if (!graph.ok()) return fail(cmd, graph.status().message(), 2);
-  if (auto missing = graph->unbound_constants(); !missing.empty()) {
-    std::string names;
-    for (const std::string& n : missing) names += (names.empty() ? "" : ", ") + n;
-    return fail(cmd,
-                "graph '" + graph->name() + "': constants without data: " + names +
-                    " (give each a \"file\" or \"values\" in the graph file)",
-                2);
-  }
-  {
-    std::vector<std::string> outs;
-    for (int id : graph->outputs()) outs.push_back(graph->value(id).name);
-    for (const std::string& want : split_list(o.print))
-      if (std::find(outs.begin(), outs.end(), want) == outs.end()) {
-        std::string names;
-        for (const std::string& n : outs) names += (names.empty() ? "" : ", ") + n;
-        return fail(cmd,
-                    "--print: '" + want + "' is not an output of graph '" + graph->name() +
-                        "' (its outputs: " + names + ")",
-                    2);
-      }
-  }
-  if (o.print_limit < 0) return fail(cmd, "--print-limit must be 0 (no limit) or more", 2);
-  std::string inputs_note;
-  auto inputs = check::graph_inputs(*graph, given ? &*given : nullptr, source, inputs_note);
-  if (!inputs.ok()) return fail(cmd, inputs.status().message(), 2);
+// An error naming a --print name that is not an output of the graph, with the outputs.
+Status check_print_names(const Graph& graph, const std::vector<std::string>& print) {
+  std::vector<std::string> outs;
+  for (int id : graph.outputs()) outs.push_back(graph.value(id).name);
+  for (const std::string& want : split_list(print))
+    if (std::find(outs.begin(), outs.end(), want) == outs.end()) {
+      std::string names;
+      for (const std::string& n : outs) names += (names.empty() ? "" : ", ") + n;
+      return Status(Code::invalid_argument, "--print: '" + want + "' is not an output of graph '" +
+                                                graph.name() + "' (its outputs: " + names + ")");
+    }
+  return {};
+}
 
-  // A registry of this command's own, closed before the process exits (not the process-wide
-  // shared_registry(), whose devices would be torn down during exit).
-  Registry reg = open_registry();
-  auto engine = Engine::create(*graph, reg.devices(), policy->policy);
-  if (!engine.ok())
-    return fail(cmd, engine.status().message(),
-                plan_failure_status(*graph, plan_devices(reg.devices(), false), policy->policy,
-                                    engine.status()));
-  Engine& e = **engine;
-
-  // Every run is timed step by step; the table shows the median per step over the repeats.
+// The runs of an engine, each timed step by step: per step its times over the runs, the wall
+// time of each run, and the last run's outputs.
+struct Runs {
   std::vector<std::vector<double>> per_step;
   std::vector<double> walls;
   std::map<std::string, HostTensor> outputs;
-  for (int r = 0; r < o.repeats; ++r) {
+};
+
+Result<Runs> run_repeats(Engine& e, const std::map<std::string, HostTensor>& inputs, int repeats) {
+  Runs r;
+  for (int i = 0; i < repeats; ++i) {
     std::vector<StepTime> times;
     const auto t0 = std::chrono::steady_clock::now();
-    auto out = e.run_timed(*inputs, times);
-    walls.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-    if (!out.ok()) return fail(cmd, out.status().message(), 1);
-    per_step.resize(e.plan().steps.size());
-    for (const StepTime& t : times) per_step[u(t.step)].push_back(t.seconds);
-    outputs = std::move(*out);
+    auto out = e.run_timed(inputs, times);
+    r.walls.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    if (!out.ok()) return out.status();
+    r.per_step.resize(e.plan().steps.size());
+    for (const StepTime& t : times) r.per_step[u(t.step)].push_back(t.seconds);
+    r.outputs = std::move(*out);
   }
-  auto median = [](std::vector<double> v) {
-    if (v.empty()) return -1.0;
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-  };
+  return r;
+}
 
-  const Plan& plan = e.plan();
-  std::printf("graph '%s': %d run%s\n%s\n%s\n", plan.graph.c_str(), o.repeats,
-              o.repeats == 1 ? "" : "s (times: median per step)", devices_line(plan).c_str(),
-              policy->line().c_str());
-  if (!inputs_note.empty()) std::printf("%s\n", inputs_note.c_str());
-  for (const std::string& n : notes) std::printf("import: %s\n", n.c_str());
+double median(std::vector<double> v) {
+  if (v.empty()) return -1.0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// The table of steps with their median times (kernels and copies; views and the steps run once
+// are left out), printed; returns the same rows as JSON and adds the kernels' time to `kernels`.
+nlohmann::json print_steps(const Plan& plan, const Runs& runs, double& kernels) {
   struct Line {
     std::string step, op, device, precision, tier, time;
   };
   std::vector<Line> rows = {{"step", "op", "device", "precision", "tier", "time"}};
   nlohmann::json jsteps = nlohmann::json::array();
-  double kernel_total = 0;
   for (size_t i = 0; i < plan.steps.size(); ++i) {
     const PlanStep& s = plan.steps[i];
-    const double t = median(per_step[i]);
+    const double t = median(runs.per_step[i]);
     if (s.once || s.kind == StepKind::view || t < 0) continue;
     const std::string time = format_us(t * 1e6);
     if (s.kind == StepKind::transfer) {
@@ -236,7 +200,7 @@ int run_graph(const CLI::App& cmd, const Options& o) {
                         {"seconds", t}});
       continue;
     }
-    kernel_total += t;
+    kernels += t;
     rows.push_back({s.name, std::string(op_name(s.op.op.kind)), device_id(plan, s.device),
                     std::string(precision_name(s.op.choice.precision)),
                     std::string(tier_name(s.op.choice.tier)), time});
@@ -261,27 +225,70 @@ int run_graph(const CLI::App& cmd, const Options& o) {
                 static_cast<int>(w[1]), r.op.c_str(), static_cast<int>(w[2]), r.device.c_str(),
                 static_cast<int>(w[3]), r.precision.c_str(), static_cast<int>(w[4]), r.tier.c_str(),
                 r.time.c_str());
-  const double wall = median(walls);
+  return jsteps;
+}
+
+Status write_outputs(const std::string& path, const Plan& plan,
+                     const std::map<std::string, HostTensor>& outputs) {
+  std::vector<std::pair<std::string, HostTensor>> list(outputs.begin(), outputs.end());
+  DUET_ASSIGN_OR_RETURN(auto bytes, encode_safetensors(list, {{"graph", plan.graph},
+                                                              {"policy", plan.policy.str()},
+                                                              {"producer", "duet run"}}));
+  const std::string text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  return write_file_atomically(path, text);
+}
+
+int run_graph(const CLI::App& cmd, const Options& o) {
+  // Outputs are checked before any work: a device, fifo or folder is never replaced.
+  for (const auto& [option, path] :
+       {std::pair<const char*, const std::string*>{"--outputs", &o.outputs_path},
+        {"--json", &o.json_path}})
+    if (Status s = check_output_target(*path, option); !s.ok()) return fail(cmd, s.message(), 2);
+  if (o.repeats < 1) return fail(cmd, "--repeats must be at least 1", 2);
+  auto policy = choose_policy(o.policy_given->count() ? std::optional(o.policy) : std::nullopt);
+  if (!policy.ok()) return fail(cmd, policy.status().message(), 2);
+  if (o.print_limit < 0) return fail(cmd, "--print-limit must be 0 (no limit) or more", 2);
+  auto model = load_model_and_inputs(o.model, o.inputs_path);
+  if (!model.ok()) return fail(cmd, model.status().message(), 2);
+  const Graph& graph = model->graph;
+  if (Status s = check_print_names(graph, o.print); !s.ok()) return fail(cmd, s.message(), 2);
+
+  // A registry of this command's own, closed before the process exits (not the process-wide
+  // shared_registry(), whose devices would be torn down during exit).
+  Registry reg = open_registry();
+  auto engine = Engine::create(graph, reg.devices(), policy->policy);
+  if (!engine.ok())
+    return fail(cmd, engine.status().message(),
+                plan_failure_status(graph, plan_devices(reg.devices(), false), policy->policy,
+                                    engine.status()));
+  // Every run is timed step by step; the table shows the median per step over the repeats.
+  auto runs = run_repeats(**engine, model->inputs, o.repeats);
+  if (!runs.ok()) return fail(cmd, runs.status().message(), 1);
+
+  const Plan& plan = (*engine)->plan();
+  std::printf("graph '%s': %d run%s\n%s\n%s\n", plan.graph.c_str(), o.repeats,
+              o.repeats == 1 ? "" : "s (times: median per step)", devices_line(plan).c_str(),
+              policy->line().c_str());
+  if (!model->inputs_note.empty()) std::printf("%s\n", model->inputs_note.c_str());
+  for (const std::string& n : model->notes) std::printf("import: %s\n", n.c_str());
+  double kernel_total = 0;
+  const nlohmann::json jsteps = print_steps(plan, *runs, kernel_total);
+  const double wall = median(runs->walls);
   std::printf("kernels %s, run %s (each step waits for its device while timed)\n",
               format_us(kernel_total * 1e6).c_str(), format_us(wall * 1e6).c_str());
   nlohmann::json jout = nlohmann::json::object();
-  for (const auto& [name, t] : outputs) {
+  for (const auto& [name, t] : runs->outputs) {
     std::printf("output %s %s: %s\n", name.c_str(), t.desc().str().c_str(), stats(t).c_str());
     jout[name] = t.desc().str();
   }
   const std::vector<std::string> print = split_list(o.print);
-  for (const auto& [name, t] : outputs)
+  for (const auto& [name, t] : runs->outputs)
     if (o.print_all || std::find(print.begin(), print.end(), name) != print.end())
       std::printf("%s %s =\n%s\n", name.c_str(), t.desc().str().c_str(),
                   format_values(t, o.print_limit).c_str());
 
   if (!o.outputs_path.empty()) {
-    std::vector<std::pair<std::string, HostTensor>> list(outputs.begin(), outputs.end());
-    auto bytes = encode_safetensors(
-        list, {{"graph", plan.graph}, {"policy", plan.policy.str()}, {"producer", "duet run"}});
-    if (!bytes.ok()) return fail(cmd, bytes.status().message());
-    const std::string text(reinterpret_cast<const char*>(bytes->data()), bytes->size());
-    if (Status s = write_file_atomically(o.outputs_path, text); !s.ok())
+    if (Status s = write_outputs(o.outputs_path, plan, runs->outputs); !s.ok())
       return fail(cmd, s.message());
     std::printf("outputs written to %s\n", o.outputs_path.c_str());
   }

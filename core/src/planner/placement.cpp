@@ -9,7 +9,7 @@
 
 #include "cost_model.h"
 #include "duet/planner.h"
-#include "planner.h"
+#include "planner_state.h"
 #include "precision.h"
 
 namespace duet::planning {
@@ -336,16 +336,25 @@ Status Planner::choose_single_device() {
   return {};
 }
 
+// An op's placement, in three parts: decide which device, precision and tier run it (here),
+// explain why in the step's reasons (explain.cpp), and rewrite the graph around the kernel: its
+// inputs brought where and how it reads them, its output (rewrite.cpp).
 Status Planner::place(int node_index) {
   advance_live(node_index);
   const GraphNode& n = g_.nodes()[u(node_index)];
   if (is_view(n.kind())) return {};  // made where their consumers need them
   const PrecisionFloor floor(policy_, n.op);
-  const Precision asked = floor.asked();
-  const auto& forced = floor.forced();
-  std::vector<DeviceEval> evals;
+  DUET_ASSIGN_OR_RETURN(Placement p, decide(n, node_index, floor));
+  PlanStep st = explain(n, node_index, floor, p);
+  return rewrite(n, p.pick(), std::move(st));
+}
+
+// Every device evaluated and costed; the fastest that fits, or why none can run the op.
+Result<Placement> Planner::decide(const GraphNode& n, int node_index,
+                                  const PrecisionFloor& floor) const {
+  Placement p;
   for (size_t d = 0; d < plan_.devices.size(); ++d)
-    evals.push_back(evaluate(n, static_cast<int>(d), floor));
+    p.evals.push_back(evaluate(n, static_cast<int>(d), floor));
 
   // The fastest device that fits (a choice meeting the floor before a substitute on a tie,
   // then the earlier device).
@@ -353,18 +362,16 @@ Status Planner::place(int node_index) {
     if (a.est_us < b.est_us * (1 - 1e-9)) return true;
     return a.est_us <= b.est_us * (1 + 1e-9) && a.standing.kind < b.standing.kind;
   };
-  int chosen = -1, cheapest = -1;
-  for (DeviceEval& e : evals) {
+  for (DeviceEval& e : p.evals) {
     if (!e.ok) continue;
     cost(n, node_index, e);
-    if (cheapest < 0 || faster(e, evals[u(cheapest)])) cheapest = e.device;
+    if (p.cheapest < 0 || faster(e, p.evals[u(p.cheapest)])) p.cheapest = e.device;
     if (!e.fits) continue;
-    if (chosen < 0 || faster(e, evals[u(chosen)])) chosen = e.device;
+    if (p.chosen < 0 || faster(e, p.evals[u(p.chosen)])) p.chosen = e.device;
   }
-  const std::string what = std::string(op_name(n.kind())) + " '" + n.name + "'";
-  if (cheapest < 0) {
+  if (p.cheapest < 0) {
     std::string why;
-    for (const DeviceEval& e : evals)
+    for (const DeviceEval& e : p.evals)
       why += "\n  " + dname(e.device) + ": " + (e.why_not.empty() ? "no kernel" : e.why_not);
     std::string pol = policy_.str();
     return Err(Code::unsupported)
@@ -372,9 +379,9 @@ Status Planner::place(int node_index) {
         .note("cannot be placed on any device" +
               (pol.empty() ? std::string() : " under policy '" + pol + "'") + ":" + why);
   }
-  if (chosen < 0) {
+  if (p.chosen < 0) {
     std::string why;
-    for (const DeviceEval& e : evals)
+    for (const DeviceEval& e : p.evals)
       if (e.ok) why += "\n  " + dname(e.device) + ": " + e.fit_reason;
     return Err(Code::out_of_memory)
         .op(op_name(n.kind()), n.name)
@@ -382,191 +389,7 @@ Status Planner::place(int node_index) {
               std::string(policy_.split ? "" : " (splitting is forbidden by policy: split=off)") +
               ":" + why);
   }
-  DeviceEval& e = evals[u(chosen)];
-  const int d = chosen;
-
-  PlanStep st;
-  st.kind = StepKind::kernel;
-  st.name = n.name;
-  st.node = node_index;
-  st.device = d;
-  st.requested = forced ? *forced : asked;
-  st.est_us = e.est_us - e.moves_us;  // the moves are steps of their own
-  st.est_basis = estimate_basis(n.op, e.pick, dev(d).caps, measured(d));
-  st.skipped = e.skipped;
-
-  // Why this device.
-  int usable = 0;
-  for (const DeviceEval& x : evals) usable += x.ok ? 1 : 0;
-  if (single_ >= 0) {
-    st.device_reason = "the whole graph runs on " + dev(d).id +
-                       (policy_.split ? ": estimated faster than placing op by op (see the notes)"
-                                      : " (policy split=off)");
-  } else if (usable == 1) {
-    st.device_reason = "the only device that can run it";
-  } else {
-    st.device_reason = "estimated " + format_us(e.est_us);
-    if (!e.output_moves.empty()) {
-      std::string to;
-      for (int r : e.output_moves) to += (to.empty() ? "" : ", ") + dev(r).id;
-      st.device_reason += " with moving its output to " + to + ", where the ops reading it run";
-    } else if (u(node_index) < readers_.size() && !readers_[u(node_index)].empty()) {
-      st.device_reason += " (the ops reading it run here too)";
-    }
-    if (cheapest != d && !evals[u(cheapest)].fits) {
-      st.device_reason +=
-          "; " + evals[u(cheapest)].fit_reason + ", so the work moves to " + dev(d).id;
-      plan_.notes.push_back(what + " moved from " + dev(cheapest).id + " to " + dev(d).id + ": " +
-                            evals[u(cheapest)].fit_reason);
-    } else {
-      st.device_reason += ", the lowest of " + std::to_string(usable) + " devices";
-    }
-  }
-  // Why this precision.
-  const std::string picked = pname(e.pick.precision);
-  if (forced) {
-    st.precision_reason = pname(*forced) + " forced by policy (" + floor.forced_term() + ")";
-    if (!floor.data_movement() && significant_bits(*forced) < significant_bits(asked))
-      st.precision_reason += ", below the " + pname(asked) + " the graph asks for (" +
-                             std::to_string(significant_bits(*forced)) + " significant bits of " +
-                             std::to_string(significant_bits(asked)) + ")";
-    st.policy.push_back(floor.forced_term() + " set the precision to " + pname(*forced));
-  } else if (e.pick.precision == asked) {
-    st.precision_reason = pname(asked) + " as the graph asks";
-  } else if (floor.data_movement()) {
-    st.precision_reason = picked + " (data movement; the backend's kernel)";
-  } else if (e.standing.kind == Standing::meets) {
-    st.precision_reason = pname(asked) + " asked; " + picked +
-                          " is at least as precise (the precision asked is a floor) and is the "
-                          "fastest acceptable kernel on " +
-                          dev(d).id;
-    std::string refused;  // kernels at the precision asked that the device cannot run
-    for (const KernelChoice& c : e.all)
-      if (c.precision == asked && !c.ok)
-        refused += (refused.empty() ? "" : "; ") + choice_name(c) + ": " + c.reason;
-    if (!refused.empty()) st.precision_reason += " (" + refused + ")";
-  } else if (e.standing.term == "fallback=f16") {
-    std::string missing;
-    for (const KernelChoice& c : e.all)
-      if (c.precision == asked)
-        missing += (missing.empty() ? "" : "; ") + tname(c.tier) + " " + pname(asked) + ": " +
-                   (c.ok ? "denied by policy" : c.reason);
-    st.precision_reason = pname(asked) + " asked, but " + dev(d).id + " has no " + pname(asked) +
-                          " kernel for it" + (missing.empty() ? "" : " (" + missing + ")") + "; " +
-                          picked + " with f32 accumulation instead (fallback=f16)";
-  } else {
-    st.precision_reason = pname(asked) + " asked; " + e.standing.why + ", and estimated faster";
-    st.policy.push_back(e.standing.term + " allowed " + picked + " below the " + pname(asked) +
-                        " asked");
-  }
-  st.tier_reason = tname(e.pick.tier) + ": " + e.pick.reason;
-  // What each policy term removed, one line per term.
-  std::vector<std::pair<std::string, std::string>> removed;  // term -> "cuda:0 flash bf16, ..."
-  auto note_removed = [&](const std::string& term, const std::string& item) {
-    for (auto& [t, list] : removed)
-      if (t == term) {
-        list += ", " + item;
-        return;
-      }
-    removed.emplace_back(term, item);
-  };
-  for (const DeviceEval& x : evals) {
-    for (const Alternative& a : x.alternatives) {
-      st.rejected.push_back(a);
-      if (a.by_policy && !a.term.empty())
-        note_removed(a.term, !a.tier ? a.device + " (the device)"
-                                     : a.device + " " + tname(*a.tier) + " " + pname(a.precision));
-    }
-    if (x.device != d && x.ok) {
-      Alternative a;
-      a.device = dev(x.device).id;
-      a.tier = x.pick.tier;
-      a.precision = x.pick.precision;
-      a.usable = true;
-      a.reason = !x.fits ? x.fit_reason
-                         : "estimated " + format_us(x.est_us) + " vs " + format_us(e.est_us) +
-                               " on " + dev(d).id;
-      st.rejected.push_back(a);
-    }
-    if (x.device != d && x.denied && single_ >= 0 && x.device != single_) {
-      Alternative a;
-      a.device = dev(x.device).id;
-      a.by_policy = !policy_.split;
-      a.term = policy_.split ? "" : "split=off";
-      a.reason = x.why_not;
-      st.rejected.push_back(a);
-    }
-  }
-  for (const auto& [term, list] : removed) st.policy.push_back(term + " removed " + list);
-
-  // States this op reads or writes first are allocated on its device.
-  for (int in : n.inputs)
-    if (const int sv = storage_value(in); g_.value(sv).kind == ValueKind::state) home_state(sv, d);
-  const int written = written_state(n);
-
-  // Inputs, cast and copied as the kernel needs them.
-  std::vector<int> ins;
-  std::vector<TensorDesc> descs;
-  std::vector<std::string> names;
-  for (size_t i = 0; i < n.inputs.size(); ++i) {
-    const DType want =
-        i < e.pick.input_dtypes.size() ? e.pick.input_dtypes[i] : n.op.inputs[i].dtype;
-    DUET_ASSIGN_OR_RETURN(int r, need(n.inputs[i], d, want, what));
-    ins.push_back(r);
-    descs.push_back(plan_.values[u(r)].desc);
-    names.push_back(g_.value(n.inputs[i]).name);
-  }
-  auto op = make_op(n.kind(), n.op.attrs, descs, names, n.name);
-  if (!op.ok())
-    return Status(Code::internal, op.status().message())
-        .with_context("planner: " + what + " with the kernel's input dtypes on " + dev(d).id);
-  // The launch shape for the op as executed (its dtypes and strides), when the backend agrees.
-  KernelChoice choice = e.pick;
-  bool agreed = false;
-  std::string refusal;
-  for (KernelChoice& c : dev(d).rules->choices(dev(d).caps, *op)) {
-    if (c.tier != e.pick.tier || c.precision != e.pick.precision) continue;
-    if (c.ok) {
-      choice = std::move(c);
-      agreed = true;
-      break;
-    }
-    refusal = c.reason;
-  }
-  if (!agreed)
-    plan_.notes.push_back(
-        what + " on " + dev(d).id + ": the backend " +
-        (refusal.empty()
-             ? std::string("does not list ") + tname(e.pick.tier) + " " + pname(e.pick.precision)
-             : "refuses " + tname(e.pick.tier) + " (" + refusal + ")") +
-        " for the op as executed (" + describe(*op) +
-        "); the launch shape is the one chosen for the graph's op");
-  bool constant = true;
-  for (int r : ins) constant = constant && plan_.values[u(r)].constant;
-  home_[u(n.output)] = d;
-  PlanValue out;
-  out.name = rep_name(n.output, d, op->output.dtype);
-  out.desc = op->output;
-  out.device = d;
-  out.graph_value = n.output;
-  out.constant = constant;
-  if (written >= 0) {
-    // In place: the output is the state's storage.
-    const int sv = state_value(written);
-    if (ins[0] != sv)
-      return Status(Code::internal, "planner: " + what + " on " + dev(d).id +
-                                        " does not read state '" + g_.value(written).name +
-                                        "' as it is stored (" + choice_name(choice) + ")");
-    out.root = sv;
-    out.constant = false;
-    constant = false;
-  }
-  st.once = constant;
-  st.inputs = std::move(ins);
-  st.op = PlannedOp{std::move(*op), std::move(choice)};
-  st.output = add_value(std::move(out));
-  add_step(std::move(st));
-  return {};
+  return p;
 }
 
 }  // namespace duet::planning

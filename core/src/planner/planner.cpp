@@ -10,7 +10,7 @@
 
 #include "duet/internal/log.h"
 #include "memory_plan.h"
-#include "planner.h"
+#include "planner_state.h"
 
 namespace duet {
 

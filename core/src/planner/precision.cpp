@@ -2,7 +2,7 @@
 // policy accepts below it, and why the others are refused.
 #include "precision.h"
 
-#include "planner.h"
+#include "planner_state.h"
 
 namespace duet::planning {
 

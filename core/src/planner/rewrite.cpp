@@ -5,7 +5,7 @@
 #include <limits>
 
 #include "duet/planner.h"
-#include "planner.h"
+#include "planner_state.h"
 
 namespace duet::planning {
 
@@ -283,6 +283,82 @@ Result<int> Planner::need(int gv, int d, DType t, const std::string& why) {
   // Already in that dtype somewhere (or its storage, for a view): bring it.
   if (available_dtype(gv, d, t) == t) return on_device(gv, d, t, why);
   return cast_to(gv, t, d, why);
+}
+
+// The graph around the op's kernel: the states it touches first homed on its device, its inputs
+// brought there in the dtypes the kernel reads (casts, copies, views), the launch shape for the
+// op as executed, its output value, and its step.
+Status Planner::rewrite(const GraphNode& n, const DeviceEval& e, PlanStep st) {
+  const int d = e.device;
+  const std::string what = std::string(op_name(n.kind())) + " '" + n.name + "'";
+  // States this op reads or writes first are allocated on its device.
+  for (int in : n.inputs)
+    if (const int sv = storage_value(in); g_.value(sv).kind == ValueKind::state) home_state(sv, d);
+  const int written = written_state(n);
+
+  // Inputs, cast and copied as the kernel needs them.
+  std::vector<int> ins;
+  std::vector<TensorDesc> descs;
+  std::vector<std::string> names;
+  for (size_t i = 0; i < n.inputs.size(); ++i) {
+    const DType want =
+        i < e.pick.input_dtypes.size() ? e.pick.input_dtypes[i] : n.op.inputs[i].dtype;
+    DUET_ASSIGN_OR_RETURN(int r, need(n.inputs[i], d, want, what));
+    ins.push_back(r);
+    descs.push_back(plan_.values[u(r)].desc);
+    names.push_back(g_.value(n.inputs[i]).name);
+  }
+  auto op = make_op(n.kind(), n.op.attrs, descs, names, n.name);
+  if (!op.ok())
+    return Status(Code::internal, op.status().message())
+        .with_context("planner: " + what + " with the kernel's input dtypes on " + dev(d).id);
+  // The launch shape for the op as executed (its dtypes and strides), when the backend agrees.
+  KernelChoice choice = e.pick;
+  bool agreed = false;
+  std::string refusal;
+  for (KernelChoice& c : dev(d).rules->choices(dev(d).caps, *op)) {
+    if (c.tier != e.pick.tier || c.precision != e.pick.precision) continue;
+    if (c.ok) {
+      choice = std::move(c);
+      agreed = true;
+      break;
+    }
+    refusal = c.reason;
+  }
+  if (!agreed)
+    plan_.notes.push_back(
+        what + " on " + dev(d).id + ": the backend " +
+        (refusal.empty()
+             ? std::string("does not list ") + tname(e.pick.tier) + " " + pname(e.pick.precision)
+             : "refuses " + tname(e.pick.tier) + " (" + refusal + ")") +
+        " for the op as executed (" + describe(*op) +
+        "); the launch shape is the one chosen for the graph's op");
+  bool constant = true;
+  for (int r : ins) constant = constant && plan_.values[u(r)].constant;
+  home_[u(n.output)] = d;
+  PlanValue out;
+  out.name = rep_name(n.output, d, op->output.dtype);
+  out.desc = op->output;
+  out.device = d;
+  out.graph_value = n.output;
+  out.constant = constant;
+  if (written >= 0) {
+    // In place: the output is the state's storage.
+    const int sv = state_value(written);
+    if (ins[0] != sv)
+      return Status(Code::internal, "planner: " + what + " on " + dev(d).id +
+                                        " does not read state '" + g_.value(written).name +
+                                        "' as it is stored (" + choice_name(choice) + ")");
+    out.root = sv;
+    out.constant = false;
+    constant = false;
+  }
+  st.once = constant;
+  st.inputs = std::move(ins);
+  st.op = PlannedOp{std::move(*op), std::move(choice)};
+  st.output = add_value(std::move(out));
+  add_step(std::move(st));
+  return {};
 }
 
 }  // namespace duet::planning

@@ -1,7 +1,8 @@
-// The planner's working state, shared by its three parts: placement (placement.cpp: which device,
-// precision and tier for each op, and why), graph rewriting (rewrite.cpp: the casts, copies and
-// views that bring each input to where and how the chosen kernel reads it) and the plan's assembly
-// (planner.cpp: inputs, outputs, memory, budgets). The cost model is cost_model.h. Internal.
+// The planner's working state, shared by its parts: placement (placement.cpp: which device,
+// precision and tier for each op), its explanation (explain.cpp: why, in the step's reasons),
+// graph rewriting (rewrite.cpp: the casts, copies and views that bring each input to where and
+// how the chosen kernel reads it) and the plan's assembly (planner.cpp: inputs, outputs, memory,
+// budgets). The cost model is cost_model.h. Internal.
 #pragma once
 
 #include <optional>
@@ -55,6 +56,14 @@ struct DeviceEval {
   std::string fit_reason;
   std::vector<int> output_moves;  // devices its output is moved to for the ops reading it
   double moves_us = 0;            // what moving it there costs (in est_us, not in the step's)
+};
+
+// The decision for one op: every device's evaluation, the fastest device that fits (chosen) and
+// the fastest of all (cheapest, which may not fit).
+struct Placement {
+  std::vector<DeviceEval> evals;
+  int chosen = -1, cheapest = -1;
+  const DeviceEval& pick() const { return evals[u(chosen)]; }
 };
 
 // The memory a plan keeps free on a device for the driver's context, library workspaces and other
@@ -121,7 +130,12 @@ class Planner {
   int add_transfer(int src, int d, int gv);
 
   Status choose_single_device();
+  // One op: decide, then explain, then rewrite the graph around it (placement.cpp).
   Status place(int node_index);
+  Result<Placement> decide(const GraphNode& n, int node_index, const PrecisionFloor& floor) const;
+  PlanStep explain(const GraphNode& n, int node_index, const PrecisionFloor& floor,
+                   const Placement& p);
+  Status rewrite(const GraphNode& n, const DeviceEval& e, PlanStep st);
   Status finish_outputs();
 
   const Graph& g_;
