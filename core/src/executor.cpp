@@ -10,15 +10,12 @@
 #include <thread>
 
 #include "duet/internal/fault.h"
+#include "duet/internal/index.h"
 #include "duet/internal/log.h"
 
 namespace duet {
 
 namespace {
-
-size_t u(int i) {
-  return static_cast<size_t>(i);
-}
 
 // One lock per Device in the process: every call into a device holds it.
 std::mutex& device_lock(const Device* d) {

@@ -2,13 +2,11 @@
 
 #include <cstring>
 
+#include "duet/internal/index.h"
+
 namespace duet {
 
 namespace {
-size_t u(int i) {
-  return static_cast<size_t>(i);
-}
-
 Status graph_error(const std::string& graph, Status s) {
   return s.with_context("graph '" + graph + "'");
 }

@@ -3,16 +3,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "duet/internal/index.h"
 #include "duet/internal/text.h"
 #include "duet/plan.h"
 
 namespace duet {
 
 namespace {
-size_t u(int i) {
-  return static_cast<size_t>(i);
-}
-
 std::string rate(double v, const char* unit) {
   char b[48];
   std::snprintf(b, sizeof b, v >= 100 ? "%.0f %s" : v >= 10 ? "%.1f %s" : "%.2f %s", v, unit);

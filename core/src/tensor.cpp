@@ -3,13 +3,11 @@
 #include <algorithm>
 #include <string>
 
+#include "duet/internal/index.h"
+
 namespace duet {
 
 namespace {
-size_t u(int i) {
-  return static_cast<size_t>(i);
-}
-
 std::string shape_of(std::span<const int64_t> s) {
   std::string r = "[";
   for (size_t i = 0; i < s.size(); ++i) r += (i ? "," : "") + std::to_string(s[i]);

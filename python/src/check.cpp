@@ -12,14 +12,13 @@
 #include "check/inputs.h"
 #include "common.h"
 #include "duet/builtin_engine.h"
+#include "duet/internal/index.h"
 
 namespace duetpy {
 
 namespace {
 
-size_t u(int i) {
-  return static_cast<size_t>(i);
-}
+using duet::u;
 
 // The run's inputs: the given ones (every input, checked by name and dtype) or, without them,
 // the deterministic random inputs `duet check` draws (inside each op's domain).

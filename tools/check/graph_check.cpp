@@ -5,15 +5,12 @@
 #include <set>
 
 #include "duet/engine.h"
+#include "duet/internal/index.h"
 #include "reference/reference.h"
 
 namespace duet::check {
 
 namespace {
-size_t u(int i) {
-  return static_cast<size_t>(i);
-}
-
 double error_ratio(const Metrics& m, const Tolerance& t) {
   if (m.nan || m.inf_mismatch) return INFINITY;
   if (t.exact) return m.mismatches ? INFINITY : 0.0;

@@ -12,16 +12,13 @@
 #include "duet/backends.h"
 #include "duet/check_model.h"
 #include "duet/common.h"
+#include "duet/internal/index.h"
 #include "duet/internal/text.h"
 #include "duet/planner.h"
 
 namespace duet::cli {
 
 namespace {
-
-size_t u(int i) {
-  return static_cast<size_t>(i);
-}
 
 // A cell of the table; `elements` is the op's output size ("undefined" when the reference has no
 // value at any of them).

@@ -4,17 +4,12 @@
 #include <cstdio>
 #include <sstream>
 
+#include "duet/internal/index.h"
 #include "duet/internal/text.h"
 
 namespace duet::cli {
 
-namespace {
-
-size_t u(int i) {
-  return static_cast<size_t>(i);
-}
-
-}  // namespace
+namespace {}  // namespace
 
 std::string device_id(const Plan& plan, int device) {
   return device < 0 || static_cast<size_t>(device) >= plan.devices.size()

@@ -16,6 +16,7 @@
 #include "duet/common.h"
 #include "duet/engine.h"
 #include "duet/internal/files.h"
+#include "duet/internal/index.h"
 #include "duet/plan_view.h"
 #include "duet/planner.h"
 #include "duet/safetensors.h"
@@ -34,10 +35,6 @@ struct Options {
   bool print_all = false;          // every output's
   int64_t print_limit = 1000;      // more elements than this are summarised (0: never)
 };
-
-size_t u(int i) {
-  return static_cast<size_t>(i);
-}
 
 std::string stats(const HostTensor& t) {
   const std::vector<double> v = t.to_doubles();

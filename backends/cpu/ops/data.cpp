@@ -1,16 +1,13 @@
 #include <cstring>
 
 #include "duet/half.h"
+#include "duet/internal/index.h"
 #include "ops/ops.h"
 #include "ops/rows.h"
 
 namespace duet::cpu {
 
 namespace {
-
-size_t u(int64_t i) {
-  return static_cast<size_t>(i);
-}
 
 // Copies a strided view into dense storage of the same dtype, row by row.
 void gather(const HostArg& in, std::byte* dst, ThreadPool& pool) {

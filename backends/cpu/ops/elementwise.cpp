@@ -1,16 +1,13 @@
 #include <cmath>
 
 #include "duet/eltwise.h"
+#include "duet/internal/index.h"
 #include "kernels/isa.h"
 #include "ops/ops.h"
 
 namespace duet::cpu {
 
 namespace {
-
-size_t u(int64_t i) {
-  return static_cast<size_t>(i);
-}
 
 Status unknown(const OpArgs& a, uint32_t code) {
   return Err(Code::unsupported)

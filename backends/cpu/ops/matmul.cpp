@@ -1,3 +1,4 @@
+#include "duet/internal/index.h"
 #include "kernels/gemm.h"
 #include "kernels/isa.h"
 #include "ops/ops.h"
@@ -5,10 +6,6 @@
 namespace duet::cpu {
 
 namespace {
-
-size_t u(int64_t i) {
-  return static_cast<size_t>(i);
-}
 
 // Element offset (from the storage start) of matrix `bi` of an operand, where bi counts over
 // the output's batch dims and the operand broadcasts to them (numpy: right-aligned, size 1

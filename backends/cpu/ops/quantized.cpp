@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "duet/half.h"
+#include "duet/internal/index.h"
 #include "duet/quantize.h"
 #include "kernels/isa.h"
 #include "kernels/qgemm.h"
@@ -13,10 +14,6 @@
 namespace duet::cpu {
 
 namespace {
-
-size_t u(int64_t i) {
-  return static_cast<size_t>(i);
-}
 
 // The first byte of element `elem` (a block start) of a quantized argument.
 const uint8_t* block_at(const HostArg& a, int64_t elem) {

@@ -4,14 +4,12 @@
 #include <cstring>
 
 #include "duet/half.h"
+#include "duet/internal/index.h"
 #include "kernels/isa.h"
 
 namespace duet::cpu {
 
 namespace {
-size_t u(int64_t i) {
-  return static_cast<size_t>(i);
-}
 constexpr int64_t kConvertGrain = 1 << 15;
 }  // namespace
 

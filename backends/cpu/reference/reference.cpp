@@ -6,14 +6,11 @@
 #include <numbers>
 
 #include "duet/half.h"
+#include "duet/internal/index.h"
 
 namespace duet::reference {
 
 namespace {
-
-size_t u(int64_t i) {
-  return static_cast<size_t>(i);
-}
 
 // An input widened to doubles (row-major over its own shape) and read through any broadcast.
 struct Values {

@@ -11,13 +11,10 @@
 #include <string>
 #include <string_view>
 
+#include "duet/internal/index.h"
 #include "duet/op.h"
 
 namespace duet::ops {
-
-inline size_t u(int i) {
-  return static_cast<size_t>(i);
-}
 
 // Collects the context of one make_op call so every check reads as one line.
 class Check {

@@ -3,13 +3,9 @@
 #include <algorithm>
 #include <limits>
 
-namespace duet {
+#include "duet/internal/index.h"
 
-namespace {
-size_t u(int i) {
-  return static_cast<size_t>(i);
-}
-}  // namespace
+namespace duet {
 
 uint64_t PlanValue::storage_bytes() const {
   return static_cast<uint64_t>(dtype_bytes(desc.dtype, desc.storage_extent()));

@@ -10,15 +10,12 @@
 #include <vector>
 
 #include "duet/graph.h"
+#include "duet/internal/index.h"
 #include "duet/plan.h"
 #include "duet/policy.h"
 #include "precision.h"
 
 namespace duet::planning {
-
-inline size_t u(int i) {
-  return static_cast<size_t>(i);
-}
 
 inline bool data_movement(OpKind k) {
   return op_class(k) == OpClass::data_movement;
