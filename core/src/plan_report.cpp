@@ -1,3 +1,5 @@
+// The plan read back: its accessors (duet/plan.h), and the plan in words (explain, what `duet plan
+// --explain` prints) and as JSON (plan_json).
 #include <cstdio>
 #include <sstream>
 
