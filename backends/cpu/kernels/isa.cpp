@@ -114,7 +114,7 @@ const Kernels& kernels_for(Isa isa) {
 #else
   (void)isa;
 #endif
-  return generic_kernels();
+  return portable_kernels();
 }
 
 }  // namespace duet::cpu::kernels

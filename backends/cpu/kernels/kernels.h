@@ -1,6 +1,6 @@
 // The CPU backend's SIMD kernels, one table per instruction set. Each table is compiled in its
 // own translation unit with that ISA's flags (kernels_avx512.cpp, kernels_avx2.cpp,
-// kernels_generic.cpp); the drivers (gemm.cpp, ops/attention.cpp, ops/tensor_io.cpp) are
+// kernels_portable.cpp); the drivers (gemm.cpp, ops/attention.cpp, ops/tensor_io.cpp) are
 // compiled for the baseline and only call through the table chosen at run time (isa.h).
 //
 // This header is included by the ISA translation units, so it must define no inline function
@@ -12,7 +12,8 @@
 
 namespace duet::cpu::kernels {
 
-// Ordered: each level includes the one below. avx512bf16 is avx512 plus AVX512-BF16 dot
+// Ordered: each level includes the one below. generic is no SIMD extension (the portable
+// kernels, namespace portable; DUET_CPU_ISA=generic); avx512bf16 is avx512 plus AVX512-BF16 dot
 // products (vdpbf16ps) for matmuls computed in bf16.
 enum class Isa : uint8_t { generic, avx2, avx512, avx512bf16 };
 
@@ -111,8 +112,8 @@ struct Kernels {
 };
 
 // The table for one ISA; every table exists in every x86-64 build (use isa.h to pick one the
-// CPU runs). On other architectures only the generic table exists.
-const Kernels& generic_kernels();
+// CPU runs). On other architectures only the portable table exists.
+const Kernels& portable_kernels();
 const Kernels& avx2_kernels();
 const Kernels& avx512_kernels();
 const Kernels& avx512bf16_kernels();

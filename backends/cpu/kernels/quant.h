@@ -1,5 +1,5 @@
 // The CPU backend's kernels for block-quantized weights, one table per instruction set
-// (quant_avx512.cpp with AVX-512 VNNI, quant_avx2.cpp, quant_generic.cpp), chosen at run time
+// (quant_avx512.cpp with AVX-512 VNNI, quant_avx2.cpp, quant_portable.cpp), chosen at run time
 // like the float kernels (quant_isa.cpp). Same rule as kernels.h: this header is included by the
 // ISA translation units, so it defines no inline function and includes no library header.
 //
@@ -104,7 +104,7 @@ struct QuantKernels {
 // too, else AVX2's table is returned.
 const QuantKernels& quant_kernels_for(Isa isa);
 
-const QuantKernels& generic_quant_kernels();
+const QuantKernels& portable_quant_kernels();
 const QuantKernels& avx2_quant_kernels();
 const QuantKernels& avx512_quant_kernels();  // needs AVX-512 F, BW, VL and VNNI
 

@@ -35,7 +35,7 @@ const QuantKernels& quant_kernels_for(Isa isa) {
 #else
   (void)isa;
 #endif
-  return generic_quant_kernels();
+  return portable_quant_kernels();
 }
 
 }  // namespace duet::cpu::kernels

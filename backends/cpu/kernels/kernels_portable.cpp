@@ -3,7 +3,7 @@
 // 4 x 8: eight 4-lane accumulators.
 #include "kernels/kernels.h"
 
-namespace duet::cpu::kernels::generic {
+namespace duet::cpu::kernels::portable {
 namespace {
 
 constexpr int W = 4;
@@ -127,10 +127,10 @@ void f32_to_bf16(const float* src, uint16_t* dst, int64_t n) {
 
 #include "kernels/impl.inc"
 
-}  // namespace duet::cpu::kernels::generic
+}  // namespace duet::cpu::kernels::portable
 
 namespace duet::cpu::kernels {
-const Kernels& generic_kernels() {
-  return generic::kTable;
+const Kernels& portable_kernels() {
+  return portable::kTable;
 }
 }  // namespace duet::cpu::kernels

@@ -5,7 +5,7 @@
 
 #include "kernels/quant.h"
 
-namespace duet::cpu::kernels::quant_generic {
+namespace duet::cpu::kernels::quant_portable {
 namespace {
 
 void quantize_q8(const float* x, int64_t k, int8_t* xq, float* d, int16_t* s16) {
@@ -69,10 +69,10 @@ constexpr QuantKernels make_table() {
 constexpr QuantKernels kTable = make_table();
 
 }  // namespace
-}  // namespace duet::cpu::kernels::quant_generic
+}  // namespace duet::cpu::kernels::quant_portable
 
 namespace duet::cpu::kernels {
-const QuantKernels& generic_quant_kernels() {
-  return quant_generic::kTable;
+const QuantKernels& portable_quant_kernels() {
+  return quant_portable::kTable;
 }
 }  // namespace duet::cpu::kernels
