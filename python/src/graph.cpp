@@ -9,6 +9,7 @@
 #include "common.h"
 #include "duet/graph_file.h"
 #include "duet/internal/attrs_json.h"
+#include "duet/internal/text.h"
 #include "duet/model_file.h"
 #include "duet/quantize.h"
 
@@ -37,8 +38,8 @@ py::list tensor_list(const duet::Graph& g, const std::vector<int>& ids) {
 duet::DType dtype_arg(const std::string& name) {
   auto t = duet::parse_dtype(name);
   if (!t)
-    bad_input("dtype '" + name +
-              "': expected f32, f16, bf16, i8, i32 or a block format (q8_0, q4_0, ..., q4_z)");
+    bad_input("dtype '" + name + "': expected " + duet::dtype_names(duet::kElementDTypes) +
+              " or a block format (" + duet::dtype_names(duet::kQuantizedDTypes) + ")");
   return *t;
 }
 

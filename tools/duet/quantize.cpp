@@ -7,6 +7,7 @@
 #include "duet/commands.h"
 #include "duet/common.h"
 #include "duet/gguf.h"
+#include "duet/internal/text.h"
 #include "duet/quantize.h"
 #include "duet/safetensors.h"
 
@@ -48,8 +49,7 @@ int run_quantize(const CLI::App& cmd, const Options& o) {
   const std::optional<DType> format = parse_dtype(o.type);
   if (!format || !is_quantized(*format))
     return fail(cmd,
-                "--type: expected a block format (q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, "
-                "q4_k, q5_k, q6_k, q4_z), got '" +
+                "--type: expected a block format (" + dtype_names(kQuantizedDTypes) + "), got '" +
                     o.type + "'",
                 2);
   Metadata metadata;
