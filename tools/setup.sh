@@ -22,6 +22,8 @@ packages=(
   pybind11-dev python3-pybind11 libdlpack-dev python3-dev python3-numpy python3-pytest
   # `duet bench --plot`
   gnuplot-nox
+  # distributed runs over MPI (docs/distributed.md): Open MPI's library, headers and mpirun
+  libopenmpi-dev openmpi-bin
   # the fuzz preset: clang with libFuzzer and its sanitizer runtimes
   clang libclang-rt-14-dev
   # the coverage preset's reports (tools/coverage.py): llvm-profdata-14 and llvm-cov-14
