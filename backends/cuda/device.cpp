@@ -242,11 +242,12 @@ class Device final : public CudaDevice {
     if (tier == Tier::cublas)
       return quantized_input(op) ? run_dequant_gemm(op, in, out) : run_gemm(op, in, out);
     if (tier != Tier::generic && tier != Tier::tiled && tier != Tier::flash &&
-        tier != Tier::pipelined && tier != Tier::int_dot && tier != Tier::int8_mma)
+        tier != Tier::pipelined && tier != Tier::int_dot && tier != Tier::int8_mma &&
+        tier != Tier::wgmma)
       return err(Code::invalid_argument)
           .expected(
               "a CUDA kernel tier (cublas, generic, tiled, flash, pipelined, int_dot, "
-              "int8_mma)")
+              "int8_mma, wgmma)")
           .got(std::string(tier_name(tier)));
     const uint64_t ws = kernels::workspace_bytes(tier, op, choice.launch);
     DUET_ASSIGN_OR_RETURN(void* workspace, ensure_workspace(op, ws));

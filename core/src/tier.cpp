@@ -24,11 +24,13 @@ constexpr TierName kTiers[] = {
     {Tier::int_dot, "int_dot"},
     {Tier::int8_mma, "int8_mma"},
     {Tier::matvec, "matvec"},
+    {Tier::wgmma, "wgmma"},
 };
 
 constexpr Tier kAll[] = {Tier::reference, Tier::simd,      Tier::generic,          Tier::tiled,
                          Tier::flash,     Tier::pipelined, Tier::register_blocked, Tier::cublas,
-                         Tier::coopmat,   Tier::int_dot,   Tier::int8_mma,         Tier::matvec};
+                         Tier::coopmat,   Tier::int_dot,   Tier::int8_mma,         Tier::matvec,
+                         Tier::wgmma};
 
 }  // namespace
 

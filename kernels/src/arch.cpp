@@ -136,6 +136,8 @@ bool tier_fits(const ArchFeatures& a, Tier tier) {
       return a.mma_s8_m8n8k16;
     case Tier::int_dot:
       return a.dp4a;
+    case Tier::wgmma:  // and an sm_90a image (check_image with the arch-specific cubins)
+      return a.wgmma && a.tma && a.mbarrier_tx && a.ldmatrix;
     default:
       return true;
   }

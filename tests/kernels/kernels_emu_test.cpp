@@ -24,6 +24,8 @@ struct Target {
   std::unique_ptr<Device> device;
   std::set<Tier> tiers;    // the tiers exercised on it
   bool kernel_cases_only;  // only the "kernels/" cases, not the conformance set
+  // Cases to leave out on this device (each case runs on the device that shows most with it).
+  bool (*skip)(const std::string& name) = nullptr;
 };
 
 // sm_80 runs every tier; sm_75 shows the tiled tier at Turing's 64 KiB of shared memory. With
@@ -47,6 +49,22 @@ std::vector<Target>& targets() {
     v.push_back({make_emu_device("emu-orin", testing::profile("jetson-orin-nano")),
                  {Tier::flash, Tier::pipelined, Tier::tiled},
                  true});
+    // Hopper, from a build with an sm_90a image: the wgmma tier. The 132-SM record splits small
+    // cases' keys (decode, split-KV); with 4 SMs they run unsplit, so the stage ring wraps.
+    BuildArchs hopper = testing::full_build();
+    hopper.arch_specific = {90};
+    v.push_back({make_emu_device("emu-h100", testing::profile("h100"), hopper),
+                 {Tier::wgmma},
+                 false,
+                 [](const std::string& n) {
+                   return n.rfind("kernels/", 0) == 0 && n.find("decode.splits") == n.npos;
+                 }});
+    DeviceCaps four = testing::profile("h100");
+    four.compute_units = 4;
+    v.push_back({make_emu_device("emu-h100-4sm", four, hopper),
+                 {Tier::wgmma},
+                 true,
+                 [](const std::string& n) { return n.find("decode.splits") != n.npos; }});
     return v;
   }();
   return t;
@@ -109,6 +127,20 @@ void kernel_cases(std::vector<check::Case>& out) {
     out.push_back(make_case(
         "kernels/attention/" + ts + "/hd96.causal.lq>lk", OpKind::attention, causal,
         {dense(t, {1, 2, 70, 96}), dense(t, {1, 2, 20, 96}), dense(t, {1, 2, 20, 96})}, qkv));
+    // The wgmma tier's edges (run on the emulated H100s only): more key tiles of 128 than
+    // stages, ragged ends, GQA 2:1 with a block whose second warpgroup has 4 rows, causal with
+    // Lq < Lk and Lq > Lk, a mask, GQA 4:1 at head dim 128.
+    out.push_back(make_case(
+        "kernels/attention/" + ts + "/wgmma.hd64.causal.gqa", OpKind::attention, causal,
+        {dense(t, {1, 2, 130, 64}), dense(t, {1, 1, 700, 64}), dense(t, {1, 1, 700, 64})}, qkv));
+    out.push_back(make_case("kernels/attention/" + ts + "/wgmma.hd128.mask.gqa4", OpKind::attention,
+                            {},
+                            {dense(t, {1, 4, 20, 128}), dense(t, {1, 1, 390, 128}),
+                             dense(t, {1, 1, 390, 128}), dense(DType::f32, {20, 390})},
+                            qkvm));
+    out.push_back(make_case(
+        "kernels/attention/" + ts + "/wgmma.hd64.causal.lq>lk", OpKind::attention, causal,
+        {dense(t, {2, 2, 150, 64}), dense(t, {2, 2, 40, 64}), dense(t, {2, 2, 40, 64})}, qkv));
     // q, k, v as views of a [B, L, H, D] layout (seq stride H * D).
     const int order[4] = {0, 2, 1, 3};
     out.push_back(make_case(
@@ -214,8 +246,12 @@ std::vector<Param> params() {
   for (Target& t : targets())
     for (size_t i = 0; i < all_cases().size(); ++i) {
       if (t.kernel_cases_only && all_cases()[i].name.rfind("kernels/", 0) != 0) continue;
+      if (t.skip && t.skip(all_cases()[i].name)) continue;
       auto op = check::case_op(all_cases()[i]);
       if (!op.ok()) continue;
+      // The wgmma tier's own cases are too long for the other tiers' emulated time budget.
+      const bool wgmma_target = t.tiers.count(Tier::wgmma) > 0;
+      if (!wgmma_target && all_cases()[i].name.find("/wgmma.") != std::string::npos) continue;
       // The integer tiers run the small cases made for them (the generic tier already runs the
       // conformance set of every format, so emulated time stays low).
       const std::string& name = all_cases()[i].name;
@@ -288,6 +324,11 @@ TEST(EmulatedKernel, EveryTensorCoreVariantIsExercised) {
     want.push_back("flash_attention_f16_hd" + std::to_string(hd));
     want.push_back("flash_attention_bf16_hd" + std::to_string(hd));
     want.push_back("tiled_attention_f16_hd" + std::to_string(hd));
+  }
+  for (const char* g : {"generic_attention_flash", "generic_attention_decode"}) want.push_back(g);
+  for (int hd : {64, 128}) {
+    want.push_back("wgmma_attention_f16_hd" + std::to_string(hd));
+    want.push_back("wgmma_attention_bf16_hd" + std::to_string(hd));
   }
   for (const char* b : {"_bn", "_bk"}) {
     want.push_back(std::string("pipelined_matmul_f16") + b);

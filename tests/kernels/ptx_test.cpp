@@ -7,8 +7,10 @@
 //   - the PTX: the instructions each tier must use (flash: mma.sync m16n8k16 bf16/f16, cp.async,
 //     ldmatrix; tiled: f16 mma m16n8k8 and ldmatrix only, no cp.async, no bf16; int_dot:
 //     dp4a, cp.async in sm_80+ code; int8_mma: mma m8n8k16 s8 in sm_75 code, m16n8k32 and
-//     m16n8k16 s8, ldmatrix and cp.async in sm_80+ code), and no sm_80-only instruction (bf16,
-//     cp.async, m16n8k16, m16n8k32) anywhere in sm_75 code.
+//     m16n8k16 s8, ldmatrix and cp.async in sm_80+ code; wgmma: wgmma.mma_async, the TMA's
+//     cp.async.bulk.tensor, mbarriers, fence.proxy.async and setmaxnreg, in sm_90a code only),
+//     and no sm_80-only instruction (bf16, cp.async, m16n8k16, m16n8k32) anywhere in sm_75 code.
+//     An architecture-specific target (90a) counts as its architecture (90).
 #include <cxxabi.h>
 #include <gtest/gtest.h>
 
@@ -59,7 +61,7 @@ uint64_t smem_limit(int sm) {
 struct Entry {
   std::string source;  // "flash_attention_bf16"
   std::string name;    // demangled
-  int sm = 0;
+  int sm = 0;          // 90 for sm_90a
   int registers = 0;
   int stack = 0, spill_stores = 0, spill_loads = 0;
   int static_smem = 0;
@@ -88,7 +90,7 @@ std::vector<fs::path> report_files() {
 
 std::vector<Entry> read_reports() {
   std::vector<Entry> out;
-  const std::regex compiling(R"(Compiling entry function '([^']+)' for 'sm_(\d+)')");
+  const std::regex compiling(R"(Compiling entry function '([^']+)' for 'sm_(\d+)a?')");
   const std::regex frame(
       R"((\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads)");
   const std::regex used(R"(Used (\d+) registers)");
@@ -125,7 +127,13 @@ const std::vector<Entry>& reports() {
 
 bool tensor_core(const Entry& e) {
   return e.source.rfind("flash_", 0) == 0 || e.source.rfind("pipelined_", 0) == 0 ||
-         e.source.rfind("tiled_", 0) == 0;
+         e.source.rfind("tiled_", 0) == 0 || e.source.rfind("wgmma_", 0) == 0;
+}
+
+// Whether the build list has the architecture-specific target sm_XXa.
+bool build_has_specific(int sm) {
+  const std::string list = std::string(",") + DUET_TEST_CUDA_ARCHS + ",";
+  return list.find("," + std::to_string(sm) + "a,") != std::string::npos;
 }
 
 // The launch the selection makes for a kernel instance on an architecture, at its most demanding:
@@ -151,9 +159,10 @@ DeviceCaps caps_for(int sm) {
 Demand selection_demand(const Entry& e) {
   Demand d;
   const DeviceCaps caps = caps_for(e.sm);
-  BuildArchs all{{e.sm}, 0};
+  BuildArchs all{{e.sm}, 0, {e.sm}};
   const Tier tier = e.source.rfind("flash_", 0) == 0       ? Tier::flash
                     : e.source.rfind("pipelined_", 0) == 0 ? Tier::pipelined
+                    : e.source.rfind("wgmma_", 0) == 0     ? Tier::wgmma
                                                            : Tier::tiled;
   auto take = [&](const OpDesc& op) {
     for (const KernelChoice& k : choices(caps, op, all))
@@ -164,7 +173,7 @@ Demand selection_demand(const Entry& e) {
   };
   const std::smatch m = [&] {
     std::smatch r;
-    std::regex_search(e.name, r, std::regex(R"(attention_tc<[^,]+, (\d+), )"));
+    std::regex_search(e.name, r, std::regex(R"(attention_(?:tc|wgmma)<[^,]+, (\d+)[,>])"));
     return r;
   }();
   if (!m.empty()) {
@@ -211,6 +220,9 @@ TEST(PtxasReport, CoversEveryTensorCoreInstanceOnEveryArchitecture) {
         << "sm_" << sm;
     EXPECT_EQ((count[{"matvec", sm}]), 3) << "sm_" << sm;
     EXPECT_EQ((count[{"quant_cast", sm}]), 2) << "sm_" << sm;
+    // f16 and bf16 at head dims 64 and 128, in sm_90a code only.
+    EXPECT_EQ((count[{"wgmma_attention", sm}]), build_has_specific(sm) && sm == 90 ? 4 : 0)
+        << "sm_" << sm;
   }
 }
 
@@ -404,23 +416,66 @@ TEST(Ptx, NoSm75CodeHasABf16Instruction) {
   }
   const auto archs = build_archs();
   if (std::find(archs.begin(), archs.end(), 75) != archs.end()) {
-    EXPECT_EQ(files, 7) << "tiled_attention, tiled_matmul, generic, matvec, quant_cast, "
-                           "int_dot_qmatvec and int8_mma_qmatmul are built for sm_75";
+    EXPECT_EQ(files, 8) << "tiled_attention, tiled_matmul, generic, generic_attention, matvec, "
+                           "quant_cast, int_dot_qmatvec and int8_mma_qmatmul are built for sm_75";
+  }
+}
+
+// The Hopper tier has the instructions it is named for, and no other object has any of them.
+TEST(Ptx, WgmmaKernelsUseWgmmaTheTmaAndMbarriersInSm90aCodeOnly) {
+  const auto ptx = ptx_of("wgmma_attention");
+  EXPECT_EQ(ptx.count(90), build_has_specific(90) ? 1u : 0u);
+  for (const auto& [sm, text] : ptx) {
+    EXPECT_EQ(sm, 90);
+    for (const char* i :
+         {"wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16",
+          "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16",
+          "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16", "wgmma.fence.sync.aligned",
+          "wgmma.commit_group.sync.aligned", "wgmma.wait_group.sync.aligned",
+          "cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes",
+          "mbarrier.try_wait.parity.shared::cta.b64", "mbarrier.arrive.expect_tx.shared::cta.b64",
+          "fence.proxy.async.shared::cta", "setmaxnreg.inc.sync.aligned.u32 240",
+          "setmaxnreg.dec.sync.aligned.u32 24"})
+      EXPECT_TRUE(has(text, i)) << "wgmma_attention sm_" << sm << " lacks " << i;
+  }
+  for (const auto& path : report_files()) {
+    const std::string file = path.filename().string();
+    if (file.rfind("wgmma_", 0) == 0 || file.find(".ptx") == std::string::npos) continue;
+    const std::string text = read(path);
+    EXPECT_FALSE(has(text, "wgmma.")) << file;
+    EXPECT_FALSE(has(text, "setmaxnreg")) << file;
+    EXPECT_FALSE(has(text, "cp.async.bulk")) << file;
   }
 }
 
 TEST(Ptx, GenericKernelsAreSimt) {
-  for (const char* src : {"generic", "matvec", "quant_cast"})
-    for (const auto& [sm, text] : ptx_of(src)) {
+  for (const char* src : {"generic", "generic_attention", "matvec", "quant_cast"}) {
+    const auto ptx = ptx_of(src);
+    for (int sm : build_archs()) EXPECT_TRUE(ptx.count(sm)) << src << " has no PTX for sm_" << sm;
+    for (const auto& [sm, text] : ptx) {
       EXPECT_FALSE(has(text, "mma.sync")) << src << " sm_" << sm;
       EXPECT_FALSE(has(text, "dp4a")) << src << " sm_" << sm;
       // The staged cast rounds with cvt.rn.bf16x2 where the architecture has it.
       if (std::string(src) != "quant_cast" || sm < 80)
         EXPECT_FALSE(has(text, ".bf16")) << src << " sm_" << sm;
     }
+  }
   // The staged cast of block formats copies with cp.async on sm_80+ only.
   for (const auto& [sm, text] : ptx_of("quant_cast"))
     EXPECT_EQ(has(text, "cp.async.cg.shared.global"), sm >= 80) << "sm_" << sm;
+}
+
+// The generic tier's SIMT attention keeps its tiles' accumulators in registers.
+TEST(PtxasReport, GenericAttentionKernelsUseNoLocalMemory) {
+  int seen = 0;
+  for (const Entry& e : reports()) {
+    if (e.source != "generic_attention") continue;
+    ++seen;
+    EXPECT_EQ(e.spill_stores + e.spill_loads, 0) << e.name << " on sm_" << e.sm << " spills";
+    EXPECT_EQ(e.stack, 0) << e.name << " on sm_" << e.sm << " has a stack frame";
+    EXPECT_LE(e.registers * 128, 65536) << e.name << " on sm_" << e.sm;
+  }
+  EXPECT_EQ(seen, 10 * static_cast<int>(build_archs().size()));
 }
 
 }  // namespace

@@ -119,14 +119,16 @@ TEST(Selection, Int8MmaStagingFitsTheDevicesSharedMemory) {
 TEST(Selection, ChoicesComeBestFirst) {
   const auto cs =
       choices(testing::profile("a100"), attention(DType::bf16, 8, 8, 128, 128, 128), full_build());
-  ASSERT_EQ(cs.size(), 4u);
-  EXPECT_EQ(cs[0].tier, Tier::flash);
-  EXPECT_EQ(cs[0].precision, Precision::bf16);  // the op's own precision first
-  EXPECT_EQ(cs[1].tier, Tier::flash);
-  EXPECT_EQ(cs[1].precision, Precision::f16);
-  EXPECT_EQ(cs[2].tier, Tier::tiled);
-  EXPECT_EQ(cs[3].tier, Tier::generic);
-  for (const KernelChoice& k : cs) EXPECT_TRUE(k.ok) << k.reason;
+  ASSERT_EQ(cs.size(), 6u);
+  EXPECT_EQ(cs[0].tier, Tier::wgmma);  // Hopper's, refused on an A100
+  EXPECT_EQ(cs[1].tier, Tier::wgmma);
+  EXPECT_EQ(cs[2].tier, Tier::flash);
+  EXPECT_EQ(cs[2].precision, Precision::bf16);  // the op's own precision first
+  EXPECT_EQ(cs[3].tier, Tier::flash);
+  EXPECT_EQ(cs[3].precision, Precision::f16);
+  EXPECT_EQ(cs[4].tier, Tier::tiled);
+  EXPECT_EQ(cs[5].tier, Tier::generic);
+  for (const KernelChoice& k : cs) EXPECT_EQ(k.ok, k.tier != Tier::wgmma) << k.reason;
 }
 
 TEST(Selection, FlashAttentionIsRefusedOnTuringWithTheReason) {
@@ -171,7 +173,10 @@ TEST(Selection, AHeadDimWithoutAKernelIsRefusedByTheTensorCoreTiers) {
   for (const KernelChoice& k : cs) {
     if (k.tier == Tier::generic) continue;
     EXPECT_FALSE(k.ok);
-    EXPECT_TRUE(contains(k.reason, "head dim 72 is not one of 64, 80, 96, 128, 256")) << k.reason;
+    EXPECT_TRUE(contains(k.reason, k.tier == Tier::wgmma
+                                       ? "head dim 72 is not one of 64, 128"
+                                       : "head dim 72 is not one of 64, 80, 96, 128, 256"))
+        << k.reason;
   }
   EXPECT_TRUE(find(cs, Tier::generic, Precision::f32).ok);
 }
@@ -259,6 +264,7 @@ TEST(Selection, AnArchitectureMissingFromTheBuildIsRoutedAround) {
   // sm_86, and there is no PTX).
   for (const KernelChoice& k : choices(testing::profile("rtx4090"), op, BuildArchs{{75}, 0})) {
     EXPECT_FALSE(k.ok);
+    if (k.tier == Tier::wgmma) continue;  // Hopper's tier says "requires sm_90" first
     EXPECT_TRUE(
         contains(k.reason, "no kernel image for sm_89 in this build (cubins sm_75; PTX none)"))
         << k.reason;
@@ -271,11 +277,63 @@ TEST(Selection, AnArchitectureMissingFromTheBuildIsRoutedAround) {
                                    c.cc_minor = 0;
                                    return c;
                                  }()}) {
-    for (const KernelChoice& k : choices(caps, op, def)) EXPECT_TRUE(k.ok) << k.reason;
+    for (const KernelChoice& k : choices(caps, op, def))
+      EXPECT_EQ(k.ok, k.tier != Tier::wgmma) << k.reason;
   }
   // A build without CUDA says so.
   const auto none = choices(testing::profile("a100"), op, BuildArchs{});
   EXPECT_TRUE(contains(none.back().reason, "this build has no CUDA kernels")) << none.back().reason;
+}
+
+// ---- Hopper: the wgmma tier needs sm_90 exactly and an sm_90a cubin in the build.
+BuildArchs hopper_build() {
+  BuildArchs b = full_build();
+  b.arch_specific = {90};
+  return b;
+}
+
+TEST(Selection, HopperGetsTheWgmmaTierFromABuildWithAnSm90aImage) {
+  const auto cs = choices(testing::profile("h100"),
+                          attention(DType::bf16, 32, 32, 4096, 4096, 128, true), hopper_build());
+  ASSERT_FALSE(cs.empty());
+  const KernelChoice& k = cs.front();
+  EXPECT_EQ(k.tier, Tier::wgmma);
+  EXPECT_EQ(k.precision, Precision::bf16);
+  ASSERT_TRUE(k.ok) << k.reason;
+  EXPECT_TRUE(contains(k.reason, "sm_90 with an sm_90a image: wgmma bf16")) << k.reason;
+  EXPECT_EQ(k.launch.block_threads, 384);
+  EXPECT_EQ(k.launch.splits, 1);
+  EXPECT_LE(k.launch.shared_bytes, testing::profile("h100").shared_mem_per_block_optin);
+  EXPECT_EQ(k.launch.variant_name(), "wgmma_attention_bf16_hd128");
+  EXPECT_TRUE(find(cs, Tier::flash, Precision::bf16).ok) << "flash stays as the fallback";
+}
+
+TEST(Selection, WgmmaDecodeSplitsTheKeysToFillTheSms) {
+  const KernelChoice k = find(choices(testing::profile("h100"),
+                                      attention(DType::f16, 32, 8, 1, 32768, 128), hopper_build()),
+                              Tier::wgmma, Precision::f16);
+  ASSERT_TRUE(k.ok) << k.reason;
+  EXPECT_EQ(k.launch.splits, 16) << "8 blocks (one per kv head) x 16 splits = 128 of 132 SMs";
+}
+
+TEST(Selection, WgmmaIsRefusedByNameWithoutAnSm90aImageOrOnOtherArchitectures) {
+  const OpDesc op = attention(DType::f16, 8, 8, 256, 256, 64);
+  const KernelChoice no_image =
+      find(choices(testing::profile("h100"), op, full_build()), Tier::wgmma, Precision::f16);
+  EXPECT_FALSE(no_image.ok);
+  EXPECT_TRUE(contains(no_image.reason, "this build has no sm_90a image")) << no_image.reason;
+  EXPECT_TRUE(contains(no_image.reason, "add 90a to DUET_CUDA_ARCHS")) << no_image.reason;
+  for (const char* other : {"a100", "rtx4090", "rtx5090"}) {
+    const KernelChoice k =
+        find(choices(testing::profile(other), op, hopper_build()), Tier::wgmma, Precision::f16);
+    EXPECT_FALSE(k.ok);
+    EXPECT_TRUE(contains(k.reason, "wgmma attention: requires sm_90 (Hopper")) << k.reason;
+  }
+  const KernelChoice hd96 = find(
+      choices(testing::profile("h100"), attention(DType::f16, 8, 8, 256, 256, 96), hopper_build()),
+      Tier::wgmma, Precision::f16);
+  EXPECT_FALSE(hd96.ok);
+  EXPECT_TRUE(contains(hd96.reason, "head dim 96 is not one of 64, 128")) << hd96.reason;
 }
 
 TEST(Selection, APascalCardIsRefusedByEveryTierOfACuda13Build) {

@@ -83,6 +83,23 @@ std::vector<check::Case> bench_cases() {
     v.push_back(make("attention " + ts + " decode Hq64 Hkv8 Lk7680 D64", OpKind::attention,
                      {D(t, {1, 64, 1, 64}), D(t, {1, 8, 7680, 64}), D(t, {1, 8, 7680, 64})}));
   }
+  // Prefill attention at the shapes GPU attention kernels are compared at (PyTorch's SDPA in
+  // tools/gpu): sequences of 2k to 8k, head dims 128 and 64, causal and not.
+  OpAttrs causal;
+  causal.causal = true;
+  for (DType t : {DType::f16, DType::bf16}) {
+    const std::string ts(dtype_name(t));
+    for (int64_t d : {128, 64}) {
+      const TensorDesc x = D(t, {1, 32, 4096, d});
+      v.push_back(make("attention " + ts + " B1 H32 L4096 D" + std::to_string(d) + " causal",
+                       OpKind::attention, {x, x, x}, causal));
+    }
+    const TensorDesc y = D(t, {4, 16, 2048, 64});
+    v.push_back(make("attention " + ts + " B4 H16 L2048 D64", OpKind::attention, {y, y, y}));
+  }
+  const TensorDesc l8k = D(DType::f16, {1, 16, 8192, 128});
+  v.push_back(
+      make("attention f16 B1 H16 L8192 D128 causal", OpKind::attention, {l8k, l8k, l8k}, causal));
   v.push_back(make("matmul f32 2048x2048x2048", OpKind::matmul,
                    {D(DType::f32, {2048, 2048}), D(DType::f32, {2048, 2048})}));
   // Prefill through a linear layer in bf16 and f32: the low-precision arithmetic's gain.

@@ -31,6 +31,8 @@ enum class Tier : uint8_t {
              // mma.sync (m8n8k16 on sm_75, m16n8k32 on sm_80+)
   matvec,    // vulkan: the GPU mat-vec for decode: each weight row read by a subgroup and summed
              // across it (subgroupAdd), or by a workgroup summing in shared memory
+  wgmma,     // cuda: Hopper (sm_90a) kernels on warpgroup MMA (wgmma) fed by the TMA copy engine,
+             // warp-specialised (attention)
 };
 
 DUET_API std::string_view tier_name(Tier t);

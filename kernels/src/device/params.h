@@ -20,6 +20,25 @@ struct Strided {
   int64_t stride[4] = {0, 0, 0, 0};
 };
 
+// ---- the TMA copy engine (sm_90): a tensor as cuTensorMapEncodeTiled is told it (GPU), and as
+// the emulator's bulk tensor copies read it. Dims innermost first; the innermost is dense.
+struct TmaDesc {
+  const void* base = nullptr;
+  int rank = 0;         // 1..5
+  int elem_bytes = 2;   // 2: f16/bf16
+  int swizzle = 0;      // bytes: 0 (none), 32, 64 or 128 (the box's inner dim spans exactly that)
+  int64_t dim[5] = {};  // elements
+  int64_t stride[5] = {};  // bytes (stride[0] = elem_bytes)
+  int box[5] = {};         // elements copied per dim
+};
+
+// The tensor map a kernel receives by value (__grid_constant__): the driver's CUtensorMap on the
+// GPU (128 opaque bytes, 128-byte aligned), a TmaDesc in the emulator.
+struct alignas(128) TensorMap {
+  unsigned char bytes[128];
+};
+static_assert(sizeof(TmaDesc) <= sizeof(TensorMap));
+
 // ---- tensor-core attention (flash and tiled tiers)
 struct AttnParams {
   const void* q = nullptr;
@@ -41,6 +60,15 @@ struct AttnParams {
   // [0, Lk] is reported (it is then clamped).
   const int* kv_len = nullptr;
   unsigned long long* error = nullptr;
+};
+
+// The wgmma tier (attention_wgmma.h): the same arguments, and K and V described for the TMA.
+// The planner fills `a` and the descriptions; the launcher turns each description into the map
+// the kernel reads (the driver's encoding on the GPU, a copy in the emulator).
+struct WgAttnParams {
+  AttnParams a;
+  TensorMap k_map, v_map;
+  TmaDesc k_desc, v_desc;
 };
 
 struct CombineParams {
@@ -141,6 +169,11 @@ struct GenAttnParams {
   int causal = 0;
   const int* kv_len = nullptr;  // as in AttnParams
   unsigned long long* error = nullptr;
+  // gen_decode_kernel: the keys split `splits` ways, keys_per_split each (blockIdx.y = split *
+  // Hkv + kv head), partials as AttnParams'.
+  int splits = 1, keys_per_split = 0;
+  float* part_o = nullptr;
+  float* part_lse = nullptr;
 };
 
 // write_slice: out (dense, seen as [outer, cap, inner]) gets x ([outer, len, inner], through its

@@ -11,6 +11,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "device/params.h"
+
 // The code of the two builds lives in different inline namespaces of duet::kernels::dev, so a
 // program may link the GPU kernels and the emulator together (the nvcc host stub of a kernel and
 // its emulator build would otherwise share one mangled name). The argument structs of
@@ -35,6 +37,10 @@
 #define DUET_KERNEL_BOUNDED(threads) __global__ void __launch_bounds__(threads)
 // At most `threads` a block and at least `blocks` blocks an SM: caps the registers a thread.
 #define DUET_KERNEL_BOUNDED_MIN(threads, blocks) __global__ void __launch_bounds__(threads, blocks)
+// One block per SM with a register cap at entry: what setmaxnreg needs to take effect.
+#define DUET_KERNEL_ONE_BLOCK(threads) __global__ void __launch_bounds__(threads, 1)
+// A kernel parameter whose address is taken (TMA tensor maps): it stays in the parameter space.
+#define DUET_GRID_CONSTANT __grid_constant__
 // Loops over register arrays must unroll, or the array goes to local memory.
 #define DUET_UNROLL _Pragma("unroll")
 // Copy loops must not unroll where registers are scarce: the loads would be hoisted into them.
@@ -45,6 +51,8 @@
 #define DUET_KERNEL void
 #define DUET_KERNEL_BOUNDED(threads) void
 #define DUET_KERNEL_BOUNDED_MIN(threads, blocks) void
+#define DUET_KERNEL_ONE_BLOCK(threads) void
+#define DUET_GRID_CONSTANT
 #define DUET_UNROLL
 #define DUET_NO_UNROLL
 #endif
@@ -90,8 +98,10 @@ DUET_DEV_END
 
 #if defined(__CUDACC__)
 #include "prim_device.h"
+#include "prim_sm90_device.h"
 #else
 #include "prim_host.h"
+#include "prim_sm90_host.h"
 #endif
 
 DUET_DEV_BEGIN

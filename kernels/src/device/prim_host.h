@@ -40,6 +40,9 @@ DUET_DEV int nbid_y() {
 DUET_DEV unsigned char* smem() {
   return emu::self_smem();
 }
+DUET_DEV uint32_t smem_addr(const void* p) {
+  return emu::smem_addr(p);
+}
 DUET_DEV void sync() {
   emu::barrier();
 }
@@ -138,11 +141,15 @@ DUET_DEV Vec16 load16(const void* p) {
   std::memcpy(&v, p, sizeof v);
   return v;
 }
+// Stores into shared memory are noted: the async proxy (wgmma) reads them only after a
+// fence.proxy.async by the writer.
 DUET_DEV void store16(void* p, const Vec16& v) {
   std::memcpy(p, &v, sizeof v);
+  emu::note_store(p, sizeof v);
 }
 DUET_DEV void store_u32(void* p, uint32_t v) {
   std::memcpy(p, &v, sizeof v);
+  emu::note_store(p, sizeof v);
 }
 DUET_DEV uint32_t load_u32(const void* p) {
   uint32_t v;

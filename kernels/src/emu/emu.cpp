@@ -14,54 +14,16 @@
 #include <vector>
 
 #include "duet/half.h"
-#include "emu/fiber.h"
+#include "emu/worker.h"
 
 namespace duet::kernels::emu {
 
-namespace {
-
-constexpr int kLanes = 32;
-constexpr uint64_t kMaxSmem = 227 * 1024;  // the largest opt-in block shared memory (sm_90)
-constexpr unsigned char kPoison = 0xFF;    // NaN in f32, f16 and bf16
-
-enum class State : uint8_t { ready, waiting, done, failed };
-
-struct Copy {
-  unsigned char* dst;
-  const unsigned char* src;
-  int bytes, src_bytes;
-};
-
-struct Thread {
-  int tid = 0;
-  State state = State::ready;
-  const char* waiting_at = "";
-  ucontext_t ctx{};
-  std::unique_ptr<FiberStack> stack;
-  void* asan_fake = nullptr;
-  std::vector<Copy> open;                // issued, not yet committed
-  std::deque<std::vector<Copy>> groups;  // committed, oldest first
-};
-
-// One warp-collective rendezvous: each lane deposits its operands, the last to arrive computes
-// every lane's result, then all lanes read their own.
-struct Warp {
-  int arrived = 0;
-  const char* what = nullptr;  // the collective the first lane arrived at
-  int variant = 0;             // its shape/mode, which every lane must share
-  uint32_t in[kLanes][12] = {};
-  float fin[kLanes][4] = {};
-  const void* addr[kLanes] = {};
-  int arg[kLanes] = {};
-  uint32_t out[kLanes][4] = {};
-  float fout[kLanes][4] = {};
-};
+// ---- the block runner (worker.h)
 
 std::string dim3_str(Dim3 d) {
   return "(" + std::to_string(d.x) + "," + std::to_string(d.y) + "," + std::to_string(d.z) + ")";
 }
 
-// Lanes/threads grouped into ranges for messages: "0-15, 17".
 std::string ranges(const std::vector<int>& ids) {
   std::string s;
   for (size_t i = 0; i < ids.size();) {
@@ -74,242 +36,293 @@ std::string ranges(const std::vector<int>& ids) {
   return s;
 }
 
-class Worker;
+namespace {
 thread_local Worker* tl_worker = nullptr;
-
-class Worker {
- public:
-  Worker(std::string_view kernel, const Grid& grid, Entry entry, const void* params)
-      : kernel_(kernel),
-        grid_(grid),
-        entry_(entry),
-        params_(params),
-        threads_(static_cast<size_t>(grid.threads)),
-        warps_(static_cast<size_t>(grid.threads / kLanes)),
-        smem_(std::max<uint64_t>(grid.smem_bytes, 1)) {
-    const size_t stack_bytes = running_under_asan() ? 1024 * 1024 : 256 * 1024;
-    for (int t = 0; t < grid.threads; ++t) {
-      threads_[static_cast<size_t>(t)].tid = t;
-      threads_[static_cast<size_t>(t)].stack = std::make_unique<FiberStack>(stack_bytes);
-    }
-  }
-
-  bool ok_to_run(std::string* error) const {
-    for (const Thread& t : threads_)
-      if (!t.stack->valid()) {
-        *error = "could not map fiber stacks for " + std::to_string(grid_.threads) + " threads";
-        return false;
-      }
-    return true;
-  }
-
-  // Runs one block to completion; false with *error set when it failed.
-  bool run_block(int64_t linear, std::string* error) {
-    bid_.x = static_cast<unsigned>(linear % grid_.blocks.x);
-    bid_.y = static_cast<unsigned>(linear / grid_.blocks.x % grid_.blocks.y);
-    bid_.z = static_cast<unsigned>(linear / grid_.blocks.x / grid_.blocks.y);
-    error_.clear();
-    std::memset(smem_.data(), kPoison, smem_.size());
-    bar_arrived_ = 0;
-    done_ = 0;
-    for (Warp& w : warps_) w.arrived = 0;
-    for (Thread& t : threads_) {
-      t.state = State::ready;
-      t.waiting_at = "";
-      t.open.clear();
-      t.groups.clear();
-      t.asan_fake = nullptr;
-      getcontext(&t.ctx);
-      t.ctx.uc_stack.ss_sp = t.stack->base();
-      t.ctx.uc_stack.ss_size = t.stack->size();
-      t.ctx.uc_link = nullptr;
-      makecontext(&t.ctx, &Worker::fiber_main, 0);
-    }
-    Worker* saved = tl_worker;
-    tl_worker = this;
-    const bool ok = schedule();
-    tl_worker = saved;
-    if (!ok) *error = "block " + dim3_str(bid_) + ": " + error_;
-    return ok;
-  }
-
-  // ---- what the running fiber sees
-  Thread& self() { return *current_; }
-  Dim3 bid() const { return bid_; }
-  const Grid& grid() const { return grid_; }
-  unsigned char* smem() { return smem_.data(); }
-
-  // Fails the block from inside a fiber, which is then abandoned: `compose` appends the message,
-  // so that its temporaries are destroyed before the fiber's stack is left for good (nothing
-  // on an abandoned stack may own memory).
-  template <class Compose>
-  [[noreturn]] void fail(Compose&& compose) {
-    if (error_.empty()) {
-      error_ = "thread " + std::to_string(current_->tid) + ": ";
-      compose(error_);
-    }
-    current_->state = State::failed;
-    leave(/*dying=*/true);
-    std::abort();  // unreachable: a failed fiber is never resumed
-  }
-
-  void barrier() {
-    Thread& t = self();
-    if (++bar_arrived_ == grid_.threads) {
-      bar_arrived_ = 0;
-      for (Thread& o : threads_)
-        if (o.state == State::waiting && o.waiting_at == kBarrier) o.state = State::ready;
-      return;
-    }
-    wait_here(t, kBarrier);
-  }
-
-  // The warp rendezvous. `deposit` writes this lane's operands, `compute` (run by the last lane
-  // to arrive) fills every lane's results.
-  template <class Deposit, class Compute>
-  Warp& collective(const char* what, int variant, Deposit&& deposit, Compute&& compute) {
-    Thread& t = self();
-    const int w = t.tid / kLanes, l = t.tid % kLanes;
-    Warp& wp = warps_[static_cast<size_t>(w)];
-    if (wp.arrived == 0) {
-      wp.what = what;
-      wp.variant = variant;
-    } else if (wp.what != what || wp.variant != variant) {
-      fail([&](std::string& e) {
-        e += "warp " + std::to_string(w) + " diverged: lane " + std::to_string(l) + " reached " +
-             what + " while other lanes wait at " + wp.what;
-      });
-    }
-    deposit(wp, l);
-    if (++wp.arrived == kLanes) {
-      wp.arrived = 0;
-      compute(wp);
-      for (int i = 0; i < kLanes; ++i) {
-        Thread& o = threads_[static_cast<size_t>(w * kLanes + i)];
-        if (o.state == State::waiting && o.waiting_at == what) o.state = State::ready;
-      }
-    } else {
-      wait_here(t, what);
-    }
-    return wp;
-  }
-
-  void check_smem(const void* p, int bytes, int align, const char* what) {
-    const auto* c = static_cast<const unsigned char*>(p);
-    if (c < smem_.data() || c + bytes > smem_.data() + grid_.smem_bytes)
-      fail([&](std::string& e) {
-        e += std::string(what) + ": address is outside the block's " +
-             std::to_string(grid_.smem_bytes) + " bytes of shared memory";
-      });
-    if ((c - smem_.data()) % align != 0)
-      fail([&](std::string& e) {
-        e += std::string(what) + ": shared address " + std::to_string(c - smem_.data()) +
-             " is not " + std::to_string(align) + "-byte aligned";
-      });
-  }
-
-  static constexpr const char* kBarrier = "bar.sync";
-
- private:
-  static void fiber_main() {
-    Worker* w = tl_worker;
-    finish_switch(nullptr, &w->sched_bottom_, &w->sched_size_);
-    w->entry_(w->params_);
-    w->current_->state = State::done;
-    ++w->done_;
-    w->leave(/*dying=*/true);
-  }
-
-  void wait_here(Thread& t, const char* what) {
-    t.state = State::waiting;
-    t.waiting_at = what;
-    leave(/*dying=*/false);
-  }
-
-  // Fiber -> scheduler.
-  void leave(bool dying) {
-    Thread& t = *current_;
-    SwitchNote note{dying ? nullptr : &t.asan_fake, sched_bottom_, sched_size_};
-    switch_context(&t.ctx, &sched_ctx_, note);
-    finish_switch(t.asan_fake, &sched_bottom_, &sched_size_);
-  }
-
-  // Scheduler -> fiber.
-  void resume(Thread& t) {
-    current_ = &t;
-    void* fake = nullptr;
-    SwitchNote note{&fake, t.stack->base(), t.stack->size()};
-    switch_context(&sched_ctx_, &t.ctx, note);
-    finish_switch(fake, nullptr, nullptr);
-    current_ = nullptr;
-  }
-
-  // Warp by warp: a warp runs until all its lanes wait at a barrier (or exit) before the next
-  // warp starts. Early warps thus race as far ahead of late ones as a barrier allows, which is
-  // the adversarial order for a missing barrier (a warp overwriting a tile others still read,
-  // or reading one not yet written): the poisoned data then reaches the output.
-  bool schedule() {
-    for (;;) {
-      bool progressed = false;
-      for (size_t w = 0; w < warps_.size(); ++w) {
-        for (bool again = true; again;) {
-          again = false;
-          for (size_t l = 0; l < kLanes; ++l) {
-            Thread& t = threads_[w * kLanes + l];
-            if (t.state != State::ready) continue;
-            resume(t);
-            progressed = again = true;
-            if (!error_.empty()) return false;
-          }
-        }
-      }
-      if (done_ == grid_.threads) return true;
-      if (!progressed) {
-        error_ = deadlock_report();
-        return false;
-      }
-    }
-  }
-
-  std::string deadlock_report() const {
-    std::vector<std::pair<std::string, std::vector<int>>> groups;
-    for (const Thread& t : threads_) {
-      std::string what = t.state == State::done ? "exited" : std::string("wait at ") + t.waiting_at;
-      auto it =
-          std::find_if(groups.begin(), groups.end(), [&](auto& g) { return g.first == what; });
-      if (it == groups.end())
-        groups.push_back({what, {t.tid}});
-      else
-        it->second.push_back(t.tid);
-    }
-    std::string s = "deadlock (divergent barrier or warp collective):";
-    for (auto& [what, ids] : groups) s += " threads " + ranges(ids) + " " + what + ";";
-    s.pop_back();
-    return s;
-  }
-
-  std::string_view kernel_;
-  Grid grid_;
-  Entry entry_;
-  const void* params_;
-  std::vector<Thread> threads_;
-  std::vector<Warp> warps_;
-  std::vector<unsigned char> smem_;
-  Dim3 bid_;
-  int bar_arrived_ = 0;
-  int done_ = 0;
-  std::string error_;
-  Thread* current_ = nullptr;
-  ucontext_t sched_ctx_{};
-  const void* sched_bottom_ = nullptr;
-  size_t sched_size_ = 0;
-};
+}  // namespace
 
 Worker& worker() {
   // Reaching here outside run() is a bug in the caller, not a user error.
   if (!tl_worker) std::abort();
   return *tl_worker;
 }
+
+Worker::Worker(std::string_view kernel, const Grid& grid, Entry entry, const void* params)
+    : kernel_(kernel),
+      grid_(grid),
+      entry_(entry),
+      params_(params),
+      threads_(static_cast<size_t>(grid.threads)),
+      warps_(static_cast<size_t>(grid.threads / kLanes)),
+      groups_(static_cast<size_t>((grid.threads + kGroupThreads - 1) / kGroupThreads)),
+      smem_(std::max<uint64_t>(grid.smem_bytes, 1)),
+      writer_((std::max<uint64_t>(grid.smem_bytes, 1) + kSmemWindowBase + 15) / 16) {
+  const size_t stack_bytes = running_under_asan() ? 1024 * 1024 : 256 * 1024;
+  for (int t = 0; t < grid.threads; ++t) {
+    threads_[static_cast<size_t>(t)].tid = t;
+    threads_[static_cast<size_t>(t)].stack = std::make_unique<FiberStack>(stack_bytes);
+  }
+}
+
+bool Worker::ok_to_run(std::string* error) const {
+  for (const Thread& t : threads_)
+    if (!t.stack->valid()) {
+      *error = "could not map fiber stacks for " + std::to_string(grid_.threads) + " threads";
+      return false;
+    }
+  return true;
+}
+
+bool Worker::run_block(int64_t linear, std::string* error) {
+  bid_.x = static_cast<unsigned>(linear % grid_.blocks.x);
+  bid_.y = static_cast<unsigned>(linear / grid_.blocks.x % grid_.blocks.y);
+  bid_.z = static_cast<unsigned>(linear / grid_.blocks.x / grid_.blocks.y);
+  error_.clear();
+  std::memset(smem_.data(), kPoison, smem_.size());
+  std::fill(writer_.begin(), writer_.end(), int16_t{0});
+  mbarriers_.clear();
+  bar_arrived_ = 0;
+  done_ = 0;
+  for (int& n : named_arrived_) n = 0;
+  for (Warp& w : warps_) w.arrived = 0;
+  for (Group& g : groups_) {
+    g.arrived = 0;
+    g.open.clear();
+    g.groups.clear();
+  }
+  for (Thread& t : threads_) {
+    t.state = State::ready;
+    t.waiting_at = "";
+    t.wait_obj = nullptr;
+    t.open.clear();
+    t.groups.clear();
+    t.wgmma_fenced = false;
+    t.asan_fake = nullptr;
+    getcontext(&t.ctx);
+    t.ctx.uc_stack.ss_sp = t.stack->base();
+    t.ctx.uc_stack.ss_size = t.stack->size();
+    t.ctx.uc_link = nullptr;
+    makecontext(&t.ctx, &Worker::fiber_main, 0);
+  }
+  Worker* saved = tl_worker;
+  tl_worker = this;
+  const bool ok = schedule();
+  tl_worker = saved;
+  if (!ok) *error = "block " + dim3_str(bid_) + ": " + error_;
+  return ok;
+}
+
+void Worker::barrier() {
+  Thread& t = self();
+  if (++bar_arrived_ == grid_.threads) {
+    bar_arrived_ = 0;
+    for (Thread& o : threads_)
+      if (o.state == State::waiting && o.waiting_at == kBarrier) o.state = State::ready;
+    return;
+  }
+  wait_here(t, kBarrier);
+}
+
+void Worker::named_barrier(int id, int count, bool wait) {
+  Thread& t = self();
+  if (id < 1 || id > 15 || count <= 0 || count % kLanes != 0 || count > grid_.threads)
+    fail([&](std::string& e) {
+      e += "named barrier " + std::to_string(id) + " for " + std::to_string(count) +
+           " threads (ids 1-15, a multiple of 32 threads, at most the block's " +
+           std::to_string(grid_.threads) + ")";
+    });
+  const size_t i = static_cast<size_t>(id);
+  if (named_arrived_[i] == 0) {
+    named_count_[i] = count;
+  } else if (named_count_[i] != count) {
+    fail([&](std::string& e) {
+      e += "named barrier " + std::to_string(id) + " reached with " + std::to_string(count) +
+           " threads while others expect " + std::to_string(named_count_[i]);
+    });
+  }
+  const void* obj = reinterpret_cast<const void*>(static_cast<uintptr_t>(id));
+  if (++named_arrived_[i] == count) {
+    named_arrived_[i] = 0;
+    for (Thread& o : threads_)
+      if (o.state == State::waiting && o.waiting_at == kNamedBarrier && o.wait_obj == obj)
+        o.state = State::ready;
+    return;
+  }
+  if (wait) {
+    t.wait_obj = obj;
+    wait_here(t, kNamedBarrier);
+  }
+}
+
+unsigned char* Worker::at(uint32_t addr, uint32_t bytes, const char* what) {
+  if (addr < kSmemWindowBase || addr - kSmemWindowBase + uint64_t{bytes} > grid_.smem_bytes)
+    fail([&](std::string& e) {
+      e += std::string(what) + ": shared address " + std::to_string(addr) + " (+" +
+           std::to_string(bytes) + " bytes) is outside the block's " +
+           std::to_string(grid_.smem_bytes) + " bytes of shared memory";
+    });
+  return smem_.data() + (addr - kSmemWindowBase);
+}
+
+void Worker::check_smem(const void* p, int bytes, int align, const char* what) {
+  const auto* c = static_cast<const unsigned char*>(p);
+  if (c < smem_.data() || c + bytes > smem_.data() + grid_.smem_bytes)
+    fail([&](std::string& e) {
+      e += std::string(what) + ": address is outside the block's " +
+           std::to_string(grid_.smem_bytes) + " bytes of shared memory";
+    });
+  if (window(p) % static_cast<uint32_t>(align) != 0)
+    fail([&](std::string& e) {
+      e += std::string(what) + ": shared address " + std::to_string(window(p)) + " is not " +
+           std::to_string(align) + "-byte aligned";
+    });
+}
+
+void Worker::note_generic_store(const void* p, int bytes) {
+  if (!in_smem(p)) return;
+  const uint32_t a = window(p);
+  for (MBarrier& b : mbarriers_)
+    if (a < b.addr + 8 && b.addr < a + static_cast<uint32_t>(bytes))
+      fail([&](std::string& e) {
+        e += "a store into shared address " + std::to_string(a) + " overwrites the mbarrier at " +
+             std::to_string(b.addr);
+      });
+  for (uint32_t c = a / 16; c <= (a + static_cast<uint32_t>(bytes) - 1) / 16; ++c)
+    writer_[c] = static_cast<int16_t>(self().tid + 1);
+}
+
+void Worker::fence_proxy_async() {
+  const auto me = static_cast<int16_t>(self().tid + 1);
+  for (int16_t& w : writer_)
+    if (w == me) w = 0;
+}
+
+void Worker::clear_generic(uint32_t addr, uint32_t bytes) {
+  for (uint32_t c = addr / 16; c <= (addr + bytes - 1) / 16 && c < writer_.size(); ++c)
+    writer_[c] = 0;
+}
+
+void Worker::check_async_read(uint32_t addr, uint32_t bytes, const char* what) {
+  for (uint32_t c = addr / 16; c <= (addr + bytes - 1) / 16 && c < writer_.size(); ++c)
+    if (writer_[c] != 0)
+      fail([&](std::string& e) {
+        e += std::string(what) + " reads shared address " + std::to_string(c * 16) +
+             ", written by thread " + std::to_string(writer_[c] - 1) +
+             " with ordinary stores and no fence.proxy.async since (the async proxy may not see "
+             "them)";
+      });
+}
+
+void Worker::yield_to_other_warps() {
+  Thread& t = self();
+  t.state = State::yielded;
+  t.waiting_at = "yield";
+  leave(/*dying=*/false);
+}
+
+void Worker::fiber_main() {
+  Worker* w = tl_worker;
+  finish_switch(nullptr, &w->sched_bottom_, &w->sched_size_);
+  w->entry_(w->params_);
+  w->current_->state = State::done;
+  ++w->done_;
+  w->leave(/*dying=*/true);
+}
+
+void Worker::wait_here(Thread& t, const char* what) {
+  t.state = State::waiting;
+  t.waiting_at = what;
+  leave(/*dying=*/false);
+}
+
+void Worker::wake(int first, int count, const char* what) {
+  for (int i = first; i < first + count; ++i) {
+    Thread& o = threads_[static_cast<size_t>(i)];
+    if (o.state == State::waiting && o.waiting_at == what) o.state = State::ready;
+  }
+}
+
+// Fiber -> scheduler.
+void Worker::leave(bool dying) {
+  Thread& t = *current_;
+  SwitchNote note{dying ? nullptr : &t.asan_fake, sched_bottom_, sched_size_};
+  switch_context(&t.ctx, &sched_ctx_, note);
+  finish_switch(t.asan_fake, &sched_bottom_, &sched_size_);
+}
+
+// Scheduler -> fiber.
+void Worker::resume(Thread& t) {
+  current_ = &t;
+  void* fake = nullptr;
+  SwitchNote note{&fake, t.stack->base(), t.stack->size()};
+  switch_context(&sched_ctx_, &t.ctx, note);
+  finish_switch(fake, nullptr, nullptr);
+  current_ = nullptr;
+}
+
+// Warp by warp: a warp runs until all its lanes wait at a barrier (or exit) before the next
+// warp starts. Early warps thus race as far ahead of late ones as a barrier allows, which is
+// the adversarial order for a missing barrier (a warp overwriting a tile others still read,
+// or reading one not yet written): the poisoned data then reaches the output. A thread that
+// yielded (after an mbarrier arrive) runs again only when no other thread can (the producer it
+// released runs first); bulk copies land only when nothing else can run either.
+bool Worker::schedule() {
+  for (;;) {
+    bool progressed = false;
+    for (size_t w = 0; w < warps_.size(); ++w) {
+      for (bool again = true; again;) {
+        again = false;
+        for (size_t l = 0; l < kLanes; ++l) {
+          Thread& t = threads_[w * kLanes + l];
+          if (t.state != State::ready) continue;
+          resume(t);
+          progressed = again = true;
+          if (!error_.empty()) return false;
+        }
+      }
+    }
+    if (done_ == grid_.threads) return true;
+    if (!progressed) {
+      bool yielded = false;
+      for (Thread& t : threads_)
+        if (t.state == State::yielded) {
+          t.state = State::ready;
+          yielded = true;
+        }
+      if (yielded) continue;
+    }
+    if (!progressed && land_waited_copies()) continue;
+    if (!progressed) {
+      error_ = deadlock_report();
+      return false;
+    }
+  }
+}
+
+std::string Worker::deadlock_report() const {
+  std::vector<std::pair<std::string, std::vector<int>>> groups;
+  for (const Thread& t : threads_) {
+    std::string what = t.state == State::done ? "exited" : std::string("wait at ") + t.waiting_at;
+    if (t.state == State::waiting && t.waiting_at == kMbarWait)
+      what += " (mbarrier at shared " +
+              std::to_string(static_cast<uint32_t>(reinterpret_cast<uintptr_t>(t.wait_obj))) +
+              ", parity " + std::to_string(t.wait_arg) + ")";
+    if (t.state == State::waiting && t.waiting_at == kNamedBarrier)
+      what += " " + std::to_string(reinterpret_cast<uintptr_t>(t.wait_obj));
+    auto it = std::find_if(groups.begin(), groups.end(), [&](auto& g) { return g.first == what; });
+    if (it == groups.end())
+      groups.push_back({what, {t.tid}});
+    else
+      it->second.push_back(t.tid);
+  }
+  std::string s =
+      "deadlock (divergent barrier or warp collective, or an mbarrier phase that never "
+      "completes):";
+  for (auto& [what, ids] : groups) s += " threads " + ranges(ids) + " " + what + ";";
+  s.pop_back();
+  return s;
+}
+
+namespace {
 
 // ---- fragment layouts (PTX ISA, "Matrix Fragments for mma.m16n8k16 / m16n8k8", f16/bf16):
 // groupID g = lane >> 2, threadID_in_group t = lane % 4; element i sits in register i / 2,
@@ -454,6 +467,14 @@ unsigned char* self_smem() {
 
 void barrier() {
   worker().barrier();
+}
+
+uint32_t smem_addr(const void* p) {
+  return worker().window(p);
+}
+
+void note_store(const void* p, int bytes) {
+  worker().note_generic_store(p, bytes);
 }
 
 uint32_t shfl(uint32_t value, Shfl mode, int arg) {
@@ -654,6 +675,7 @@ void cp_async(void* dst, const void* src, int bytes, int src_bytes) {
     w.fail([](std::string& e) { e += "cp.async source address is not 16-byte aligned"; });
   auto* d = static_cast<unsigned char*>(dst);
   std::memset(d, kPoison, static_cast<size_t>(bytes));  // nothing valid lands before the wait
+  w.note_generic_store(d, bytes);                       // cp.async writes through the generic proxy
   w.self().open.push_back({d, static_cast<const unsigned char*>(src), bytes, src_bytes});
 }
 

@@ -18,9 +18,13 @@
 #include <cstdint>
 #include <string_view>
 
+#include "device/params.h"
 #include "duet/status.h"
 
 namespace duet::kernels::emu {
+
+using dev::TensorMap;
+using dev::TmaDesc;
 
 struct Dim3 {
   unsigned x = 1, y = 1, z = 1;
@@ -73,6 +77,40 @@ void ldmatrix(int num, bool trans, uint32_t* r, const void* p);
 void cp_async(void* dst, const void* src, int bytes, int src_bytes);
 void cp_async_commit();
 void cp_async_wait(int newest_pending_allowed);
+
+// ---- shared-memory addresses: the window address of a shared pointer (smem_addr on a GPU;
+// offsets start at kSmemWindowBase, worker.h), and ordinary stores into shared memory, which
+// the async proxy (wgmma, TMA) may read only after the writer's fence.proxy.async.
+uint32_t smem_addr(const void* p);
+void note_store(const void* p, int bytes);
+
+// ---- Hopper (sm_90 / sm_90a), emu_sm90.cpp
+// bar.sync / bar.arrive on named barrier id (1..15) for `count` threads.
+void named_barrier(int id, int count, bool wait);
+// mbarriers: init with an arrival count; arrive, optionally announcing `tx_bytes` of bulk copies
+// (arrive.expect_tx); wait (a try_wait.parity loop) until the phase of that parity completed.
+void mbar_init(void* bar, int count);
+void mbar_arrive(void* bar, int64_t tx_bytes);
+void mbar_wait(void* bar, int parity);
+void fence_proxy_async();
+// cp.async.bulk.tensor.Nd (tile mode) global -> shared, completing on `bar`: the box at `coord`
+// (elements, innermost first; parts outside the tensor are zeros). The destination is poisoned
+// at issue and the data lands when a thread waits on the barrier.
+void tma_load(void* dst, const TensorMap& map, const int* coord, void* bar);
+// wgmma.mma_async.sync.aligned.m64nNk16.f32.{f16,bf16}: d (N/2 floats per thread) = A * B (+ d
+// when scale_d); A from shared memory (desc_a) or, with a_regs, from four registers per thread;
+// B from shared memory (desc_b), K-major (trans_b 0) or N-major (1). Asynchronous: the result
+// lands in d at the wgmma.wait_group that retires its commit group; until then d holds NaN.
+enum class WgmmaType : uint8_t { f16, bf16 };
+void wgmma(WgmmaType type, int n, float* d, const uint32_t* a_regs, uint64_t desc_a,
+           uint64_t desc_b, bool scale_d, int trans_b);
+void wgmma_fence();
+void wgmma_commit();
+void wgmma_wait(int newest_pending_allowed);
+// setmaxnreg.{inc,dec}.sync.aligned.u32: a warpgroup collective; registers are not modelled.
+void setmaxnreg(bool inc, int regs);
+// stmatrix.sync.aligned.m8n8.x{num}{.trans}.shared.b16: the inverse of ldmatrix.
+void stmatrix(int num, bool trans, const uint32_t* r, void* p);
 
 // ---- atomics on global memory (blocks run concurrently on several OS threads)
 void atomic_min_u64(unsigned long long* p, unsigned long long v);

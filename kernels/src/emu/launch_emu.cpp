@@ -14,6 +14,13 @@ Status launch(Tier tier, const OpDesc& op, std::span<const View> inputs, const V
         DUET_TRY(c.tier == Tier::flash ? emu_impl::attention_flash(c)
                                        : emu_impl::attention_tiled(c));
         break;
+      case detail::Kernel::attention_wgmma:
+        DUET_TRY(emu_impl::attention_wgmma(c));
+        break;
+      case detail::Kernel::gen_flash:
+      case detail::Kernel::gen_decode:
+        DUET_TRY(emu_impl::generic_attention(c));
+        break;
       case detail::Kernel::matmul_tc:
         DUET_TRY(emu_impl::matmul_tc(c));
         break;

@@ -6,13 +6,14 @@
 
 namespace duet::kernels::emu_impl {
 
+// With the call's own arguments, or with `p` (arguments completed at launch: tensor maps).
 template <class P>
-Status run_kernel(const detail::Call& c, void (*kernel)(P)) {
+Status run_kernel(const detail::Call& c, void (*kernel)(P), const P& p) {
   struct Thunk {
     void (*kernel)(P);
     const P* params;
   };
-  const Thunk t{kernel, &std::get<P>(c.params)};
+  const Thunk t{kernel, &p};
   const emu::Grid grid{{c.grid.x, c.grid.y, c.grid.z}, c.threads, c.smem};
   return emu::run(
       c.name(), grid,
@@ -21,6 +22,10 @@ Status run_kernel(const detail::Call& c, void (*kernel)(P)) {
         th->kernel(*th->params);
       },
       &t);
+}
+template <class P>
+Status run_kernel(const detail::Call& c, void (*kernel)(P)) {
+  return run_kernel(c, kernel, std::get<P>(c.params));
 }
 
 }  // namespace duet::kernels::emu_impl

@@ -23,9 +23,9 @@ inline Status cuda_status(const detail::Call& c, cudaError_t e) {
   return Status(Code::internal, what);
 }
 
+// With the call's own arguments, or with `p` (arguments completed at launch: tensor maps).
 template <class P>
-Status launch_on_gpu(const detail::Call& c, void (*kernel)(P), void* stream) {
-  const P& p = std::get<P>(c.params);
+Status launch_on_gpu(const detail::Call& c, void (*kernel)(P), void* stream, const P& p) {
   if (c.smem > 48 * 1024) {
     const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                static_cast<int>(c.smem));
@@ -34,6 +34,10 @@ Status launch_on_gpu(const detail::Call& c, void (*kernel)(P), void* stream) {
   kernel<<<dim3(c.grid.x, c.grid.y, c.grid.z), dim3(static_cast<unsigned>(c.threads)), c.smem,
            static_cast<cudaStream_t>(stream)>>>(p);
   return cuda_status(c, cudaGetLastError());
+}
+template <class P>
+Status launch_on_gpu(const detail::Call& c, void (*kernel)(P), void* stream) {
+  return launch_on_gpu(c, kernel, stream, std::get<P>(c.params));
 }
 
 }  // namespace duet::kernels::gpu_impl

@@ -23,6 +23,19 @@ Status launch(Tier tier, const OpDesc& op, std::span<const View> inputs, const V
         return Status(Code::unsupported,
                       "flash attention: this build has no sm_80+ architecture (DUET_CUDA_ARCHS)");
 #endif
+      case detail::Kernel::gen_flash:
+      case detail::Kernel::gen_decode:
+        DUET_TRY(gpu_impl::generic_attention(c, launch.stream));
+        break;
+      case detail::Kernel::attention_wgmma:
+#ifdef DUET_KERNELS_HAVE_SM90A
+        DUET_TRY(gpu_impl::wgmma_attention(c, launch.stream));
+        break;
+#else
+        return Status(Code::unsupported,
+                      "wgmma attention: this build has no sm_90a image (add 90a to "
+                      "DUET_CUDA_ARCHS)");
+#endif
       case detail::Kernel::matmul_tc:
         if (c.tier == Tier::tiled) {
           DUET_TRY(gpu_impl::tiled_matmul(c, launch.stream));

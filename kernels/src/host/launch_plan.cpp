@@ -74,7 +74,8 @@ class Planner {
     if (op_.kind == OpKind::attention) {
       if (tier_ == Tier::generic) return gen_attention();
       if (tier_ == Tier::tiled || tier_ == Tier::flash) return attention_tc();
-      return no_kernel("generic, tiled or flash");
+      if (tier_ == Tier::wgmma) return attention_wgmma();
+      return no_kernel("generic, tiled, flash or wgmma");
     }
     if (op_.kind == OpKind::matmul) {
       if (is_quantized(op_.inputs[1].dtype)) {
@@ -223,15 +224,8 @@ class Planner {
 
   // ---- attention
 
-  Result<std::vector<Call>> attention_tc() {
-    DUET_TRY(need_arch());
-    const View &q = in_[0], &k = in_[1], &v = in_[2];
-    DUET_ASSIGN_OR_RETURN(const bool bf16, tc_bf16(q.dtype));
-    const int D = static_cast<int>(q.shape[3]);
-    if (std::find(std::begin(kAttentionHeadDims), std::end(kAttentionHeadDims), D) ==
-        std::end(kAttentionHeadDims))
-      return fail(Code::unsupported, "head dim " + std::to_string(D) +
-                                         " has no tensor-core kernel (64, 80, 96, 128, 256)");
+  // The inputs of the tensor-core attention: a dense last dim and 16-byte aligned rows.
+  Status check_attn_rows() const {
     for (size_t i = 0; i < 3; ++i) {
       const View& t = in_[i];
       bool ok = t.strides[3] == 1 && reinterpret_cast<uintptr_t>(t.data) % 16 == 0;
@@ -242,14 +236,12 @@ class Planner {
             .expected("a dense last dim and 16-byte aligned rows")
             .got(op_.inputs[i].str());
     }
-    const LaunchConfig& cfg = launch_.config;
-    const int warps = cfg.block_threads / 32;
-    if (cfg.block_threads % 32 || warps < 1 ||
-        warps > (tier_ == Tier::flash ? shapes::attn_max_warps(D) : 4) || cfg.stages < 1 ||
-        cfg.stages > (tier_ == Tier::flash ? 2 : 1))
-      return fail(Code::invalid_argument,
-                  "launch configuration '" + cfg.str() + "' is not one this kernel supports");
+    return {};
+  }
 
+  // The arguments every tensor-core attention kernel reads (not yet the splits).
+  dev::AttnParams attn_params() const {
+    const View &q = in_[0], &k = in_[1], &v = in_[2];
     dev::AttnParams p;
     p.q = q.data;
     p.k = k.data;
@@ -268,7 +260,7 @@ class Planner {
     p.Lk = static_cast<int>(k.shape[2]);
     p.scale_log2 = attention_scale(op_) * kLog2e;
     p.causal = op_.attrs.causal ? 1 : 0;
-    p.stages = cfg.stages;
+    p.stages = launch_.config.stages;
     if (const int mi = attention_mask_input(op_); mi >= 0) {
       const int64_t full[4] = {q.shape[0], q.shape[1], q.shape[2], k.shape[2]};
       const dev::Strided m = strided(in_[static_cast<size_t>(mi)], full);
@@ -276,20 +268,21 @@ class Planner {
       p.mask_dtype = m.dtype;
       for (int d = 0; d < 4; ++d) p.ms[d] = m.stride[d];
     }
-    const bool flash = tier_ == Tier::flash;
-    const int bc = shapes::attn_key_tile(D, flash);
+    return p;
+  }
+
+  // Key tiles of `bc` keys split `cfg.splits` ways (at most one split per tile), the run-time key
+  // count and its error word, and the split partials in the workspace.
+  Status attn_splits(dev::AttnParams& p, int bc, std::vector<Call>& calls) const {
+    const int D = static_cast<int>(in_[0].shape[3]);
     const int tiles = (p.Lk + bc - 1) / bc;
-    const int splits = std::clamp(cfg.splits, 1, std::max(tiles, 1));
+    const int splits = std::clamp(launch_.config.splits, 1, std::max(tiles, 1));
     p.tiles_per_split = std::max(1, (tiles + splits - 1) / splits);
     p.splits = std::max(1, (tiles + p.tiles_per_split - 1) / p.tiles_per_split);
-    const int64_t rows = int64_t(p.group) * p.Lq;
-    const int br = warps * 16;
-
-    std::vector<Call> calls;
     p.kv_len = scalar_ptr();
     DUET_ASSIGN_OR_RETURN(p.error, error_word(calls));
     if (p.splits > 1) {
-      const uint64_t need = workspace_bytes(tier_, op_, cfg);
+      const uint64_t need = workspace_bytes(tier_, op_, launch_.config);
       if (!launch_.workspace)
         return fail(Code::invalid_argument,
                     "split-KV needs a workspace of " + std::to_string(need) + " bytes");
@@ -300,6 +293,48 @@ class Planner {
       p.part_lse = reinterpret_cast<float*>(
           base + round_up(static_cast<uint64_t>(p.splits) * out_rows * D * 4));
     }
+    return {};
+  }
+
+  // The split-KV merge, after the kernel, when there are splits.
+  void attn_combine(const dev::AttnParams& p, std::vector<Call>& calls) const {
+    if (p.splits <= 1) return;
+    dev::CombineParams cp;
+    cp.part_o = p.part_o;
+    cp.part_lse = p.part_lse;
+    cp.out = out_.data;
+    cp.out_dtype = elt(out_.dtype);
+    cp.rows = int64_t(p.B) * p.Hq * p.Lq;
+    cp.D = static_cast<int>(in_[0].shape[3]);
+    cp.splits = p.splits;
+    calls.push_back(call(Kernel::attention_combine,
+                         {static_cast<unsigned>((cp.rows + 3) / 4), 1, 1}, 128, 0, cp));
+  }
+
+  Result<std::vector<Call>> attention_tc() {
+    DUET_TRY(need_arch());
+    const View& q = in_[0];
+    DUET_ASSIGN_OR_RETURN(const bool bf16, tc_bf16(q.dtype));
+    const int D = static_cast<int>(q.shape[3]);
+    if (std::find(std::begin(kAttentionHeadDims), std::end(kAttentionHeadDims), D) ==
+        std::end(kAttentionHeadDims))
+      return fail(Code::unsupported, "head dim " + std::to_string(D) +
+                                         " has no tensor-core kernel (64, 80, 96, 128, 256)");
+    DUET_TRY(check_attn_rows());
+    const LaunchConfig& cfg = launch_.config;
+    const int warps = cfg.block_threads / 32;
+    if (cfg.block_threads % 32 || warps < 1 ||
+        warps > (tier_ == Tier::flash ? shapes::attn_max_warps(D) : 4) || cfg.stages < 1 ||
+        cfg.stages > (tier_ == Tier::flash ? 2 : 1))
+      return fail(Code::invalid_argument,
+                  "launch configuration '" + cfg.str() + "' is not one this kernel supports");
+
+    dev::AttnParams p = attn_params();
+    const bool flash = tier_ == Tier::flash;
+    std::vector<Call> calls;
+    DUET_TRY(attn_splits(p, shapes::attn_key_tile(D, flash), calls));
+    const int64_t rows = int64_t(p.group) * p.Lq;
+    const int br = warps * 16;
     const uint64_t smem = shapes::attn_smem_bytes(D, warps, p.stages, flash);
     Call c = call(Kernel::attention_tc,
                   {static_cast<unsigned>((rows + br - 1) / br),
@@ -308,18 +343,68 @@ class Planner {
     c.bf16 = bf16;
     c.head_dim = D;
     calls.push_back(c);
-    if (p.splits > 1) {
-      dev::CombineParams cp;
-      cp.part_o = p.part_o;
-      cp.part_lse = p.part_lse;
-      cp.out = out_.data;
-      cp.out_dtype = elt(out_.dtype);
-      cp.rows = int64_t(p.B) * p.Hq * p.Lq;
-      cp.D = D;
-      cp.splits = p.splits;
-      calls.push_back(call(Kernel::attention_combine,
-                           {static_cast<unsigned>((cp.rows + 3) / 4), 1, 1}, 128, 0, cp));
+    attn_combine(p, calls);
+    return calls;
+  }
+
+  // A K or V view as the TMA reads it: [B, H, L, D] as dims D, L, H, B (innermost first), a box
+  // of 64 columns (one 128-byte swizzled row) by the kernel's key tile.
+  dev::TmaDesc tma_desc(const View& t, int box_rows) const {
+    dev::TmaDesc d;
+    d.base = t.data;
+    d.rank = 4;
+    d.elem_bytes = 2;
+    d.swizzle = 128;
+    int64_t prev = 2 * t.shape[3];
+    for (int k = 0; k < 4; ++k) {
+      const int dim = 3 - k;
+      d.dim[k] = t.shape[dim];
+      // A dim of size 1 has no meaningful stride; the TMA still wants a multiple of 16 bytes.
+      d.stride[k] = k == 0                                     ? 2
+                    : t.strides[dim] != 0 && t.shape[dim] != 1 ? 2 * t.strides[dim]
+                                                               : prev;
+      if (k > 0) prev = d.stride[k] * d.dim[k];
     }
+    d.box[0] = 64;
+    d.box[1] = box_rows;
+    d.box[2] = d.box[3] = 1;
+    return d;
+  }
+
+  Result<std::vector<Call>> attention_wgmma() {
+    DUET_TRY(need_arch());
+    const View& q = in_[0];
+    if (q.dtype != DType::f16 && q.dtype != DType::bf16)
+      return err(Code::invalid_argument)
+          .tensor(op_.input_name(0))
+          .expected("f16 or bf16 for the wgmma tier")
+          .got(std::string(dtype_name(q.dtype)));
+    const int D = static_cast<int>(q.shape[3]);
+    if (!shapes::wgmma_head_dim(D))
+      return fail(Code::unsupported,
+                  "head dim " + std::to_string(D) + " has no wgmma kernel (64, 128)");
+    DUET_TRY(check_attn_rows());
+    const LaunchConfig& cfg = launch_.config;
+    if (cfg.block_threads != shapes::wgmma_threads(D))
+      return fail(Code::invalid_argument,
+                  "launch configuration '" + cfg.str() + "' is not one this kernel supports");
+    dev::WgAttnParams w;
+    w.a = attn_params();
+    std::vector<Call> calls;
+    const int bn = shapes::wgmma_key_tile(D);
+    DUET_TRY(attn_splits(w.a, bn, calls));
+    w.k_desc = tma_desc(in_[1], bn);
+    w.v_desc = tma_desc(in_[2], bn);
+    const int64_t rows = int64_t(w.a.group) * w.a.Lq;
+    const int bm = shapes::wgmma_rows(D);
+    Call c = call(Kernel::attention_wgmma,
+                  {static_cast<unsigned>((rows + bm - 1) / bm),
+                   static_cast<unsigned>(w.a.Hkv * w.a.splits), static_cast<unsigned>(w.a.B)},
+                  cfg.block_threads, shapes::wgmma_smem_bytes(D), w);
+    c.bf16 = q.dtype == DType::bf16;
+    c.head_dim = D;
+    calls.push_back(c);
+    attn_combine(w.a, calls);
     return calls;
   }
 
@@ -348,6 +433,62 @@ class Planner {
     std::vector<Call> calls;
     p.kv_len = scalar_ptr();
     DUET_ASSIGN_OR_RETURN(p.error, error_word(calls));
+    const int64_t rows = int64_t(p.Hq / p.Hkv) * p.Lq;
+    const LaunchConfig& cfg = launch_.config;
+    // The kernel the selection sized the launch for (its shared memory says which).
+    switch (shapes::gen_attn_kind(p.D, rows, cfg.shared_bytes)) {
+      case shapes::GenAttn::flash: {
+        const int dm = shapes::gen_flash_dm(p.D), bm = shapes::gen_flash_bm(dm);
+        Call c = call(Kernel::gen_flash,
+                      {static_cast<unsigned>((rows + bm - 1) / bm), static_cast<unsigned>(p.Hkv),
+                       static_cast<unsigned>(p.B)},
+                      128, shapes::gen_flash_smem(dm), p);
+        c.head_dim = dm;
+        calls.push_back(c);
+        return calls;
+      }
+      case shapes::GenAttn::decode: {
+        const int dm = shapes::gen_decode_dm(p.D), chunk = shapes::kGenDecChunk;
+        const int g = shapes::gen_decode_rows(rows, dm);
+        const int chunks = std::max(1, (p.Lk + chunk - 1) / chunk);
+        const int splits = std::clamp(cfg.splits, 1, chunks);
+        p.keys_per_split = (chunks + splits - 1) / splits * chunk;
+        p.splits = std::max(1, (p.Lk + p.keys_per_split - 1) / p.keys_per_split);
+        if (p.splits > 1) {
+          if (!launch_.workspace)
+            return fail(Code::invalid_argument,
+                        "split-KV needs a workspace of " +
+                            std::to_string(workspace_bytes(tier_, op_, cfg)) + " bytes");
+          const int64_t out_rows = int64_t(p.B) * p.Hq * p.Lq;
+          auto* base = static_cast<unsigned char*>(launch_.workspace) + round_up(error_bytes(op_));
+          p.part_o = reinterpret_cast<float*>(base);
+          p.part_lse = reinterpret_cast<float*>(
+              base + round_up(static_cast<uint64_t>(p.splits) * out_rows * p.D * 4));
+        }
+        Call c = call(Kernel::gen_decode,
+                      {static_cast<unsigned>((rows + g - 1) / g),
+                       static_cast<unsigned>(p.Hkv * p.splits), static_cast<unsigned>(p.B)},
+                      128, shapes::gen_decode_smem(dm, g), p);
+        c.head_dim = dm;
+        c.block_rows = g;
+        calls.push_back(c);
+        if (p.splits > 1) {
+          dev::CombineParams cp;
+          cp.part_o = p.part_o;
+          cp.part_lse = p.part_lse;
+          cp.out = out_.data;
+          cp.out_dtype = elt(out_.dtype);
+          cp.rows = int64_t(p.B) * p.Hq * p.Lq;
+          cp.D = p.D;
+          cp.splits = p.splits;
+          calls.push_back(call(Kernel::attention_combine,
+                               {static_cast<unsigned>((cp.rows + 3) / 4), 1, 1}, 128, 0, cp));
+        }
+        return calls;
+      }
+      case shapes::GenAttn::rowwise:
+        break;
+    }
     calls.push_back(
         call(Kernel::gen_attention,
              {static_cast<unsigned>(p.Lq), static_cast<unsigned>(p.Hq), static_cast<unsigned>(p.B)},
@@ -839,6 +980,9 @@ std::string Call::name() const {
     case Kernel::matmul_tc:
       return t + " matmul_tc<" + (bf16 ? "bf16" : "f16") + ", B " + (b_nmajor ? "n" : "k") +
              "-major>";
+    case Kernel::attention_wgmma:
+      return t + " attention_wgmma<" + (bf16 ? "bf16" : "f16") + ", hd " +
+             std::to_string(head_dim) + ">";
     case Kernel::attention_combine:
       return "attention_combine";
     case Kernel::eltwise:
@@ -851,6 +995,11 @@ std::string Call::name() const {
       return "generic rope";
     case Kernel::gen_attention:
       return "generic attention";
+    case Kernel::gen_flash:
+      return "generic attention (SIMT flash, head dims <= " + std::to_string(head_dim) + ")";
+    case Kernel::gen_decode:
+      return "generic attention (SIMT decode, head dims <= " + std::to_string(head_dim) + ", " +
+             std::to_string(block_rows) + " rows a block)";
     case Kernel::gen_matmul:
       return "generic matmul";
     case Kernel::embedding:
@@ -926,10 +1075,16 @@ uint64_t workspace_bytes(Tier tier, const OpDesc& op, const LaunchConfig& config
     return rows * static_cast<uint64_t>(op.inputs[0].dim(op.attrs.transpose_a ? -2 : -1) / 32) *
            sizeof(dev::Q8Block);
   }
-  if (op.kind != OpKind::attention || tier == Tier::generic || op.inputs.size() < 3) return eb;
+  if (op.kind != OpKind::attention || op.inputs.size() < 3) return eb;
   const TensorDesc &q = op.inputs[0], &k = op.inputs[1];
   const int D = static_cast<int>(q.dim(3));
-  const int64_t bc = shapes::attn_key_tile(D, tier == Tier::flash);
+  if (tier == Tier::generic &&
+      shapes::gen_attn_kind(D, q.dim(1) / std::max<int64_t>(k.dim(1), 1) * q.dim(2),
+                            config.shared_bytes) != shapes::GenAttn::decode)
+    return eb;
+  const int64_t bc = tier == Tier::generic ? shapes::kGenDecChunk
+                     : tier == Tier::wgmma ? shapes::wgmma_key_tile(D)
+                                           : shapes::attn_key_tile(D, tier == Tier::flash);
   const int64_t tiles = (k.dim(2) + bc - 1) / bc;
   const int64_t splits = std::clamp<int64_t>(config.splits, 1, std::max<int64_t>(tiles, 1));
   if (splits <= 1) return eb;

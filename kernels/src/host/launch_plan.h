@@ -15,6 +15,7 @@ namespace duet::kernels::detail {
 
 enum class Kernel : uint8_t {
   attention_tc,       // flash / tiled
+  attention_wgmma,    // wgmma (sm_90a)
   attention_combine,  // split-KV merge (generic)
   matmul_tc,          // pipelined / tiled
   eltwise,
@@ -22,6 +23,8 @@ enum class Kernel : uint8_t {
   rows,
   rope,
   gen_attention,
+  gen_flash,   // generic attention: SIMT flash (prefill)
+  gen_decode,  // generic attention: SIMT split-KV decode
   gen_matmul,
   embedding,
   write_slice,
@@ -41,10 +44,10 @@ struct Dim3 {
 };
 
 using Params =
-    std::variant<dev::AttnParams, dev::CombineParams, dev::MatmulParams, dev::EltwiseParams,
-                 dev::CopyParams, dev::RowParams, dev::RopeParams, dev::GenAttnParams,
-                 dev::EmbedParams, dev::WriteParams, dev::FillParams, dev::QMatmulParams,
-                 dev::QRowsParams, dev::Q8ActParams, dev::ReduceParams>;
+    std::variant<dev::AttnParams, dev::WgAttnParams, dev::CombineParams, dev::MatmulParams,
+                 dev::EltwiseParams, dev::CopyParams, dev::RowParams, dev::RopeParams,
+                 dev::GenAttnParams, dev::EmbedParams, dev::WriteParams, dev::FillParams,
+                 dev::QMatmulParams, dev::QRowsParams, dev::Q8ActParams, dev::ReduceParams>;
 
 struct Call {
   Kernel kernel = Kernel::eltwise;
@@ -54,6 +57,7 @@ struct Call {
   bool b_nmajor = false;  // matmul_tc instance
   bool sm80 = false;      // qmv, mmq instance: cp.async and m16n8k32 (sm_80+), else sync copies
                           // and m8n8k16 (sm_75) / dp4a (sm_61)
+  int block_rows = 0;     // gen_decode instance: rows a block owns
   Dim3 grid;
   int threads = 0;
   uint64_t smem = 0;

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 
+#include "device/wgmma_shape.h"
 #include "duet/dtype.h"
 #include "duet/op.h"
 
@@ -33,6 +34,26 @@ inline uint64_t attn_smem_bytes(int head_dim, int warps, int stages, bool flash)
 }
 inline int attn_max_warps(int head_dim) {
   return head_dim > 128 ? 4 : 8;
+}
+
+// ---- Hopper attention (attention_wgmma.h, geometry in device/wgmma_shape.h)
+inline bool wgmma_head_dim(int head_dim) {
+  return head_dim == 64 || head_dim == 128;
+}
+inline int wgmma_key_tile(int head_dim) {
+  return head_dim == 64 ? dev::WgShape<64>::kBN : dev::WgShape<128>::kBN;
+}
+inline int wgmma_rows(int head_dim) {  // query rows per block
+  return head_dim == 64 ? dev::WgShape<64>::kBM : dev::WgShape<128>::kBM;
+}
+inline int wgmma_threads(int head_dim) {
+  return head_dim == 64 ? dev::WgShape<64>::kThreads : dev::WgShape<128>::kThreads;
+}
+inline int wgmma_stages(int head_dim) {
+  return head_dim == 64 ? dev::WgShape<64>::kStages : dev::WgShape<128>::kStages;
+}
+inline uint64_t wgmma_smem_bytes(int head_dim) {
+  return head_dim == 64 ? dev::WgShape<64>::kSmem : dev::WgShape<128>::kSmem;
 }
 
 // ---- tensor-core matmul (matmul_tc.h): warp tile 32x64, k tile 32
@@ -93,6 +114,43 @@ inline bool matvec_applies(const OpDesc& op) {
 }
 inline uint64_t matvec_smem_bytes(int act_rows, int kc) {
   return static_cast<uint64_t>(act_rows) * static_cast<uint64_t>(kc) * 4;
+}
+
+// ---- the generic tier's attention (attention_simt.h): the SIMT flash kernel for prefill (head
+// dims up to 128, in tiles of 64 or 128 dims), the split-KV decode kernel for up to 16 rows per
+// kv head (head dims up to 256), and the row-per-block kernel (generic.h) for everything else.
+enum class GenAttn : uint8_t { rowwise, flash, decode };
+inline constexpr int kGenDecChunk = 128;  // keys per split at least: a chunk per warp
+inline int gen_flash_dm(int head_dim) {
+  return head_dim <= 64 ? 64 : 128;
+}
+inline int gen_flash_bm(int dm) {  // rows per block
+  return dm == 64 ? 64 : 32;
+}
+inline constexpr int kGenFlashBN = 32;  // keys per tile
+inline uint64_t gen_flash_smem(int dm) {
+  return (static_cast<uint64_t>(gen_flash_bm(dm)) * dm + 2ull * kGenFlashBN * (dm + 4)) * 4;
+}
+inline int gen_decode_dm(int head_dim) {
+  return head_dim <= 64 ? 64 : head_dim <= 128 ? 128 : 256;
+}
+// Rows per decode block: 1, 4 or 8 (4 at most at head dim 256, for registers).
+inline int gen_decode_rows(int64_t rows, int dm) {
+  return rows <= 1 ? 1 : rows <= 4 || dm > 128 ? 4 : 8;
+}
+inline uint64_t gen_decode_smem(int dm, int g) {
+  const uint64_t gp = g < 4 ? 4 : static_cast<uint64_t>(g);
+  const uint64_t loop = static_cast<uint64_t>(g) * dm + 4 * 32 * gp;
+  const uint64_t merge = 4ull * g * 2 + 4ull * g * dm;
+  return (loop > merge ? loop : merge) * 4;
+}
+inline GenAttn gen_attn_kind(int head_dim, int64_t rows, uint64_t smem_limit) {
+  const int dm = gen_decode_dm(head_dim);
+  if (head_dim <= 256 && rows <= 16 && gen_decode_smem(dm, gen_decode_rows(rows, dm)) <= smem_limit)
+    return GenAttn::decode;
+  if (head_dim <= 128 && gen_flash_smem(gen_flash_dm(head_dim)) <= smem_limit)
+    return GenAttn::flash;
+  return GenAttn::rowwise;
 }
 
 // ---- generic kernels

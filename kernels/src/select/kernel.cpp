@@ -12,6 +12,12 @@ std::string Kernel::name() const {
       return "tiled_attention_" + p + "_hd" + std::to_string(head_dim);
     case Family::generic_attention:
       return "generic_attention";
+    case Family::generic_flash_attention:
+      return "generic_attention_flash";
+    case Family::generic_decode_attention:
+      return "generic_attention_decode";
+    case Family::wgmma_attention:
+      return "wgmma_attention_" + p + "_hd" + std::to_string(head_dim);
     case Family::pipelined_matmul:
       return "pipelined_matmul_" + p + layout;
     case Family::tiled_matmul:
@@ -41,6 +47,8 @@ std::string Kernel::name() const {
 // the blocks costs most; dp4a and the SIMT families run at the f32 FMA rate at best.
 double Kernel::efficiency() const {
   switch (family) {
+    case Family::wgmma_attention:
+      return 0.7;  // of the f16 peak, which counts Hopper's wgmma rate
     case Family::flash_attention:
     case Family::pipelined_matmul:
       return 0.6;
@@ -52,6 +60,8 @@ double Kernel::efficiency() const {
     case Family::int_dot_qmatvec:
       return 0.3;
     case Family::generic_attention:
+    case Family::generic_flash_attention:
+    case Family::generic_decode_attention:
     case Family::generic_matmul:
     case Family::generic_matvec:
     case Family::generic_rows:

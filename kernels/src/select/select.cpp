@@ -158,6 +158,121 @@ LaunchConfig attn_tc_config(const DeviceCaps& caps, const AttnDims& a, bool flas
   return cfg;
 }
 
+// The generic tier: the SIMT flash kernel (prefill), the split-KV decode kernel (a few rows per
+// kv head: enough splits for about 8 blocks of 128 threads per SM), or one block per query row.
+LaunchConfig generic_attention_config(const DeviceCaps& caps, const AttnDims& a) {
+  const int D = static_cast<int>(a.D);
+  const int64_t rows = (a.Hq / a.Hkv) * a.Lq;
+  LaunchConfig cfg;
+  cfg.subgroup = 32;
+  switch (shapes::gen_attn_kind(D, rows, smem_limit(caps))) {
+    case shapes::GenAttn::flash: {
+      const int dm = shapes::gen_flash_dm(D);
+      cfg.block_threads = 128;
+      cfg.tile_m = shapes::gen_flash_bm(dm);
+      cfg.tile_n = shapes::kGenFlashBN;
+      cfg.tile_k = dm;
+      cfg.shared_bytes = shapes::gen_flash_smem(dm);
+      cfg.set_variant(Kernel{.family = Family::generic_flash_attention});
+      return cfg;
+    }
+    case shapes::GenAttn::decode: {
+      const int dm = shapes::gen_decode_dm(D);
+      const int g = shapes::gen_decode_rows(rows, dm);
+      const int64_t blocks = (rows + g - 1) / g * a.Hkv * a.B;
+      const int64_t chunks = (a.Lk + shapes::kGenDecChunk - 1) / shapes::kGenDecChunk;
+      int64_t splits = 1;
+      if (caps.compute_units > 0 && blocks < 8 * caps.compute_units)
+        splits = std::clamp<int64_t>(8 * caps.compute_units / blocks, 1,
+                                     std::min<int64_t>(std::max<int64_t>(chunks, 1), 1024));
+      cfg.block_threads = 128;
+      cfg.tile_m = g;
+      cfg.tile_n = shapes::kGenDecChunk;
+      cfg.tile_k = dm;
+      cfg.splits = static_cast<int>(splits);
+      cfg.shared_bytes = shapes::gen_decode_smem(dm, g);
+      cfg.set_variant(Kernel{.family = Family::generic_decode_attention});
+      return cfg;
+    }
+    case shapes::GenAttn::rowwise:
+      break;
+  }
+  cfg.block_threads = shapes::kGenAttnThreads;
+  cfg.shared_bytes = shapes::gen_attn_smem_bytes(D);
+  cfg.set_variant(Kernel{.family = Family::generic_attention});
+  return cfg;
+}
+
+// The Hopper kernel: one block per SM (its shared memory and registers), so splits of the keys
+// fill the SMs one wave deep.
+LaunchConfig wgmma_config(const DeviceCaps& caps, const AttnDims& a) {
+  const int D = static_cast<int>(a.D);
+  LaunchConfig cfg;
+  const int64_t rows = (a.Hq / a.Hkv) * a.Lq;
+  const int bm = shapes::wgmma_rows(D), bn = shapes::wgmma_key_tile(D);
+  const int64_t blocks = (rows + bm - 1) / bm * a.Hkv * a.B;
+  const int64_t kv_tiles = (a.Lk + bn - 1) / bn;
+  int64_t splits = 1;
+  if (caps.compute_units > 0 && blocks < caps.compute_units && kv_tiles >= 2) {
+    splits = std::clamp<int64_t>(caps.compute_units / blocks, 1, std::min<int64_t>(kv_tiles, 64));
+    const int64_t per = (kv_tiles + splits - 1) / splits;
+    splits = (kv_tiles + per - 1) / per;
+  }
+  cfg.block_threads = shapes::wgmma_threads(D);
+  cfg.tile_m = bm;
+  cfg.tile_n = bn;
+  cfg.tile_k = D;
+  cfg.stages = shapes::wgmma_stages(D);
+  cfg.splits = static_cast<int>(splits);
+  cfg.subgroup = 32;
+  cfg.shared_bytes = shapes::wgmma_smem_bytes(D);
+  return cfg;
+}
+
+// The wgmma tier: sm_90 exactly (sm_90a cubins run on 9.0 only), from a build with such a cubin.
+void wgmma_attention_choices(const DeviceCaps& caps, const OpDesc& op, const BuildArchs& build,
+                             const std::string& layout, std::vector<KernelChoice>& out) {
+  const ArchFeatures arch = arch_features(caps);
+  const bool fits = tier_fits(arch, Tier::wgmma);
+  const AttnDims a = attn_dims(op);
+  const int D = static_cast<int>(a.D);
+  // wgmma exists only in code for the architecture's own 'a' target: a cubin of exactly it.
+  const bool image =
+      std::count(build.arch_specific.begin(), build.arch_specific.end(), arch.sm) > 0;
+  for (Precision p : half_precisions(op.inputs[0].dtype)) {
+    Draft d(Tier::wgmma, p);
+    need_arch(d, arch, Tier::wgmma, " (Hopper: wgmma, TMA, sm_90a code)");
+    d.need(caps.tensor_cores, "requires tensor cores, the device has none");
+    d.need(shapes::wgmma_head_dim(D),
+           "head dim " + std::to_string(D) + " is not one of 64, 128 (the flash tier takes it)");
+    d.need(layout.empty(), layout);
+    if (fits)
+      d.need(image, "this build has no " + arch.specific_target() + " image (" + build.str() +
+                        "); add " + std::to_string(arch.sm) + "a to DUET_CUDA_ARCHS");
+    LaunchConfig cfg = shapes::wgmma_head_dim(D) ? wgmma_config(caps, a) : LaunchConfig{};
+    if (fits) {
+      d.need(cfg.shared_bytes <= smem_limit(caps),
+             "needs " + kib(cfg.shared_bytes) + " of shared memory per block, the device allows " +
+                 kib(smem_limit(caps)));
+      d.need(a.B <= 65535 && a.Hkv * cfg.splits <= 65535,
+             "grid too large (B and Hkv at most 65535)");
+    }
+    need_warp32(d, caps);
+    cfg.set_variant(Kernel{.family = Family::wgmma_attention, .precision = p, .head_dim = D});
+    d.c.launch = cfg;
+    std::vector<DType> in = {precision_storage(p), precision_storage(p), precision_storage(p)};
+    for (size_t i = 3; i < op.inputs.size(); ++i) in.push_back(op.inputs[i].dtype);
+    d.c.input_dtypes = in;
+    d.c.output_dtype = precision_storage(p);
+    d.why.push_back(arch.name() + " with an " + arch.specific_target() + " image: wgmma " +
+                    std::string(precision_name(p)) + " from shared memory, TMA " +
+                    std::to_string(cfg.stages) + "-stage K/V pipeline, producer and " +
+                    std::to_string(cfg.tile_m / 64) + " consumer warpgroups" +
+                    (cfg.splits > 1 ? ", " + std::to_string(cfg.splits) + " KV splits" : ""));
+    out.push_back(d.done("wgmma attention"));
+  }
+}
+
 void attention_choices(const DeviceCaps& caps, const OpDesc& op, const BuildArchs& build,
                        std::vector<KernelChoice>& out) {
   const ArchFeatures arch = arch_features(caps);
@@ -175,6 +290,7 @@ void attention_choices(const DeviceCaps& caps, const OpDesc& op, const BuildArch
     return v;
   };
 
+  wgmma_attention_choices(caps, op, build, layout, out);
   for (Precision p : half_precisions(op.inputs[0].dtype)) {
     Draft d(Tier::flash, p);
     need_arch(d, arch, Tier::flash);
@@ -227,21 +343,29 @@ void attention_choices(const DeviceCaps& caps, const OpDesc& op, const BuildArch
 
   {
     Draft d(Tier::generic, Precision::f32);
-    LaunchConfig cfg;
-    cfg.block_threads = shapes::kGenAttnThreads;
-    cfg.subgroup = 32;
-    cfg.shared_bytes = shapes::gen_attn_smem_bytes(D);
-    cfg.set_variant(Kernel{.family = Family::generic_attention});
-    d.need(cfg.shared_bytes <= caps.shared_mem_per_block,
-           "head dim " + std::to_string(D) + " needs " + kib(cfg.shared_bytes) +
-               " of shared memory, the device allows " + kib(caps.shared_mem_per_block));
+    LaunchConfig cfg = generic_attention_config(caps, a);
+    // The row-wise kernel stays within the default 48 KiB; the SIMT tiles may opt in to more.
+    const Family family = cfg.variant_as<Kernel>()->family;
+    const uint64_t limit =
+        family == Family::generic_attention ? caps.shared_mem_per_block : smem_limit(caps);
+    d.need(cfg.shared_bytes <= limit, "head dim " + std::to_string(D) + " needs " +
+                                          kib(cfg.shared_bytes) +
+                                          " of shared memory, the device allows " + kib(limit));
     d.need(a.Lq <= 0x7fffffff && a.Hq <= 65535 && a.B <= 65535,
            "grid too large (Hq and B at most 65535)");
     need_image(d, caps, arch, build, Tier::generic);
     d.c.launch = cfg;
     d.c.input_dtypes = op_dtypes(op);
     d.c.output_dtype = op.output.dtype;
-    d.why.push_back("SIMT, fp32 compute, any architecture");
+    d.why.push_back(family == Family::generic_flash_attention
+                        ? "SIMT flash (tiles of " + std::to_string(cfg.tile_m) + " rows x " +
+                              std::to_string(cfg.tile_n) +
+                              " keys), fp32 compute, reads every dtype as stored, any architecture"
+                    : family == Family::generic_decode_attention
+                        ? "SIMT split-KV decode (" + std::to_string(cfg.splits) +
+                              " splits), fp32 compute, reads every dtype as stored, any "
+                              "architecture"
+                        : "SIMT, fp32 compute, any architecture");
     out.push_back(d.done("generic attention"));
   }
 }

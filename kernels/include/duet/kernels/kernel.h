@@ -11,19 +11,22 @@
 namespace duet::kernels {
 
 enum class Family : uint8_t {
-  flash_attention,    // sm_80 tensor cores, cp.async pipeline (device/attention_tc.h)
-  tiled_attention,    // sm_75 tensor cores (device/attention_tc.h)
-  generic_attention,  // SIMT f32 (device/generic.h)
-  pipelined_matmul,   // sm_80 tensor cores, cp.async pipeline (device/matmul_tc.h)
-  tiled_matmul,       // sm_75 tensor cores (device/matmul_tc.h)
-  generic_matmul,     // SIMT f32 (device/generic.h)
-  generic_matvec,     // decode shapes: B read once in 16-byte loads, SIMT f32 (device/matvec.h)
-  generic_rows,       // softmax, rmsnorm, layernorm: a block per row (device/generic.h)
-  generic_op,         // every other op, one thread per element (device/generic.h)
-  int8_mma_qmatmul,   // block formats on int8 tensor cores, tiles (device/quant_mmq.h)
-  int_dot_qmatvec,    // block formats with dp4a, weight rows through shared memory (quant_mv.h)
-  generic_qmatmul,    // block formats dequantized in registers, SIMT f32 (device/quant.h)
-  generic_qrows,      // rows of a block-quantized table dequantized (device/quant.h)
+  flash_attention,           // sm_80 tensor cores, cp.async pipeline (device/attention_tc.h)
+  tiled_attention,           // sm_75 tensor cores (device/attention_tc.h)
+  generic_attention,         // SIMT f32, a block per query row (device/generic.h)
+  generic_flash_attention,   // SIMT f32 tiles, online softmax, prefill (attention_simt.h)
+  generic_decode_attention,  // SIMT f32 split-KV decode (device/attention_simt.h)
+  wgmma_attention,           // sm_90a: wgmma fed by TMA, warp-specialised (attention_wgmma.h)
+  pipelined_matmul,          // sm_80 tensor cores, cp.async pipeline (device/matmul_tc.h)
+  tiled_matmul,              // sm_75 tensor cores (device/matmul_tc.h)
+  generic_matmul,            // SIMT f32 (device/generic.h)
+  generic_matvec,    // decode shapes: B read once in 16-byte loads, SIMT f32 (device/matvec.h)
+  generic_rows,      // softmax, rmsnorm, layernorm: a block per row (device/generic.h)
+  generic_op,        // every other op, one thread per element (device/generic.h)
+  int8_mma_qmatmul,  // block formats on int8 tensor cores, tiles (device/quant_mmq.h)
+  int_dot_qmatvec,   // block formats with dp4a, weight rows through shared memory (quant_mv.h)
+  generic_qmatmul,   // block formats dequantized in registers, SIMT f32 (device/quant.h)
+  generic_qrows,     // rows of a block-quantized table dequantized (device/quant.h)
 };
 
 struct Kernel {
