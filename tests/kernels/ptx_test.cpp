@@ -456,8 +456,9 @@ TEST(Ptx, GenericKernelsAreSimt) {
       EXPECT_FALSE(has(text, "mma.sync")) << src << " sm_" << sm;
       EXPECT_FALSE(has(text, "dp4a")) << src << " sm_" << sm;
       // The staged cast rounds with cvt.rn.bf16x2 where the architecture has it.
-      if (std::string(src) != "quant_cast" || sm < 80)
+      if (std::string(src) != "quant_cast" || sm < 80) {
         EXPECT_FALSE(has(text, ".bf16")) << src << " sm_" << sm;
+      }
     }
   }
   // The staged cast of block formats copies with cp.async on sm_80+ only.
