@@ -1,6 +1,6 @@
-// The C API (duet/duet.h) over the C++ one. Every entry point runs its body through guard(),
-// which turns a Status into a duet_status plus this thread's last-error message and catches
-// every exception, so none crosses into C.
+// The C API (duet/duet.h) over the C++ one. Every entry point runs its body through guard()
+// (c_api_internal.h), which turns a Status into a duet_status plus this thread's last-error
+// message and catches every exception, so none crosses into C.
 #include <cstring>
 #include <exception>
 #include <mutex>
@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "c_api_internal.h"
 #include "devices_report.h"
 #include "duet/backends.h"
 #include "duet/builtin_engine.h"
@@ -45,100 +46,13 @@ struct duet_engine {
   std::mutex m;
 };
 
-namespace {
+namespace duet::capi {
 
-using duet::Code;
-using duet::Status;
-
-thread_local std::string t_last_error;
-
-duet_status to_c(Code c) {
-  switch (c) {
-    case Code::ok:
-      return DUET_OK;
-    case Code::invalid_argument:
-      return DUET_ERROR_INVALID_ARGUMENT;
-    case Code::unsupported:
-      return DUET_ERROR_UNSUPPORTED;
-    case Code::out_of_memory:
-      return DUET_ERROR_OUT_OF_MEMORY;
-    case Code::not_found:
-      return DUET_ERROR_NOT_FOUND;
-    case Code::io_error:
-      return DUET_ERROR_IO;
-    case Code::parse_error:
-      return DUET_ERROR_PARSE;
-    case Code::device_lost:
-      return DUET_ERROR_DEVICE_LOST;
-    case Code::internal:
-      return DUET_ERROR_INTERNAL;
-  }
-  return DUET_ERROR_INTERNAL;
+std::string& last_error() {
+  thread_local std::string message;
+  return message;
 }
 
-duet_status fail(duet_status s, std::string message) {
-  try {
-    t_last_error = std::move(message);
-  } catch (...) {
-    t_last_error.clear();  // out of memory while reporting: the status still says so
-  }
-  return s;
-}
-
-duet_status report(const Status& s) {
-  return s.ok() ? DUET_OK : fail(to_c(s.code()), s.message());
-}
-
-// Runs `body` (returning a Status), converting errors and exceptions.
-template <class F>
-duet_status guard(const char* fn, F&& body) noexcept {
-  try {
-    return report(body());
-  } catch (const std::bad_alloc&) {
-    return fail(DUET_ERROR_OUT_OF_MEMORY, std::string(fn) + ": out of host memory");
-  } catch (const std::exception& e) {
-    return fail(DUET_ERROR_INTERNAL, std::string(fn) + ": internal error: " + e.what());
-  } catch (...) {
-    return fail(DUET_ERROR_INTERNAL, std::string(fn) + ": internal error (unknown exception)");
-  }
-}
-
-Status null_argument(const char* fn, const char* arg) {
-  return Status(Code::invalid_argument, std::string(fn) + ": " + arg + " is NULL");
-}
-
-#define DUET_REQUIRE(fn, ptr) \
-  if (!(ptr)) return null_argument(fn, #ptr)
-
-char* copy_string(const std::string& s) {
-  char* out = new char[s.size() + 1];
-  std::memcpy(out, s.c_str(), s.size() + 1);
-  return out;
-}
-
-duet::Result<duet::Policy> policy_from(const char* text) {
-  if (!text) return duet::policy_from_env();
-  return duet::parse_policy(text, {}, "policy");
-}
-
-std::vector<std::string> split_commas(const char* text) {
-  std::vector<std::string> out;
-  std::string cur;
-  for (const char* p = text; p && *p; ++p) {
-    if (*p == ',') {
-      if (!cur.empty()) out.push_back(cur);
-      cur.clear();
-    } else {
-      cur += *p;
-    }
-  }
-  if (!cur.empty()) out.push_back(cur);
-  return out;
-}
-
-// This machine's devices, opened when the first engine or plan needs them and closed when the
-// last handle using them is destroyed. Not a process-lifetime object: destroying Vulkan devices
-// during exit, after drivers loaded with dlopen may have been finalized, is not safe.
 std::shared_ptr<duet::Registry> machine() {
   static std::mutex m;
   static std::weak_ptr<duet::Registry> current;
@@ -151,6 +65,12 @@ std::shared_ptr<duet::Registry> machine() {
   return r;
 }
 
+}  // namespace duet::capi
+
+namespace {
+
+using namespace duet::capi;
+
 const char* name_at(const duet::Graph& g, const std::vector<int>& ids, size_t i) {
   return i < ids.size() ? g.value(ids[i]).name.c_str() : nullptr;
 }
@@ -160,7 +80,7 @@ const char* name_at(const duet::Graph& g, const std::vector<int>& ids, size_t i)
 extern "C" {
 
 const char* duet_last_error(void) {
-  return t_last_error.c_str();
+  return last_error().c_str();
 }
 
 const char* duet_status_name(duet_status status) {

@@ -1,4 +1,4 @@
-# Installation: headers, libduet.so, the `duet` command, a CMake package with one component per
+# Installation: headers, libduet.so, the `duet` and `duet-llama` commands, a CMake package with one component per
 # backend (find_package(duet COMPONENTS vulkan) fails when this build has no Vulkan backend) and
 # a pkg-config file. Both package files are relocatable: `cmake --install build --prefix P` works
 # for any P.
@@ -10,9 +10,9 @@ set(DUET_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/duet)
 install(TARGETS duet_shared EXPORT duetTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT runtime NAMELINK_COMPONENT development
   INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
-install(TARGETS duet RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT runtime)
+install(TARGETS duet duet-llama RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT runtime)
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/core/include/duet ${PROJECT_SOURCE_DIR}/api/include/duet
-  ${PROJECT_SOURCE_DIR}/onnx/include/duet
+  ${PROJECT_SOURCE_DIR}/onnx/include/duet ${PROJECT_SOURCE_DIR}/llm/include/duet
   ${DUET_GENERATED_INCLUDE}/duet
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} COMPONENT development FILES_MATCHING PATTERN "*.h")
 install(EXPORT duetTargets NAMESPACE duet:: DESTINATION ${DUET_CMAKE_DIR} COMPONENT development)

@@ -20,6 +20,8 @@ packages=(
   python3-sentencepiece python3-tqdm
   # the Python module (python/): pybind11, DLPack's header, and pytest for its tests
   pybind11-dev python3-pybind11 libdlpack-dev python3-dev python3-numpy python3-pytest
+  # the reference pre-tokenizers of tools/make_tokenizer_fixtures.py (tests/llm/data)
+  python3-regex
   # `duet bench --plot`
   gnuplot-nox
   # distributed runs over MPI (docs/distributed.md): Open MPI's library, headers and mpirun

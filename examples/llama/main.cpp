@@ -1,36 +1,76 @@
-// duet-llama: greedy generation from a Llama-architecture GGUF file.
+// duet-llama: text generation from a Llama-architecture GGUF file, over duet/llm.h.
 //
-//   duet-llama model.gguf --prompt 1,15043,29892 -n 32 [--devices cpu:0,vulkan:0] [--timing]
+//   duet-llama model.gguf --prompt "Once upon a time" -n 64 [--temp 0] [--devices cuda:0]
 //
-// Prints the generated ids (and their strings when the file has a vocabulary), the prefill and
-// decode speeds, and with --timing the per-token overhead: the wall time of a decode step minus
-// the time of its kernels on their devices, both from the same runs.
+// The generated text goes to stdout as it is made; everything else (the model's shape, notes,
+// speeds, --explain, --timing) to stderr. Exit status: 0 done, 1 a failure while running, 2 bad
+// input (options, prompt, a file that cannot be read as a model).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <map>
+#include <random>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "duet/builtin_engine.h"
+#include "duet/llm.h"
 #include "duet/policy.h"
-#include "llama.h"
 
 namespace {
 
 using namespace duet;
 
-int usage(const char* msg) {
-  std::fprintf(stderr,
-               "duet-llama: %s\nusage: duet-llama MODEL.gguf [--prompt ID,ID,...] [-n N] "
-               "[--devices ID,ID] [--max-context N] [--policy TERMS] [--timing]\n",
-               msg);
+const char* kUsage =
+    R"(usage: duet-llama MODEL.gguf [PROMPT] [-n N] [options]
+
+Generates text from a Llama-architecture GGUF file (llama, mistral, qwen2) with its tokenizer,
+printing it as it is made.
+
+prompt (one of):
+  --prompt TEXT          the prompt as text (the file's tokenizer; BOS as the file says)
+  -f, --file FILE        the prompt from a file (UTF-8)
+  --prompt-ids ID,ID,..  the prompt as token ids (also for files without a tokenizer)
+  --bench-prompt N       a made-up prompt of N ids (timing at position N)
+generation:
+  -n N                   tokens to generate, at most (default 128)
+  --temp T               temperature; 0 is greedy (default 0.8)
+  --top-k K              keep the K most likely (default 40; 0: off)
+  --top-p P              keep the most likely up to probability P (default 0.95; 1: off)
+  --min-p P              keep those at least P times the most likely (default 0.05; 0: off)
+  --repeat-penalty R     penalise the latest tokens (default 1: off)
+  --repeat-last-n N      how many latest tokens (default 64)
+  --seed S               the sampler's seed (default: random, printed)
+  --stop TEXT            stop before this text (repeatable)
+  --ignore-eos           do not stop at the end-of-sequence token
+  --special              read control tokens written in the prompt (<|eot_id|>, ...) as tokens
+model and devices:
+  --devices ID,ID        devices to use (default: all of this machine)
+  --policy TERMS         planner overrides (docs/planner.md)
+  -c, --ctx N            context length (default: the file's, at most 4096)
+  --cache-dtype f16|f32  KV cache dtype (default: f16 where attention computes f16)
+  --prefill-chunk N      rows per prompt run (default 512)
+output:
+  --print-ids            print the generated ids after the text
+  --explain              print the KV cache's dtype and the decode plan
+  --timing               after generating, time 16 decode steps: overhead beyond the kernels
+  -h, --help             this text
+)";
+
+int usage_error(const std::string& msg) {
+  std::fprintf(stderr, "duet-llama: %s\n(duet-llama --help for the options)\n", msg.c_str());
   return 2;
 }
 
-bool parse_ints(const std::string& s, std::vector<int32_t>& out) {
+int failure(const Status& s) {
+  std::fprintf(stderr, "duet-llama: %s\n", s.message().c_str());
+  return 1;
+}
+
+bool parse_ids(const std::string& s, std::vector<int32_t>& out) {
   std::stringstream ss(s);
   std::string item;
   while (std::getline(ss, item, ',')) {
@@ -42,15 +82,21 @@ bool parse_ints(const std::string& s, std::vector<int32_t>& out) {
   return !out.empty();
 }
 
-bool parse_count(const char* s, long lo, long hi, long& out) {
+bool parse_long(const char* s, long lo, long hi, long& out) {
   char* end = nullptr;
   out = std::strtol(s, &end, 10);
   return *s && !*end && out >= lo && out <= hi;
 }
 
+bool parse_float(const char* s, float& out) {
+  char* end = nullptr;
+  out = std::strtof(s, &end);
+  return *s && !*end;
+}
+
 // Decode steps at the same positions measured three ways: whole runs (the step's wall time);
 // profiled runs, each kernel timed by its device in the run's own submissions (device timestamps
-// on Vulkan), so that the run's wall time minus its kernels is the engine's cost per token, from
+// on GPUs), so that the run's wall time minus its kernels is the engine's cost per token, from
 // one and the same run; and runs that wait for every step (run_timed), the earlier method.
 int timing(llama::Model& m, int steps) {
   using clock = std::chrono::steady_clock;
@@ -65,10 +111,6 @@ int timing(llama::Model& m, int steps) {
     l.data<int32_t>()[0] = static_cast<int32_t>(pos + 1);
     return std::map<std::string, HostTensor>{{"tokens", t}, {"pos", p}, {"len", l}};
   };
-  auto fail = [](const Status& s) {
-    std::fprintf(stderr, "duet-llama: %s\n", s.message().c_str());
-    return 1;
-  };
   double wall = 0, waited = 0, pwall = 0, pkern = 0, phost = 0, pspan = 0;
   std::vector<double> per_step(e.plan().steps.size(), 0.0);
   std::string unsupported;
@@ -77,7 +119,7 @@ int timing(llama::Model& m, int steps) {
     const auto t0 = clock::now();
     auto r = e.run(in);
     wall += std::chrono::duration<double>(clock::now() - t0).count();
-    if (!r.ok()) return fail(r.status());
+    if (!r.ok()) return failure(r.status());
     if (unsupported.empty()) {
       RunProfile prof;
       auto rp = e.run_profiled(in, prof);
@@ -97,143 +139,333 @@ int timing(llama::Model& m, int steps) {
       } else if (rp.status().code() == Code::unsupported) {
         unsupported = rp.status().message();
       } else {
-        return fail(rp.status());
+        return failure(rp.status());
       }
     }
     std::vector<StepTime> times;
     auto r2 = e.run_timed(in, times);
-    if (!r2.ok()) return fail(r2.status());
+    if (!r2.ok()) return failure(r2.status());
     for (const StepTime& s : times) waited += s.seconds;
   }
   const double ms = 1e3 / steps, step = wall * ms;
-  std::printf(
+  std::fprintf(
+      stderr,
       "timing: %d decode steps at positions %lld..%lld, %zu steps in the plan: step %.3f ms\n",
       steps, static_cast<long long>(start), static_cast<long long>(start + steps - 1),
       e.plan().steps.size(), step);
   if (unsupported.empty()) {
     const double w = pwall * ms, k = pkern * ms;
-    std::printf(
-        "timing: device-timed runs: step %.3f ms, kernels on the device %.3f ms, overhead %.3f ms "
-        "(%.1f%% of the step); host time in execute %.3f ms, devices busy first to last kernel "
-        "%.3f ms\n",
-        w, k, w - k, 100.0 * (w - k) / w, phost * ms, pspan * ms);
+    std::fprintf(stderr,
+                 "timing: device-timed runs: step %.3f ms, kernels on the device %.3f ms, "
+                 "overhead %.3f ms (%.1f%% of the step); host time in execute %.3f ms, devices "
+                 "busy first to last kernel %.3f ms\n",
+                 w, k, w - k, 100.0 * (w - k) / w, phost * ms, pspan * ms);
     std::vector<size_t> order(per_step.size());
     for (size_t i = 0; i < order.size(); ++i) order[i] = i;
     const size_t top = std::min<size_t>(4, order.size());
     std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(top), order.end(),
                       [&](size_t a, size_t b) { return per_step[a] > per_step[b]; });
-    std::printf("timing: most device time:");
+    std::fprintf(stderr, "timing: most device time:");
     for (size_t i = 0; i < top; ++i)
-      std::printf(" %s %.3f ms%s", e.plan().steps[order[i]].name.c_str(), per_step[order[i]] * ms,
-                  i + 1 < top ? "," : "\n");
+      std::fprintf(stderr, " %s %.3f ms%s", e.plan().steps[order[i]].name.c_str(),
+                   per_step[order[i]] * ms, i + 1 < top ? "," : "\n");
   } else {
-    std::printf("timing: device-timed runs: not supported: %s\n", unsupported.c_str());
+    std::fprintf(stderr, "timing: device-timed runs: not supported: %s\n", unsupported.c_str());
   }
   const double wt = waited * ms;
-  std::printf("timing: every step waited for: sum %.3f ms, step - sum %.3f ms (%.1f%%)\n", wt,
-              step - wt, 100.0 * (step - wt) / step);
+  std::fprintf(stderr, "timing: every step waited for: sum %.3f ms, step - sum %.3f ms (%.1f%%)\n",
+               wt, step - wt, 100.0 * (step - wt) / step);
+  return 0;
+}
+
+struct Args {
+  std::string path, devices, policy, prompt_text, prompt_file, cache_dtype;
+  std::vector<int32_t> prompt_ids;
+  long bench_prompt = 0, n = 128, ctx = 0, chunk = 512;
+  std::vector<std::string> sources;  // the prompt options given
+  llm::GenerateOptions gen;
+  bool seed_given = false, special = false, print_ids = false, explain = false, want_timing = false,
+       has_policy = false;
+};
+
+// 0: parsed; else the exit status (help printed: 0 through `help`).
+int parse(int argc, char** argv, Args& a, bool& help) {
+  a.gen.max_tokens = 128;
+  for (int i = 1; i < argc; ++i) {
+    const std::string o = argv[i];
+    auto value = [&]() -> const char* { return i + 1 < argc ? argv[++i] : nullptr; };
+    auto need = [&](const char* v, const std::string& what) {
+      if (!v) usage_error(o + ": expected " + what);
+      return v != nullptr;
+    };
+    auto number = [&](float& out, const std::string& what) {
+      const char* v = value();
+      if (!need(v, what)) return false;
+      if (!parse_float(v, out))
+        return usage_error(o + ": expected " + what + ", got '" + v + "'"), false;
+      return true;
+    };
+    auto count = [&](long& out, long lo, long hi, const std::string& what) {
+      const char* v = value();
+      if (!need(v, what)) return false;
+      if (!parse_long(v, lo, hi, out))
+        return usage_error(o + ": expected " + what + ", got '" + v + "'"), false;
+      return true;
+    };
+    long tmp = 0;
+    if (o == "-h" || o == "--help") {
+      help = true;
+      return 0;
+    } else if (o == "--prompt") {
+      const char* v = value();
+      if (!need(v, "a text")) return 2;
+      a.prompt_text = v;
+      a.sources.push_back(o);
+    } else if (o == "-f" || o == "--file") {
+      const char* v = value();
+      if (!need(v, "a file")) return 2;
+      a.prompt_file = v;
+      a.sources.push_back(o);
+    } else if (o == "--prompt-ids") {
+      const char* v = value();
+      if (!need(v, "ids like 1,2,3")) return 2;
+      if (!parse_ids(v, a.prompt_ids))
+        return usage_error("--prompt-ids: expected ids like 1,2,3, got '" + std::string(v) + "'");
+      a.sources.push_back(o);
+    } else if (o == "--bench-prompt") {
+      if (!count(a.bench_prompt, 1, 1 << 24, "a token count >= 1")) return 2;
+      a.sources.push_back(o);
+    } else if (o == "-n") {
+      if (!count(a.n, 1, 1 << 24, "a token count >= 1")) return 2;
+    } else if (o == "--temp") {
+      if (!number(a.gen.sampling.temperature, "a temperature >= 0")) return 2;
+    } else if (o == "--top-k") {
+      if (!count(tmp, 0, 1 << 30, "a count >= 0")) return 2;
+      a.gen.sampling.top_k = static_cast<int32_t>(tmp);
+    } else if (o == "--top-p") {
+      if (!number(a.gen.sampling.top_p, "a probability in (0, 1]")) return 2;
+    } else if (o == "--min-p") {
+      if (!number(a.gen.sampling.min_p, "a ratio in [0, 1]")) return 2;
+    } else if (o == "--repeat-penalty") {
+      if (!number(a.gen.sampling.repeat_penalty, "a penalty > 0")) return 2;
+    } else if (o == "--repeat-last-n") {
+      if (!count(tmp, 0, 1 << 30, "a count >= 0")) return 2;
+      a.gen.sampling.repeat_last_n = static_cast<int32_t>(tmp);
+    } else if (o == "--seed") {
+      const char* v = value();
+      if (!need(v, "a seed")) return 2;
+      char* end = nullptr;
+      a.gen.sampling.seed = std::strtoull(v, &end, 10);
+      if (!*v || *end || *v == '-') return usage_error("--seed: expected an integer >= 0");
+      a.seed_given = true;
+    } else if (o == "--stop") {
+      const char* v = value();
+      if (!need(v, "a text")) return 2;
+      if (!*v) return usage_error("--stop: the stop text is empty");
+      a.gen.stop.push_back(v);
+    } else if (o == "--ignore-eos") {
+      a.gen.stop_at_end = false;
+    } else if (o == "--special") {
+      a.special = true;
+    } else if (o == "--devices") {
+      const char* v = value();
+      if (!need(v, "ids like cpu:0,vulkan:0")) return 2;
+      a.devices = v;
+    } else if (o == "--policy") {
+      const char* v = value();
+      if (!need(v, "policy terms")) return 2;
+      a.policy = v;
+      a.has_policy = true;
+    } else if (o == "-c" || o == "--ctx" || o == "--max-context") {
+      if (!count(a.ctx, 1, 1 << 24, "a token count >= 1")) return 2;
+    } else if (o == "--cache-dtype") {
+      const char* v = value();
+      if (!need(v, "f16 or f32")) return 2;
+      a.cache_dtype = v;
+      if (a.cache_dtype != "f16" && a.cache_dtype != "f32" && a.cache_dtype != "bf16")
+        return usage_error("--cache-dtype: expected f16, f32 or bf16, got '" + a.cache_dtype + "'");
+    } else if (o == "--prefill-chunk") {
+      if (!count(a.chunk, 1, 1 << 24, "a row count >= 1")) return 2;
+    } else if (o == "--print-ids") {
+      a.print_ids = true;
+    } else if (o == "--explain") {
+      a.explain = true;
+    } else if (o == "--timing") {
+      a.want_timing = true;
+    } else if (!o.empty() && o[0] == '-') {
+      return usage_error("unknown option " + o);
+    } else if (a.path.empty()) {
+      a.path = o;
+    } else {
+      return usage_error("a second model file '" + o + "' (the prompt goes after --prompt)");
+    }
+  }
+  if (a.path.empty()) return usage_error("a model file is needed");
+  if (a.sources.size() > 1)
+    return usage_error("one prompt only: " + a.sources[0] + " and " + a.sources[1] +
+                       " were both given");
+  if (auto s = a.gen.sampling.check(); !s.ok()) return usage_error(s.message());
+  a.gen.max_tokens = static_cast<int32_t>(a.n);
+  return 0;
+}
+
+// The prompt's text from --prompt or -f, checked before the model is read: 0, or the exit status.
+int prompt_text(const Args& a, std::string& text) {
+  if (a.sources.empty() ||
+      (a.sources[0] != "--prompt" && a.sources[0] != "-f" && a.sources[0] != "--file"))
+    return 0;
+  text = a.prompt_text;
+  if (!a.prompt_file.empty()) {
+    std::ifstream f(a.prompt_file, std::ios::binary);
+    if (!f) return usage_error(a.sources[0] + ": cannot read '" + a.prompt_file + "'");
+    text.assign(std::istreambuf_iterator<char>(f), {});
+  }
+  if (text.empty()) return usage_error(a.sources[0] + ": the prompt is empty");
+  if (const size_t bad = llm::first_invalid_utf8(text); bad != std::string::npos)
+    return usage_error(a.sources[0] + ": the prompt is not valid UTF-8 (byte " +
+                       std::to_string(static_cast<unsigned char>(text[bad])) + " at offset " +
+                       std::to_string(bad) + ")");
+  return 0;
+}
+
+// The prompt's ids: tokenized text, ids as given, or made up. 0, or the exit status.
+int prompt_ids(const Args& a, const std::string& text, llm::Generator& g,
+               std::vector<int32_t>& ids) {
+  if (!a.prompt_ids.empty()) {
+    ids = a.prompt_ids;
+    return 0;
+  }
+  if (a.bench_prompt > 0) {
+    const int64_t vocab = g.config().vocab;
+    for (long i = 0; i < a.bench_prompt; ++i)
+      ids.push_back(static_cast<int32_t>(1 + i % (vocab - 1)));
+    return 0;
+  }
+  if (a.sources.empty()) {
+    if (g.tokenizer() && g.tokenizer()->bos() >= 0) {  // nothing given: generate after BOS
+      ids = {g.tokenizer()->bos()};
+      return 0;
+    }
+    return usage_error("a prompt is needed (--prompt, -f or --prompt-ids)");
+  }
+  if (!g.tokenizer())
+    return usage_error(a.sources[0] +
+                       ": the model has no usable tokenizer; give the prompt as ids "
+                       "(--prompt-ids)");
+  llm::EncodeOptions eo;
+  eo.parse_special = a.special;
+  auto t = g.tokenize(text, eo);
+  if (!t.ok()) return usage_error(a.sources[0] + ": " + t.status().message());
+  ids = std::move(*t);
+  if (ids.empty()) return usage_error(a.sources[0] + ": the prompt has no tokens");
   return 0;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2) return usage("a model file is needed");
-  std::string path, devices_arg, policy_arg;
-  std::vector<int32_t> prompt;
-  long n = 16, ctx = 512;
-  bool want_timing = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&]() -> const char* { return i + 1 < argc ? argv[++i] : nullptr; };
-    if (a == "--prompt") {
-      const char* v = value();
-      if (!v || !parse_ints(v, prompt)) return usage("--prompt: expected ids like 1,2,3");
-    } else if (a == "-n") {
-      const char* v = value();
-      if (!v || !parse_count(v, 1, 1 << 20, n)) return usage("-n: expected a count >= 1");
-    } else if (a == "--max-context") {
-      const char* v = value();
-      if (!v || !parse_count(v, 1, 1 << 24, ctx)) return usage("--max-context: expected >= 1");
-    } else if (a == "--devices") {
-      const char* v = value();
-      if (!v) return usage("--devices: expected ids like cpu:0,vulkan:0");
-      devices_arg = v;
-    } else if (a == "--policy") {
-      const char* v = value();
-      if (!v) return usage("--policy: expected terms");
-      policy_arg = v;
-    } else if (a == "--timing") {
-      want_timing = true;
-    } else if (!a.empty() && a[0] == '-') {
-      return usage(("unknown option " + a).c_str());
-    } else if (path.empty()) {
-      path = a;
-    } else {
-      return usage(("a second model file " + a).c_str());
-    }
+  Args a;
+  bool help = false;
+  if (argc < 2) return usage_error("a model file is needed");
+  if (int rc = parse(argc, argv, a, help); rc != 0 || help) {
+    if (help) std::fputs(kUsage, stdout);
+    return help ? 0 : rc;
   }
-  if (path.empty()) return usage("a model file is needed");
-  if (prompt.empty()) prompt = {1};
+  if (!a.seed_given) a.gen.sampling.seed = std::random_device{}();
+  std::string text;
+  if (int rc = prompt_text(a, text); rc != 0) return rc;
 
-  auto reg = shared_registry();
-  std::vector<Device*> devices;
-  if (devices_arg.empty()) {
-    devices = reg->devices();
-  } else {
-    std::stringstream ss(devices_arg);
-    std::string id;
-    while (std::getline(ss, id, ',')) {
-      Device* d = reg->find(id);
-      if (!d) {
-        std::fprintf(stderr, "duet-llama: --devices: no device '%s' on this machine\n", id.c_str());
-        return 1;
-      }
-      devices.push_back(d);
-    }
+  llm::ModelOptions mo;
+  std::stringstream ds(a.devices);
+  for (std::string id; std::getline(ds, id, ',');)
+    if (!id.empty()) mo.devices.push_back(id);
+  if (a.has_policy) {
+    auto p = parse_policy(a.policy, {}, "--policy");
+    if (!p.ok()) return usage_error(p.status().message());
+    mo.policy = a.policy;
   }
-  Policy policy;
-  if (!policy_arg.empty()) {
-    auto p = parse_policy(policy_arg);
-    if (!p.ok()) return std::fprintf(stderr, "duet-llama: %s\n", p.status().message().c_str()), 2;
-    policy = *p;
+  mo.context = a.ctx;
+  mo.prefill_chunk = a.chunk;
+  if (!a.cache_dtype.empty())
+    mo.cache_dtype = a.cache_dtype == "f16"    ? DType::f16
+                     : a.cache_dtype == "bf16" ? DType::bf16
+                                               : DType::f32;
+  auto opened = llm::Generator::open(a.path, mo);
+  if (!opened.ok()) {
+    const Code c = opened.status().code();
+    const bool input = c == Code::invalid_argument || c == Code::parse_error ||
+                       c == Code::not_found || c == Code::io_error;
+    std::fprintf(stderr, "duet-llama: %s\n", opened.status().message().c_str());
+    return input ? 2 : 1;
   }
-  llama::BuildOptions opts;
-  opts.max_context = ctx;
-  auto m = llama::Model::open(path, devices, opts, policy);
-  if (!m.ok()) return std::fprintf(stderr, "duet-llama: %s\n", m.status().message().c_str()), 1;
-  const llama::Config& c = (*m)->config();
-  std::printf("%s: %lld layers, embedding %lld, heads %lld/%lld, ff %lld, vocab %lld, cache %ld\n",
-              c.arch.c_str(), static_cast<long long>(c.layers), static_cast<long long>(c.embd),
-              static_cast<long long>(c.heads), static_cast<long long>(c.kv_heads),
-              static_cast<long long>(c.ff), static_cast<long long>(c.vocab), ctx);
-  if ((*m)->dequantized())
-    std::printf("weights dequantized to f32 at load time: %s\n", (*m)->note().c_str());
-  if (static_cast<long>(prompt.size()) + n > ctx)
-    return usage("the prompt and -n do not fit in --max-context");
+  llm::Generator& g = **opened;
+  const llama::Config& c = g.config();
+  std::fprintf(stderr,
+               "%s: %lld layers, embedding %lld, heads %lld/%lld, ff %lld, vocab %lld, "
+               "context %lld, cache %s\n",
+               c.arch.c_str(), static_cast<long long>(c.layers), static_cast<long long>(c.embd),
+               static_cast<long long>(c.heads), static_cast<long long>(c.kv_heads),
+               static_cast<long long>(c.ff), static_cast<long long>(c.vocab),
+               static_cast<long long>(g.context()),
+               std::string(dtype_name(g.cache_dtype())).c_str());
+  for (const std::string& note : g.notes()) std::fprintf(stderr, "warning: %s\n", note.c_str());
+  if (a.explain) std::fprintf(stderr, "%s\n", g.explain().c_str());
 
-  llama::StepStats s;
-  auto ids = (*m)->generate(prompt, static_cast<int>(n), -1, &s);
-  if (!ids.ok()) return std::fprintf(stderr, "duet-llama: %s\n", ids.status().message().c_str()), 1;
-  std::printf("ids:");
-  for (int32_t t : *ids) std::printf(" %d", t);
+  std::vector<int32_t> ids;
+  if (int rc = prompt_ids(a, text, g, ids); rc != 0) return rc;
+  if (static_cast<int64_t>(ids.size()) > g.context())
+    return usage_error("the prompt has " + std::to_string(ids.size()) +
+                       " tokens, more than the context's " + std::to_string(g.context()) +
+                       " (--ctx)");
+  for (int32_t id : ids)
+    if (id < 0 || id >= c.vocab)
+      return usage_error("token id " + std::to_string(id) + " is outside the vocabulary [0, " +
+                         std::to_string(c.vocab) + ")");
+  if (a.gen.sampling.temperature > 0)
+    std::fprintf(stderr, "sampling: temperature %g, top-k %d, top-p %g, min-p %g, seed %llu\n",
+                 static_cast<double>(a.gen.sampling.temperature), a.gen.sampling.top_k,
+                 static_cast<double>(a.gen.sampling.top_p),
+                 static_cast<double>(a.gen.sampling.min_p),
+                 static_cast<unsigned long long>(a.gen.sampling.seed));
+
+  if (Status s = g.feed(ids); !s.ok()) return failure(s);
+  const bool as_text = g.tokenizer() != nullptr;
+  auto r = g.generate(a.gen, [&](int32_t id, std::string_view piece) {
+    if (as_text)
+      std::fwrite(piece.data(), 1, piece.size(), stdout);
+    else
+      std::printf("%d ", id);
+    std::fflush(stdout);
+    return true;
+  });
+  if (!r.ok()) return failure(r.status());
   std::printf("\n");
-  const auto& vocab = (*m)->vocab();
-  if (!vocab.empty()) {
-    std::printf("text:");
-    for (int32_t t : *ids)
-      std::printf(" %s", t < static_cast<int32_t>(vocab.size()) ? vocab[t].c_str() : "?");
+  if (a.print_ids) {
+    std::printf("ids:");
+    for (int32_t id : r->tokens) std::printf(" %d", id);
     std::printf("\n");
   }
-  std::printf("prefill: %zu tokens in %.3f s (%.1f tokens/s)\n", prompt.size(), s.prefill_s,
-              static_cast<double>(prompt.size()) / s.prefill_s);
-  if (s.decode_steps > 0)
-    std::printf("decode: %d tokens in %.3f s (%.1f tokens/s)\n", s.decode_steps, s.decode_s,
-                s.decode_steps / s.decode_s);
-  if (want_timing) {
-    const int steps = static_cast<int>(std::min<long>(16, ctx - (*m)->position()));
-    if (steps < 1) return usage("--timing needs room left in the cache");
-    return timing(**m, steps);
+  std::fflush(stdout);
+  const llm::Timings t = g.timings();
+  std::fprintf(
+      stderr, "prefill: %lld tokens in %.3f s (%.1f tokens/s)\n",
+      static_cast<long long>(t.prompt_tokens), t.prompt_seconds,
+      t.prompt_seconds > 0 ? static_cast<double>(t.prompt_tokens) / t.prompt_seconds : 0.0);
+  if (t.decode_tokens > 0)
+    std::fprintf(stderr,
+                 "decode: %lld tokens in %.3f s (%.1f tokens/s) at positions %zu..%lld; "
+                 "sampling %.3f ms per token\n",
+                 static_cast<long long>(t.decode_tokens), t.decode_seconds,
+                 static_cast<double>(t.decode_tokens) / t.decode_seconds, ids.size(),
+                 static_cast<long long>(g.model().position() - 1),
+                 1e3 * t.sample_seconds / static_cast<double>(r->tokens.size()));
+  std::fprintf(stderr, "stop: %s after %zu token%s\n",
+               std::string(llm::stop_reason_name(r->reason)).c_str(), r->tokens.size(),
+               r->tokens.size() == 1 ? "" : "s");
+  if (a.want_timing) {
+    const int steps = static_cast<int>(std::min<int64_t>(16, g.context() - g.model().position()));
+    if (steps < 1) return usage_error("--timing needs room left in the context");
+    return timing(g.model(), steps);
   }
   return 0;
 }

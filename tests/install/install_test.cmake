@@ -1,6 +1,7 @@
 # Installs the build into WORK_DIR/prefix and uses it as a stranger would:
 #  1. the files are where the package says they are;
-#  2. examples/ configures with find_package(duet COMPONENTS cpu), builds and runs (C and C++);
+#  2. examples/ configures with find_package(duet COMPONENTS cpu), builds and runs (C and C++,
+#     text generation from a GGUF file through the C API);
 #  3. every built backend is a component that is found; one that is not built fails, by name;
 #  4. pkg-config gives flags that compile and link the C example;
 #  5. where the build has the Python module, the installed package imports and runs a graph.
@@ -23,7 +24,7 @@ run_checked("cmake --install" ${CMAKE_COMMAND} --install ${DUET_BUILD_DIR} --pre
 foreach(f ${LIBDIR}/libduet.so include/duet/duet.h include/duet/version.h include/duet/engine.h
     include/duet/builtin_engine.h ${LIBDIR}/cmake/duet/duetConfig.cmake
     ${LIBDIR}/cmake/duet/duetConfigVersion.cmake ${LIBDIR}/cmake/duet/duetTargets.cmake
-    ${LIBDIR}/pkgconfig/duet.pc bin/duet)
+    ${LIBDIR}/pkgconfig/duet.pc bin/duet bin/duet-llama include/duet/duet_llm.h include/duet/llm.h)
   if(NOT EXISTS ${prefix}/${f})
     message(FATAL_ERROR "not installed: ${f}")
   endif()
@@ -45,6 +46,14 @@ run_checked("hello_cpp" ${WORK_DIR}/examples/hello_cpp)
 if(NOT LAST_OUTPUT MATCHES "y\\[0\\]\\[7\\] = 0\\.1728")
   message(FATAL_ERROR "hello_cpp printed:\n${LAST_OUTPUT}")
 endif()
+# Text generation through the C API, greedy on the llama.cpp-converted fixture (its random
+# weights repeat one piece), and the installed duet-llama.
+run_checked("generate" ${CMAKE_COMMAND} -E env DUET_POLICY=device=cpu ${WORK_DIR}/examples/generate
+  ${DUET_SOURCE_DIR}/tests/llama/data/llamacpp_tiny.gguf "the quick brown fox" 4)
+if(NOT LAST_OUTPUT MATCHES "^foxfoxfoxfox\n")
+  message(FATAL_ERROR "generate printed:\n${LAST_OUTPUT}")
+endif()
+run_checked("duet-llama --help" ${prefix}/bin/duet-llama --help)
 # Both APIs honour DUET_POLICY when the program gives no policy (open_engine(graph) and
 # duet_engine_create(g, NULL, ...)): every op on the CPU, and a malformed one is an error naming it.
 run_checked("hello_cpp under DUET_POLICY" ${CMAKE_COMMAND} -E env DUET_POLICY=device=cpu

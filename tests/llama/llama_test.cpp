@@ -8,9 +8,9 @@
 #include <random>
 
 #include "duet/builtin_engine.h"
+#include "duet/llama.h"
 #include "duet/quantize.h"
 #include "duet/safetensors.h"
-#include "llama.h"
 
 namespace duet::llama {
 namespace {

@@ -328,8 +328,9 @@ TEST_F(Docs, EveryCxxSampleMarkedCompileCompiles) {
   std::ofstream(dir_ / "samples.cpp") << includes << body;
   const std::string cmd = std::string(DUET_CXX) + " -std=c++20 -fsyntax-only -I" + DUET_SOURCE_DIR +
                           "/core/include -I" + DUET_SOURCE_DIR + "/api/include -I" +
-                          DUET_BINARY_DIR + "/api/include " + (dir_ / "samples.cpp").string() +
-                          " >" + (dir_ / ".err").string() + " 2>&1";
+                          DUET_SOURCE_DIR + "/llm/include -I" + DUET_BINARY_DIR + "/api/include " +
+                          (dir_ / "samples.cpp").string() + " >" + (dir_ / ".err").string() +
+                          " 2>&1";
   const int rc = std::system(cmd.c_str());
   EXPECT_EQ(rc, 0) << "the C++ samples of " <<
       [&] {

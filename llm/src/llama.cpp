@@ -1,4 +1,4 @@
-#include "llama.h"
+#include "duet/llama.h"
 
 #include <algorithm>
 #include <chrono>
@@ -215,11 +215,19 @@ Result<Graph> build_graph(const GgufFile& f, const Config& c, const BuildOptions
 
 Result<std::unique_ptr<Model>> Model::open(const std::string& path, std::vector<Device*> devices,
                                            BuildOptions opts, Policy policy) {
+  DUET_ASSIGN_OR_RETURN(GgufFile file, read_gguf(path));
+  return open(std::move(file), std::move(devices), opts, std::move(policy));
+}
+
+Result<std::unique_ptr<Model>> Model::open(GgufFile file, std::vector<Device*> devices,
+                                           BuildOptions opts, Policy policy) {
   auto m = std::unique_ptr<Model>(new Model());
-  DUET_ASSIGN_OR_RETURN(m->file_, read_gguf(path));
+  m->file_ = std::move(file);
   DUET_ASSIGN_OR_RETURN(m->cfg_, read_config(m->file_));
   if (const GgufValue* t = m->file_.find_metadata("tokenizer.ggml.tokens"))
     if (t->is_array() && t->value_type() == GgufType::string) m->vocab_ = t->strings;
+  if (opts.prefill_chunk < 0)
+    return bad(m->file_.what, "prefill_chunk", "a row count >= 0", std::to_string(opts.prefill_chunk));
   for (int attempt = 0; attempt < 2; ++attempt) {
     DUET_ASSIGN_OR_RETURN(Graph g, build_graph(m->file_, m->cfg_, opts, 1));
     auto e = Engine::create(std::move(g), devices, policy);
@@ -250,15 +258,32 @@ Result<HostTensor> Model::forward(std::span<const int32_t> tokens) {
     if (t < 0 || t >= cfg_.vocab)
       return bad(file_.what, "tokens", "ids in [0, " + std::to_string(cfg_.vocab) + ")",
                  std::to_string(t));
-  HostTensor ids = HostTensor::empty(DType::i32, std::vector<int64_t>{n});
-  std::copy(tokens.begin(), tokens.end(), ids.data<int32_t>());
-  HostTensor p = HostTensor::empty(DType::i32, std::vector<int64_t>{1});
-  HostTensor l = HostTensor::empty(DType::i32, std::vector<int64_t>{1});
-  p.data<int32_t>()[0] = static_cast<int32_t>(pos_);
-  l.data<int32_t>()[0] = static_cast<int32_t>(pos_ + n);
-  DUET_ASSIGN_OR_RETURN(auto out, engine_->run({{"tokens", ids}, {"pos", p}, {"len", l}}));
-  pos_ += n;
-  return out.at("logits");
+  const int64_t chunk = opts_.prefill_chunk > 0 ? opts_.prefill_chunk : n;
+  std::vector<HostTensor> parts;
+  for (int64_t at = 0; at < n; at += chunk) {
+    const int64_t rows = std::min(chunk, n - at);
+    HostTensor ids = HostTensor::empty(DType::i32, std::vector<int64_t>{rows});
+    std::copy(tokens.begin() + at, tokens.begin() + at + rows, ids.data<int32_t>());
+    HostTensor p = HostTensor::empty(DType::i32, std::vector<int64_t>{1});
+    HostTensor l = HostTensor::empty(DType::i32, std::vector<int64_t>{1});
+    p.data<int32_t>()[0] = static_cast<int32_t>(pos_);
+    l.data<int32_t>()[0] = static_cast<int32_t>(pos_ + rows);
+    DUET_ASSIGN_OR_RETURN(auto out, engine_->run({{"tokens", ids}, {"pos", p}, {"len", l}}));
+    pos_ += rows;
+    parts.push_back(std::move(out.at("logits")));
+    if (!opts_.all_logits && at + rows < n) parts.clear();  // only the last row is wanted
+  }
+  if (parts.size() == 1) return std::move(parts[0]);
+  // Every row's logits, the chunks' rows one after another.
+  const int64_t vocab = parts[0].desc().dim(-1);
+  HostTensor all = HostTensor::empty(DType::f32, std::vector<int64_t>{n, vocab});
+  float* dst = all.data<float>();
+  for (const HostTensor& t : parts) {
+    const int64_t count = t.desc().numel();
+    std::copy(t.data<float>(), t.data<float>() + count, dst);
+    dst += count;
+  }
+  return all;
 }
 
 Result<std::vector<int32_t>> Model::generate(std::span<const int32_t> prompt, int n, int32_t eos,
@@ -289,9 +314,8 @@ Status Model::reset() {
 }
 
 int32_t argmax(const HostTensor& logits, int64_t row) {
-  const std::vector<double> v = logits.to_doubles();
   const int64_t vocab = logits.desc().dim(-1);
-  const auto first = v.begin() + row * vocab;
+  const float* first = logits.data<float>() + row * vocab;
   return static_cast<int32_t>(std::max_element(first, first + vocab) - first);
 }
 

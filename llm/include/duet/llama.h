@@ -5,6 +5,8 @@
 //   auto m = llama::Model::open("model.gguf", devices);
 //   auto ids = (*m)->generate({1, 15043, 29892}, 32);
 //
+// Text in and out, sampling and a C API are in duet/llm.h and duet/duet_llm.h, over this.
+//
 // The graph, per layer N (x is the residual stream, f32, [rows, E]):
 //   h = rmsnorm(x, blk.N.attn_norm)
 //   q, k, v = h @ attn_q^T, h @ attn_k^T, h @ attn_v^T, viewed as [1, heads, rows, head_dim]
@@ -25,12 +27,13 @@
 #include <vector>
 
 #include "duet/engine.h"
+#include "duet/export.h"
 #include "duet/gguf.h"
 #include "duet/graph.h"
 
 namespace duet::llama {
 
-struct Config {
+struct DUET_API Config {
   std::string arch = "llama";  // general.architecture
   int64_t layers = 0, embd = 0, ff = 0, heads = 0, kv_heads = 0, head_dim = 0, vocab = 0;
   int64_t context = 0;  // the file's training context (llama.context_length), 0 when absent
@@ -43,9 +46,9 @@ struct Config {
 
 // The architecture's hyper-parameters from the file's metadata and tensor shapes, every one
 // checked (an error names the key or tensor and what was expected).
-Result<Config> read_config(const GgufFile& file);
+DUET_API Result<Config> read_config(const GgufFile& file);
 
-struct BuildOptions {
+struct DUET_API BuildOptions {
   int64_t max_context = 512;  // the KV cache's capacity (rows)
   bool all_logits = false;    // logits of every row, else of the last one only
   DType cache_dtype = DType::f32;
@@ -53,26 +56,32 @@ struct BuildOptions {
   // when true; kept as stored when false (Model::open sets it when the devices have no kernel
   // for them).
   bool dequantize = false;
+  // Model::forward runs more tokens than this in runs of at most this many rows (0: one run).
+  int64_t prefill_chunk = 0;
 };
 
 // The decoder graph at `rows` rows per run (any later row count re-plans the same graph).
-Result<Graph> build_graph(const GgufFile& file, const Config& cfg, const BuildOptions& opts,
-                          int64_t rows = 1);
+DUET_API Result<Graph> build_graph(const GgufFile& file, const Config& cfg, const BuildOptions& opts,
+                                   int64_t rows = 1);
 
-struct StepStats {
+struct DUET_API StepStats {
   int64_t tokens = 0;
   double prefill_s = 0, decode_s = 0;  // wall time of the prefill run and of all decode runs
   int decode_steps = 0;
 };
 
-class Model {
+class DUET_API Model {
  public:
   // Reads the file, builds the graph and plans it on `devices` (the planner places layers and
   // their caches). `opts.dequantize` is set when the stored weights cannot be planned.
   static Result<std::unique_ptr<Model>> open(const std::string& path, std::vector<Device*> devices,
                                              BuildOptions opts = {}, Policy policy = {});
+  // The same from a file already read.
+  static Result<std::unique_ptr<Model>> open(GgufFile file, std::vector<Device*> devices,
+                                             BuildOptions opts = {}, Policy policy = {});
 
   const Config& config() const { return cfg_; }
+  const BuildOptions& options() const { return opts_; }
   Engine& engine() { return *engine_; }
   int64_t position() const { return pos_; }
   // Whether the weights were dequantized at load time (see BuildOptions).
@@ -82,7 +91,9 @@ class Model {
   const GgufFile& file() const { return file_; }
 
   // Runs `tokens` at the current position, appends them to the cache and returns the logits
-  // (f32, [rows or 1, vocab] as built). An empty list or a cache overflow is an error.
+  // (f32, [rows or 1, vocab] as built), in runs of at most BuildOptions::prefill_chunk rows.
+  // An empty list, an id outside the vocabulary or a cache overflow is an error, before any
+  // run.
   Result<HostTensor> forward(std::span<const int32_t> tokens);
   // Greedy decoding: the prompt, then up to `n` new tokens (stops early at `eos` when >= 0).
   Result<std::vector<int32_t>> generate(std::span<const int32_t> prompt, int n, int32_t eos = -1,
@@ -103,7 +114,7 @@ class Model {
   int64_t pos_ = 0;
 };
 
-// The index of the largest logit of row `row`.
-int32_t argmax(const HostTensor& logits, int64_t row);
+// The index of the largest logit of row `row` (the first on a tie).
+DUET_API int32_t argmax(const HostTensor& logits, int64_t row);
 
 }  // namespace duet::llama
