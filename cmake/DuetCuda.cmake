@@ -30,8 +30,8 @@ if(DUET_HAVE_CUDA)
   # 87, 88 and 89 run sm_80 cubins, and no tier uses an instruction those add), sm_90a (Hopper:
   # an H100/H200 runs its own cubin, with the architecture-specific instructions wgmma and
   # setmaxnreg for the tiers that use them), sm_120 (Blackwell GeForce and workstation cards),
-  # as far as the toolkit offers them; PTX of the newest for later GPUs. Listing sm_86 or sm_89
-  # as well costs a cubin of every tier each and gains nothing (docs/cuda-kernels.md, "Build").
+  # as far as the toolkit offers them; PTX of sm_80 for the GPUs without a cubin (below). Listing
+  # sm_86 or sm_89 as well costs a cubin of every tier each and gains nothing (docs/cuda-kernels.md, "Build").
   # (CUDA 13 dropped sm_70; with a CUDA 12 toolkit add it: -DDUET_CUDA_ARCHS="70;75;...".)
   if(NOT DUET_CUDA_ARCHS)
     execute_process(COMMAND ${CMAKE_CUDA_COMPILER} --list-gpu-arch OUTPUT_VARIABLE _arch_out ERROR_QUIET)
@@ -49,9 +49,20 @@ if(DUET_HAVE_CUDA)
     list(SORT _default COMPARE NATURAL)
     set(DUET_CUDA_ARCHS "${_default}" CACHE STRING "CUDA architectures to build kernels for (e.g. 75;80;90a)" FORCE)
   endif()
+  # PTX: of the oldest listed architecture that has every tier (sm_80: no kernel uses an
+  # instruction newer than sm_80's, except the sm_90a-only tiers, whose PTX no other GPU can JIT),
+  # so that every GPU from sm_80 on that lacks a cubin (sm_100 and sm_103 data-centre Blackwell,
+  # sm_110, later ones) JIT-compiles the whole set; PTX of sm_120 would run on none of those.
+  # Without an sm_80+ entry, the newest one's.
   if(NOT DUET_CUDA_PTX_ARCH)
-    list(GET DUET_CUDA_ARCHS -1 _newest)
-    set(DUET_CUDA_PTX_ARCH ${_newest} CACHE STRING "Architecture whose PTX is embedded for JIT on newer GPUs" FORCE)
+    list(GET DUET_CUDA_ARCHS -1 _ptx)
+    foreach(_a IN LISTS DUET_CUDA_ARCHS)
+      if(_a MATCHES "^[0-9]+$" AND _a GREATER_EQUAL 80)
+        set(_ptx ${_a})
+        break()
+      endif()
+    endforeach()
+    set(DUET_CUDA_PTX_ARCH ${_ptx} CACHE STRING "Architecture whose PTX is embedded for JIT on GPUs without a cubin" FORCE)
   endif()
   set(CMAKE_CUDA_ARCHITECTURES "")
   foreach(_a IN LISTS DUET_CUDA_ARCHS)

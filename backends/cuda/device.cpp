@@ -516,9 +516,19 @@ Result<BackendOpenResult> open_backend(std::shared_ptr<Driver> driver, const Bui
     caps.gemm_library = blas;
     caps.gemm_library_loaded = !blas.empty() && blas.rfind("unavailable", 0) != 0;
     caps.extra[std::string(kCublasKey)] = blas;
-    if (!image.ok())
-      r.notes.push_back("cuda:" + std::to_string(i) + " (" + props->name + ", " + caps.arch +
-                        "): " + image.text + "; every op on it is refused");
+    const std::string who =
+        "cuda:" + std::to_string(i) + " (" + props->name + ", " + caps.arch + ")";
+    if (!image.ok()) r.notes.push_back(who + ": " + image.text + "; every op on it is refused");
+    // A JIT device works, but its first run of every kernel waits for the driver's compiler
+    // (seconds for a model); the user should hear that from `duet devices`, not from a profile.
+    if (image.match == ImageMatch::ptx_jit)
+      r.notes.push_back(who + " runs JIT-compiled PTX: this build has no cubin for it (" +
+                        archs.str() + "), so the driver compiles compute_" +
+                        std::to_string(image.arch) +
+                        " PTX at each kernel's first launch (seconds on a model's first run; "
+                        "cached up to CUDA_CACHE_MAXSIZE); rebuild with " +
+                        std::to_string(props->major * 10 + props->minor) +
+                        (props->major == 9 ? "a" : "") + " in DUET_CUDA_ARCHS for its cubins");
     r.devices.push_back(make_device(driver, *props, std::move(caps), archs, options));
   }
   return r;

@@ -88,6 +88,39 @@ TEST(CudaOpen, MixedBoxOpensEveryDeviceWithItsOwnImageStatus) {
   EXPECT_NE(no.status().message().find("sm_86"), std::string::npos) << no.status().message();
 }
 
+TEST(CudaOpen, ADeviceThatRunsJitCompiledPtxIsNamedInANote) {
+  auto driver = std::make_shared<FakeDriver>(std::vector<DeviceProps>{rtx3090(), h100()});
+  auto opened = open_backend(driver, parse_build_archs("75;80", "80"), {});
+  ASSERT_TRUE(opened.ok()) << opened.status().message();
+  ASSERT_EQ(opened->devices.size(), 2u);
+  EXPECT_EQ(opened->devices[0]->caps().extra.at("kernel_image"),
+            "compatible cubin sm_80 runs on sm_86");
+  EXPECT_EQ(opened->devices[1]->caps().extra.at("kernel_image").rfind("PTX compute_80", 0), 0u);
+  // The sm_86 card runs a cubin: one note, the Hopper one's.
+  ASSERT_EQ(opened->notes.size(), 1u);
+  const std::string& n = opened->notes[0];
+  EXPECT_EQ(n.rfind("cuda:1 (NVIDIA H100", 0), 0u) << n;
+  EXPECT_NE(n.find("runs JIT-compiled PTX"), std::string::npos) << n;
+  EXPECT_NE(n.find("rebuild with 90a in DUET_CUDA_ARCHS"), std::string::npos) << n;
+  // It still runs everything.
+  auto op = make_op(
+      OpKind::matmul, {},
+      {TensorDesc::contiguous(DType::f16, {16, 32}), TensorDesc::contiguous(DType::f16, {32, 8})});
+  ASSERT_TRUE(op.ok());
+  EXPECT_TRUE(opened->devices[1]->supports(*op, Precision::f16).ok());
+}
+
+TEST(CudaOpen, ADataCentreBlackwellJitsThePtxOfTheDefaultList) {
+  // sm_100 has no cubin in the default list (75, 80, 90a, 120): sm_80's PTX runs on it, where
+  // sm_120's would not.
+  const BuildArchs def = parse_build_archs("75;80;90a;120", "80");
+  EXPECT_EQ(check_image(def, 10, 0).match, ImageMatch::ptx_jit);
+  EXPECT_EQ(check_image(def, 11, 0).match, ImageMatch::ptx_jit);
+  EXPECT_EQ(check_image(parse_build_archs("75;80;90a;120", "120"), 10, 0).match, ImageMatch::none);
+  EXPECT_EQ(check_image(def, 12, 1).match, ImageMatch::compatible_cubin);
+  EXPECT_EQ(check_image(def, 9, 0).match, ImageMatch::exact_cubin);
+}
+
 TEST(CudaOpen, ADeviceWhosePropertiesFailIsSkippedWithANote) {
   auto driver = std::make_shared<FakeDriver>(std::vector<DeviceProps>{t4()});
   driver->driver_status.device_count = 2;  // the second ordinal does not answer

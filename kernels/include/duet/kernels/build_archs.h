@@ -27,8 +27,8 @@ struct BuildArchs {
 BuildArchs parse_build_archs(std::string_view cubins, std::string_view ptx);
 
 // The architectures this build carries (DUET_CUDA_ARCHS and DUET_CUDA_PTX_ARCH). A build without
-// CUDA answers with the list a default CUDA 13 build carries (sm_75..sm_90 and sm_120, PTX
-// compute_120), so that planning for a CUDA profile gives the same answer on every machine.
+// CUDA answers with the list a default CUDA 13 build carries (sm_75, sm_80, sm_90a, sm_120, PTX
+// compute_80), so that planning for a CUDA profile gives the same answer on every machine.
 const BuildArchs& this_build();
 
 // How a device of compute capability major.minor gets its kernels from a build.
