@@ -87,6 +87,8 @@ class Device final : public CudaDevice {
     shared_->allocator.release(workspace_);
     if (!started_) return;
     if (d.use(ordinal()).ok() && lost_.empty()) (void)d.stream_sync(stream_);
+    shared_->allocator.release(error_block_);
+    if (error_host_) d.pinned_free(error_host_);
     for (Event e : marks_) d.event_destroy(e);
     for (Slot& s : slots_) {
       if (s.event) d.event_destroy(s.event);
@@ -187,12 +189,22 @@ class Device final : public CudaDevice {
     DUET_TRY(alive());
     if (!started_) return {};
     DUET_TRY(check(drv().use(ordinal())));
+    Status copied;
+    if (error_words_used_ > 0)
+      copied = check(drv().copy_to_host(error_host_, error_block_.ptr,
+                                        error_words_used_ * sizeof(unsigned long long), stream_));
+    error_words_used_ = 0;
     const Status synced = check(drv().stream_sync(stream_));
     std::vector<DataCheck> checks = std::move(data_checks_);
     data_checks_.clear();
     DUET_TRY(synced);
+    DUET_TRY(copied);
     for (Slot& s : slots_) s.pending = false;
-    for (const DataCheck& c : checks) DUET_TRY(kernels::launch_result(c.op, c.bytes.data(), id_));
+    for (const DataCheck& c : checks) {
+      const void* bytes = c.word >= 0 ? static_cast<const void*>(error_host_ + c.word)
+                                      : static_cast<const void*>(c.bytes.data());
+      DUET_TRY(kernels::launch_result(c.op, bytes, id_));
+    }
     return {};
   }
 
@@ -252,13 +264,22 @@ class Device final : public CudaDevice {
     const uint64_t ws = kernels::workspace_bytes(tier, op, choice.launch);
     DUET_ASSIGN_OR_RETURN(void* workspace, ensure_workspace(op, ws));
     kernels::Launch l{choice.launch, stream_, workspace, props_.major * 10 + props_.minor};
+    const uint64_t eb = kernels::error_bytes(op);
+    int word = -1;
+    if (eb == sizeof(unsigned long long)) {
+      DUET_ASSIGN_OR_RETURN(word, next_error_word());
+      if (word >= 0) l.error = error_words() + word;
+    }
     Status s = check(drv().launch(tier, op, in, out, l));
     if (!s.ok())
       return err(s.code()).note(std::string(tier_name(tier)) + " kernel: " + s.message());
-    // Data errors (an embedding id out of range) sit at the start of the workspace; copy them
-    // out on the stream before a later op reuses the workspace, and judge them at synchronize.
-    if (const uint64_t eb = kernels::error_bytes(op); eb > 0) {
-      DataCheck c{op, std::vector<std::byte>(eb)};
+    // Data errors (an embedding id out of range): in the batch's error words, copied back at
+    // synchronize; else at the start of the workspace, copied out on the stream before a later
+    // op reuses the workspace. Judged at synchronize.
+    if (word >= 0) {
+      data_checks_.push_back(DataCheck{op, {}, word});
+    } else if (eb > 0) {
+      DataCheck c{op, std::vector<std::byte>(eb), -1};
       DUET_TRY(check(drv().copy_to_host(c.bytes.data(), workspace, eb, stream_)));
       data_checks_.push_back(std::move(c));
     }
@@ -358,12 +379,55 @@ class Device final : public CudaDevice {
 
   // Scratch for the kernel, grown as needed. Work runs in order on one stream, so the previous
   // workspace may go back to the cache while earlier kernels still use it.
-  // An op whose kernel reports data errors, and the bytes copied back for it.
+  // An op whose kernel reports data errors, and the bytes copied back for it (or its error word).
   struct DataCheck {
     OpDesc op;
     std::vector<std::byte> bytes;
+    int word = -1;  // index into the batch's error words; -1: `bytes`
   };
   std::vector<DataCheck> data_checks_;
+
+  // The error words of the checked ops (run-time positions, lengths, ids) queued since the last
+  // synchronize: one word each in one device block, preset to "no error" by one copy when the
+  // batch's first is taken and copied back by one copy at synchronize. (A word in the workspace
+  // takes a reset launch and a copy into pageable memory, which waits for the GPU, per op: five
+  // of each per layer of a decode step.) Pinned host memory, or none: then every op does that.
+  static constexpr size_t kErrorWords = 1024;
+  CachingAllocator::Block error_block_;
+  unsigned long long* error_host_ = nullptr;
+  bool error_words_unavailable_ = false;
+  size_t error_words_used_ = 0;
+
+  unsigned long long* error_words() const {
+    return static_cast<unsigned long long*>(error_block_.ptr);
+  }
+
+  // The next error word of the batch, preset; -1 when there is none to give (the op then uses
+  // its workspace).
+  Result<int> next_error_word() {
+    if (error_words_used_ == kErrorWords || error_words_unavailable_) return -1;
+    if (!error_host_) {
+      Result<void*> h = drv().pinned_alloc(kErrorWords * sizeof(unsigned long long));
+      if (!h.ok()) {
+        error_words_unavailable_ = true;
+        return -1;
+      }
+      Result<CachingAllocator::Block> b =
+          shared_->allocator.allocate(kErrorWords * sizeof(unsigned long long));
+      if (!b.ok()) {
+        drv().pinned_free(*h);
+        return -1;  // short of memory now; tried again by the next op
+      }
+      error_host_ = static_cast<unsigned long long*>(*h);
+      error_block_ = *b;
+    }
+    if (error_words_used_ == 0) {
+      std::fill_n(error_host_, kErrorWords, ~0ull);
+      DUET_TRY(check(drv().copy_to_device(error_block_.ptr, error_host_,
+                                          kErrorWords * sizeof(unsigned long long), stream_)));
+    }
+    return static_cast<int>(error_words_used_++);
+  }
 
   Result<void*> ensure_workspace(const OpDesc& op, uint64_t bytes) {
     if (bytes == 0) return static_cast<void*>(nullptr);

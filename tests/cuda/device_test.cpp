@@ -379,6 +379,55 @@ TEST(CudaDevice, EmulatedKernelsMatchTheReference) {
   if (ran == 0) GTEST_SKIP() << "the kernels' selection offers no usable CUDA kernel yet";
 }
 
+// Ops that check run-time values (cache positions, lengths, ids) take their error words from one
+// block per batch: no copy back per op (into pageable memory, which waits for the GPU), one at
+// synchronize; the op with a bad value is named, and the next batch starts clean. Without pinned
+// memory, each op's word is copied back as before.
+TEST(CudaDevice, RunTimeValueChecksAreCopiedBackOncePerBatch) {
+  for (bool pinned : {true, false}) {
+    Rig r = rig(a100());
+    r.driver->pinned_works = pinned;
+    OpAttrs w;
+    w.axis = 0;
+    const TensorDesc cache = TensorDesc::contiguous(DType::f32, {8, 4});
+    const TensorDesc row = TensorDesc::contiguous(DType::f32, {1, 4});
+    const TensorDesc pos = TensorDesc::contiguous(DType::i32, {1});
+    auto make = [&](const std::string& name) {
+      return *make_op(OpKind::write_slice, w, {cache, row, pos}, {"cache", "row", "pos"}, name);
+    };
+    std::vector<OpDesc> ops;
+    for (int i = 0; i < 5; ++i) ops.push_back(make("k_write." + std::to_string(i)));
+    KernelChoice k;
+    for (const KernelChoice& c : r.device->choices(ops[0]))
+      if (c.ok && c.tier == Tier::generic) k = c;
+    ASSERT_TRUE(k.ok);
+    Args a = buffers_for(*r.device, ops[0]);
+    auto bad = *r.device->allocate(4);
+    for (int batch = 0; batch < 2; ++batch) {
+      const int32_t good_pos = 3, bad_pos = 8;
+      ASSERT_TRUE(r.device->write(*a.buffers[2], 0, &good_pos, 4).ok());
+      ASSERT_TRUE(r.device->write(*bad, 0, &bad_pos, 4).ok());
+      ASSERT_TRUE(r.device->synchronize().ok());
+      const size_t copies = r.driver->copies_to_host;
+      for (int i = 0; i < 5; ++i) {
+        std::vector<TensorRef> in = a.inputs;
+        if (batch == 0 && i == 2) in[2] = {pos, bad.get()};
+        ASSERT_TRUE(r.device->execute({ops[static_cast<size_t>(i)], k}, in, a.output).ok());
+      }
+      EXPECT_EQ(r.driver->copies_to_host - copies, pinned ? 0u : 5u) << "before synchronize";
+      const Status s = r.device->synchronize();
+      EXPECT_EQ(r.driver->copies_to_host - copies, pinned ? 1u : 5u);
+      if (batch == 0) {
+        ASSERT_FALSE(s.ok()) << "pinned " << pinned;
+        EXPECT_NE(s.message().find("k_write.2"), std::string::npos) << s.message();
+        EXPECT_NE(s.message().find("offset 8"), std::string::npos) << s.message();
+      } else {
+        EXPECT_TRUE(s.ok()) << "pinned " << pinned << ": " << s.message();
+      }
+    }
+  }
+}
+
 TEST(CudaDevice, BuffersMayOutliveTheirDevice) {
   Rig r = rig();
   auto b = *r.device->allocate(1 << 20);

@@ -282,6 +282,7 @@ Status FakeDriver::copy_to_device(void* dst, const void* src, uint64_t bytes, St
 }
 
 Status FakeDriver::copy_to_host(void* dst, const void* src, uint64_t bytes, Stream s) {
+  ++copies_to_host;
   return enqueue(s, [=] {
     std::memcpy(dst, src, static_cast<size_t>(bytes));
     return Status{};

@@ -5,12 +5,15 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cmath>
+#include <cstring>
 #include <limits>
 #include <map>
 #include <set>
 
 #include "check/check.h"
 #include "duet/half.h"
+#include "duet/kernels/kernel.h"
 #include "duet/kernels/launch.h"
 #include "emu_device.h"
 #include "reference/reference.h"
@@ -336,6 +339,7 @@ TEST(EmulatedKernel, EveryTensorCoreVariantIsExercised) {
     want.push_back(std::string("tiled_matmul_f16") + b);
   }
   for (const char* q : {"int_dot_qmatvec_sync", "int_dot_qmatvec_cp_async",
+                        "int_dot_qmatvec_sync_fused_act", "int_dot_qmatvec_cp_async_fused_act",
                         "int8_mma_qmatmul_m16n8k32", "int8_mma_qmatmul_m8n8k16", "generic_matvec"})
     want.push_back(q);
   for (const std::string& w : want) EXPECT_TRUE(seen.count(w)) << w << " is never run";
@@ -422,6 +426,89 @@ TEST(EmulatedAttention, FlashOnTuringIsRefusedAtLaunchWithTheReason) {
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("flash kernels need sm_80, the device is sm_75"), std::string::npos)
       << s.message();
+}
+
+// The mat-vec that quantizes its own activations (decode: one launch a matmul) gives the bits of
+// the separate quantizing launch, on both instances, for contiguous f32 and f16 rows (16-byte
+// loads) and a transposed A (one value at a time), with a row holding an infinity.
+TEST(EmulatedQuantizedMatvec, QuantizingInTheKernelGivesTheBitsOfTheSeparateLaunch) {
+  OpAttrs tb;
+  tb.transpose_b = true;
+  for (const char* dev : {"emu-a100", "emu-gtx1060"}) {
+    Device* d = find_device(dev);
+    for (DType q : {DType::q4_0, DType::q4_k}) {
+      for (int variant = 0; variant < 3; ++variant) {
+        const DType t = variant == 1 ? DType::f16 : DType::f32;
+        const int64_t M = 3, N = 17, K = 512;
+        HostTensor a = fill(t, {M, K}, 7);
+        if (variant == 2) {  // A transposed: a_k is M
+          HostTensor at = fill(t, {K, M}, 7);
+          auto v = at.view(check::transposed_view(t, {M, K}));
+          ASSERT_TRUE(v.ok()) << v.status().message();
+          a = *v;
+        }
+        std::vector<double> av = a.to_doubles();
+        av[static_cast<size_t>(K + 40)] = std::numeric_limits<double>::infinity();
+        a.from_doubles(av);
+        HostTensor w = fill(q, {N, K}, 8);
+        auto op = make_op(OpKind::matmul, tb, {a.desc(), w.desc()});
+        ASSERT_TRUE(op.ok()) << op.status().message();
+        KernelChoice fused;
+        for (const KernelChoice& k : d->choices(*op))
+          if (k.tier == Tier::int_dot) fused = k;
+        ASSERT_TRUE(fused.ok) << dev << ": " << fused.reason;
+        const Kernel* kv = fused.launch.variant_as<Kernel>();
+        ASSERT_TRUE(kv && kv->fused_act) << fused.launch.variant_name();
+        KernelChoice separate = fused;
+        Kernel two = *kv;
+        two.fused_act = false;
+        separate.launch.set_variant(two);
+        std::vector<std::vector<std::byte>> outs;
+        for (const KernelChoice& k : {fused, separate}) {
+          auto ab = d->allocate(a.storage_bytes());
+          auto wb = d->allocate(w.storage_bytes());
+          auto ob = d->allocate(static_cast<uint64_t>(op->output.nbytes()));
+          ASSERT_TRUE(ab.ok() && wb.ok() && ob.ok());
+          ASSERT_TRUE(d->write(**ab, 0, a.storage(), a.storage_bytes()).ok());
+          ASSERT_TRUE(d->write(**wb, 0, w.storage(), w.storage_bytes()).ok());
+          std::vector<TensorRef> refs = {{a.desc(), ab->get()}, {w.desc(), wb->get()}};
+          Status s = d->execute(PlannedOp{*op, k}, refs, TensorRef{op->output, ob->get()});
+          ASSERT_TRUE(s.ok()) << s.message();
+          std::vector<std::byte> o(static_cast<size_t>(op->output.nbytes()));
+          ASSERT_TRUE(d->read(**ob, 0, o.data(), o.size()).ok());
+          outs.push_back(std::move(o));
+        }
+        EXPECT_EQ(std::memcmp(outs[0].data(), outs[1].data(), outs[0].size()), 0)
+            << dev << " " << dtype_name(q) << " A " << dtype_name(t) << " variant " << variant;
+        // C has A's dtype: read back through it.
+        auto c = HostTensor::borrow(op->output, outs[0].data(), outs[0].size());
+        ASSERT_TRUE(c.ok()) << c.status().message();
+        const std::vector<double> cv = c->to_doubles();
+        EXPECT_TRUE(std::isnan(cv[N])) << "row 1 holds an infinity: its block's scale is NaN";
+        EXPECT_TRUE(std::isfinite(cv[0]) && std::isfinite(cv[2 * N]));
+      }
+    }
+  }
+}
+
+// Past a few rows every block would quantize A again: one launch does it once.
+TEST(EmulatedQuantizedMatvec, LargerBatchesQuantizeTheActivationsInALaunchOfTheirOwn) {
+  OpAttrs tb;
+  tb.transpose_b = true;
+  Device* d = find_device("emu-a100");
+  for (int64_t M : {1, 4, 8}) {
+    auto op = make_op(OpKind::matmul, tb,
+                      {TensorDesc::contiguous(DType::f32, {M, 4096}),
+                       TensorDesc::contiguous(DType::q4_0, {64, 4096})});
+    ASSERT_TRUE(op.ok());
+    for (const KernelChoice& k : d->choices(*op)) {
+      if (k.tier != Tier::int_dot) continue;
+      const Kernel* kv = k.launch.variant_as<Kernel>();
+      ASSERT_TRUE(kv);
+      EXPECT_EQ(kv->fused_act, M <= 4) << M << ": " << k.launch.variant_name();
+      EXPECT_EQ(workspace_bytes(k.tier, *op, k.launch) == 0, M <= 4) << M;
+    }
+  }
 }
 
 TEST(EmulatedEmbedding, AnIdOutOfRangeIsReportedWithItsPosition) {

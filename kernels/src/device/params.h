@@ -265,12 +265,13 @@ struct QMatmulParams {
   int64_t w_row_bytes = 0;   // from one weight row to the next
   // The integer tiers: A quantized by q8_act_kernel, rows b * M + m of K / 32 blocks.
   const Q8Block* qa = nullptr;
-  int stages = 1;    // copies in flight: int8_mma 1 or 2 steps, int_dot 1 to 4 per warp
-  int w_pitch = 0;   // bytes of shared memory per weight row and stage (quant_stage.h)
-  int warps_m = 1;   // int8_mma: the warp grid is warps_m x (warps / warps_m)
-  int rpw = 1;       // int_dot: weight rows a warp owns
-  int kc = 32;       // int_dot: activation groups per shared-memory chunk (a multiple of 32)
-  int act_rows = 1;  // int_dot: activation rows a block holds (min(M, kQIntRows))
+  int stages = 1;     // copies in flight: int8_mma 1 or 2 steps, int_dot 1 to 4 per warp
+  int w_pitch = 0;    // bytes of shared memory per weight row and stage (quant_stage.h)
+  int warps_m = 1;    // int8_mma: the warp grid is warps_m x (warps / warps_m)
+  int rpw = 1;        // int_dot: weight rows a warp owns
+  int kc = 32;        // int_dot: activation groups per shared-memory chunk (a multiple of 32)
+  int act_rows = 1;   // int_dot: activation rows a block holds (min(M, kQIntRows))
+  int act_fused = 0;  // int_dot: the block quantizes its rows of A itself (qa unused)
 };
 
 // Rows of a block-quantized [V, D] tensor dequantized into a dense [rows, D] output: by ids

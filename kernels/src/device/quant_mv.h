@@ -4,8 +4,11 @@
 //     shared-memory ring of `stages` buffers in 16-byte chunks (cp.async on sm_80+: several
 //     kilobytes in flight per warp, whatever the alignment of the blocks), 32 groups of 32
 //     weights a row and a step, one group a lane;
-//   - the block's activation rows, quantized to int8 per 32 (q8_act_kernel), sit in shared memory
-//     and each is read once per group for all of the warp's weight rows;
+//   - the block's activation rows, quantized to int8 per 32, sit in shared memory and each is
+//     read once per group for all of the warp's weight rows. Where they are few and all of K is
+//     one chunk (p.act_fused: decode), the block quantizes them itself from A (q8_group, a
+//     thread a block of 32) and the matmul is one launch; else q8_act_kernel quantized them into
+//     the workspace before, and the block copies its rows;
 //   - a lane decodes its group of each row once (q_group_s8) and takes dp4a with every
 //     activation row; warp sums at the end.
 // The activations go through shared memory in chunks of `kc` groups when all of K does not fit
@@ -50,13 +53,27 @@ qmv_kernel(const QMatmulParams p) {
   const int m0 = bid_y() * MA, ma = p.M - m0 < MA ? p.M - m0 : MA;
   const int groups = p.K / 32, qb = q_block_bytes(p.fmt), gpb = q_block_elems(p.fmt) / 32;
   const bool has_min = q_has_min(p.fmt);
-  const Q8Block* qa = p.qa + (int64_t(bid_z()) * p.M + m0) * groups;
+  const Q8Block* qa = p.act_fused ? nullptr : p.qa + (int64_t(bid_z()) * p.M + m0) * groups;
 
   // Shared memory: the activation chunk [act_rows][kc] Q8Blocks, then each warp's ring of
   // `stages` x `rpw` rows of w_pitch bytes.
   auto* act = reinterpret_cast<Q8Block*>(smem());
   uint8_t* ring =
       smem() + int64_t(p.act_rows) * p.kc * sizeof(Q8Block) + int64_t(w) * p.stages * R * p.w_pitch;
+
+  // Decode (p.act_fused, all of K in one chunk): the block quantizes its activation rows itself,
+  // before its accumulators hold anything; the barrier of the first step publishes them.
+  if (p.act_fused) {
+    const int64_t a0 = int64_t(bid_z()) / p.batch_inner * p.a_batch[0] +
+                       int64_t(bid_z()) % p.batch_inner * p.a_batch[1] + int64_t(m0) * p.a_m;
+    DUET_NO_UNROLL
+    for (int m = 0; m < ma; ++m) {
+      DUET_NO_UNROLL
+      for (int k = t0; k < groups; k += nthreads())
+        q8_group(p.a, p.a_dtype, a0 + int64_t(m) * p.a_m + int64_t(k) * 32 * p.a_k, p.a_k,
+                 act + m * p.kc + k);
+    }
+  }
 
   float acc[MR][MA];
   DUET_UNROLL for (int r = 0; r < MR; ++r) DUET_UNROLL for (int m = 0; m < MA; ++m) acc[r][m] = 0.f;
@@ -66,8 +83,8 @@ qmv_kernel(const QMatmulParams p) {
     const int c0 = c * p.kc, c1 = c0 + p.kc < groups ? c0 + p.kc : groups;
     const int steps = (c1 - c0 + 31) / 32;
     sync();  // every warp is done with the previous chunk's activations
-    {
-      const int n = c1 - c0;
+    const int n = c1 - c0;
+    if (!p.act_fused) {
       DUET_NO_UNROLL
       for (int i = t0; i < ma * n * 3; i += nthreads()) {
         const int m = i / (3 * n), k = i / 3 % n, part = i % 3;

@@ -38,7 +38,9 @@ Status launch(Tier tier, const OpDesc& op, std::span<const View> inputs, const V
         break;
     }
   }
-  if (error_bytes(op)) return launch_result(op, launch.workspace, "emulator");
+  if (error_bytes(op))
+    return launch_result(
+        op, launch.error ? static_cast<const void*>(launch.error) : launch.workspace, "emulator");
   return {};
 }
 

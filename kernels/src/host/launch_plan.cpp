@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "duet/kernels/arch.h"
+#include "duet/kernels/kernel.h"
 #include "duet/kernels/select.h"
 #include "host/shapes.h"
 
@@ -202,9 +203,11 @@ class Planner {
   }
 
   // The error word of an op that reports bad run-time values (the first bytes of the workspace),
-  // and the call that resets it before the op's kernel; null when the op has none.
+  // and the call that resets it before the op's kernel; null when the op has none. A word the
+  // caller preset (Launch::error) needs neither.
   Result<unsigned long long*> error_word(std::vector<Call>& calls) const {
     if (error_bytes(op_) == 0) return nullptr;
+    if (launch_.error) return launch_.error;
     if (!launch_.workspace)
       return fail(Code::invalid_argument,
                   std::string(op_name(op_.kind)) + " needs a workspace of " +
@@ -674,14 +677,16 @@ class Planner {
   }
 
   // The integer tiers: A quantized into the workspace (q8_act), then the mat-vec (int_dot) or the
-  // int8 tensor-core tiles (int8_mma).
+  // int8 tensor-core tiles (int8_mma); or the mat-vec alone, quantizing A itself (fused_act).
   Result<std::vector<Call>> int_qmatmul() {
     const bool mma = tier_ == Tier::int8_mma;
     DUET_TRY(need_arch());
     DUET_ASSIGN_OR_RETURN(dev::QMatmulParams p, qmatmul_params());
     const int64_t batch = batch_count();
+    const kernels::Kernel* kv = launch_.config.variant_as<kernels::Kernel>();
+    const bool fused = !mma && kv && kv->fused_act;
     const uint64_t need = workspace_bytes(tier_, op_, launch_.config);
-    if (!launch_.workspace)
+    if (!fused && !launch_.workspace)
       return fail(Code::invalid_argument, "the " + std::string(tier_name(tier_)) +
                                               " tier needs a workspace of " + std::to_string(need) +
                                               " bytes for the quantized activations");
@@ -697,7 +702,8 @@ class Planner {
     q.batch_inner = p.batch_inner;
     q.rows = batch * p.M;
     q.out = static_cast<dev::Q8Block*>(launch_.workspace);
-    p.qa = q.out;
+    p.qa = fused ? nullptr : q.out;
+    p.act_fused = fused ? 1 : 0;
     const DType f = in_[1].dtype;
     const LaunchConfig& cfg = launch_.config;
     auto bad_config = [&] {
@@ -709,8 +715,9 @@ class Planner {
     const ArchFeatures af = arch_features_of_sm(launch_.sm);
     const bool async = launch_.sm == 0 || (af.cp_async && (!mma || af.mma_s8_m16n8k32));
     std::vector<Call> calls;
-    calls.push_back(
-        call(Kernel::q8_act, {blocks_for(q.rows * (p.K / 32) * 32, 256), 1, 1}, 256, 0, q));
+    if (!fused)
+      calls.push_back(
+          call(Kernel::q8_act, {blocks_for(q.rows * (p.K / 32) * 32, 256), 1, 1}, 256, 0, q));
     if (!mma) {
       p.rpw = cfg.tile_n / dev::kQMvWarps;
       p.kc = cfg.tile_k / 32;
@@ -719,7 +726,7 @@ class Planner {
       p.w_pitch = static_cast<int>(shapes::qmv_pitch(f));
       if (cfg.block_threads != dev::kQMvWarps * 32 || p.rpw < 1 || p.rpw > dev::kQMvMaxRows ||
           cfg.tile_n != p.rpw * dev::kQMvWarps || cfg.tile_m != dev::kQIntRows || p.kc < 32 ||
-          p.kc % 32 || p.stages < 1 || p.stages > (async ? 4 : 1) ||
+          p.kc % 32 || p.stages < 1 || p.stages > (async ? 4 : 1) || (fused && p.kc < p.K / 32) ||
           cfg.shared_bytes != shapes::qmv_smem_bytes(f, p.act_rows, p.kc, p.rpw, p.stages))
         return bad_config();
       const int64_t gx = (p.N + cfg.tile_n - 1) / cfg.tile_n;
@@ -764,17 +771,10 @@ class Planner {
     p.out_dtype = elt(out_.dtype);
     std::vector<Call> calls;
     if (op_.kind == OpKind::embedding) {
-      if (!launch_.workspace)
-        return fail(Code::invalid_argument, "embedding needs a workspace of " +
-                                                std::to_string(error_bytes(op_)) +
-                                                " bytes for its id check");
       p.ids = strided(in_[1]);
       p.rows = op_.inputs[1].numel();
       p.negative_ids = op_.attrs.negative_ids ? 1 : 0;
-      p.error = static_cast<unsigned long long*>(launch_.workspace);
-      calls.push_back(
-          call(Kernel::fill_u64, {1, 1, 1}, 32, 0,
-               dev::FillParams{p.error, std::numeric_limits<unsigned long long>::max()}));
+      DUET_ASSIGN_OR_RETURN(p.error, error_word(calls));
     } else {
       p.rows = p.V;
       // A cast of whole rows into a 16-byte aligned output: staged, at the speed of the bytes.
@@ -940,10 +940,6 @@ class Planner {
   }
 
   Result<std::vector<Call>> embedding() {
-    if (!launch_.workspace)
-      return fail(Code::invalid_argument, "embedding needs a workspace of " +
-                                              std::to_string(error_bytes(op_)) +
-                                              " bytes for its id check");
     dev::EmbedParams p;
     p.table = strided(in_[0]);
     p.ids = strided(in_[1]);
@@ -953,10 +949,8 @@ class Planner {
     p.D = in_[0].shape[1];
     p.n_ids = op_.inputs[1].numel();
     p.negative_ids = op_.attrs.negative_ids ? 1 : 0;
-    p.error = static_cast<unsigned long long*>(launch_.workspace);
     std::vector<Call> calls;
-    calls.push_back(call(Kernel::fill_u64, {1, 1, 1}, 32, 0,
-                         dev::FillParams{p.error, std::numeric_limits<unsigned long long>::max()}));
+    DUET_ASSIGN_OR_RETURN(p.error, error_word(calls));
     calls.push_back(call(Kernel::embedding, {blocks_for(p.n_ids * p.D, 256), 1, 1}, 256, 0, p));
     return calls;
   }
@@ -1068,7 +1062,10 @@ Status data_error(const OpDesc& op, const void* bytes, std::string_view device) 
 uint64_t workspace_bytes(Tier tier, const OpDesc& op, const LaunchConfig& config) {
   const uint64_t eb = error_bytes(op);
   // The integer tiers' quantized activations: a Q8Block per 32 values of A's rows.
-  if (op.kind == OpKind::matmul && (tier == Tier::int_dot || tier == Tier::int8_mma) &&
+  // None where the mat-vec quantizes A itself.
+  const auto* kv = config.variant_as<Kernel>();
+  const bool fused = tier == Tier::int_dot && kv && kv->fused_act;
+  if (op.kind == OpKind::matmul && (tier == Tier::int_dot || tier == Tier::int8_mma) && !fused &&
       op.inputs.size() == 2 && is_quantized(op.inputs[1].dtype)) {
     const uint64_t rows =
         static_cast<uint64_t>(op.output.numel() / std::max<int64_t>(op.output.dim(-1), 1));

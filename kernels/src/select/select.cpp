@@ -578,6 +578,21 @@ LaunchConfig qmv_config(const DeviceCaps& caps, DType f, int64_t M, int64_t N, i
   return cfg;  // the smallest; refused if it still does not fit
 }
 
+// Where a block of the mat-vec holds few activation rows, and reads at most this much of A, it
+// quantizes them itself: a decode step then spares a launch per matmul (a few microseconds
+// each, several hundred a step) for a read from L2 that costs a block well under a microsecond.
+// Larger batches would quantize A again in every block: one launch quantizes it once.
+constexpr uint64_t kQMvFusedActBytes = 64 * 1024;
+constexpr int64_t kQMvFusedActRows = 4;
+
+uint64_t qmv_act_bytes(DType a, int64_t M, int64_t K) {
+  return static_cast<uint64_t>(std::min<int64_t>(M, kQIntRows) * K) * dtype_size(a);
+}
+
+bool qmv_fuses_act(DType a, int64_t M, int64_t K) {
+  return M <= kQMvFusedActRows && qmv_act_bytes(a, M, K) <= kQMvFusedActBytes;
+}
+
 void quantized_choices(const DeviceCaps& caps, const OpDesc& op, const BuildArchs& build,
                        std::vector<KernelChoice>& out) {
   const size_t qi = *quantized_input(op);
@@ -645,7 +660,10 @@ void quantized_choices(const DeviceCaps& caps, const OpDesc& op, const BuildArch
       d.need(cfg.shared_bytes <= smem_limit(caps),
              "needs " + kib(cfg.shared_bytes) + " of shared memory per block, the device allows " +
                  kib(smem_limit(caps)));
-      cfg.set_variant(Kernel{.family = Family::int_dot_qmatvec, .async = async});
+      // Quantizing in the kernel needs all of K in one chunk of shared memory (24 KiB at most).
+      const bool fused = qmv_fuses_act(op.inputs[0].dtype, M, K) && cfg.tile_k >= K;
+      cfg.set_variant(
+          Kernel{.family = Family::int_dot_qmatvec, .async = async, .fused_act = fused});
       d.c.launch = cfg;
       d.c.input_dtypes = op_dtypes(op);
       d.c.output_dtype = op.output.dtype;
@@ -653,7 +671,11 @@ void quantized_choices(const DeviceCaps& caps, const OpDesc& op, const BuildArch
                       (async ? " (cp.async, " + std::to_string(cfg.stages) + " stages a warp)"
                              : std::string(" (synchronous before sm_80)")) +
                       ", decoded to int8 in registers, activations quantized to int8 per 32 " +
-                      "and held in shared memory, dp4a (" + arch.name() +
+                      (fused ? "by each block itself (one launch: " +
+                                   kib(qmv_act_bytes(op.inputs[0].dtype, M, K)) +
+                                   " of A a block, at most " + kib(kQMvFusedActBytes) + ")"
+                             : std::string("by a launch before")) +
+                      " and held in shared memory, dp4a (" + arch.name() +
                       " >= " + sm_name(tier_min_sm(Tier::int_dot)) + "), " +
                       std::to_string(cfg.tile_n / kQMvWarps) + " weight row(s) a warp for up to " +
                       std::to_string(kQIntRows) + " activation rows");

@@ -36,6 +36,7 @@ struct Kernel {
   bool b_nmajor = false;    // the tensor-core matmul families: B read along N (else along K)
   bool k32 = false;         // int8_mma_qmatmul: mma.sync m16n8k32 (sm_80), else m8n8k16
   bool async = false;       // int_dot_qmatvec: weight rows staged by cp.async (sm_80)
+  bool fused_act = false;   // int_dot_qmatvec: A quantized by the mat-vec itself (one launch)
   OpKind op = OpKind::add;  // generic_op: the op
 
   // Shown in plans ("flash_attention_f16_hd128", "pipelined_matmul_bf16_bn").

@@ -31,6 +31,10 @@ struct Launch {
   void* stream = nullptr;     // cudaStream_t on the GPU; ignored by the emulator
   void* workspace = nullptr;  // scratch of workspace_bytes() bytes (device memory on the GPU)
   int sm = 0;                 // the device's compute capability, major*10 + minor
+  // Where the op's error word goes (ops with error_bytes(op) == 8), already holding "no error"
+  // (all bits set): the launch then skips the call that resets the word in the workspace, and the
+  // caller reads it back itself. Null: the first bytes of the workspace, reset by the launch.
+  unsigned long long* error = nullptr;
 };
 
 // Scratch an op needs at this launch configuration (e.g. split-KV partial results). Pass a
@@ -38,9 +42,10 @@ struct Launch {
 uint64_t workspace_bytes(Tier tier, const OpDesc& op, const LaunchConfig& config);
 
 // Data errors found by a kernel (embedding: an id outside [0, V)). The first error_bytes(op)
-// bytes of the workspace carry them; the launch initialises them. After the launch completes,
-// the backend copies those bytes to the host and launch_result() turns them into the op's
-// Status. 0 for ops that cannot fail on their data. emu::launch does this itself.
+// bytes of the workspace carry them (or Launch::error); the launch initialises them (not
+// Launch::error's). After the launch completes, the backend copies those bytes to the host and
+// launch_result() turns them into the op's Status. 0 for ops that cannot fail on their data.
+// emu::launch does this itself.
 uint64_t error_bytes(const OpDesc& op);
 Status launch_result(const OpDesc& op, const void* error_bytes_on_host, std::string_view device);
 
