@@ -175,6 +175,9 @@ std::vector<check::Case> bench_cases() {
   OpAttrs to16;
   to16.to = DType::f16;
   v.push_back(make("cast f32->f16 2048x4096", OpKind::cast, {big}, to16));
+  // The copy bandwidth a device reaches (256 MiB read, 256 MiB written: beyond any cache), the
+  // yardstick of the memory-bound rows above measured in the same run.
+  v.push_back(make("copy f32 16384x4096", OpKind::copy, {D(DType::f32, {16384, 4096})}));
   return v;
 }
 
@@ -302,15 +305,25 @@ bool at_least_asked_precision(const KernelChoice& k, const OpDesc& op) {
   return true;
 }
 
-// Copies of a row's inputs that runs rotate through on a host-memory device, so that a row whose
-// inputs would fit the last-level cache still reads them from memory, as a model's layers do:
-// enough copies to span the bandwidth yardstick's buffer (several times the cache), at most 16.
+// A GPU's last-level cache holds a decode row's weight (50 MB on an H100 or H200 against 33 MB of
+// q4_0 4096x14336): runs rotate through copies spanning this much so that they read memory.
+constexpr uint64_t kGpuRotationBytes = 512ull << 20;
+
+// Copies of a row's inputs that runs rotate through, so that a row whose inputs would fit the
+// last-level cache still reads them from memory, as a model's layers do: enough copies to span
+// the bandwidth yardstick's buffer (several times the cache) on a host-memory device, or
+// kGpuRotationBytes (within a quarter of its memory) on another; at most 16.
 int input_copies(const Device& d, const Inputs& inputs, const Yardstick& y) {
-  if (d.caps().type != DeviceType::cpu || y.host.bytes == 0) return 1;
   uint64_t bytes = 0;
   for (const auto& t : inputs) bytes += t->storage_bytes();
   if (bytes == 0) return 1;
-  return static_cast<int>(std::clamp<uint64_t>((y.host.bytes + bytes - 1) / bytes, 1, 16));
+  uint64_t span = 0;
+  if (d.caps().type == DeviceType::cpu)
+    span = y.host.bytes;
+  else if (d.caps().memory_bytes > 0)
+    span = std::min<uint64_t>(kGpuRotationBytes, d.caps().memory_bytes / 4);
+  if (span == 0) return 1;
+  return static_cast<int>(std::clamp<uint64_t>((span + bytes - 1) / bytes, 1, 16));
 }
 
 Row bench_one(Device& d, const KernelChoice& k, const BenchCase& c, const Inputs& inputs,
