@@ -4,11 +4,12 @@
 # the Llama example on a Llama-3-8B-shaped q4_0 file; then one table of ratios (summarize.py).
 # Everything lands in $OUT (default /tmp/out): log.txt, summary.md, the JSON rows.
 # Usage: BUNDLE=gpub/bundle.tar.xz OUT=dir tools/gpu/run.sh [STEP ...]
-#   steps (default all, in this order): env check bench torch model llama vkcheck vkbench vkllama
+#   steps (default all, in this order): env check bench decode torch model llama vkcheck vkbench
+#   vkllama
 #   Budget: the whole default run is sized for about 7 minutes on an H100/H200.
 set -u
 B=/tmp/duet-gpu; O=${OUT:-/tmp/out}; mkdir -p "$O"
-steps=${*:-env check bench torch model llama vkcheck vkbench vkllama}
+steps=${*:-env check bench decode torch model llama vkcheck vkbench vkllama}
 want() { case " $steps " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 T0=$(date +%s)
 step() { echo; echo "===== $* (t+$(( $(date +%s) - T0 ))s, $(date +%T))"; }
@@ -37,6 +38,15 @@ fi
 if want bench; then
   step bench-cuda; timeout 120 $D bench --device cuda:0 --op matmul --op attention --min-seconds 0.1 \
     --json $O/bench_cuda.json > $O/bench_cuda.txt 2>&1; echo rc=$?; tail -60 $O/bench_cuda.txt
+fi
+# The integer-dot mat-vec of every block format (decode M1 and M8 rows: GB/s and %bw of the
+# record's bandwidth) beside the copy bandwidth of the same run (issue 26: at least 70% of it).
+if want decode; then
+  step bench-cuda-decode; timeout 75 $D bench --device cuda:0 --op matmul --tier int_dot \
+    --min-seconds 0.05 --json $O/bench_cuda_decode.json > $O/bench_cuda_decode.txt 2>&1
+  echo rc=$?; grep -E "decode|GB/s" $O/bench_cuda_decode.txt | head -40
+  step bench-cuda-copy; timeout 30 $D bench --device cuda:0 --op copy --min-seconds 0.05 \
+    --json $O/bench_cuda_copy.json 2>&1 | tail -6
 fi
 if want torch; then
   step torch; timeout 90 python3 $B/peer_torch.py > $O/torch.jsonl 2>$O/torch.err; echo rc=$?
