@@ -1,10 +1,97 @@
 // Why the op runs where and how it does, in the step's words: the device against the others,
 // the precision against the one asked, the tier, what each policy term removed, and every
 // alternative with the reason it lost. A device chosen for lack of memory elsewhere is noted.
+#include <set>
+
 #include "duet/planner.h"
 #include "planner_state.h"
 
 namespace duet::planning {
+
+// Why each choice of device d other than the pick lost (with the policy terms that removed
+// some), and either why none is usable or the tiers the backend ranks before the pick that were
+// skipped.
+void Planner::explain_choices(int d, const PrecisionFloor& floor, const Ranking& r,
+                              DeviceEval& e) const {
+  const PlanDevice& pd = dev(d);
+  const int best = r.best;
+  const std::vector<Standing>& standing = r.standing;
+  const std::vector<double>& us = r.us;
+  const std::vector<double>& cast = r.cast;
+  std::vector<std::string> reasons;  // for why_not
+  for (size_t i = 0; i < e.all.size(); ++i) {
+    const KernelChoice& c = e.all[i];
+    if (static_cast<int>(i) == best) continue;
+    Alternative a;
+    a.device = pd.id;
+    a.tier = c.tier;
+    a.precision = c.precision;
+    a.usable = c.ok;
+    const std::string deny = policy_.tier_denied(pd.caps.backend, pd.id, c.tier);
+    if (!c.ok) {
+      a.reason = c.reason;
+    } else if (!deny.empty()) {
+      a.by_policy = true;
+      a.term = deny;
+      a.reason = "tier " + tname(c.tier) + " denied by policy (" + deny + ")";
+      e.policy.push_back(deny);
+    } else if (standing[i].kind == Standing::refused) {
+      a.by_policy = standing[i].by_policy;
+      a.term = standing[i].term;
+      a.reason = standing[i].why;
+      if (a.by_policy) e.policy.push_back(a.term);
+    } else if (best >= 0) {
+      const KernelChoice& b = e.pick;
+      const bool near = us[i] <= us[u(best)] * 1.05;
+      a.reason = !near ? "estimated " + format_us(us[i]) + " vs " + format_us(us[u(best)]) + " (" +
+                             choice_name(b) + " chosen)"
+                 : cast[i] > cast[u(best)]
+                     ? "about as fast as " + choice_name(b) + " (" + format_us(us[i]) + " vs " +
+                           format_us(us[u(best)]) + "), which needs fewer casts"
+                 : standing[i].kind > standing[u(best)].kind
+                     ? "about as fast as " + choice_name(b) + ", which meets the " +
+                           pname(floor.asked()) + " asked"
+                     : "backend prefers " + tname(b.tier) + " (listed first)";
+    }
+    e.alternatives.push_back(a);
+    reasons.push_back(choice_name(c) + ": " + a.reason);
+  }
+  if (best < 0) {
+    // One reason for every choice (no kernel image for the device's architecture) is said once.
+    bool same = e.alternatives.size() > 1;
+    for (const Alternative& a : e.alternatives) same = same && a.reason == e.alternatives[0].reason;
+    std::string s;
+    if (same)
+      s = "all " + std::to_string(e.alternatives.size()) + " choices: " + e.alternatives[0].reason;
+    else
+      for (const std::string& line : reasons) s += (s.empty() ? "" : "; ") + line;
+    e.why_not = s.empty() ? "the backend offers no kernel for this op" : s;
+    return;
+  }
+  // Tiers the backend ranks before the pick, and why they were not used.
+  std::set<Tier> said;
+  for (size_t i = 0; i < u(best); ++i) {
+    const KernelChoice& c = e.all[i];
+    if (c.tier == e.pick.tier || said.count(c.tier)) continue;
+    // Prefer the explanation at the chosen precision, else the first seen.
+    size_t at = i;
+    for (size_t j = 0; j < u(best); ++j)
+      if (e.all[j].tier == c.tier && e.all[j].precision == e.pick.precision) at = j;
+    const KernelChoice& x = e.all[at];
+    std::string why;
+    const std::string deny = policy_.tier_denied(pd.caps.backend, pd.id, x.tier);
+    if (!x.ok)
+      why = x.reason;
+    else if (!deny.empty())
+      why = "denied by policy (" + deny + ")";
+    else if (standing[at].kind == Standing::refused)
+      why = standing[at].why;
+    else
+      why = "estimated " + format_us(us[at]) + " vs " + format_us(e.kernel_us);
+    e.skipped.push_back(tname(c.tier) + " skipped: " + why);
+    said.insert(c.tier);
+  }
+}
 
 PlanStep Planner::explain(const GraphNode& n, int node_index, const PrecisionFloor& floor,
                           const Placement& p) {

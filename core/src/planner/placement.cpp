@@ -14,9 +14,9 @@
 
 namespace duet::planning {
 
-DeviceEval Planner::evaluate(const GraphNode& n, int d, const PrecisionFloor& floor) const {
-  DeviceEval e;
-  e.device = d;
+// Whether device d cannot take the op at all (the policy keeps the device out, the graph runs
+// whole on another, a state it writes lives elsewhere); e says why.
+bool Planner::excluded(const GraphNode& n, int d, DeviceEval& e) const {
   const PlanDevice& pd = dev(d);
   if (std::string term = policy_.device_denied(pd.caps.backend, pd.id); !term.empty()) {
     e.denied = true;
@@ -28,13 +28,13 @@ DeviceEval Planner::evaluate(const GraphNode& n, int d, const PrecisionFloor& fl
     a.term = term;
     a.reason = e.why_not;
     e.alternatives.push_back(a);
-    return e;
+    return true;
   }
   if (single_ >= 0 && d != single_) {
     e.denied = true;
     e.why_not = "the whole graph runs on " + dev(single_).id +
                 (policy_.split ? " (estimated faster than spreading it)" : " (split=off)");
-    return e;
+    return true;
   }
   // A state is written in place where it lives.
   if (const int st = written_state(n); st >= 0 && state_value(st) >= 0 && home_[u(st)] != d) {
@@ -44,12 +44,20 @@ DeviceEval Planner::evaluate(const GraphNode& n, int d, const PrecisionFloor& fl
     a.device = pd.id;
     a.reason = e.why_not;
     e.alternatives.push_back(a);
-    return e;
+    return true;
   }
-  e.all = pd.rules ? pd.rules->choices(pd.caps, n.op) : std::vector<KernelChoice>{};
+  return false;
+}
+
+// The backend's choices for the op on device d, those that would read a quantized input in
+// another dtype refused.
+std::vector<KernelChoice> Planner::choices(const GraphNode& n, int d) const {
+  const PlanDevice& pd = dev(d);
+  std::vector<KernelChoice> all =
+      pd.rules ? pd.rules->choices(pd.caps, n.op) : std::vector<KernelChoice>{};
   // A quantized input is read in its blocks or not at all: a choice that would read it in
   // another dtype would have the planner insert a cast, a dequantized copy of the weight.
-  for (KernelChoice& c : e.all)
+  for (KernelChoice& c : all)
     for (size_t i = 0; c.ok && i < n.op.inputs.size() && i < c.input_dtypes.size(); ++i)
       if (is_quantized(n.op.inputs[i].dtype) && c.input_dtypes[i] != n.op.inputs[i].dtype) {
         c.ok = false;
@@ -59,11 +67,18 @@ DeviceEval Planner::evaluate(const GraphNode& n, int d, const PrecisionFloor& fl
                    " weight is never dequantized into memory (no kernel of this tier reads its "
                    "blocks)";
       }
+  return all;
+}
+
+// Device d's choices for the op ranked (below).
+Ranking Planner::rank(const GraphNode& n, int d, const PrecisionFloor& floor,
+                      const std::vector<KernelChoice>& all) const {
+  const PlanDevice& pd = dev(d);
   auto usable = [&](const KernelChoice& c) {
     return c.ok && policy_.tier_denied(pd.caps.backend, pd.id, c.tier).empty();
   };
   bool asked_here = false;
-  for (const KernelChoice& c : e.all)
+  for (const KernelChoice& c : all)
     asked_here = asked_here || (usable(c) && c.precision == floor.asked());
   // Every acceptable choice with its kernel's estimate; the fastest wins. Casts are left out of
   // this ranking: a value is converted once and then read by every op on the device (a bf16
@@ -71,8 +86,12 @@ DeviceEval Planner::evaluate(const GraphNode& n, int d, const PrecisionFloor& fl
   // between devices (cost()), and here only to break a near tie (within 5%): fewer inputs to
   // cast from what exists, then a choice meeting the floor before a substitute, then the
   // backend's order.
-  std::vector<Standing> standing;
-  std::vector<double> us(e.all.size(), 0.0), cast(e.all.size(), 0.0);
+  Ranking r;
+  std::vector<Standing>& standing = r.standing;
+  std::vector<double>& us = r.us;
+  std::vector<double>& cast = r.cast;
+  us.assign(all.size(), 0.0);
+  cast.assign(all.size(), 0.0);
   auto better = [&](size_t i, size_t b) {
     if (us[i] < us[b] * 0.95) return true;
     if (us[i] > us[b] * 1.05) return false;
@@ -80,14 +99,13 @@ DeviceEval Planner::evaluate(const GraphNode& n, int d, const PrecisionFloor& fl
     if (standing[i].kind != standing[b].kind) return standing[i].kind < standing[b].kind;
     // Then the precision the graph asks for (a bf16 graph's memory-bound matmul runs in bf16
     // where the device has bf16 dot products).
-    const bool exact_i = e.all[i].precision == floor.asked(),
-               exact_b = e.all[b].precision == floor.asked();
+    const bool exact_i = all[i].precision == floor.asked(),
+               exact_b = all[b].precision == floor.asked();
     if (exact_i != exact_b) return exact_i;
     return us[i] < us[b] * (1 - 1e-9);
   };
-  int best = -1;
-  for (size_t i = 0; i < e.all.size(); ++i) {
-    const KernelChoice& c = e.all[i];
+  for (size_t i = 0; i < all.size(); ++i) {
+    const KernelChoice& c = all[i];
     standing.push_back(floor.judge(c, n.op, asked_here));
     if (!usable(c) || standing[i].kind == Standing::refused) continue;
     us[i] = estimate_kernel_us(n.op, c, pd.caps, &pd.measured);
@@ -96,86 +114,25 @@ DeviceEval Planner::evaluate(const GraphNode& n, int d, const PrecisionFloor& fl
         cast[i] += estimate_cast_us(
             static_cast<uint64_t>(dtype_bytes(c.input_dtypes[k], n.op.inputs[k].numel())), pd.caps,
             &pd.measured);
-    if (best < 0 || better(i, u(best))) best = static_cast<int>(i);
+    if (r.best < 0 || better(i, u(r.best))) r.best = static_cast<int>(i);
   }
-  // Why each other choice lost.
-  std::vector<std::string> reasons;  // for why_not
-  for (size_t i = 0; i < e.all.size(); ++i) {
-    const KernelChoice& c = e.all[i];
-    if (static_cast<int>(i) == best) continue;
-    Alternative a;
-    a.device = pd.id;
-    a.tier = c.tier;
-    a.precision = c.precision;
-    a.usable = c.ok;
-    const std::string deny = policy_.tier_denied(pd.caps.backend, pd.id, c.tier);
-    if (!c.ok) {
-      a.reason = c.reason;
-    } else if (!deny.empty()) {
-      a.by_policy = true;
-      a.term = deny;
-      a.reason = "tier " + tname(c.tier) + " denied by policy (" + deny + ")";
-      e.policy.push_back(deny);
-    } else if (standing[i].kind == Standing::refused) {
-      a.by_policy = standing[i].by_policy;
-      a.term = standing[i].term;
-      a.reason = standing[i].why;
-      if (a.by_policy) e.policy.push_back(a.term);
-    } else if (best >= 0) {
-      const KernelChoice& b = e.all[u(best)];
-      const bool near = us[i] <= us[u(best)] * 1.05;
-      a.reason = !near ? "estimated " + format_us(us[i]) + " vs " + format_us(us[u(best)]) + " (" +
-                             choice_name(b) + " chosen)"
-                 : cast[i] > cast[u(best)]
-                     ? "about as fast as " + choice_name(b) + " (" + format_us(us[i]) + " vs " +
-                           format_us(us[u(best)]) + "), which needs fewer casts"
-                 : standing[i].kind > standing[u(best)].kind
-                     ? "about as fast as " + choice_name(b) + ", which meets the " +
-                           pname(floor.asked()) + " asked"
-                     : "backend prefers " + tname(b.tier) + " (listed first)";
-    }
-    e.alternatives.push_back(a);
-    reasons.push_back(choice_name(c) + ": " + a.reason);
+  return r;
+}
+
+DeviceEval Planner::evaluate(const GraphNode& n, int d, const PrecisionFloor& floor) const {
+  DeviceEval e;
+  e.device = d;
+  if (excluded(n, d, e)) return e;
+  e.all = choices(n, d);
+  const Ranking r = rank(n, d, floor, e.all);
+  if (r.best >= 0) {
+    const size_t b = u(r.best);
+    e.ok = true;
+    e.pick = e.all[b];
+    e.standing = r.standing[b];
+    e.kernel_us = r.us[b] + r.cast[b];
   }
-  if (best < 0) {
-    // One reason for every choice (no kernel image for the device's architecture) is said once.
-    bool same = e.alternatives.size() > 1;
-    for (const Alternative& a : e.alternatives) same = same && a.reason == e.alternatives[0].reason;
-    std::string s;
-    if (same)
-      s = "all " + std::to_string(e.alternatives.size()) + " choices: " + e.alternatives[0].reason;
-    else
-      for (const std::string& r : reasons) s += (s.empty() ? "" : "; ") + r;
-    e.why_not = s.empty() ? "the backend offers no kernel for this op" : s;
-    return e;
-  }
-  e.ok = true;
-  e.pick = e.all[u(best)];
-  e.standing = standing[u(best)];
-  e.kernel_us = us[u(best)] + cast[u(best)];
-  // Tiers the backend ranks before the pick, and why they were not used.
-  std::set<Tier> said;
-  for (size_t i = 0; i < u(best); ++i) {
-    const KernelChoice& c = e.all[i];
-    if (c.tier == e.pick.tier || said.count(c.tier)) continue;
-    // Prefer the explanation at the chosen precision, else the first seen.
-    size_t at = i;
-    for (size_t j = 0; j < u(best); ++j)
-      if (e.all[j].tier == c.tier && e.all[j].precision == e.pick.precision) at = j;
-    const KernelChoice& x = e.all[at];
-    std::string why;
-    const std::string deny = policy_.tier_denied(pd.caps.backend, pd.id, x.tier);
-    if (!x.ok)
-      why = x.reason;
-    else if (!deny.empty())
-      why = "denied by policy (" + deny + ")";
-    else if (standing[at].kind == Standing::refused)
-      why = standing[at].why;
-    else
-      why = "estimated " + format_us(us[at]) + " vs " + format_us(e.kernel_us);
-    e.skipped.push_back(tname(c.tier) + " skipped: " + why);
-    said.insert(c.tier);
-  }
+  explain_choices(d, floor, r, e);
   return e;
 }
 

@@ -55,6 +55,15 @@ struct DeviceEval {
   double moves_us = 0;            // what moving it there costs (in est_us, not in the step's)
 };
 
+// One device's choices for an op ranked: each choice's standing against the op's precision floor,
+// its kernel's estimate and the casts its input dtypes need (0 where it is not usable), and the
+// best (-1: none usable).
+struct Ranking {
+  std::vector<Standing> standing;
+  std::vector<double> us, cast;
+  int best = -1;
+};
+
 // The decision for one op: every device's evaluation, the fastest device that fits (chosen) and
 // the fastest of all (cheapest, which may not fit).
 struct Placement {
@@ -106,7 +115,14 @@ class Planner {
   bool owns_storage(int r) const;
   int add_step(PlanStep s);
 
+  // One device for one op: excluded, or its choices ranked (placement.cpp) and each explained
+  // (explain.cpp).
   DeviceEval evaluate(const GraphNode& n, int d, const PrecisionFloor& floor) const;
+  bool excluded(const GraphNode& n, int d, DeviceEval& e) const;
+  std::vector<KernelChoice> choices(const GraphNode& n, int d) const;
+  Ranking rank(const GraphNode& n, int d, const PrecisionFloor& floor,
+               const std::vector<KernelChoice>& all) const;
+  void explain_choices(int d, const PrecisionFloor& floor, const Ranking& r, DeviceEval& e) const;
   void cost(const GraphNode& n, int node_index, DeviceEval& e) const;
   uint64_t live_bytes(int d, int node_index) const;
   uint64_t count_live_bytes(int d, int node_index) const;
