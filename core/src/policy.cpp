@@ -134,8 +134,18 @@ bool PolicyTarget::matches_device(BackendKind b, std::string_view device_id) con
   return device.empty() || device == device_id;
 }
 
+namespace {
+// Whether a policy naming tier `named` means tier `t` on backend b: Vulkan's shared-memory kernels
+// were 'tiled' before that name was left to CUDA's sm_75 tier, and a policy written then
+// (deny=vulkan.tiled, allow=tiled) keeps meaning them; explain shows the term as written.
+bool names_tier(std::optional<Tier> named, BackendKind b, Tier t) {
+  return named == t ||
+         (named == Tier::tiled && t == Tier::shared_memory && b == BackendKind::vulkan);
+}
+}  // namespace
+
 bool PolicyTarget::matches_tier(BackendKind b, std::string_view device_id, Tier t) const {
-  return tier == t && matches_device(b, device_id);
+  return names_tier(tier, b, t) && matches_device(b, device_id);
 }
 
 bool Policy::empty() const {
@@ -211,7 +221,7 @@ std::string Policy::tier_denied(BackendKind b, std::string_view device_id, Tier 
   for (const PolicyTarget& t : allow) {
     if (t.is_placement() || !t.matches_device(b, device_id)) continue;
     restricted = true;
-    if (t.tier == tier) return {};
+    if (names_tier(t.tier, b, tier)) return {};
     allowed += (allowed.empty() ? "" : ",") + t.text;
   }
   return restricted ? "allow=" + allowed : std::string();

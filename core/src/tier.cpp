@@ -25,12 +25,13 @@ constexpr TierName kTiers[] = {
     {Tier::int8_mma, "int8_mma"},
     {Tier::matvec, "matvec"},
     {Tier::wgmma, "wgmma"},
+    {Tier::shared_memory, "shared_memory"},
 };
 
-constexpr Tier kAll[] = {Tier::reference, Tier::simd,      Tier::generic,          Tier::tiled,
-                         Tier::flash,     Tier::pipelined, Tier::register_blocked, Tier::cublas,
-                         Tier::coopmat,   Tier::int_dot,   Tier::int8_mma,         Tier::matvec,
-                         Tier::wgmma};
+constexpr Tier kAll[] = {Tier::reference, Tier::simd,         Tier::generic,          Tier::tiled,
+                         Tier::flash,     Tier::pipelined,    Tier::register_blocked, Tier::cublas,
+                         Tier::coopmat,   Tier::int_dot,      Tier::int8_mma,         Tier::matvec,
+                         Tier::wgmma,     Tier::shared_memory};
 
 }  // namespace
 

@@ -80,6 +80,16 @@ TEST(Calibration, JsonRoundTripsAndMalformedFilesAreErrorsNamingTheFile) {
   }
 }
 
+// A Vulkan device measured when its shared-memory GEMM was named 'tiled' keeps its rate.
+TEST(Calibration, ARateMeasuredUnderTheOldNameOfVulkansSharedMemoryTierCounts) {
+  Calibration c;
+  c.rates.push_back({CostFamily::matmul, Tier::tiled, Precision::f32, 90, 0, "256x512x512"});
+  const MeasuredRate* r = c.find(CostFamily::matmul, Tier::shared_memory, Precision::f32);
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(r->gflops, 90);
+  EXPECT_EQ(c.find(CostFamily::matmul, Tier::shared_memory, Precision::f16), nullptr);
+}
+
 TEST(Calibration, TheKeyChangesWithTheDriverAndTheThreads) {
   DeviceCaps c = profile("lavapipe");
   const std::string key = calibration_key(c);

@@ -50,6 +50,26 @@ TEST(Policy, EveryKeyParsesAndPrintsBack) {
   EXPECT_EQ(*again, p) << p.str();
 }
 
+// Vulkan's shared-memory GEMM was 'tiled' before it was 'shared_memory': a policy written then
+// still means it on Vulkan, and means CUDA's tiled tier on CUDA.
+TEST(Policy, TiledStillNamesVulkansSharedMemoryKernels) {
+  Policy p = policy("deny=vulkan.tiled");
+  EXPECT_EQ(p.tier_denied(BackendKind::vulkan, "vulkan:0", Tier::shared_memory),
+            "deny=vulkan.tiled");
+  EXPECT_EQ(p.tier_denied(BackendKind::cuda, "cuda:0", Tier::tiled), "");
+  Policy bare = policy("deny=tiled");
+  EXPECT_EQ(bare.tier_denied(BackendKind::vulkan, "vulkan:0", Tier::shared_memory), "deny=tiled");
+  EXPECT_EQ(bare.tier_denied(BackendKind::cuda, "cuda:0", Tier::tiled), "deny=tiled");
+  EXPECT_EQ(bare.tier_denied(BackendKind::cuda, "cuda:0", Tier::shared_memory), "");
+  Policy allow = policy("allow=vulkan.tiled");
+  EXPECT_EQ(allow.tier_denied(BackendKind::vulkan, "vulkan:0", Tier::shared_memory), "");
+  EXPECT_EQ(allow.tier_denied(BackendKind::vulkan, "vulkan:0", Tier::register_blocked),
+            "allow=vulkan.tiled");
+  EXPECT_EQ(policy("deny=vulkan.shared_memory")
+                .tier_denied(BackendKind::vulkan, "vulkan:0", Tier::shared_memory),
+            "deny=vulkan.shared_memory");
+}
+
 TEST(Policy, TierAllowsRestrictOnlyTheBackendTheyName) {
   Policy p = policy("allow=cuda.tiled");
   EXPECT_EQ(p.tier_denied(BackendKind::cuda, "cuda:0", Tier::flash), "allow=cuda.tiled");

@@ -39,7 +39,7 @@ TEST_F(QuantKernels, MatmulMatchesTheReferenceAtEveryBlockShape) {
                     OpKind::matmul, {dense(t, {m, K}), dense(q, {67, K})}, weight_nk(),
                     {check::Fill::unit, check::Fill::blocks});
       // Both float-path families: texel buffers (CPU devices) and shared memory (GPUs).
-      for (Tier tier : {Tier::register_blocked, Tier::tiled}) {
+      for (Tier tier : {Tier::register_blocked, Tier::shared_memory}) {
         const KernelChoice k = choice_of(dev(), c, tier);
         ASSERT_TRUE(k.ok) << k.reason;
         check::Outcome o = run_with(dev(), c, k);
@@ -129,7 +129,7 @@ TEST_F(QuantKernels, WeightsAndTablesPastTheTexelLimitAreSplit) {
     check::Case mm = make_case(std::string("qwindows/matmul.") + std::string(dtype_name(q)),
                                OpKind::matmul, {dense(DType::f32, {20, K}), dense(q, {70, K})},
                                weight_nk(), {check::Fill::unit, check::Fill::blocks});
-    const KernelChoice k = choice_of(dev(), mm, Tier::tiled);
+    const KernelChoice k = choice_of(dev(), mm, Tier::shared_memory);
     ASSERT_TRUE(k.ok) << k.reason;
     const uint64_t before = vk(dev()).recorder().dispatches;
     check::Outcome o = run_with(dev(), mm, k);

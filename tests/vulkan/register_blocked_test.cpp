@@ -148,9 +148,9 @@ TEST(VulkanRules, ACpuDeviceGetsTheRegisterBlockedKernelsFirstAndAGpuTheSharedMe
                       dense(DType::f16, {1, 8, 16, 64})});
   using V = std::vector<Tier>;
   const Tier blocked = Tier::register_blocked;
-  EXPECT_EQ(tiers(caps_of(DeviceType::cpu), mm, Precision::f16), (V{blocked, Tier::tiled}));
+  EXPECT_EQ(tiers(caps_of(DeviceType::cpu), mm, Precision::f16), (V{blocked, Tier::shared_memory}));
   EXPECT_EQ(tiers(caps_of(DeviceType::discrete_gpu), mm, Precision::f16),
-            (V{Tier::tiled, blocked}));
+            (V{Tier::shared_memory, blocked}));
   EXPECT_EQ(tiers(caps_of(DeviceType::cpu), at, Precision::f16), (V{blocked, Tier::flash}));
   EXPECT_EQ(tiers(caps_of(DeviceType::discrete_gpu), at, Precision::f16),
             (V{Tier::flash, blocked}));
@@ -194,7 +194,7 @@ TEST(VulkanRules, WithoutTexelBuffersTheRegisterBlockedKernelsAreRefusedWithARea
     EXPECT_FALSE(k.ok);
     EXPECT_NE(k.reason.find("texel buffers"), std::string::npos) << k.reason;
   }
-  EXPECT_EQ(tiers(c, mm, Precision::f32), (std::vector<Tier>{Tier::tiled}));
+  EXPECT_EQ(tiers(c, mm, Precision::f32), (std::vector<Tier>{Tier::shared_memory}));
 }
 
 }  // namespace

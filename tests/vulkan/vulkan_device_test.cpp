@@ -550,7 +550,7 @@ TEST(VulkanLimits, TinySharedMemoryGivesSmallerTilesAndCorrectResults) {
   DeviceCaps real = vk(d).core().info.caps;
   auto tiled = [&](const DeviceCaps& caps) {
     for (const KernelChoice& k : rules().choices(caps, *op))
-      if (k.tier == Tier::tiled && k.precision == Precision::f32) return k.launch;
+      if (k.tier == Tier::shared_memory && k.precision == Precision::f32) return k.launch;
     return LaunchConfig{};
   };
   EXPECT_GT(tiled(real).tile_m * tiled(real).tile_n, tiled(small).tile_m * tiled(small).tile_n);
@@ -569,7 +569,7 @@ TEST(VulkanRules, CooperativeMatrixIsRefusedWithAReason) {
   EXPECT_FALSE(ch[0].ok);
   EXPECT_NE(ch[0].reason.find("VK_KHR_cooperative_matrix"), std::string::npos);
   EXPECT_TRUE(ch[1].ok) << ch[1].reason;
-  EXPECT_EQ(ch[1].tier, Tier::tiled);
+  EXPECT_EQ(ch[1].tier, Tier::shared_memory);
   // A device with only NVIDIA's older extension is told which one the kernels use.
   c.matrix_units.push_back({std::string(kCoopMatNvApi), 16, 16, 16, DType::f16, DType::f32});
   ch = rules().choices(c, op);

@@ -32,7 +32,7 @@ TEST(VulkanWindows, MatmulWithAWeightLargerThanOneBindingRuns) {
         make_case("window/matmul.nk", OpKind::matmul,
                   {dense(DType::f32, {2, K}), dense(DType::f32, {N, K})}, tb)}) {
     // The shared-memory kernel binds storage-buffer windows: split.
-    expect_split_and_correct(d, c, Tier::tiled);
+    expect_split_and_correct(d, c, Tier::shared_memory);
   }
 }
 

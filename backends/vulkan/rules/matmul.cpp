@@ -84,7 +84,7 @@ BlockTile pick_register_block(const DeviceCaps& c, const OpDesc& op, DType t) {
 }
 
 KernelChoice tiled_choice(const DeviceCaps& c, const OpDesc& op, DType t) {
-  KernelChoice k = base(c, op, t, Tier::tiled, Family::gemm_tiled);
+  KernelChoice k = base(c, op, t, Tier::shared_memory, Family::gemm_tiled);
   std::string why;
   if (!storage_ok(c, t, &why)) return k.reason = why, k;
   const int64_t M = op.output.dim(-2), N = op.output.dim(-1);

@@ -111,7 +111,7 @@ KernelChoice dequantize_rows_choice(const DeviceCaps& c, const OpDesc& op) {
 // and workgroup limits.
 KernelChoice tiled_choice(const DeviceCaps& c, const OpDesc& op, DType t) {
   const DType q = op.inputs[1].dtype;
-  KernelChoice k = base(c, op, t, Tier::tiled, Family::qgemm_tiled);
+  KernelChoice k = base(c, op, t, Tier::shared_memory, Family::qgemm_tiled);
   k.input_dtypes[1] = q;
   std::string why;
   if (!storage_ok(c, t, &why)) return k.reason = why, k;

@@ -18,9 +18,9 @@ enum class Tier : uint8_t {
   reference,  // cpu: float64 loops over the semantics of op.h; what results are checked against
   simd,       // cpu: vector f32 kernels (AVX-512, AVX2 or plain C++), chosen at run time
   generic,    // gpu: one invocation per element or row (CUDA: SIMT f32), any architecture
-  tiled,  // gpu: tiles in shared memory (Vulkan GEMM; CUDA sm_75 tensor cores: tiled SDPA, GEMM)
-  flash,  // attention with online softmax over key tiles (CUDA sm_80+; Vulkan shared memory)
-  pipelined,         // cuda: sm_80+ tensor-core GEMM fed by cp.async pipelines
+  tiled,      // cuda: sm_75 tensor cores (mma.sync m16n8k8): tiled SDPA and GEMM
+  flash,      // attention with online softmax over key tiles (CUDA sm_80+; Vulkan shared memory)
+  pipelined,  // cuda: sm_80+ tensor-core GEMM fed by cp.async pipelines
   register_blocked,  // vulkan: outputs blocked in registers, operands through texel buffers, no
                      // shared memory
   cublas,            // cuda: NVIDIA's cuBLASLt
@@ -33,6 +33,9 @@ enum class Tier : uint8_t {
              // across it (subgroupAdd), or by a workgroup summing in shared memory
   wgmma,     // cuda: Hopper (sm_90a) kernels on warpgroup MMA (wgmma) fed by the TMA copy engine,
              // warp-specialised (attention)
+  shared_memory,  // vulkan: GEMM tiles staged in workgroup shared memory (named "tiled" until
+                  // that name was left to CUDA's sm_75 tier; policies saying vulkan.tiled still
+                  // mean it)
 };
 
 DUET_API std::string_view tier_name(Tier t);
