@@ -100,10 +100,12 @@
 #define DUET_Q6_K_SCALES 192 /* 16 x int8 */
 #define DUET_Q6_K_D 208      /* f16 */
 
-/* The packed 6-bit scales of the k-quants, decoded: the one description every reader uses (the
- * CPU reference and kernels, CUDA, GLSL). B names a function-like macro of the caller's that reads
- * byte i of the block's scale bytes as an integer (C: #define B(i) sc[i]; GLSL:
- * #define B(i) qrd8(S + (i))); s is the sub-block. */
+/* The packed 6-bit scales of the k-quants, decoded one sub-block at a time: the description the
+ * CPU reference (and so the portable CPU kernels), CUDA and GLSL read. (The CPU's AVX kernels
+ * decode all of a block's scales at once in 32-bit words, backends/cpu/kernels/qblocks_x86.inc;
+ * the quantizer, core/src/quant/quantize.cpp, packs them.) B names a function-like macro of the
+ * caller's that reads byte i of the block's scale bytes as an integer (C: #define B(i) sc[i];
+ * GLSL: #define B(i) qrd8(S + (i))); s is the sub-block. */
 /* q4_k, q5_k: the scale and the min of sub-block s (0..7), each 6 bits */
 #define DUET_Q4_K_SCALE(B, s) \
   ((s) < 4 ? (B(s) & 63) : ((B((s) + 4) & 0xF) | ((B((s)-4) >> 6) << 4)))
