@@ -18,10 +18,6 @@ namespace duet {
 
 namespace {
 
-size_t u(int i) {
-  return static_cast<size_t>(i);
-}
-
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
 // What the split needs to know of the graph, per value and per node.
