@@ -70,7 +70,7 @@ class Device final : public CudaDevice {
  public:
   Device(std::shared_ptr<Driver> driver, const DeviceProps& props, DeviceCaps caps,
          const BuildArchs& archs, const DeviceOptions& options)
-      : id_("cuda:" + std::to_string(props.ordinal)),
+      : id_(options.id_prefix + ":" + std::to_string(props.ordinal)),
         props_(props),
         caps_(std::move(caps)),
         rules_(make_rules(archs)),
@@ -568,7 +568,8 @@ Result<BackendOpenResult> open_backend(std::shared_ptr<Driver> driver, const Bui
   for (int i = 0; i < st.device_count; ++i) {
     Result<DeviceProps> props = driver->properties(i);
     if (!props.ok()) {
-      r.notes.push_back("cuda:" + std::to_string(i) + " skipped: " + props.status().message());
+      r.notes.push_back(options.id_prefix + ":" + std::to_string(i) +
+                        " skipped: " + props.status().message());
       continue;
     }
     props->ordinal = i;
@@ -581,7 +582,7 @@ Result<BackendOpenResult> open_backend(std::shared_ptr<Driver> driver, const Bui
     caps.gemm_library_loaded = !blas.empty() && blas.rfind("unavailable", 0) != 0;
     caps.extra[std::string(kCublasKey)] = blas;
     const std::string who =
-        "cuda:" + std::to_string(i) + " (" + props->name + ", " + caps.arch + ")";
+        options.id_prefix + ":" + std::to_string(i) + " (" + props->name + ", " + caps.arch + ")";
     if (!image.ok()) r.notes.push_back(who + ": " + image.text + "; every op on it is refused");
     // A JIT device works, but its first run of every kernel waits for the driver's compiler
     // (seconds for a model); the user should hear that from `duet devices`, not from a profile.

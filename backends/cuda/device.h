@@ -20,6 +20,7 @@ struct DeviceOptions {
   // The bound on the dequantized weight tile of a block-quantized matmul through cuBLASLt
   // (qgemm.h): the chunks of K are as long as fit it.
   uint64_t dequant_tile_bytes = 32ull << 20;
+  std::string id_prefix = "cuda";  // device ids are "<prefix>:<ordinal>" (emulated: "emu-t4")
   // Reads "cuda.staging_mib", "cuda.staging_slots", "cuda.cache_limit_mib" and "cuda.cublas"
   // (and the DUET_CUDA_STAGING_MIB, DUET_CUDA_CACHE_LIMIT_MIB, DUET_CUDA_CUBLAS environment
   // fallbacks).

@@ -1,32 +1,139 @@
 // The conformance suite, written once and instantiated for every device and kernel tier the
-// registry finds. Only choices that can run a case are instantiated: the device accepts them
-// and they read the case's input dtypes. Refusals and their reasons are tested with each
-// backend's rules, not here, so a skip in this suite means something unexpected.
+// registry finds. It is built twice: for this machine's devices (duet_conformance_tests) and,
+// where the CUDA tests are built, for emulated CUDA devices (duet_conformance_emulated_tests,
+// DUET_TEST_EMULATED_CUDA: the CUDA backend over a driver whose kernels run on the host emulator,
+// tests/cuda/emulated.h, through the CUDA rules as a GPU), so that a test opens only the devices
+// of its set. Only choices that can run a case are instantiated: the device accepts them and
+// they read the case's input dtypes. Refusals and their reasons are tested with each backend's
+// rules, not here, so a skip in this suite means something unexpected.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <sstream>
 
 #include "check/check.h"
+#include "cuda_cases.h"
 #include "duet/backends.h"
 #include "reference/reference.h"
 #include "support/child_lines.h"
+#if DUET_TEST_EMULATED_CUDA
+#include "duet/kernels/kernel.h"
+#include "duet/kernels/launch.h"
+#include "duet/kernels/select.h"
+#include "emulated.h"
+#endif
 
 namespace duet {
 namespace {
 
+using conformance::is_cuda_case;
+
+#if DUET_TEST_EMULATED_CUDA
+// The emulator runs kernels about 10^4 times slower than a GPU, so each emulated card runs the
+// tiers it is here to show rather than every choice: the A100 every sm_80 tier and the generic
+// one, the T4 the sm_75 tiers at Turing's 64 KiB of shared memory, the GTX 1060 dp4a from a
+// build with an sm_61 image, the Orin Nano the tensor-core tiers on 8 SMs (the A100's 108
+// and the T4's 40 split small problems into one key tile per split; 8 SMs run the multi-tile
+// cases unsplit, through the double- and single-buffered K/V pipelines), and two H100s the wgmma
+// tier from a build with an sm_90a image. The GTX 1060 and Orin run the CUDA cases only. The
+// integer tiers run the small cases made for them: the generic tier runs the conformance set of
+// every block format already.
+struct EmulatedCard {
+  const char* card;
+  std::set<Tier> tiers;
+  bool cuda_cases_only;
+  // Cases to leave out on this card (each case runs on the card that shows most with it).
+  bool (*skip)(const std::string& name) = nullptr;
+};
+const EmulatedCard kEmulatedCards[] = {
+    {"a100",
+     {Tier::flash, Tier::pipelined, Tier::tiled, Tier::generic, Tier::int8_mma, Tier::int_dot},
+     false},
+    {"t4", {Tier::tiled, Tier::int8_mma}, false},
+    {"gtx1060", {Tier::int_dot}, true},
+    {"jetson-orin-nano", {Tier::flash, Tier::pipelined, Tier::tiled}, true},
+    // Hopper, from a build with an sm_90a image: the wgmma tier. The 132-SM record splits small
+    // cases' keys (decode, split-KV); with 4 SMs they run unsplit, so the stage ring wraps.
+    {"h100",
+     {Tier::wgmma},
+     false,
+     [](const std::string& n) { return is_cuda_case(n) && n.find("decode.splits") == n.npos; }},
+    {"h100-4sm",
+     {Tier::wgmma},
+     true,
+     [](const std::string& n) { return n.find("decode.splits") != n.npos; }},
+};
+
+// The card a device emulates ("emu-t4:0").
+const EmulatedCard& emulated(const Device& d) {
+  for (const EmulatedCard& c : kEmulatedCards)
+    if (d.id() == "emu-" + std::string(c.card) + ":0") return c;
+  ADD_FAILURE() << d.id() << " is no emulated card of this suite";
+  return kEmulatedCards[0];
+}
+
+Registry& registry() {
+  static Registry r = [] {
+    BackendOptions options;
+    std::string cards;
+    for (const EmulatedCard& c : kEmulatedCards)
+      cards += (cards.empty() ? "" : ",") + std::string(c.card);
+    options.values[cuda::testing::kEmulateOption] = cards;
+    return Registry::open({cuda::testing::emulated_factory()}, options);
+  }();
+  return r;
+}
+#else
 Registry& registry() {
   static Registry r = open_registry();
   return r;
 }
+#endif
 
+// The conformance set, and the CUDA kernels' cases (cuda_cases.h).
 const std::vector<check::Case>& all_cases() {
-  static const std::vector<check::Case> c = check::cases(false);
+  static const std::vector<check::Case> c = [] {
+    std::vector<check::Case> v = check::cases(false);
+    conformance::add_cuda_cases(v);
+    return v;
+  }();
   return c;
+}
+
+// Whether the device runs the case on the choice (which it accepts and which reads the case's
+// dtypes): the CUDA cases on CUDA devices; on an emulated card, what it is here to show.
+bool runs(const Device& d, const check::Case& c, const KernelChoice& k) {
+  const bool cuda_case = is_cuda_case(c.name);
+  if (cuda_case && d.caps().backend != BackendKind::cuda) return false;
+#if DUET_TEST_EMULATED_CUDA
+  const EmulatedCard& e = emulated(d);
+  if (!e.tiers.count(k.tier) || (e.cuda_cases_only && !cuda_case)) return false;
+  if (e.skip && e.skip(c.name)) return false;
+  // The wgmma tier's own cases are too long for the other tiers' emulated time budget.
+  if (!e.tiers.count(Tier::wgmma) && c.name.find("/wgmma.") != std::string::npos) return false;
+  const bool qcase = c.name.rfind("kernels/q", 0) == 0,
+             qint = c.name.rfind("kernels/qint/", 0) == 0;
+  const bool int_tier = k.tier == Tier::int_dot || k.tier == Tier::int8_mma;
+  // The large tile case is the mma tiles' (the mat-vec would take it 17 times over); the A100's
+  // cp.async mat-vec takes the decode cases (the GTX 1060's synchronous one the prefill cases
+  // too).
+  if (c.name.find("/tiles.") != std::string::npos && k.tier != Tier::int8_mma) return false;
+  if (d.id() == "emu-a100:0" && k.tier == Tier::int_dot &&
+      c.name.find("/prefill.") != std::string::npos)
+    return false;
+  return int_tier ? qcase : !qint;
+#else
+  (void)k;
+  return true;
+#endif
 }
 
 struct Param {
@@ -50,7 +157,8 @@ std::vector<Param> params_here() {
       auto op = check::case_op(all_cases()[i]);
       if (!op.ok()) continue;  // reported by CaseSet.IsValidAndCoversEveryOp
       for (const KernelChoice& k : d->choices(*op))
-        if (k.ok && k.tier != Tier::reference && k.reads_as_given(*op))
+        if (k.ok && k.tier != Tier::reference && k.reads_as_given(*op) &&
+            runs(*d, all_cases()[i], k))
           out.push_back({d->id(), i, k.tier, k.precision});
     }
   return out;
@@ -146,14 +254,24 @@ TEST_P(Conformance, MatchesTheFloat64Reference) {
   ASSERT_TRUE(ref.ok()) << ref.status().message();
   check::Outcome o = check::run_case(*d, choice, *op, inputs, *ref);
   ASSERT_FALSE(o.skipped) << o.message;
-  EXPECT_TRUE(o.passed) << c.name << " on " << p.device << "/" << p.tier << ": " << o.message
-                        << " (nmse " << o.metrics.nmse << ", tolerance " << o.tol.str() << ")";
+  EXPECT_TRUE(o.passed) << c.name << " on " << p.device << "/" << p.tier << " ("
+                        << choice.launch.str() << "): " << o.message << " (nmse " << o.metrics.nmse
+                        << ", tolerance " << o.tol.str() << ")";
 }
 
+#if DUET_TEST_EMULATED_CUDA
+INSTANTIATE_TEST_SUITE_P(EmulatedCuda, Conformance, testing::ValuesIn(params()), param_name);
+#else
 INSTANTIATE_TEST_SUITE_P(AllDevices, Conformance, testing::ValuesIn(params()), param_name);
+#endif
 
+#if DUET_TEST_EMULATED_CUDA
+#define DUET_LISTING_SUITE EmulatedCudaListing
+#else
+#define DUET_LISTING_SUITE ConformanceListing
+#endif
 // The list ctest ran comes from a child process; it must be the list this process registers.
-TEST(ConformanceListing, OpensTheDevicesInAChildProcess) {
+TEST(DUET_LISTING_SUITE, OpensTheDevicesInAChildProcess) {
   test_support::ChildLines c = list_in_child();
   ASSERT_TRUE(c.failure.empty()) << "listing the devices' kernels in a child process: "
                                  << c.failure;
@@ -162,6 +280,9 @@ TEST(ConformanceListing, OpensTheDevicesInAChildProcess) {
   EXPECT_EQ(c.lines, here);
 }
 
+#if !DUET_TEST_EMULATED_CUDA
+// The case set is checked once, with the machine's devices (the emulated cards run what they are
+// here to show, above).
 // The filter above must not hide a backend that stopped accepting work: every device runs every
 // op kind of the case set through at least one of its kernels.
 TEST(CaseSet, EveryDeviceRunsEveryOpKind) {
@@ -203,12 +324,225 @@ TEST(CaseSet, InputsAreRandomAndNeverZero) {
       if (!is_float(t.dtype())) continue;
       std::vector<double> v = t.to_doubles();
       for (double x : v) ASSERT_NE(x, 0.0) << c.name;
-      if (v.size() > 4) {
-        EXPECT_NE(v[0], v[1]) << c.name;
+      // A mask's -inf entries are the keys it hides, not a constant fill: its other values are.
+      std::vector<double> finite;
+      for (double x : v)
+        if (std::isfinite(x)) finite.push_back(x);
+      if (finite.size() > 4) {
+        EXPECT_NE(finite[0], finite[1]) << c.name;
       }
     }
   }
 }
+
+#endif  // !DUET_TEST_EMULATED_CUDA
+
+#if DUET_TEST_EMULATED_CUDA
+// The instantiated kernel variants (tier, precision, head dim / B layout) the cases reach on the
+// emulated cards: every one the planner can choose must run here at least once.
+TEST(EmulatedCuda, EveryTensorCoreVariantIsExercised) {
+  std::set<std::string> seen;
+  for (const Param& p : params()) {
+    Device* d = registry().find(p.device);
+    auto op = check::case_op(all_cases()[p.case_index]);
+    for (const KernelChoice& k : d->choices(*op))
+      if (k.tier == p.tier && k.precision == p.precision) seen.insert(k.launch.variant_name());
+  }
+  std::vector<std::string> want;
+  for (int hd : kernels::kAttentionHeadDims) {
+    want.push_back("flash_attention_f16_hd" + std::to_string(hd));
+    want.push_back("flash_attention_bf16_hd" + std::to_string(hd));
+    want.push_back("tiled_attention_f16_hd" + std::to_string(hd));
+  }
+  for (const char* g : {"generic_attention_flash", "generic_attention_decode"}) want.push_back(g);
+  for (int hd : {64, 128}) {
+    want.push_back("wgmma_attention_f16_hd" + std::to_string(hd));
+    want.push_back("wgmma_attention_bf16_hd" + std::to_string(hd));
+  }
+  for (const char* b : {"_bn", "_bk"}) {
+    want.push_back(std::string("pipelined_matmul_f16") + b);
+    want.push_back(std::string("pipelined_matmul_bf16") + b);
+    want.push_back(std::string("tiled_matmul_f16") + b);
+  }
+  for (const char* q : {"int_dot_qmatvec_sync", "int_dot_qmatvec_cp_async",
+                        "int_dot_qmatvec_sync_fused_act", "int_dot_qmatvec_cp_async_fused_act",
+                        "int8_mma_qmatmul_m16n8k32", "int8_mma_qmatmul_m8n8k16", "generic_matvec"})
+    want.push_back(q);
+  for (const std::string& w : want) EXPECT_TRUE(seen.count(w)) << w << " is never run";
+}
+
+// Each integer tier runs every block format on the emulator.
+TEST(EmulatedCuda, TheIntegerTiersRunEveryBlockFormat) {
+  std::map<std::pair<std::string, Tier>, std::set<DType>> seen;
+  for (const Param& p : params()) {
+    if (p.tier != Tier::int_dot && p.tier != Tier::int8_mma) continue;
+    auto op = check::case_op(all_cases()[p.case_index]);
+    seen[{p.device, p.tier}].insert(op->inputs[1].dtype);
+  }
+  for (const auto& [device, tier] :
+       {std::pair{"emu-gtx1060:0", Tier::int_dot}, std::pair{"emu-t4:0", Tier::int8_mma},
+        std::pair{"emu-a100:0", Tier::int8_mma}, std::pair{"emu-a100:0", Tier::int_dot}}) {
+    const std::set<DType>& formats = seen[{device, tier}];
+    for (DType q : kQuantizedDTypes)
+      EXPECT_TRUE(formats.count(q)) << device << " " << tier << " " << dtype_name(q);
+  }
+}
+
+// ---- hand-made inputs
+
+HostTensor fill(DType t, std::initializer_list<int64_t> shape, uint64_t seed) {
+  HostTensor h = HostTensor::empty(t, std::vector<int64_t>(shape));
+  std::vector<double> v(static_cast<size_t>(h.numel()));
+  uint64_t s = seed * 6364136223846793005ull + 1442695040888963407ull;
+  for (double& x : v) {
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    x = (static_cast<double>(s >> 11) / 9007199254740992.0 - 0.5) * 2.0;
+    if (std::abs(x) < 0.05) x = 0.05;
+  }
+  h.from_doubles(v);
+  return h;
+}
+
+// A mask whose row 3 is entirely -inf: that query sees nothing and its output is 0.
+TEST(EmulatedCuda, AFullyMaskedRowGivesZerosOnEveryTier) {
+  Device* d = registry().find("emu-a100:0");
+  ASSERT_NE(d, nullptr);
+  const int64_t Lq = 9, Lk = 70;
+  for (DType t : {DType::f16, DType::bf16}) {
+    std::vector<HostTensor> in = {fill(t, {1, 2, Lq, 64}, 1), fill(t, {1, 2, Lk, 64}, 2),
+                                  fill(t, {1, 2, Lk, 64}, 3), fill(DType::f32, {Lq, Lk}, 4)};
+    std::vector<double> m = in[3].to_doubles();
+    for (int64_t j = 0; j < Lk; ++j) {
+      m[static_cast<size_t>(3 * Lk + j)] = -std::numeric_limits<double>::infinity();
+      if (j % 5 == 0) m[static_cast<size_t>(5 * Lk + j)] = -std::numeric_limits<double>::infinity();
+    }
+    in[3].from_doubles(m);
+    std::vector<TensorDesc> descs;
+    for (const HostTensor& h : in) descs.push_back(h.desc());
+    auto op = make_op(OpKind::attention, {}, descs);
+    ASSERT_TRUE(op.ok()) << op.status().message();
+    auto ref = reference::evaluate(*op, in);
+    ASSERT_TRUE(ref.ok());
+    int ran = 0;
+    for (const KernelChoice& k : d->choices(*op)) {
+      if (!k.ok || k.input_dtypes[0] != t) continue;
+      const check::Outcome o = check::run_case(*d, k, *op, in, *ref);
+      EXPECT_TRUE(o.passed) << k.tier << " " << dtype_name(t) << ": " << o.message;
+      ++ran;
+    }
+    EXPECT_GE(ran, 2) << "flash and generic (and tiled for f16) should all run";
+  }
+}
+
+// The mat-vec that quantizes its own activations (decode: one launch a matmul) gives the bits of
+// the separate quantizing launch, on both instances, for contiguous f32 and f16 rows (16-byte
+// loads) and a transposed A (one value at a time), with a row holding an infinity.
+TEST(EmulatedCuda, QuantizingInTheKernelGivesTheBitsOfTheSeparateLaunch) {
+  OpAttrs tb;
+  tb.transpose_b = true;
+  for (const char* dev : {"emu-a100:0", "emu-gtx1060:0"}) {
+    Device* d = registry().find(dev);
+    ASSERT_NE(d, nullptr) << dev;
+    for (DType q : {DType::q4_0, DType::q4_k}) {
+      for (int variant = 0; variant < 3; ++variant) {
+        const DType t = variant == 1 ? DType::f16 : DType::f32;
+        const int64_t M = 3, N = 17, K = 512;
+        HostTensor a = fill(t, {M, K}, 7);
+        if (variant == 2) {  // A transposed: a_k is M
+          HostTensor at = fill(t, {K, M}, 7);
+          auto v = at.view(check::transposed_view(t, {M, K}));
+          ASSERT_TRUE(v.ok()) << v.status().message();
+          a = *v;
+        }
+        std::vector<double> av = a.to_doubles();
+        av[static_cast<size_t>(K + 40)] = std::numeric_limits<double>::infinity();
+        a.from_doubles(av);
+        HostTensor w = fill(q, {N, K}, 8);
+        auto op = make_op(OpKind::matmul, tb, {a.desc(), w.desc()});
+        ASSERT_TRUE(op.ok()) << op.status().message();
+        KernelChoice fused;
+        for (const KernelChoice& k : d->choices(*op))
+          if (k.tier == Tier::int_dot) fused = k;
+        ASSERT_TRUE(fused.ok) << dev << ": " << fused.reason;
+        const kernels::Kernel* kv = fused.launch.variant_as<kernels::Kernel>();
+        ASSERT_TRUE(kv && kv->fused_act) << fused.launch.variant_name();
+        KernelChoice separate = fused;
+        kernels::Kernel two = *kv;
+        two.fused_act = false;
+        separate.launch.set_variant(two);
+        std::vector<std::vector<std::byte>> outs;
+        for (const KernelChoice& k : {fused, separate}) {
+          auto ab = d->allocate(a.storage_bytes());
+          auto wb = d->allocate(w.storage_bytes());
+          auto ob = d->allocate(static_cast<uint64_t>(op->output.nbytes()));
+          ASSERT_TRUE(ab.ok() && wb.ok() && ob.ok());
+          ASSERT_TRUE(d->write(**ab, 0, a.storage(), a.storage_bytes()).ok());
+          ASSERT_TRUE(d->write(**wb, 0, w.storage(), w.storage_bytes()).ok());
+          std::vector<TensorRef> refs = {{a.desc(), ab->get()}, {w.desc(), wb->get()}};
+          Status s = d->execute(PlannedOp{*op, k}, refs, TensorRef{op->output, ob->get()});
+          ASSERT_TRUE(s.ok()) << s.message();
+          std::vector<std::byte> o(static_cast<size_t>(op->output.nbytes()));
+          ASSERT_TRUE(d->read(**ob, 0, o.data(), o.size()).ok());
+          outs.push_back(std::move(o));
+        }
+        EXPECT_EQ(std::memcmp(outs[0].data(), outs[1].data(), outs[0].size()), 0)
+            << dev << " " << dtype_name(q) << " A " << dtype_name(t) << " variant " << variant;
+        // C has A's dtype: read back through it.
+        auto c = HostTensor::borrow(op->output, outs[0].data(), outs[0].size());
+        ASSERT_TRUE(c.ok()) << c.status().message();
+        const std::vector<double> cv = c->to_doubles();
+        EXPECT_TRUE(std::isnan(cv[N])) << "row 1 holds an infinity: its block's scale is NaN";
+        EXPECT_TRUE(std::isfinite(cv[0]) && std::isfinite(cv[2 * N]));
+      }
+    }
+  }
+}
+
+// Past a few rows every block would quantize A again: one launch does it once.
+TEST(EmulatedCuda, LargerBatchesQuantizeTheActivationsInALaunchOfTheirOwn) {
+  OpAttrs tb;
+  tb.transpose_b = true;
+  Device* d = registry().find("emu-a100:0");
+  ASSERT_NE(d, nullptr);
+  for (int64_t M : {1, 4, 8}) {
+    auto op = make_op(OpKind::matmul, tb,
+                      {TensorDesc::contiguous(DType::f32, {M, 4096}),
+                       TensorDesc::contiguous(DType::q4_0, {64, 4096})});
+    ASSERT_TRUE(op.ok());
+    for (const KernelChoice& k : d->choices(*op)) {
+      if (k.tier != Tier::int_dot) continue;
+      const kernels::Kernel* kv = k.launch.variant_as<kernels::Kernel>();
+      ASSERT_TRUE(kv);
+      EXPECT_EQ(kv->fused_act, M <= 4) << M << ": " << k.launch.variant_name();
+      EXPECT_EQ(kernels::workspace_bytes(k.tier, *op, k.launch) == 0, M <= 4) << M;
+    }
+  }
+}
+
+TEST(EmulatedCuda, AnIdOutOfRangeIsReportedWithItsPosition) {
+  Device* d = registry().find("emu-a100:0");
+  ASSERT_NE(d, nullptr);
+  HostTensor table = fill(DType::f32, {10, 8}, 1);
+  HostTensor ids = HostTensor::empty(DType::i32, std::vector<int64_t>{5});
+  ids.from_doubles(std::vector<double>{1, 2, 12, 3, -1});
+  auto op = make_op(OpKind::embedding, {}, {table.desc(), ids.desc()}, {"table", "tokens"});
+  ASSERT_TRUE(op.ok());
+  const KernelChoice k = d->choices(*op).front();
+  ASSERT_TRUE(k.ok) << k.reason;
+  auto tb = d->allocate(table.storage_bytes());
+  auto ib = d->allocate(ids.storage_bytes());
+  auto ob = d->allocate(static_cast<uint64_t>(op->output.nbytes()));
+  ASSERT_TRUE(d->write(**tb, 0, table.storage(), table.storage_bytes()).ok());
+  ASSERT_TRUE(d->write(**ib, 0, ids.storage(), ids.storage_bytes()).ok());
+  std::vector<TensorRef> refs = {{table.desc(), tb->get()}, {ids.desc(), ib->get()}};
+  Status s = d->execute(PlannedOp{*op, k}, refs, TensorRef{op->output, ob->get()});
+  if (s.ok()) s = d->synchronize();  // a GPU finds it when the kernel has run
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("tensor 'tokens'"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("got id 12 at position 2"), std::string::npos) << s.message();
+}
+
+#endif  // DUET_TEST_EMULATED_CUDA
 
 }  // namespace
 }  // namespace duet

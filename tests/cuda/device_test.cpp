@@ -9,6 +9,7 @@
 #include "cpu/cpu_backend.h"
 #include "device.h"
 #include "device/contract.h"
+#include "emulated.h"
 #include "fake_driver.h"
 #include "reference/reference.h"
 
@@ -33,9 +34,12 @@ Rig rig(DeviceProps props = t4(), BuildArchs archs = parse_build_archs("75;80", 
   return r;
 }
 
-// The device contract (tests/device/contract.h) on the fake driver, kernels run by the emulator.
+// The device contract (tests/device/contract.h) on the emulated CUDA devices (the fake driver,
+// kernels run by the emulator): a Turing and an Ampere card, so that both kernel families answer.
 Result<std::vector<std::shared_ptr<Device>>> open_fake_driver_device() {
-  return std::vector<std::shared_ptr<Device>>{std::shared_ptr<Device>(rig(a100()).device)};
+  std::vector<std::shared_ptr<Device>> v;
+  for (const char* card : {"t4", "a100"}) v.push_back(open_emulated(card));
+  return v;
 }
 
 using duet::testing::DeviceContract;

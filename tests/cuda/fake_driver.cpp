@@ -89,6 +89,22 @@ DeviceProps h100() {
   p.ecc = true;
   return p;
 }
+DeviceProps h100_4sm() {
+  DeviceProps p = h100();
+  p.sm_count = 4;
+  return p;
+}
+DeviceProps gtx1060() {
+  return card("NVIDIA GeForce GTX 1060 6GB", 6, 1, 10, 1708, 4004, 192, 6371475456ull, 49152, 98304,
+              2048, 1572864, 0x1c03);
+}
+DeviceProps jetson_orin_nano() {
+  DeviceProps p = card("NVIDIA Jetson Orin Nano 8GB", 8, 7, 8, 625, 2125, 128, 8000000000ull,
+                       166912, 167936, 1536, 2097152, 0);
+  p.integrated = true;
+  p.pci_bus = 0;
+  return p;
+}
 DeviceProps rtx5090() {
   return card("NVIDIA GeForce RTX 5090", 12, 0, 170, 2407, 14001, 512, 33662697472ull, 101376,
               102400, 1536, 100663296, 0x2b85);
@@ -122,6 +138,7 @@ FakeDriver::~FakeDriver() {
 }
 
 size_t FakeDriver::pending() const {
+  const std::lock_guard<std::recursive_mutex> g(mu_);
   size_t n = 0;
   for (const auto& [s, q] : queues_) n += q.work.size() - q.done;
   return n;
@@ -134,22 +151,26 @@ Status FakeDriver::sticky() const {
 }
 
 Result<DeviceProps> FakeDriver::properties(int ordinal) {
+  const std::lock_guard<std::recursive_mutex> g(mu_);
   if (ordinal < 0 || ordinal >= static_cast<int>(devices_.size()))
     return Status(Code::invalid_argument, "invalid device ordinal");
   return devices_[static_cast<size_t>(ordinal)];
 }
 
 Status FakeDriver::use(int ordinal) {
+  const std::lock_guard<std::recursive_mutex> g(mu_);
   current_ = ordinal;
   return sticky();
 }
 
 Result<MemoryInfo> FakeDriver::memory_info() {
+  const std::lock_guard<std::recursive_mutex> g(mu_);
   DUET_TRY(sticky());
   return MemoryInfo{capacity - used_[current_], capacity};
 }
 
 Result<void*> FakeDriver::device_alloc(uint64_t bytes) {
+  const std::lock_guard<std::recursive_mutex> g(mu_);
   DUET_TRY(sticky());
   if (used_[current_] + bytes > capacity)
     return Status(Code::out_of_memory, "cudaMalloc of " + std::to_string(bytes) +
@@ -163,6 +184,7 @@ Result<void*> FakeDriver::device_alloc(uint64_t bytes) {
 }
 
 void FakeDriver::device_free(void* p) {
+  const std::lock_guard<std::recursive_mutex> g(mu_);
   auto it = blocks_.find(p);
   if (it == blocks_.end()) std::abort();  // freeing what was never allocated is a test bug
   used_[it->second.first] -= it->second.second;
@@ -172,6 +194,7 @@ void FakeDriver::device_free(void* p) {
 }
 
 Result<void*> FakeDriver::pinned_alloc(uint64_t bytes) {
+  const std::lock_guard<std::recursive_mutex> g(mu_);
   if (!pinned_works)
     return Status(Code::unsupported, "cudaHostAlloc: operation not permitted (fake)");
   ++pinned_allocs;
@@ -181,10 +204,12 @@ Result<void*> FakeDriver::pinned_alloc(uint64_t bytes) {
 }
 
 void FakeDriver::pinned_free(void* p) {
+  const std::lock_guard<std::recursive_mutex> g(mu_);
   std::free(p);
 }
 
 Result<Stream> FakeDriver::stream_create() {
+  const std::lock_guard<std::recursive_mutex> g(mu_);
   DUET_TRY(sticky());
   auto* s = reinterpret_cast<Stream>(static_cast<uintptr_t>(0x1000 + next_handle_++));
   queues_[s].device = current_;
@@ -192,6 +217,7 @@ Result<Stream> FakeDriver::stream_create() {
 }
 
 void FakeDriver::stream_destroy(Stream s) {
+  const std::lock_guard<std::recursive_mutex> g(mu_);
   queues_.erase(s);
 }
 
@@ -207,6 +233,7 @@ Status FakeDriver::run_until(Queue& q, size_t end) {
 }
 
 Status FakeDriver::stream_sync(Stream s) {
+  const std::lock_guard<std::recursive_mutex> g(mu_);
   DUET_TRY(sticky());
   Queue& q = queues_.at(s);
   Status st = run_until(q, q.work.size());
@@ -219,6 +246,7 @@ Status FakeDriver::stream_sync(Stream s) {
 }
 
 Result<Event> FakeDriver::event_create() {
+  const std::lock_guard<std::recursive_mutex> g(mu_);
   DUET_TRY(sticky());
   auto* e = reinterpret_cast<Event>(static_cast<uintptr_t>(0x100000 + next_handle_++));
   events_[e] = {nullptr, 0};
@@ -226,11 +254,13 @@ Result<Event> FakeDriver::event_create() {
 }
 
 void FakeDriver::event_destroy(Event e) {
+  const std::lock_guard<std::recursive_mutex> g(mu_);
   events_.erase(e);
   stamps_.erase(e);
 }
 
 Status FakeDriver::event_record(Event e, Stream s) {
+  const std::lock_guard<std::recursive_mutex> g(mu_);
   DUET_TRY(sticky());
   if (auto t = stamps_.find(e); t != stamps_.end()) {
     t->second = -1;
@@ -246,12 +276,14 @@ Status FakeDriver::event_record(Event e, Stream s) {
 }
 
 Result<Event> FakeDriver::timing_event_create() {
+  const std::lock_guard<std::recursive_mutex> g(mu_);
   DUET_ASSIGN_OR_RETURN(Event e, event_create());
   stamps_[e] = -1;
   return e;
 }
 
 Result<float> FakeDriver::event_elapsed_ms(Event start, Event end) {
+  const std::lock_guard<std::recursive_mutex> g(mu_);
   DUET_TRY(sticky());
   auto a = stamps_.find(start), b = stamps_.find(end);
   if (a == stamps_.end() || b == stamps_.end())
@@ -262,6 +294,7 @@ Result<float> FakeDriver::event_elapsed_ms(Event start, Event end) {
 }
 
 Status FakeDriver::event_sync(Event e) {
+  const std::lock_guard<std::recursive_mutex> g(mu_);
   DUET_TRY(sticky());
   auto [s, pos] = events_.at(e);
   if (!s) return {};
@@ -275,6 +308,7 @@ Status FakeDriver::enqueue(Stream s, std::function<Status()> f) {
 }
 
 Status FakeDriver::copy_to_device(void* dst, const void* src, uint64_t bytes, Stream s) {
+  const std::lock_guard<std::recursive_mutex> g(mu_);
   return enqueue(s, [=] {
     std::memcpy(dst, src, static_cast<size_t>(bytes));
     return Status{};
@@ -282,6 +316,7 @@ Status FakeDriver::copy_to_device(void* dst, const void* src, uint64_t bytes, St
 }
 
 Status FakeDriver::copy_to_host(void* dst, const void* src, uint64_t bytes, Stream s) {
+  const std::lock_guard<std::recursive_mutex> g(mu_);
   ++copies_to_host;
   return enqueue(s, [=] {
     std::memcpy(dst, src, static_cast<size_t>(bytes));
@@ -291,6 +326,7 @@ Status FakeDriver::copy_to_host(void* dst, const void* src, uint64_t bytes, Stre
 
 Status FakeDriver::launch(Tier tier, const OpDesc& op, std::span<const kernels::View> in,
                           const kernels::View& out, const kernels::Launch& l) {
+  const std::lock_guard<std::recursive_mutex> g(mu_);
   DUET_TRY(sticky());
   launches.push_back({tier, op.kind, l.config, l.workspace, l.sm, l.stream});
   if (fail_next_launch) {
@@ -313,6 +349,7 @@ Status FakeDriver::launch(Tier tier, const OpDesc& op, std::span<const kernels::
 
 Status FakeDriver::gemm(const GemmCall& g, const void* a, const void* b, void* d, Stream s,
                         void* workspace, uint64_t workspace_bytes) {
+  const std::lock_guard<std::recursive_mutex> lock(mu_);
   DUET_TRY(sticky());
   gemms.push_back(g);
   gemm_workspaces.push_back(workspace ? workspace_bytes : 0);

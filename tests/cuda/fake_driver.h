@@ -7,6 +7,7 @@
 
 #include <functional>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <vector>
 
@@ -24,7 +25,10 @@ DeviceProps a100();
 DeviceProps rtx3090();
 DeviceProps rtx4090();
 DeviceProps h100();
+DeviceProps h100_4sm();  // an H100 of 4 SMs: small problems run unsplit
 DeviceProps rtx5090();
+DeviceProps gtx1060();           // Pascal (sm_61): dp4a, no tensor cores
+DeviceProps jetson_orin_nano();  // sm_87, 8 SMs, integrated
 
 // D = op(A) op(B) on the host, exactly as cuBLASLt defines it (column-major, strided batches).
 void host_gemm(const GemmCall& g, const void* a, const void* b, void* d);
@@ -96,6 +100,9 @@ class FakeDriver final : public Driver {
   Status run_until(Queue& q, size_t end);
   Status enqueue(Stream s, std::function<Status()> f);
 
+  // Every call holds it: the device may be used from several threads (one at a time through the
+  // executor's lock, but buffers come and go on any thread), as the CUDA runtime allows.
+  mutable std::recursive_mutex mu_;
   std::vector<DeviceProps> devices_;
   int current_ = 0;
   std::map<int, std::string> lost_;                   // device -> sticky error

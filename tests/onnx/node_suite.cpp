@@ -27,7 +27,9 @@
 #include "duet/onnx.h"
 #include "duet/planner.h"
 #include "duet/profiles.h"
-#include "kernels/emu_device.h"
+#if DUET_TEST_EMULATED_CUDA
+#include "emulated.h"
+#endif
 
 namespace duet {
 namespace {
@@ -264,13 +266,10 @@ int run(const Options& opt) {
   std::vector<std::unique_ptr<Device>> owned;
   std::vector<Device*> devices;
   if (opt.kind == "cuda-emu") {
-    auto caps = load_profile("a100");
-    if (!caps.ok()) {
-      std::fprintf(stderr, "%s\n", caps.status().message().c_str());
-      return 1;
-    }
-    owned.push_back(kernels::testing::make_emu_device("cuda:0", *caps));
+#if DUET_TEST_EMULATED_CUDA
+    owned.push_back(cuda::testing::open_emulated("a100"));
     for (auto& d : owned) devices.push_back(d.get());
+#endif
   } else {
     const std::map<std::string, BackendKind> kinds = {
         {"cpu", BackendKind::cpu}, {"vulkan", BackendKind::vulkan}, {"cuda", BackendKind::cuda}};

@@ -1,7 +1,7 @@
-// Threads on an emulated CUDA device (the CUDA kernels on the host emulator, with the A100's
-// capability record): several threads on one engine and one engine per thread, the device
-// shared, every answer against the float64 reference. (tests/concurrency/ does the same on the
-// CPU and Vulkan through libduet.so.)
+// Threads on an emulated CUDA device (the CUDA device over the fake driver, kernels on the host
+// emulator, an A100's record): several threads on one engine and one engine per thread, the
+// device shared, every answer against the float64 reference. (tests/concurrency/ does the same on
+// the CPU and Vulkan through libduet.so.)
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -12,7 +12,7 @@
 
 #include "duet/engine.h"
 #include "duet/graph_file.h"
-#include "kernels/emu_device.h"
+#include "emulated.h"
 #include "support/small_graph.h"
 
 namespace duet {
@@ -39,8 +39,8 @@ std::unique_ptr<Engine> engine_on(Device* d) {
 }
 
 TEST(EmuConcurrency, ThreadsShareOneEngineAndEachHasItsOwnOnOneEmulatedCudaDevice) {
-  std::unique_ptr<Device> dev =
-      kernels::testing::make_emu_device("cuda:0", kernels::testing::profile("a100"));
+  std::unique_ptr<Device> dev = cuda::testing::open_emulated("a100");
+  ASSERT_TRUE(dev);
   std::unique_ptr<Engine> shared = engine_on(dev.get());
   ASSERT_TRUE(shared);
   constexpr int kThreads = 3, kRuns = 2;

@@ -1,0 +1,53 @@
+// What a launch checks before any kernel runs (host/plan.cpp), seen through the emulator's
+// launch: the architecture the tier's kernels need (duet/kernels/arch.h).
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "duet/host_tensor.h"
+#include "duet/kernels/launch.h"
+
+namespace duet::kernels {
+namespace {
+
+TensorDesc dense(DType t, std::initializer_list<int64_t> s) {
+  return TensorDesc::contiguous(t, s);
+}
+
+HostTensor fill(DType t, std::initializer_list<int64_t> shape, uint64_t seed) {
+  HostTensor h = HostTensor::empty(t, std::vector<int64_t>(shape));
+  std::vector<double> v(static_cast<size_t>(h.numel()));
+  uint64_t s = seed * 6364136223846793005ull + 1442695040888963407ull;
+  for (double& x : v) {
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    x = (static_cast<double>(s >> 11) / 9007199254740992.0 - 0.5) * 2.0;
+    if (std::abs(x) < 0.05) x = 0.05;
+  }
+  h.from_doubles(v);
+  return h;
+}
+
+// A tier's launch on an architecture without its instructions fails before any kernel runs.
+TEST(EmulatedLaunch, FlashOnTuringIsRefusedWithTheReason) {
+  auto op = make_op(OpKind::attention, {},
+                    {dense(DType::f16, {1, 1, 16, 64}), dense(DType::f16, {1, 1, 16, 64}),
+                     dense(DType::f16, {1, 1, 16, 64})});
+  ASSERT_TRUE(op.ok());
+  std::vector<HostTensor> in = {fill(DType::f16, {1, 1, 16, 64}, 1),
+                                fill(DType::f16, {1, 1, 16, 64}, 2),
+                                fill(DType::f16, {1, 1, 16, 64}, 3)};
+  HostTensor out = HostTensor::empty(op->output);
+  std::vector<View> views;
+  for (HostTensor& h : in) views.push_back(make_view(h.desc(), h.storage()));
+  Launch l;
+  l.config.block_threads = 32;
+  l.config.stages = 1;
+  l.sm = 75;
+  Status s = emu::launch(Tier::flash, *op, views, make_view(out.desc(), out.storage()), l);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("flash kernels need sm_80, the device is sm_75"), std::string::npos)
+      << s.message();
+}
+
+}  // namespace
+}  // namespace duet::kernels
