@@ -26,16 +26,22 @@ class CpuBuffer final : public Buffer {
                : static_cast<std::byte*>(
                      ::operator new(static_cast<size_t>(std::max<uint64_t>(n, 1)),
                                     std::align_val_t(64), std::nothrow))) {}
+  // Host memory the kernels read in place (a constant in a memory-mapped file); `host` keeps it
+  // alive. Its pages may be mapped read-only: the core refuses writes into it.
+  explicit CpuBuffer(HostTensor host)
+      : size_(host.storage_bytes()), p_(host.storage()), borrowed_(std::move(host)) {}
   ~CpuBuffer() override {
-    if (p_) ::operator delete(p_, std::align_val_t(64));
+    if (p_ && !borrowed_.defined()) ::operator delete(p_, std::align_val_t(64));
   }
   uint64_t size() const override { return size_; }
   void* host_ptr() override { return p_; }
+  bool read_only() const override { return borrowed_.defined(); }
   bool valid() const { return p_ != nullptr; }
 
  private:
   uint64_t size_;
   std::byte* p_;
+  HostTensor borrowed_;
 };
 
 // The CPU kernels' efficiency classes (KernelChoice::efficiency): the share of the host's peak
@@ -45,6 +51,8 @@ constexpr double kSimdEfficiency = 0.5, kReferenceEfficiency = 0.02;
 class CpuRules final : public BackendRules {
  public:
   BackendKind backend() const override { return BackendKind::cpu; }
+  // A profile of a CPU is planned as this build's CPU device runs: constants borrowed in place.
+  void annotate_profile(DeviceCaps& caps) const override { caps.reads_host_memory = true; }
   std::vector<KernelChoice> choices(const DeviceCaps& caps, const OpDesc& op) const override {
     std::vector<DType> in;
     for (const auto& t : op.inputs) in.push_back(t.dtype);
@@ -124,6 +132,22 @@ class CpuDevice final : public Device {
   }
 
   bool owns(const Buffer& b) const override { return dynamic_cast<const CpuBuffer*>(&b); }
+
+  Result<std::shared_ptr<Buffer>> borrow_checked(const HostTensor& host) override {
+    // The kernels read elements through typed pointers: the storage must be aligned to its
+    // element (blocks: to their f16 scales). GGUF aligns tensors to 32 bytes; safetensors only
+    // by the writer's choice.
+    const uint64_t align =
+        is_quantized(host.dtype()) ? 2 : static_cast<uint64_t>(dtype_size(host.dtype()));
+    if (reinterpret_cast<uintptr_t>(host.storage()) % align != 0)
+      return Err(Code::unsupported)
+          .device(id_)
+          .expected("storage aligned to " + std::to_string(align) + " bytes for " +
+                    std::string(dtype_name(host.dtype())))
+          .got("an address " + std::to_string(reinterpret_cast<uintptr_t>(host.storage()) % align) +
+               " bytes past it");
+    return std::shared_ptr<Buffer>(std::make_shared<CpuBuffer>(host));
+  }
 
   Status synchronize() override { return {}; }
 

@@ -59,6 +59,7 @@ DeviceCaps probe_caps(int threads) {
   c.memory_bytes =
       pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : 0;
   c.host_visible_device_memory = true;
+  c.reads_host_memory = true;
   return c;
 }
 

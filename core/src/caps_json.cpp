@@ -79,6 +79,7 @@ void scalar_fields(DeviceCaps& c, F&& f) {
   f("max_allocation", c.max_allocation);
   f("memory_bytes", c.memory_bytes);
   f("host_visible_device_memory", c.host_visible_device_memory);
+  f("reads_host_memory", c.reads_host_memory);
   f("peak_gflops_f32", c.peak_gflops_f32);
   f("peak_gflops_f16", c.peak_gflops_f16);
   f("peak_gflops_bf16", c.peak_gflops_bf16);

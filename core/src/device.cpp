@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "duet/host_tensor.h"
+
 namespace duet {
 
 std::string_view backend_name(BackendKind b) {
@@ -108,7 +110,34 @@ Status Device::check_copy(const Buffer& b, uint64_t offset, uint64_t bytes,
 
 Status Device::write(Buffer& dst, uint64_t offset, const void* src, uint64_t bytes) {
   DUET_TRY(check_copy(dst, offset, bytes, "write"));
+  if (dst.read_only())
+    return Err(Code::invalid_argument)
+        .device(id())
+        .expected("a write into a buffer the device owns")
+        .got("a buffer borrowed from host memory (read-only)");
   return write_checked(dst, offset, src, bytes);
+}
+
+Result<std::shared_ptr<Buffer>> Device::borrow(const HostTensor& host) {
+  if (!host.defined() || host.desc().offset != 0 || !host.desc().is_contiguous())
+    return Err(Code::invalid_argument)
+        .device(id())
+        .expected("a dense host tensor with its storage to borrow")
+        .got(host.defined() ? host.desc().str() : "no data");
+  if (!caps().reads_host_memory)
+    return Err(Code::unsupported)
+        .device(id())
+        .expected("a device whose kernels read host memory")
+        .got(std::string(backend_name(caps().backend)) + " device memory");
+  return borrow_checked(host);
+}
+
+Result<std::shared_ptr<Buffer>> Device::borrow_checked(const HostTensor& host) {
+  (void)host;
+  return Err(Code::unsupported)
+      .device(id())
+      .expected("a device that borrows host memory")
+      .got("a backend without borrowed buffers");
 }
 
 Status Device::read(Buffer& src, uint64_t offset, void* dst, uint64_t bytes) {
@@ -169,6 +198,13 @@ Status Device::execute(const PlannedOp& p, std::span<const TensorRef> inputs,
         .device(id())
         .expected("a dense output")
         .got(output.desc.str());
+  if (output.buffer->read_only())
+    return Err(Code::invalid_argument)
+        .op(op_name(op.kind), op.name)
+        .tensor("output")
+        .device(id())
+        .expected("an output in a buffer the device owns")
+        .got("a buffer borrowed from host memory (read-only)");
   return execute_checked(p, inputs, output);
 }
 

@@ -481,9 +481,32 @@ class PlanExecutor final : public Executor {
             .got("none");
       host[i] = *gv.data;
     }
+    // Constants the plan borrows: the device reads the host's storage (a file's mapping) in
+    // place; where it cannot (storage misaligned for its kernels), the constant is copied.
+    std::vector<char> borrowed(plan_.steps.size(), 0);
+    for (size_t k = 0; k < plan_.steps.size(); ++k) {
+      const PlanStep& s = plan_.steps[k];
+      if (!run_step[k] || s.kind != StepKind::transfer || s.src_device != kHost) continue;
+      const PlanValue& v = plan_.values[u(s.output)];
+      if (!v.borrowed || v.root != s.output) continue;
+      const HostTensor& t = host[u(s.inputs[0])];
+      auto b = call(s.device, [&] { return devs_[u(s.device)]->borrow(t); });
+      if (!b.ok() || (*b)->size() < v.storage_bytes()) {
+        log().info(
+            "constant '{}' is copied to {}, not borrowed: {}", v.name,
+            plan_.devices[u(s.device)].id,
+            b.ok() ? std::string("its storage is smaller than planned") : b.status().message());
+        continue;
+      }
+      borrowed[k] = 1;
+      buffers_[u(s.output)] = b->get();
+      constant_buffers_.push_back({s.output, std::move(*b)});
+    }
     for (size_t i = 0; i < nv; ++i) {
       const PlanValue& v = plan_.values[i];
-      if (v.device == kHost || !v.constant || v.root != static_cast<int>(i) || !needed[i]) continue;
+      if (v.device == kHost || !v.constant || v.root != static_cast<int>(i) || !needed[i] ||
+          buffers_[i])
+        continue;
       auto b = call(v.device, [&] {
         return devs_[u(v.device)]->allocate(std::max<uint64_t>(v.storage_bytes(), 1));
       });
@@ -501,7 +524,7 @@ class PlanExecutor final : public Executor {
     }
     for (size_t k = 0; k < plan_.steps.size(); ++k) {
       const PlanStep& s = plan_.steps[k];
-      if (!run_step[k]) continue;
+      if (!run_step[k] || borrowed[k]) continue;
       Status st;
       int failed_on = s.device;
       if (s.kind == StepKind::kernel) {

@@ -122,6 +122,12 @@ std::string explain(const Plan& plan) {
     const std::string when = s.once ? " [once, at load]" : "";
     if (s.kind == StepKind::transfer) {
       const PlanValue& in = plan.values[u(s.inputs[0])];
+      if (plan.values[u(s.output)].borrowed) {
+        o << "  borrow " << in.name << ": " << plan.device_name(s.device)
+          << " reads it where the host holds it, " << format_bytes(s.bytes) << ", no copy" << when
+          << "\n";
+        continue;
+      }
       o << "  copy " << in.name << ": " << plan.device_name(s.src_device) << " -> "
         << plan.device_name(s.device) << ", " << format_bytes(s.bytes) << when << "\n";
       continue;
@@ -187,14 +193,20 @@ std::string explain(const Plan& plan) {
   for (const PlanStep* s : copies)
     o << "  " << plan.values[u(s->inputs[0])].name << ": " << plan.device_name(s->src_device)
       << " -> " << plan.device_name(s->device) << ", " << format_bytes(s->bytes) << "\n";
-  uint64_t up = 0, up_once = 0, down = 0;
+  uint64_t up = 0, up_once = 0, down = 0, borrowed = 0;
   for (const PlanStep& s : plan.steps) {
     if (s.kind != StepKind::transfer) continue;
-    if (s.src_device == kHost) (s.once ? up_once : up) += s.bytes;
+    if (s.src_device == kHost && plan.values[u(s.output)].borrowed)
+      borrowed += s.bytes;
+    else if (s.src_device == kHost)
+      (s.once ? up_once : up) += s.bytes;
     if (s.device == kHost) down += s.bytes;
   }
   o << "host transfers: " << format_bytes(up) << " up and " << format_bytes(down)
-    << " down per run, " << format_bytes(up_once) << " of constants up once\n";
+    << " down per run, " << format_bytes(up_once) << " of constants up once"
+    << (borrowed ? ", " + format_bytes(borrowed) + " of constants borrowed in place (no copy)"
+                 : std::string())
+    << "\n";
 
   if (!plan.states.empty()) {
     o << "states (kept across runs): " << plan.states.size() << "\n";
@@ -209,6 +221,9 @@ std::string explain(const Plan& plan) {
     const DeviceMemoryPlan& m = plan.memory[d];
     o << "  " << plan.device_name(static_cast<int>(d)) << ": peak " << format_bytes(m.peak_bytes)
       << " (" << m.slots.size() << " buffers, constants " << format_bytes(m.constant_bytes)
+      << (m.borrowed_bytes
+              ? " of which " + format_bytes(m.borrowed_bytes) + " borrowed from the host"
+              : std::string())
       << (m.state_bytes ? ", states " + format_bytes(m.state_bytes) : std::string()) << ", at most "
       << format_bytes(m.max_live_bytes) << " live), budget "
       << (m.budget_bytes ? format_bytes(m.budget_bytes) : std::string("unknown")) << " ("
@@ -244,6 +259,7 @@ std::string plan_json(const Plan& plan) {
       x["from"] = dev(s.src_device);
       x["to"] = dev(s.device);
       x["bytes"] = s.bytes;
+      x["borrowed"] = plan.values[u(s.output)].borrowed;
     } else {
       x["device"] = dev(s.device);
       x["op"] = op_name(s.op.op.kind);
@@ -281,6 +297,7 @@ std::string plan_json(const Plan& plan) {
     memory.push_back({{"device", plan.devices[d].id},
                       {"peak_bytes", m.peak_bytes},
                       {"constant_bytes", m.constant_bytes},
+                      {"borrowed_bytes", m.borrowed_bytes},
                       {"state_bytes", m.state_bytes},
                       {"max_live_bytes", m.max_live_bytes},
                       {"budget_bytes", m.budget_bytes},

@@ -4,6 +4,8 @@
 #include <cstring>
 #include <limits>
 
+#include "duet/host_tensor.h"
+
 namespace duet::testing {
 
 void DeviceContract::SetUp() {
@@ -154,6 +156,49 @@ TEST_P(DeviceContract, ExecuteChecksEveryArgumentBeforeAnyWork) {
 
     ASSERT_TRUE(d.synchronize().ok());
     for (float v : a.output_values(d)) ASSERT_EQ(v, kPoison) << "a refused op ran";
+  }
+}
+
+// A device either borrows host memory (its kernels read it in place: the CPU) or says it cannot;
+// a borrowed buffer is read by kernels and never written, by a copy or as an output.
+TEST_P(DeviceContract, ABorrowedHostTensorIsReadInPlaceOrRefusedWithAReason) {
+  const OpDesc op = *make_op(OpKind::add, {}, {f32({4, 33}), f32({4, 33})}, {"x", "y"}, "residual");
+  HostTensor host = HostTensor::empty(f32({4, 33}));
+  const std::vector<float> x = ramp(132, 0.5f);
+  std::memcpy(host.data<float>(), x.data(), x.size() * sizeof(float));
+  for (const auto& dev : devices_) {
+    Device& d = *dev;
+    SCOPED_TRACE(d.id());
+    auto borrowed = d.borrow(host);
+    if (!borrowed.ok()) {
+      EXPECT_EQ(borrowed.status().code(), Code::unsupported);
+      EXPECT_HAS(borrowed.status(), d.id());
+      continue;
+    }
+    EXPECT_TRUE(d.caps().reads_host_memory);
+    Buffer& b = **borrowed;
+    EXPECT_TRUE(b.read_only());
+    EXPECT_EQ(b.host_ptr(), host.storage()) << "borrowed, not copied";
+    std::vector<float> y(132);
+    ASSERT_TRUE(d.read(b, 0, y.data(), y.size() * sizeof(float)).ok());
+    EXPECT_EQ(y, x);
+    Status w = d.write(b, 0, y.data(), 16);
+    EXPECT_EQ(w.code(), Code::invalid_argument);
+    EXPECT_HAS(w, "read-only");
+
+    auto choice = d.supports(op, Precision::f32);
+    ASSERT_TRUE(choice.ok()) << choice.status().message();
+    Bound a = bind(d, op, {ramp(132, 0.0f), ramp(132, 1.0f)});
+    Status s = d.execute({op, *choice}, a.inputs, {op.output, &b});
+    EXPECT_EQ(s.code(), Code::invalid_argument);
+    EXPECT_HAS(s, "read-only");
+    const std::vector<TensorRef> ins = {{op.inputs[0], &b}, a.inputs[1]};
+    ASSERT_TRUE(d.execute({op, *choice}, ins, a.output).ok());
+    ASSERT_TRUE(d.synchronize().ok());
+    const std::vector<float> sum = a.output_values(d), one = ramp(132, 1.0f);
+    for (size_t i = 0; i < sum.size(); ++i) ASSERT_EQ(sum[i], x[i] + one[i]) << i;
+    ASSERT_TRUE(d.read(b, 0, y.data(), y.size() * sizeof(float)).ok());
+    EXPECT_EQ(y, x) << "the host's memory is unchanged";
   }
 }
 

@@ -26,7 +26,8 @@ std::string devices_line(const Plan& plan) {
   return s;
 }
 
-std::string transfer_name(const PlanStep& s) {
+std::string transfer_name(const Plan& plan, const PlanStep& s) {
+  if (s.src_device == kHost && plan.values[u(s.output)].borrowed) return "borrow";
   if (s.src_device == kHost) return "upload";
   if (s.device == kHost) return "download";
   return "copy";
@@ -50,7 +51,7 @@ std::string plan_summary(const Plan& plan, const ChosenPolicy& policy) {
     if (s.kind == StepKind::view) continue;
     if (s.kind == StepKind::transfer) {
       rows.push_back({plan.values[u(s.inputs[0])].name,
-                      transfer_name(s) + " " + format_bytes(s.bytes),
+                      transfer_name(plan, s) + " " + format_bytes(s.bytes),
                       device_id(plan, s.src_device) + " -> " + device_id(plan, s.device), "", "",
                       s.once ? "at load" : ""});
       continue;

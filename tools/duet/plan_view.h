@@ -17,8 +17,9 @@ std::string with_policy_source(const std::string& explained, const ChosenPolicy&
 std::string device_id(const Plan& plan, int device);
 // "devices: cpu:0 (AMD EPYC ...), vulkan:0 (llvmpipe ...)"
 std::string devices_line(const Plan& plan);
-// "upload", "download" or "copy" (between devices)
-std::string transfer_name(const PlanStep& s);
+// "upload", "borrow" (a constant the device reads where the host holds it), "download" or
+// "copy" (between devices)
+std::string transfer_name(const Plan& plan, const PlanStep& s);
 // "12.3 us", "4.56 ms"
 
 }  // namespace duet::cli

@@ -185,11 +185,11 @@ nlohmann::json print_steps(const Plan& plan, const Runs& runs, double& kernels) 
     const std::string time = format_us(t * 1e6);
     if (s.kind == StepKind::transfer) {
       const std::string what = plan.values[u(s.inputs[0])].name;
-      rows.push_back({what, transfer_name(s) + " " + format_bytes(s.bytes),
+      rows.push_back({what, transfer_name(plan, s) + " " + format_bytes(s.bytes),
                       device_id(plan, s.src_device) + " -> " + device_id(plan, s.device), "", "",
                       time});
       jsteps.push_back({{"step", s.name},
-                        {"kind", transfer_name(s)},
+                        {"kind", transfer_name(plan, s)},
                         {"value", what},
                         {"from", device_id(plan, s.src_device)},
                         {"to", device_id(plan, s.device)},

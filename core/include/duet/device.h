@@ -19,6 +19,8 @@
 
 namespace duet {
 
+class HostTensor;
+
 enum class BackendKind : uint8_t { cpu, vulkan, cuda };
 DUET_API std::string_view backend_name(BackendKind b);
 DUET_API std::optional<BackendKind> parse_backend(std::string_view name);
@@ -86,6 +88,9 @@ struct DUET_API DeviceCaps {
   // Memory
   uint64_t memory_bytes = 0;                // device memory usable by the engine
   bool host_visible_device_memory = false;  // device-local memory the host can map (iGPU, lavapipe)
+  // The device's kernels read host memory in place (the CPU): a constant held by the host (a
+  // memory-mapped model file) is borrowed by the device (Device::borrow), never copied.
+  bool reads_host_memory = false;
 
   // Throughput, for the cost model (GFLOP/s peaks, GB/s bandwidths; 0 = unknown)
   double peak_gflops_f32 = 0, peak_gflops_f16 = 0, peak_gflops_bf16 = 0;
@@ -182,6 +187,8 @@ class DUET_API Buffer {
   virtual uint64_t size() const = 0;
   // Host pointer when the memory is host-addressable (CPU, mapped memory), else nullptr.
   virtual void* host_ptr() { return nullptr; }
+  // Memory the device borrowed from the host (Device::borrow): read by kernels, never written.
+  virtual bool read_only() const { return false; }
 };
 
 // A tensor as a kernel sees it: a descriptor (offset in elements) into a buffer.
@@ -243,6 +250,13 @@ class DUET_API Device {
   // Whether `b` is memory allocated by this device.
   virtual bool owns(const Buffer& b) const = 0;
 
+  // A read-only buffer over the storage of a host tensor (a constant in a memory-mapped file),
+  // which the device's kernels read in place; the buffer keeps the storage alive. Devices whose
+  // kernels cannot read host memory (caps().reads_host_memory false), and storage the kernels
+  // cannot read where it lies (misaligned for its dtype), answer unsupported with the reason; the
+  // caller then allocates and copies. A borrowed buffer refuses writes.
+  Result<std::shared_ptr<Buffer>> borrow(const HostTensor& host);
+
   // Copies between host memory and a buffer of this device; the range must lie inside it.
   Status write(Buffer& dst, uint64_t offset, const void* src, uint64_t bytes);
   Status read(Buffer& src, uint64_t offset, void* dst, uint64_t bytes);
@@ -266,6 +280,8 @@ class DUET_API Device {
  protected:
   // The backend's part of write, read and execute, called with checked arguments only.
   virtual Status write_checked(Buffer& dst, uint64_t offset, const void* src, uint64_t bytes) = 0;
+  // The backend's part of borrow, called with a defined, dense tensor (offset 0).
+  virtual Result<std::shared_ptr<Buffer>> borrow_checked(const HostTensor& host);
   virtual Status read_checked(Buffer& src, uint64_t offset, void* dst, uint64_t bytes) = 0;
   virtual Status execute_checked(const PlannedOp& op, std::span<const TensorRef> inputs,
                                  const TensorRef& output) = 0;

@@ -43,6 +43,10 @@ struct DUET_API PlanValue {
   // Computed once when the plan is loaded (constants and what is derived only from them).
   bool constant = false;
   bool resident = false;  // a load-time value kept for every run (else freed after loading)
+  // A constant its device reads where the host holds it (a memory-mapped file): its upload is a
+  // borrow, no copy (DeviceCaps::reads_host_memory; the executor copies where the host's
+  // storage is misaligned for the kernels, and logs it).
+  bool borrowed = false;
   // A graph state: allocated once on its device, kept across runs (and across the plans an
   // engine makes); a write_slice into it is its only writer and aliases it (root = the state).
   bool state = false;
@@ -91,6 +95,7 @@ struct DUET_API PlanStep {
 struct DUET_API DeviceMemoryPlan {
   uint64_t peak_bytes = 0;      // slots + resident constants + states
   uint64_t constant_bytes = 0;  // resident constants
+  uint64_t borrowed_bytes = 0;  // of which borrowed from the host (in the file's mapping)
   uint64_t state_bytes = 0;     // states (persistent across runs)
   uint64_t max_live_bytes = 0;  // live bytes at the busiest step (a lower bound on the slots)
   uint64_t budget_bytes = 0;    // 0: no limit known

@@ -56,6 +56,7 @@ void plan_memory(Plan& plan) {
       const uint64_t bytes = v.storage_bytes();
       if (v.constant) {
         if (v.resident) mem.constant_bytes += bytes;
+        if (v.resident && v.borrowed) mem.borrowed_bytes += bytes;
         continue;
       }
       // Values whose last use is before this step have freed their slots.

@@ -91,9 +91,11 @@ int Planner::add_transfer(int src, int d, int gv) {
   v.device = d;
   v.graph_value = gv;
   v.constant = s.constant;
+  v.borrowed = s.constant && s.device == kHost && d != kHost && dev(d).caps.reads_host_memory;
   const uint64_t bytes = s.storage_bytes();
   const int src_device = s.device;
   const bool constant = s.constant;
+  const bool borrowed = v.borrowed;
   const int out = add_value(std::move(v));
   PlanStep st;
   st.kind = StepKind::transfer;
@@ -104,7 +106,7 @@ int Planner::add_transfer(int src, int d, int gv) {
   st.output = out;
   st.bytes = bytes;
   st.once = constant;
-  st.est_us = estimate_transfer_us(bytes, caps_of(src_device), caps_of(d));
+  st.est_us = borrowed ? 0.0 : estimate_transfer_us(bytes, caps_of(src_device), caps_of(d));
   add_step(std::move(st));
   return out;
 }
