@@ -44,21 +44,21 @@ std::string tmp(const std::string& name) {
   return std::string(DUET_TEST_TMPDIR) + "/" + name;
 }
 
-// Two projections, one weight from a GGUF file (q8_0), one from a safetensors file (f16).
+// Two projections, one weight from a GGUF file (q8_0), one from a safetensors file (f32).
 TEST(BorrowedConstants, WeightsFromMappedFilesAreReadInPlaceNotCopied) {
   Device& cpu = host_cpu();
   if (anonymous_bytes() < 0) GTEST_SKIP() << "no /proc/self/smaps_rollup";
-  constexpr int64_t K = 4096, N = 1024;
+  constexpr int64_t K = 4096, N = 1024, M = 2048;
   {
     const HostTensor up = random_tensor(DType::q8_0, {N, K}, 1);
-    const HostTensor down = random_tensor(DType::f16, {K, N}, 2);
+    const HostTensor down = random_tensor(DType::f32, {M, N}, 2);
     ASSERT_TRUE(write_gguf(tmp("borrowed.gguf"), {}, {{"up", up}}).ok());
     ASSERT_TRUE(write_safetensors(tmp("borrowed.safetensors"), {{"down", down}}).ok());
   }
   std::ofstream(tmp("borrowed.json")) << R"({"format": "duet-graph", "version": 1, "name": "mlp",
     "inputs": [{"name": "x", "dtype": "f32", "shape": [1, 4096]}],
     "constants": [{"name": "up", "dtype": "q8_0", "shape": [1024, 4096], "file": "borrowed.gguf"},
-                  {"name": "down", "dtype": "f16", "shape": [4096, 1024],
+                  {"name": "down", "dtype": "f32", "shape": [2048, 1024],
                    "file": "borrowed.safetensors"}],
     "nodes": [{"name": "h", "op": "matmul", "inputs": ["x", "up"], "attrs": {"transpose_b": true}},
               {"name": "y", "op": "matmul", "inputs": ["h", "down"],
@@ -78,12 +78,12 @@ TEST(BorrowedConstants, WeightsFromMappedFilesAreReadInPlaceNotCopied) {
   const int64_t grown = anonymous_bytes() - before;
 
   const uint64_t weights =
-      static_cast<uint64_t>(dtype_bytes(DType::q8_0, N * K) + dtype_bytes(DType::f16, K * N));
+      static_cast<uint64_t>(dtype_bytes(DType::q8_0, N * K) + dtype_bytes(DType::f32, M * N));
   const DeviceMemoryPlan& m = (*e)->plan().memory[0];
   EXPECT_EQ(m.constant_bytes, weights);
   EXPECT_EQ(m.borrowed_bytes, weights);
   EXPECT_HAS((*e)->explain(), "borrow up: cpu:0 reads it where the host holds it");
-  // A copy of the weights would grow anonymous memory by their size (12.6 MB); what the plan and
+  // A copy of the weights would grow anonymous memory by their size (12.8 MB); what the plan and
   // the run allocate besides (a sanitizer's redzones and quarantine included) is far less.
   EXPECT_LT(grown, static_cast<int64_t>(weights / 2))
       << "anonymous memory grew by " << grown << " bytes for " << weights << " bytes of weights";
