@@ -7,8 +7,10 @@
 
 #include "duet/backends.h"
 #include "duet/builtin_engine.h"
+#include "duet/cluster.h"
 #include "duet/commands.h"
 #include "duet/common.h"
+#include "duet/distributed.h"
 #include "duet/plan_view.h"
 #include "duet/planner.h"
 
@@ -23,7 +25,64 @@ struct Options {
   const CLI::Option* policy_given = nullptr;
   bool explain = false;
   bool json = false;
+  bool distributed = false;
+  DistributedArgs dist;
+  std::string link = "50,1.25";
 };
+
+// Profiles named "rankN/NAME": a cluster of ranks, one host each, joined by `link` ("LATENCY_US,
+// GBPS"); empty when no profile names a rank.
+Result<std::optional<Cluster>> profile_cluster(const std::vector<std::string>& profiles,
+                                               const std::string& link) {
+  std::map<int, std::vector<std::string>> by_rank;
+  bool any = false;
+  for (const std::string& p : profiles) {
+    int rank = -1;
+    size_t slash = p.find('/');
+    if (p.rfind("rank", 0) == 0 && slash != std::string::npos) {
+      try {
+        size_t used = 0;
+        rank = std::stoi(p.substr(4, slash - 4), &used);
+        if (used != slash - 4) rank = -1;
+      } catch (const std::exception&) {
+        rank = -1;
+      }
+    }
+    if (rank >= 0) {
+      any = true;
+      by_rank[rank].push_back(p.substr(slash + 1));
+    } else {
+      by_rank[-1].push_back(p);
+    }
+  }
+  if (!any) return std::optional<Cluster>();
+  if (by_rank.count(-1))
+    return Status(Code::invalid_argument,
+                  "--profile: '" + by_rank[-1][0] +
+                      "' names no rank; with rankN/NAME profiles, every profile names its rank");
+  double latency = 0, gbps = 0;
+  char tail = 0;
+  if (std::sscanf(link.c_str(), "%lf,%lf%c", &latency, &gbps, &tail) != 2 || latency < 0 ||
+      gbps <= 0)
+    return Status(
+        Code::invalid_argument,
+        "--link: expected LATENCY_US,GBPS (e.g. 50,1.25 for 10 Gbit Ethernet), got '" + link + "'");
+  Cluster c;
+  int expect = 0;
+  for (const auto& [rank, names] : by_rank) {
+    if (rank != expect)
+      return Status(Code::invalid_argument, "--profile: rank" + std::to_string(expect) +
+                                                " has no profile (ranks are numbered from 0)");
+    ++expect;
+    ClusterRank r;
+    r.host = "host" + std::to_string(rank);
+    DUET_ASSIGN_OR_RETURN(r.devices, profile_devices(names));
+    c.ranks.push_back(std::move(r));
+  }
+  c.links.assign(c.ranks.size(),
+                 std::vector<ClusterLink>(c.ranks.size(), ClusterLink{latency, gbps, "--link"}));
+  return std::optional<Cluster>(std::move(c));
+}
 
 Result<std::vector<PlanDevice>> planner_devices(const std::vector<std::string>& profiles,
                                                 std::optional<Registry>& keep) {
@@ -38,11 +97,28 @@ int run_plan(const CLI::App& cmd, const Options& o) {
   auto policy = choose_policy(o.policy_given->count() ? std::optional(o.policy) : std::nullopt);
   if (!policy.ok()) return fail(cmd, policy.status().message(), 2);
   const std::vector<std::string> profiles = split_list(o.profiles);
+  if (o.distributed) {
+    DistributedArgs a = o.dist;
+    a.model = o.model;
+    a.policy = *policy;
+    a.plan_only = true;
+    return run_distributed(cmd, a);
+  }
+  auto cluster = profile_cluster(profiles, o.link);
+  if (!cluster.ok()) return fail(cmd, cluster.status().message(), 2);
   // Planning needs shapes, not weights: constants' files are not read.
   std::vector<std::string> notes;
   auto graph = load_graph_file(o.model, false, nullptr, &notes);
   if (!graph.ok()) return fail(cmd, graph.status().message(), 2);
   for (const std::string& n : notes) std::fprintf(stderr, "duet plan: import: %s\n", n.c_str());
+  if (*cluster) {
+    ClusterOptions co;
+    co.every_rank = o.dist.every_rank;
+    auto plan = plan_cluster(*graph, **cluster, policy->policy, co);
+    if (!plan.ok()) return fail(cmd, plan.status().message(), 1);
+    std::cout << explain(*plan, *graph);
+    return 0;
+  }
   std::optional<Registry> registry;
   auto devices = planner_devices(profiles, registry);
   if (!devices.ok()) return fail(cmd, devices.status().message(), 2);
@@ -74,14 +150,20 @@ Command add_plan(CLI::App& app) {
   auto o = std::make_shared<Options>();
   sub->add_option("graph", o->model.path, "Model file: duet-graph JSON or ONNX")->required();
   add_dim_option(*sub, o->model);
-  sub->add_option("--profile", o->profiles,
-                  "Plan for these capability profiles instead of this machine's devices "
-                  "(comma-separated or repeated; names from profiles/ or paths to .json)");
+  sub->add_option(
+      "--profile", o->profiles,
+      "Plan for these capability profiles instead of this machine's devices "
+      "(comma-separated or repeated; names from profiles/ or paths to .json; rankN/NAME "
+      "puts a device on rank N of a cluster: docs/distributed.md)");
   o->policy_given =
       sub->add_option("--policy", o->policy,
                       "Overrides, e.g. 'deny=cuda.flash;precision=f32' (default: $DUET_POLICY)");
   sub->add_flag("--explain", o->explain, "Print every decision with its reason and alternatives");
   sub->add_flag("--json", o->json, "Print the plan as JSON");
+  add_distributed_options(*sub, o->distributed, o->dist);
+  sub->add_option("--link", o->link,
+                  "With rankN/NAME profiles: the link between ranks, LATENCY_US,GBPS")
+      ->capture_default_str();
   auto run = std::make_shared<std::function<int()>>([sub, o] { return run_plan(*sub, *o); });
   return {sub, run};
 }

@@ -14,6 +14,7 @@
 #include "duet/backends.h"
 #include "duet/commands.h"
 #include "duet/common.h"
+#include "duet/distributed.h"
 #include "duet/engine.h"
 #include "duet/internal/files.h"
 #include "duet/internal/index.h"
@@ -34,6 +35,9 @@ struct Options {
   std::vector<std::string> print;  // outputs whose values are printed
   bool print_all = false;          // every output's
   int64_t print_limit = 1000;      // more elements than this are summarised (0: never)
+  bool distributed = false;
+  bool explain = false;
+  DistributedArgs dist;
 };
 
 std::string stats(const HostTensor& t) {
@@ -244,6 +248,21 @@ int run_graph(const CLI::App& cmd, const Options& o) {
   if (o.repeats < 1) return fail(cmd, "--repeats must be at least 1", 2);
   auto policy = choose_policy(o.policy_given->count() ? std::optional(o.policy) : std::nullopt);
   if (!policy.ok()) return fail(cmd, policy.status().message(), 2);
+  if (o.distributed) {
+    DistributedArgs a = o.dist;
+    a.model = o.model;
+    a.inputs_path = o.inputs_path;
+    a.outputs_path = o.outputs_path;
+    a.policy = *policy;
+    a.repeats = o.repeats;
+    a.explain = o.explain;
+    return run_distributed(cmd, a);
+  }
+  if (o.dist.every_rank || o.explain)
+    return fail(
+        cmd,
+        std::string(o.explain ? "--explain" : "--every-rank") + " applies to --distributed runs",
+        2);
   if (o.print_limit < 0) return fail(cmd, "--print-limit must be 0 (no limit) or more", 2);
   auto model = load_model_and_inputs(o.model, o.inputs_path);
   if (!model.ok()) return fail(cmd, model.status().message(), 2);
@@ -328,6 +347,8 @@ Command add_run(CLI::App& app) {
                   "Outputs with more elements than this are printed summarised: the first and "
                   "last 3 of each dimension (0: print everything)")
       ->capture_default_str();
+  add_distributed_options(*sub, o->distributed, o->dist);
+  sub->add_flag("--explain", o->explain, "With --distributed: print the stage plan and why");
   auto run = std::make_shared<std::function<int()>>([sub, o] { return run_graph(*sub, *o); });
   return {sub, run};
 }

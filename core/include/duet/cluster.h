@@ -113,9 +113,10 @@ DUET_API Result<ClusterPlan> plan_cluster(const Graph& graph, const Cluster& clu
 // separate a state from the nodes that use it.
 DUET_API Result<ClusterPlan> cluster_stages(const Graph& graph, std::vector<StageRange> ranges);
 
-// The graph one stage runs: its nodes; graph inputs and received values as inputs (dense);
-// the constants (data or file sources) and states its nodes use; its graph outputs and the values
-// it sends on as outputs (values it only passes on are not in it).
+// The graph one stage runs: its nodes; the graph inputs and the received values its nodes read,
+// as inputs (dense); the constants (data or file sources) and states its nodes use; its graph
+// outputs and the values it makes and sends on, as outputs (values it only passes on are not in
+// it: the caller forwards them).
 DUET_API Result<Graph> stage_graph(const Graph& graph, const Stage& stage);
 
 // The plan in words: ranks and links, each stage with why it is there, each crossing with its
