@@ -13,10 +13,12 @@
 #include "check/check.h"
 #include "duet/backends.h"
 #include "duet/bandwidth.h"
+#include "duet/calibration.h"
 #include "duet/commands.h"
 #include "duet/common.h"
 #include "duet/internal/files.h"
 #include "duet/internal/text.h"
+#include "duet/planner.h"
 #include "duet/quantize.h"
 
 namespace duet::cli {
@@ -38,9 +40,40 @@ struct Row {
   int runs = 0;
   double median = 0, min = 0, max = 0;  // seconds
   double gflops = 0, gbps = 0, flop_fraction = 0, bw_fraction = 0;
+  double estimate = 0;        // seconds: the planner's cost model for this kernel on this device
   bool memory_bound = false;  // flops per byte below the device's peak flops per byte of bandwidth
   std::string error;
 };
+
+// What a device's rows are judged by: its capability record, with the peaks and bandwidth of
+// another route to the same GPU where its own record states none (Vulkan's drivers state none;
+// the CUDA route to the same GPU derives them from the architecture and clocks), and its
+// calibration (the cost model's measured rates) for the estimates.
+struct Rated {
+  DeviceCaps caps;
+  std::string rates_from;  // the device whose peaks are borrowed, or empty
+  Calibration calibration;
+};
+
+Rated rated(const Registry& reg, Device& d, Calibration calibration) {
+  Rated r{d.caps(), {}, std::move(calibration)};
+  DeviceCaps& c = r.caps;
+  if (c.type == DeviceType::cpu || !c.uuid || (c.peak_gflops_f32 > 0 && c.memory_gbps > 0))
+    return r;
+  for (Device* o : reg.devices()) {
+    const DeviceCaps& t = o->caps();
+    if (o == &d || t.uuid != c.uuid || t.peak_gflops_f32 <= 0) continue;
+    if (c.peak_gflops_f32 <= 0) {
+      c.peak_gflops_f32 = t.peak_gflops_f32;
+      c.peak_gflops_f16 = t.peak_gflops_f16;
+      c.peak_gflops_bf16 = t.peak_gflops_bf16;
+    }
+    if (c.memory_gbps <= 0) c.memory_gbps = t.memory_gbps;
+    r.rates_from = o->id();
+    break;
+  }
+  return r;
+}
 
 // What the rows' fractions are measured against: the host's measured read bandwidth for devices
 // that read host memory, the capability record's figures otherwise.
@@ -326,8 +359,8 @@ int input_copies(const Device& d, const Inputs& inputs, const Yardstick& y) {
   return static_cast<int>(std::clamp<uint64_t>((span + bytes - 1) / bytes, 1, 16));
 }
 
-Row bench_one(Device& d, const KernelChoice& k, const BenchCase& c, const Inputs& inputs,
-              const Options& o, const Yardstick& y) {
+Row bench_one(Device& d, const Rated& rd, const KernelChoice& k, const BenchCase& c,
+              const Inputs& inputs, const Options& o, const Yardstick& y) {
   const OpDesc& op = *c.op;
   Row r{c.name, d.id(), std::string(tier_name(k.tier)), std::string(precision_name(k.precision)),
         c.count};
@@ -386,7 +419,8 @@ Row bench_one(Device& d, const KernelChoice& k, const BenchCase& c, const Inputs
   r.max = times.back();
   r.gflops = op_flops(op) / r.median * 1e-9;
   r.gbps = op_bytes(op) / r.median * 1e-9;
-  const double peak = peak_for(d.caps(), k.precision), bw = y.bandwidth(d.caps());
+  r.estimate = estimate_kernel_us(op, k, rd.caps, &rd.calibration) * 1e-6;
+  const double peak = peak_for(rd.caps, k.precision), bw = y.bandwidth(rd.caps);
   if (peak > 0) r.flop_fraction = r.gflops / peak;
   if (bw > 0) r.bw_fraction = r.gbps / bw;
   // Memory-bound when the op does fewer flops per byte than the device can per byte it reads;
@@ -573,13 +607,30 @@ int run_bench(const CLI::App& cmd, const Options& o) {
         y.host.gbps, counted(y.host.passes, "pass").c_str(), format_bytes(y.host.bytes).c_str(),
         counted(y.host.threads, "thread").c_str(), y.host.median_gbps);
 
+  // Measured together (each device's calibration probes take turns), once, then cached.
+  const std::vector<Calibration> calibrations = calibrations_for(*devices);
+  std::vector<Rated> rates;
+  for (size_t di = 0; di < devices->size(); ++di) {
+    Device* d = (*devices)[di];
+    rates.push_back(rated(reg, *d, calibrations[di]));
+    const Rated& r = rates.back();
+    if (!r.rates_from.empty())
+      std::printf("%s: %%peak and %%bw against the peaks of %s (the same GPU)\n", d->id().c_str(),
+                  r.rates_from.c_str());
+    std::printf("%s: est ms from %s\n", d->id().c_str(),
+                r.calibration.empty() ? "the capability record's peaks"
+                                      : ("its calibration (" + r.calibration.source + ")").c_str());
+  }
+
   std::vector<Row> rows;
-  std::printf("%-*s %-10s %-9s %-5s %10s %16s %9s %8s %6s %6s %s\n", width, "op", "device", "tier",
-              "prec", "median ms", "min..max ms", "GFLOP/s", "GB/s", "%peak", "%bw", "bound");
+  std::printf("%-*s %-10s %-9s %-5s %10s %16s %9s %8s %6s %6s %-7s %9s\n", width, "op", "device",
+              "tier", "prec", "median ms", "min..max ms", "GFLOP/s", "GB/s", "%peak", "%bw",
+              "bound", "est ms");
   for (const BenchCase& c : cases) {
     const OpDesc& op = *c.op;
     Result<Inputs> inputs = Status(Code::internal, "not drawn");
-    for (Device* d : *devices) {
+    for (size_t di = 0; di < devices->size(); ++di) {
+      Device* d = (*devices)[di];
       for (const KernelChoice& k : d->choices(op)) {
         // A kernel reading other dtypes would time a different op (the planner casts first).
         if (!k.ok || k.tier == Tier::reference || !k.reads_as_given(op) ||
@@ -587,17 +638,18 @@ int run_bench(const CLI::App& cmd, const Options& o) {
           continue;
         if (!inputs.ok()) inputs = c.inputs();
         if (!inputs.ok()) return fail(cmd, inputs.status().with_context(c.name).message(), 2);
-        Row r = bench_one(*d, k, c, *inputs, o, y);
+        Row r = bench_one(*d, rates[di], k, c, *inputs, o, y);
         if (!r.error.empty()) {
           std::printf("%-*s %-10s %-9s %-5s  error: %s\n", width, label(c).c_str(),
                       r.device.c_str(), r.tier.c_str(), r.precision.c_str(), r.error.c_str());
         } else {
           char range[40];
           std::snprintf(range, sizeof range, "%.3f..%.3f", r.min * 1e3, r.max * 1e3);
-          std::printf("%-*s %-10s %-9s %-5s %10.3f %16s %9.2f %8.2f %6s %6s %s\n", width,
+          std::printf("%-*s %-10s %-9s %-5s %10.3f %16s %9.2f %8.2f %6s %6s %-7s %9.3f\n", width,
                       label(c).c_str(), r.device.c_str(), r.tier.c_str(), r.precision.c_str(),
                       r.median * 1e3, range, r.gflops, r.gbps, percent(r.flop_fraction).c_str(),
-                      percent(r.bw_fraction).c_str(), r.memory_bound ? "memory" : "compute");
+                      percent(r.bw_fraction).c_str(), r.memory_bound ? "memory" : "compute",
+                      r.estimate * 1e3);
         }
         std::fflush(stdout);
         rows.push_back(std::move(r));
@@ -650,6 +702,7 @@ int run_bench(const CLI::App& cmd, const Options& o) {
                     {"peak_fraction", fraction_or_null(r.flop_fraction)},
                     {"bandwidth_fraction", fraction_or_null(r.bw_fraction)},
                     {"bound", r.memory_bound ? "memory" : "compute"},
+                    {"estimate_s", r.estimate},
                     {"error", r.error}});
     if (Status s = write_file_atomically(o.json_path, j.dump(2) + "\n"); !s.ok())
       return fail(cmd, s.message());

@@ -3,13 +3,16 @@
 // for any engine) and timed per kernel step. Devices measured together take turns, round after
 // round, and each keeps its best run: a burst of load from other work then slows every device
 // alike instead of one device's whole measurement, and the ranking between them holds on a
-// busy machine. The shapes are small enough that a family takes a few milliseconds per run on
-// lavapipe and large enough that launches do not dominate.
+// busy machine. On the host's cores (the CPU, lavapipe) the shapes are small enough that a family
+// takes a few milliseconds per run and large enough that launches do not dominate; a GPU gets
+// shapes of a model layer's size (kGpuProbe).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <ctime>
+#include <initializer_list>
+#include <string>
 
 #include "duet/calibration.h"
 #include "duet/executor.h"
@@ -41,31 +44,48 @@ struct Probe {
   Graph graph;
 };
 
-Result<Probe> probe(CostFamily f, DType t, bool tiny = false) {
+// The probes' sizes. On a GPU the CPU's sizes are done in a few microseconds, mostly launch, and
+// fit its last-level cache: rates measured there would rate a GPU several times below what it
+// reaches on a model's shapes. A GPU gets problems of a model layer's size instead.
+struct ProbeSize {
+  int64_t m, n, k;           // matmul [m,k] x [k,n]
+  int64_t heads, seq, head;  // attention q, k, v [1,heads,seq,head]
+  int64_t rows, cols;        // add [rows,cols]
+};
+constexpr ProbeSize kHostProbe{256, 512, 512, 4, 256, 64, 1024, 1024};
+constexpr ProbeSize kGpuProbe{1024, 4096, 4096, 16, 1024, 128, 4096, 4096};
+
+std::string dims(std::initializer_list<int64_t> d) {
+  std::string s = "[";
+  for (int64_t v : d) s += (s.size() > 1 ? "," : "") + std::to_string(v);
+  return s + "]";
+}
+
+Result<Probe> probe(CostFamily f, DType t, const ProbeSize& z, bool tiny = false) {
   GraphBuilder b("calibration");
   std::string shape;
   const std::string ts(dtype_name(t));
   switch (f) {
     case CostFamily::matmul: {
-      ValueId x = b.input("x", t, {256, 512});
-      ValueId w = b.input("w", t, {512, 512});
+      ValueId x = b.input("x", t, {z.m, z.k});
+      ValueId w = b.input("w", t, {z.k, z.n});
       b.output(b.matmul(x, w, false, "op"));
-      shape = ts + "[256,512] x " + ts + "[512,512]";
+      shape = ts + dims({z.m, z.k}) + " x " + ts + dims({z.k, z.n});
       break;
     }
     case CostFamily::attention: {
-      std::vector<int64_t> s = {1, 4, 256, 64};
+      std::vector<int64_t> s = {1, z.heads, z.seq, z.head};
       ValueId q = b.input("q", t, s), k = b.input("k", t, s), v = b.input("v", t, s);
       b.output(b.attention(q, k, v, false, "op"));
-      shape = "q, k, v " + ts + "[1,4,256,64]";
+      shape = "q, k, v " + ts + dims({1, z.heads, z.seq, z.head});
       break;
     }
     case CostFamily::memory: {
       const std::vector<int64_t> s =
-          tiny ? std::vector<int64_t>{16} : std::vector<int64_t>{1024, 1024};
+          tiny ? std::vector<int64_t>{16} : std::vector<int64_t>{z.rows, z.cols};
       ValueId x = b.input("x", t, s), y = b.input("y", t, s);
       b.output(b.add(x, y, "op"));
-      shape = "add " + ts + (tiny ? "[16]" : "[1024,1024]");
+      shape = "add " + ts + (tiny ? "[16]" : dims({z.rows, z.cols}));
       break;
     }
   }
@@ -164,11 +184,15 @@ std::string utc_now() {
 
 // The timers of one device: the launch, the bandwidth, and each family's contenders in f32, and
 // in f16 and bf16 where the device computes them faster than f32 (tensor cores, packed half
-// arithmetic); elsewhere they are widened to f32 and the f32 rate says it.
+// arithmetic); elsewhere they are widened to f32 and the f32 rate says it. A GPU whose record
+// states no peaks (Vulkan's drivers say none) is measured in f16 too where it stores f16: its
+// matrix units, if any, run there.
 Status add_timers(std::vector<Timer>& timers, size_t index, Device& device) {
   const DeviceCaps& caps = device.caps();
+  const bool gpu = caps.type != DeviceType::cpu;
+  const ProbeSize& size = gpu ? kGpuProbe : kHostProbe;
   {
-    DUET_ASSIGN_OR_RETURN(Probe tiny, probe(CostFamily::memory, DType::f32, true));
+    DUET_ASSIGN_OR_RETURN(Probe tiny, probe(CostFamily::memory, DType::f32, size, true));
     auto picks = contenders(device, tiny.graph.nodes()[0].op);
     if (picks.empty())
       return Status(Code::unsupported, "calibration: " + device.id() + " cannot run " +
@@ -181,13 +205,15 @@ Status add_timers(std::vector<Timer>& timers, size_t index, Device& device) {
     timers.push_back(std::move(t));
   }
   std::vector<DType> dtypes = {DType::f32};
-  if (caps.peak_gflops_f16 > caps.peak_gflops_f32) dtypes.push_back(DType::f16);
+  if (caps.peak_gflops_f16 > caps.peak_gflops_f32 ||
+      (gpu && caps.peak_gflops_f32 <= 0 && caps.fp16_storage))
+    dtypes.push_back(DType::f16);
   if (caps.bf16_arith && caps.peak_gflops_bf16 > caps.peak_gflops_f32)
     dtypes.push_back(DType::bf16);
   for (CostFamily f : {CostFamily::memory, CostFamily::matmul, CostFamily::attention}) {
     for (DType dt : dtypes) {
       if (f == CostFamily::memory && dt != DType::f32) continue;  // bandwidth: one dtype says it
-      DUET_ASSIGN_OR_RETURN(Probe p, probe(f, dt));
+      DUET_ASSIGN_OR_RETURN(Probe p, probe(f, dt, size));
       const OpDesc& op = p.graph.nodes()[0].op;
       for (const KernelChoice& k : contenders(device, op)) {
         bool measured = false;  // f16 read by an f32 kernel: the f32 probe measures it
