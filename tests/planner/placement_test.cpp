@@ -1,9 +1,12 @@
 // Placement over the whole graph (an op is charged for moving its output to where the ops
-// reading it run), headroom in memory plans, and explain saying a device-wide refusal once.
+// reading it run), headroom in memory plans, explain saying a device-wide refusal once, and one
+// GPU seen through two APIs (one UUID) planned as one GPU.
 #include "fixtures.h"
 
 #include <algorithm>
+#include <array>
 #include <map>
+#include <set>
 
 #include "duet/graph_file.h"
 
@@ -137,6 +140,58 @@ TEST(Placement, ExplainSaysADeviceWideRefusalOnce) {
   // Once on the device's line at the top, then once per op.
   EXPECT_EQ(count(text, "no kernel image for sm_61"), 1 + kernels) << text;
   EXPECT_HAS(text, "cuda:0 (all ");
+}
+
+}  // namespace
+}  // namespace duet::testing_planner
+
+namespace duet::testing_planner {
+namespace {
+
+// A 3090 seen through CUDA (cuda:0) and through Vulkan (vulkan:0): two devices whose capability
+// records carry one UUID, as `duet devices` groups them. `same` false: two 3090s.
+std::vector<PlanDevice> two_routes(bool same) {
+  DeviceCaps c = profile("rtx3090");
+  c.uuid = std::array<uint8_t, 16>{0x3d, 0x90, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14};
+  DeviceCaps v = c;
+  v.backend = BackendKind::vulkan;
+  if (!same) (*v.uuid)[15] ^= 1;
+  const std::vector<DeviceCaps> caps = {c, v};
+  const std::vector<std::string> labels = {"rtx3090", "rtx3090 (Vulkan)"};
+  return profile_devices(caps, labels);
+}
+
+TEST(Placement, OneGpuSeenThroughTwoApisRunsAGraphOnOneOfThem) {
+  Plan p = plan_ok(transformer_layer(16), two_routes(true));
+  const std::string text = explain(p);
+  std::set<std::string> used;
+  for (const auto& [name, device] : placement(p)) used.insert(device);
+  EXPECT_EQ(used.size(), 1u) << text;
+  EXPECT_HAS(text, "cuda:0, vulkan:0 are one GPU (the same UUID)");
+  EXPECT_TRUE(p.copies().empty()) << text;
+  // Named both in the policy, both may be used; the memory is still one budget.
+  Plan both = plan_ok(transformer_layer(16), two_routes(true), policy("device=cuda:0,vulkan:0"));
+  EXPECT_LACKS(explain(both), "are one GPU");
+  for (const DeviceMemoryPlan& m : both.memory) EXPECT_HAS(m.budget_source, "(the same GPU)");
+}
+
+TEST(Placement, TwoRoutesToOneGpuShareItsMemory) {
+  // Two weights of 640 MiB each under a budget of 1 GiB: two GPUs hold one each; one GPU seen
+  // twice cannot hold both.
+  GraphBuilder b("two_weights");
+  ValueId x = b.input("x", DType::f16, {1, 4096});
+  ValueId h = b.matmul(x, b.constant("w1", DType::f16, {81920, 4096}), true, "mm1");
+  ValueId s = b.slice(h, 1, 0, 4096, 1, "s");
+  b.output(b.matmul(s, b.constant("w2", DType::f16, {81920, 4096}), true, "mm2"));
+  Graph g = *b.build();
+  const Policy both = policy("device=cuda:0,vulkan:0;budget=1GiB");
+  Plan apart = plan_ok(g, two_routes(false), both);
+  std::set<std::string> used;
+  for (const auto& [name, device] : placement(apart)) used.insert(device);
+  EXPECT_EQ(used.size(), 2u) << explain(apart);
+  auto shared = make_plan(g, two_routes(true), both);
+  ASSERT_FALSE(shared.ok()) << explain(*shared);
+  EXPECT_HAS(shared.status().message(), "the same GPU");
 }
 
 }  // namespace

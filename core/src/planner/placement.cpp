@@ -249,7 +249,14 @@ void Planner::cost(const GraphNode& n, int node_index, DeviceEval& e) const {
       }
   e.est_us = us + e.moves_us;
   e.new_bytes = bytes;
-  const uint64_t live = live_bytes(d, node_index);
+  // The routes to one GPU share its memory: what the others hold counts too.
+  uint64_t live = live_bytes(d, node_index);
+  std::string shared;
+  for (int o : other_routes(plan_.devices, d)) {
+    live += live_bytes(o, node_index);
+    shared += " with " + dev(o).id;
+  }
+  if (!shared.empty()) shared += " (the same GPU)";
   const uint64_t b = budget(d);
   if (caps.max_allocation > 0 && largest > caps.max_allocation) {
     e.fits = false;
@@ -257,7 +264,7 @@ void Planner::cost(const GraphNode& n, int node_index, DeviceEval& e) const {
                    "'s largest allocation (" + format_bytes(caps.max_allocation) + ")";
   } else if (b != std::numeric_limits<uint64_t>::max() && live + bytes > b) {
     e.fits = false;
-    e.fit_reason = dev(d).id + " would hold " + format_bytes(live + bytes) +
+    e.fit_reason = dev(d).id + shared + " would hold " + format_bytes(live + bytes) +
                    ", over its budget of " + format_bytes(b);
   }
 }

@@ -6,6 +6,7 @@
 #include "duet/calibration.h"
 
 #include <algorithm>
+#include <optional>
 #include <set>
 
 #include "duet/internal/log.h"
@@ -50,6 +51,15 @@ uint64_t memory_reserve(const DeviceCaps& c, std::string* why) {
   }
   if (why) *why = w;
   return r;
+}
+
+std::vector<int> other_routes(const std::vector<PlanDevice>& devices, int d) {
+  std::vector<int> out;
+  const auto& id = devices[u(d)].caps.uuid;
+  if (!id || devices[u(d)].caps.type == DeviceType::cpu) return out;
+  for (size_t o = 0; o < devices.size(); ++o)
+    if (static_cast<int>(o) != d && devices[o].caps.uuid == id) out.push_back(static_cast<int>(o));
+  return out;
 }
 
 uint64_t Planner::budget(int d) const {
@@ -184,6 +194,10 @@ Result<Plan> Planner::run() {
       m.budget_source = "device memory " + format_bytes(pd.caps.memory_bytes) +
                         " less a reserve of " + format_bytes(reserve) + " " + why;
     }
+    std::string routes;
+    for (int o : other_routes(plan_.devices, static_cast<int>(d)))
+      routes += (routes.empty() ? "" : ", ") + plan_.devices[u(o)].id;
+    if (!routes.empty()) m.budget_source += ", shared with " + routes + " (the same GPU)";
   }
   for (const PlanStep& st : plan_.steps)
     if (!st.once) plan_.est_us += st.est_us;
@@ -216,18 +230,28 @@ Result<Plan> plan_within_budgets(const Graph& graph, const std::vector<PlanDevic
   for (int round = 0;; ++round) {
     planning::Planner p(graph, devices, policy, cut, readers);
     DUET_ASSIGN_OR_RETURN(Plan plan, p.run());
-    // Over a budget? Move work away from that device and plan again.
+    // Over a budget? Move work away from that device and plan again. The routes to one GPU
+    // (one UUID) hold their peaks in its one memory: their sum is held against the budget.
     std::string over;
     bool any = false;
     for (size_t d = 0; d < plan.devices.size(); ++d) {
+      const std::vector<int> others = planning::other_routes(plan.devices, static_cast<int>(d));
+      if (!others.empty() && others.front() < static_cast<int>(d)) continue;  // said at the first
       const DeviceMemoryPlan& m = plan.memory[d];
-      if (m.budget_bytes == 0 || m.peak_bytes <= m.budget_bytes) continue;
-      over += (over.empty() ? "" : "; ") + plan.device_name(static_cast<int>(d)) + " needs " +
-              format_bytes(m.peak_bytes) + " at peak (resident constants " +
-              format_bytes(m.constant_bytes) + "), budget " + format_bytes(m.budget_bytes) + " (" +
-              m.budget_source + ")";
-      const uint64_t excess = m.peak_bytes - m.budget_bytes;
+      uint64_t peak = m.peak_bytes, constants = m.constant_bytes;
+      std::string name = plan.device_name(static_cast<int>(d));
+      for (int o : others) {
+        peak += plan.memory[u(o)].peak_bytes;
+        constants += plan.memory[u(o)].constant_bytes;
+        name += " and " + plan.device_name(o);
+      }
+      if (m.budget_bytes == 0 || peak <= m.budget_bytes) continue;
+      over += (over.empty() ? "" : "; ") + name + " need" + (others.empty() ? "s " : " ") +
+              format_bytes(peak) + " at peak (resident constants " + format_bytes(constants) +
+              "), budget " + format_bytes(m.budget_bytes) + " (" + m.budget_source + ")";
+      const uint64_t excess = peak - m.budget_bytes;
       cut[d] += excess + excess / 8 + 1;
+      for (int o : others) cut[u(o)] += excess + excess / 8 + 1;
       any = true;
     }
     if (!any) return plan;
@@ -273,9 +297,9 @@ std::vector<std::pair<int, int>> placement_of(const Plan& plan) {
   return p;
 }
 
-}  // namespace
-
-Result<Plan> make_plan(const Graph& graph, std::vector<PlanDevice> devices, const Policy& policy) {
+// Placement over `devices`, every one of them usable together.
+Result<Plan> plan_placed(const Graph& graph, std::vector<PlanDevice> devices,
+                         const Policy& policy) {
   // Placement in graph order sees what moving an op's inputs costs, not what moving its output
   // to the ops reading it will cost. So plan again with each op charged for moving its output to
   // where its readers ran in the previous plan, until the placement settles (at most 3 rounds),
@@ -322,6 +346,84 @@ Result<Plan> make_plan(const Graph& graph, std::vector<PlanDevice> devices, cons
                          " is estimated " + format_us(best.est_us) + " per run, placed op by op " +
                          format_us(spread));
   return best;
+}
+
+// Whether the policy's device list names device `id` itself (not only its backend).
+bool named(const Policy& policy, const PlanDevice& d) {
+  for (const PolicyTarget& t : policy.allow)
+    if (t.is_placement() && t.device == d.id) return true;
+  return false;
+}
+
+}  // namespace
+
+// One GPU seen through CUDA and Vulkan (one UUID) is one GPU: a graph runs on one of its routes,
+// not split between them (moving data between two APIs of one GPU goes through the host, and the
+// split would gain nothing), unless the policy's device list names several of them
+// (device=cuda:0,vulkan:0). Each choice of one route per GPU is planned and the fastest kept.
+Result<Plan> make_plan(const Graph& graph, std::vector<PlanDevice> devices, const Policy& policy) {
+  std::vector<std::vector<int>> gpus;  // per GPU with several usable routes: their indices
+  std::vector<bool> grouped(devices.size(), false);
+  for (size_t d = 0; d < devices.size(); ++d) {
+    if (grouped[d]) continue;
+    std::vector<int> routes = planning::other_routes(devices, static_cast<int>(d));
+    if (routes.empty()) continue;
+    int asked = 0;
+    routes.insert(routes.begin(), static_cast<int>(d));
+    std::vector<int> usable;
+    for (int r : routes) {
+      grouped[u(r)] = true;
+      const PlanDevice& pd = devices[u(r)];
+      if (!policy.device_denied(pd.caps.backend, pd.id).empty()) continue;
+      usable.push_back(r);
+      asked += named(policy, pd) ? 1 : 0;
+    }
+    if (usable.size() > 1 && asked < 2) gpus.push_back(std::move(usable));
+  }
+  if (gpus.empty()) return plan_placed(graph, std::move(devices), policy);
+
+  // Every choice of one route per GPU (a workstation has one or two such GPUs).
+  std::vector<size_t> pick(gpus.size(), 0);
+  std::optional<Plan> best;
+  std::optional<Status> first_error;
+  std::string tried;
+  for (int n = 0; n < 64; ++n) {
+    std::vector<bool> drop(devices.size(), false);
+    std::string chosen;
+    for (size_t g = 0; g < gpus.size(); ++g)
+      for (size_t r = 0; r < gpus[g].size(); ++r) {
+        if (r != pick[g])
+          drop[u(gpus[g][r])] = true;
+        else
+          chosen += (chosen.empty() ? "" : "+") + devices[u(gpus[g][r])].id;
+      }
+    std::vector<PlanDevice> kept;
+    for (size_t d = 0; d < devices.size(); ++d)
+      if (!drop[d]) kept.push_back(devices[d]);
+    Result<Plan> p = plan_placed(graph, std::move(kept), policy);
+    if (p.ok()) {
+      tried += (tried.empty() ? "" : ", ") + chosen + " " + format_us(p->est_us);
+      if (!best || p->est_us < best->est_us * (1 - 1e-6)) best = std::move(*p);
+    } else {
+      tried += (tried.empty() ? "" : ", ") + chosen + " failed";
+      if (!first_error) first_error = p.status();
+    }
+    size_t g = 0;
+    while (g < gpus.size() && ++pick[g] == gpus[g].size()) pick[g++] = 0;
+    if (g == gpus.size()) break;
+  }
+  if (!best) return *first_error;
+  for (const std::vector<int>& routes : gpus) {
+    std::string names, ids;
+    for (int r : routes) {
+      names += (names.empty() ? "" : ", ") + devices[u(r)].id;
+      ids += (ids.empty() ? "" : ",") + devices[u(r)].id;
+    }
+    best->notes.push_back(names + " are one GPU (the same UUID): the graph runs on one of them " +
+                          "(policy device=" + ids +
+                          " allows splitting it); planned on each: " + tried);
+  }
+  return std::move(*best);
 }
 
 }  // namespace duet

@@ -78,6 +78,10 @@ struct Placement {
 // than half. `why` says which.
 uint64_t memory_reserve(const DeviceCaps& caps, std::string* why = nullptr);
 
+// The routes to the same GPU as device d besides d itself: devices whose capability records carry
+// d's UUID (one GPU seen through CUDA and through Vulkan). They share one memory.
+std::vector<int> other_routes(const std::vector<PlanDevice>& devices, int d);
+
 class Planner {
  public:
   // `readers`: per graph node, the devices the ops reading its output ran on in a previous plan
