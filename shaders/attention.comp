@@ -15,6 +15,9 @@ layout(constant_id = 1) const uint BR = 16;
 layout(constant_id = 2) const uint BC = 32;
 layout(constant_id = 3) const uint HD = 64;
 const uint OPT = (BR * HD + gl_WorkGroupSize.x - 1u) / gl_WorkGroupSize.x;
+// K rows padded by one float: the invocations scoring neighbouring keys read one bank each
+// instead of all the same bank (a row of HD floats is a multiple of the 32 banks).
+const uint KS = HD + 1u;
 
 TENSOR(1, writeonly, y)
 TENSOR(2, readonly, q)
@@ -25,7 +28,7 @@ TENSOR_F32(5, readonly, mask_f)
 layout(std430, set = 0, binding = 6) writeonly buffer Scratch { float part[]; };
 
 shared float Qs[BR * HD];
-shared float Ks[BC * HD];
+shared float Ks[BC * KS];
 shared float Vs[BC * HD];
 shared float Ss[BR * BC];
 shared float m_s[BR];
@@ -87,7 +90,7 @@ void main() {
     for (uint e = t; e < BC * HD; e += NT) {
       uint c = e / HD, d = e % HD, j = k0 + c;
       bool in_range = j < kend;
-      Ks[e] = in_range ? LOADF(k[P.td[2].offset + b * ks.x + hkv * ks.y + j * ks.z + d * ks.w]) : 0.0;
+      Ks[c * KS + d] = in_range ? LOADF(k[P.td[2].offset + b * ks.x + hkv * ks.y + j * ks.z + d * ks.w]) : 0.0;
       Vs[e] = in_range ? LOADF(v[P.td[3].offset + b * vs.x + hkv * vs.y + j * vs.z + d * vs.w]) : 0.0;
     }
     barrier();
@@ -98,7 +101,7 @@ void main() {
         uint hq = hkv * G + row / Lq, i = row % Lq;
         if (!causal || int(j) <= int(i) + int(Lk) - int(Lq)) {
           float acc = 0.0;
-          [[unroll]] for (uint d = 0u; d < HD; ++d) acc = fma(Qs[r * HD + d], Ks[c * HD + d], acc);
+          [[unroll]] for (uint d = 0u; d < HD; ++d) acc = fma(Qs[r * HD + d], Ks[c * KS + d], acc);
           s = acc * P.f.x;
           if (has_mask) {
             uint mo = P.td[4].offset + b * ms.x + hq * ms.y + i * ms.z + j * ms.w;

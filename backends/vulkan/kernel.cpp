@@ -35,6 +35,8 @@ std::string Kernel::name() const {
       return "matvec_" + x(bm, bn) + (shared_sum ? "_smem" : "");
     case Family::gemm_coopmat:
       return "coopmat_" + std::to_string(bm);
+    case Family::attention_decode:
+      return "decode_" + std::to_string(bm) + (split_keys ? "_splitk" : "");
   }
   return "?";
 }

@@ -28,6 +28,8 @@ enum class Family : uint8_t {
   qgemm_dot,          // activations quantized to q8, packed integer dot products (matmul_qdot.comp)
   matvec,             // the GPU mat-vec for decode, float or block-quantized weight (matvec.comp)
   gemm_coopmat,       // cooperative matrices, float or block-quantized weight (matmul_coopmat.comp)
+  attention_decode,   // flash attention for GPUs at decode: few query rows, keys split across
+                      // workgroups, subgroup reductions (attention_decode.comp)
 };
 
 struct Kernel {
@@ -36,6 +38,7 @@ struct Kernel {
   // columns (qgemm: activation rows x weight rows).
   int tm = 0, tn = 0;
   // matvec: activation rows x weight rows per workgroup.
+  // attention_decode: query rows per workgroup in bm.
   // qgemm_tiled: outputs per workgroup, activation rows x weight rows.
   // gemm_coopmat: outputs per workgroup (bm = bn, 64 or 128).
   int bm = 0, bn = 0;
@@ -45,15 +48,15 @@ struct Kernel {
   // qgemm_dot: byte pairs multiplied in 32-bit words instead of OpSDot (where the device
   // emulates packed dot products).
   bool swar = false;
-  // attention_flash: keys split across workgroups (LaunchConfig::splits), partial results merged
-  // by attention_combine.comp.
+  // attention_flash, attention_decode: keys split across workgroups (LaunchConfig::splits), partial
+  // results merged by attention_combine.comp.
   bool split_keys = false;
   // matvec: the workgroup sums each weight row in shared memory (no subgroup arithmetic) instead
   // of one subgroup per row summing with subgroupAdd.
   bool shared_sum = false;
 
   // Shown in plans ("blocked_16x8", "qtiled_64x64_4x4", "qdot_32x4_swar", "matvec_1x4",
-  // "coopmat_128").
+  // "coopmat_128", "decode_4_splitk").
   std::string name() const;
   bool operator==(const Kernel&) const = default;
 };

@@ -1,7 +1,8 @@
-// The GPU family's kernels: the mat-vec (tier "matvec") run on this machine's device (lavapipe in
-// CI, where it is offered after the CPU family) in the read modes, reductions and windows the
-// conformance cases (which run it for every block format) do not reach; and the rules that
-// choose it and the cooperative-matrix GEMM for GPUs from capability records (the coopmat shaders
+// The GPU family's kernels: the mat-vec (tier "matvec") and the decode attention (tier "flash")
+// run on this machine's device (lavapipe in CI, where they are offered after the CPU family) in
+// the read modes, reductions, key splits and windows the conformance cases (which run them for
+// every dtype and block format) do not reach; and the rules that choose them and the
+// cooperative-matrix GEMM for GPUs from capability records (the coopmat shaders
 // cannot run on lavapipe; their SPIR-V is checked at build time, shaders/spirv_coopmat.cpp).
 #include "vulkan_test_util.h"
 
@@ -17,18 +18,25 @@ class GpuFamily : public ::testing::Test {
   }
   Device& dev() { return *devices_[0]; }
 
-  // Runs `c` on the matvec choice; returns the shader and specialization constants of its last
-  // matvec dispatch.
-  std::pair<std::string, std::vector<uint32_t>> run(const check::Case& c) {
-    const KernelChoice k = choice_of(dev(), c, Tier::matvec);
+  // Runs `c` on the choice of `tier`; returns the shader and specialization constants of its
+  // last dispatch whose shader starts with `prefix`.
+  std::pair<std::string, std::vector<uint32_t>> run(const check::Case& c, Tier tier = Tier::matvec,
+                                                    const std::string& prefix = "matvec_") {
+    const KernelChoice k = choice_of(dev(), c, tier);
     EXPECT_TRUE(k.ok) << c.name << ": " << k.reason;
     if (!k.ok) return {};
     check::Outcome o = run_with(dev(), c, k);
     EXPECT_TRUE(o.passed) << c.name << ": " << o.message << " (nmse " << o.metrics.nmse << ")";
     std::pair<std::string, std::vector<uint32_t>> last;
     for (const auto& [name, s] : vk(dev()).recorder().recent)
-      if (name.rfind("matvec_", 0) == 0) last = {name, s};
+      if (name.rfind(prefix, 0) == 0) last = {name, s};
     return last;
+  }
+  // Whether the last run recorded a dispatch of `shader`.
+  bool recorded(const std::string& shader) {
+    for (const auto& [name, s] : vk(dev()).recorder().recent)
+      if (name == shader) return true;
+    return false;
   }
 
   TempDir cache_;
@@ -96,6 +104,44 @@ TEST_F(GpuFamily, MatvecSplitsAWeightLargerThanAWindow) {
   vk(dev()).set_max_window(saved);
 }
 
+constexpr size_t kKvec = 3, kVvec = 4;  // attention_decode.comp's constant ids
+
+TEST_F(GpuFamily, DecodeAttentionSplitsTheKeysAndMergesThem) {
+  if (!dev().caps().subgroup_arithmetic) GTEST_SKIP() << "no subgroup arithmetic";
+  // f32, GQA (two query heads per KV head), causal, K and V read 16 bytes at a time; 1100 keys
+  // in splits of whole 128-key tiles, the last split past the keys.
+  auto [shader, spec] =
+      run(make_case("gpu/decode.f32", OpKind::attention,
+                    {dense(DType::f32, {1, 2, 1, 64}), dense(DType::f32, {1, 1, 1100, 64}),
+                     dense(DType::f32, {1, 1, 1100, 64})},
+                    [] {
+                      OpAttrs a;
+                      a.causal = true;
+                      return a;
+                    }()),
+          Tier::flash, "attention_decode_");
+  EXPECT_EQ(shader, "attention_decode_f32");
+  ASSERT_GT(spec.size(), kVvec);
+  EXPECT_EQ(spec[kKvec], 1u);
+  EXPECT_EQ(spec[kVvec], 1u);
+  EXPECT_TRUE(recorded("attention_combine_f32"));
+}
+
+TEST_F(GpuFamily, DecodeAttentionOfMisalignedRowsReadsElements) {
+  if (!dev().caps().subgroup_arithmetic) GTEST_SKIP() << "no subgroup arithmetic";
+  // f16, head dim 36 (no row of K or V is whole 16-byte vectors), three query heads per KV head
+  // (a row block of four with one row past the end), two batch entries.
+  auto [shader, spec] =
+      run(make_case("gpu/decode.hd36", OpKind::attention,
+                    {dense(DType::f16, {2, 3, 1, 36}), dense(DType::f16, {2, 1, 300, 36}),
+                     dense(DType::f16, {2, 1, 300, 36})}),
+          Tier::flash, "attention_decode_");
+  EXPECT_EQ(shader, "attention_decode_f16");
+  ASSERT_GT(spec.size(), kVvec);
+  EXPECT_EQ(spec[kKvec], 0u);
+  EXPECT_EQ(spec[kVvec], 0u);
+}
+
 // ---- the rules, from capability records ----------------------------------------------------
 
 DeviceCaps gpu_caps() {
@@ -150,6 +196,34 @@ TEST(VulkanRules, DecodeOnAGpuTakesTheSubgroupMatvecFirst) {
   mv = find(rules().choices(gpu_caps(), kn), Tier::matvec, Precision::f16);
   EXPECT_FALSE(mv.ok);
   EXPECT_NE(mv.reason.find("not contiguous along K"), std::string::npos) << mv.reason;
+}
+
+TEST(VulkanRules, DecodeAttentionOnAGpuSplitsALongCacheAcrossWorkgroups) {
+  // Llama-3-8B's decode: 32 query heads over 8 KV heads, 32768 keys.
+  auto op = *make_op(OpKind::attention, {},
+                     {dense(DType::f16, {1, 32, 1, 128}), dense(DType::f16, {1, 8, 32768, 128}),
+                      dense(DType::f16, {1, 8, 32768, 128})});
+  auto ch = rules().choices(gpu_caps(), op);
+  ASSERT_FALSE(ch.empty());
+  EXPECT_EQ(ch[0].tier, Tier::flash);
+  ASSERT_NE(kernel_of(ch[0].launch), nullptr);
+  EXPECT_EQ(kernel_of(ch[0].launch)->name(), "decode_4_splitk") << ch[0].reason;
+  // 8 workgroups without a split; 132 compute units want about 8 each.
+  EXPECT_EQ(ch[0].launch.splits, 128);
+  // Without subgroup arithmetic, or with many query rows per KV head: the shared-memory tiles.
+  DeviceCaps no_arith = gpu_caps();
+  no_arith.subgroup_arithmetic = false;
+  KernelChoice k = find(rules().choices(no_arith, op), Tier::flash, Precision::f16);
+  ASSERT_NE(kernel_of(k.launch), nullptr);
+  EXPECT_EQ(kernel_of(k.launch)->family, Family::attention_flash);
+  EXPECT_NE(k.reason.find("subgroup arithmetic"), std::string::npos) << k.reason;
+  auto prefill = *make_op(OpKind::attention, {},
+                          {dense(DType::f16, {1, 32, 16, 128}), dense(DType::f16, {1, 8, 64, 128}),
+                           dense(DType::f16, {1, 8, 64, 128})});
+  k = find(rules().choices(gpu_caps(), prefill), Tier::flash, Precision::f16);
+  ASSERT_NE(kernel_of(k.launch), nullptr);
+  EXPECT_EQ(kernel_of(k.launch)->family, Family::attention_flash);
+  EXPECT_NE(k.reason.find("64 query rows per KV head"), std::string::npos) << k.reason;
 }
 
 TEST(VulkanRules, OnACpuDeviceTheMatvecComesLast) {

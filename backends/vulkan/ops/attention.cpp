@@ -1,6 +1,6 @@
-// Attention: flash attention (attention_flash, attention.comp) and attention without shared
-// memory (attention_blocked, attention_blocked.comp); split keys merged by
-// attention_combine.comp.
+// Attention: flash attention (attention_flash, attention.comp; attention_decode,
+// attention_decode.comp) and attention without shared memory (attention_blocked,
+// attention_blocked.comp); split keys merged by attention_combine.comp.
 #include <functional>
 #include "ops/ops.h"
 
@@ -88,10 +88,55 @@ Status attention_blocked_emit(const Ctx& c, const std::vector<Arg>& p, const Arg
   return record_attention(c, d, p[0], part, parts);
 }
 
+// The decode kernel (attention_decode.comp): MR query rows per workgroup, tiles of NT keys, the
+// keys split `splits` ways; K and V read 16 bytes at a time where their rows allow.
+Status attention_decode_emit(const Ctx& c, const std::vector<Arg>& p, const Arg* kv_len, int64_t G,
+                             int64_t D) {
+  const LaunchConfig& l = c.choice.launch;
+  const int64_t MR = c.kernel.bm, NT = l.block_threads;
+  const int64_t Lq = p[1].desc.dim(2), Lk = p[2].desc.dim(2), rows = G * Lq;
+  const int64_t splits = std::max(l.splits, 1);
+  const int64_t chunk = ((Lk + splits - 1) / splits + NT - 1) / NT * NT;
+  const uint64_t bh = static_cast<uint64_t>(p[0].desc.dim(0) * p[2].desc.dim(1));
+  const DType t = p[0].desc.dtype;
+  Dispatch d;
+  d.shader = "attention_decode_" + T(t);
+  d.spec = {static_cast<uint32_t>(NT), static_cast<uint32_t>(MR), static_cast<uint32_t>(D), 0u, 0u};
+  std::shared_ptr<VkBuf> part;
+  if (splits > 1) {
+    DUET_ASSIGN_OR_RETURN(part,
+                          c.dev.scratch(bh * static_cast<uint64_t>(splits * rows * (D + 2)) * 4));
+    d.bind[6] = {part->vk(), part->base(), part->size(), true};
+  } else {
+    DUET_TRY(c.bind_into(d, 1, 0, p[0], true, "output"));
+  }
+  for (size_t i = 1; i < p.size(); ++i)
+    DUET_TRY(c.bind_into(d, static_cast<int>(i + 1), static_cast<int>(i), p[i], false,
+                         c.op.input_name(i - 1)));
+  const int64_t vec = texel_vec(t);
+  for (size_t i : {2u, 3u}) {  // K, V: spec[3], spec[4]
+    widen16(d.bind[i + 1], p[i]);
+    d.spec[i + 1] = vec_rows(d.params.td[i], vec) ? 1u : 0u;
+  }
+  d.params.u = {static_cast<uint32_t>(Lq), static_cast<uint32_t>(Lk), static_cast<uint32_t>(G),
+                static_cast<uint32_t>(rows)};
+  d.params.u2 = {c.op.attrs.causal ? 1u : 0u, p.size() > 4 ? 1u : 0u,
+                 p.size() > 4 && p[4].desc.dtype == DType::f32 ? 1u : 0u,
+                 static_cast<uint32_t>(splits)};
+  d.params.u3 = {static_cast<uint32_t>(chunk), static_cast<uint32_t>(D), 0, 0};
+  d.params.f[0] = attention_scale(c.op);
+  DUET_TRY(c.bind_scalar(d, kv_len, "key count",
+                         " is more than the " + std::to_string(Lk) + " keys of k and v"));
+  d.groups = {static_cast<uint32_t>((rows + MR - 1) / MR), static_cast<uint32_t>(bh),
+              static_cast<uint32_t>(splits)};
+  return record_attention(c, d, p[0], part, splits);
+}
+
 }  // namespace
 
 Status attention(const Ctx& c, const Arg& out, std::span<const Arg> in) {
-  if (c.kernel.family != Family::attention_flash && c.kernel.family != Family::attention_blocked)
+  if (c.kernel.family != Family::attention_flash && c.kernel.family != Family::attention_blocked &&
+      c.kernel.family != Family::attention_decode)
     return Err(Code::internal).device(c.dev.id()).note("attention launched as " + c.kernel.name());
   const bool blocked = c.kernel.family == Family::attention_blocked;
   const TensorDesc& q = in[0].desc;
@@ -134,6 +179,8 @@ Status attention(const Ctx& c, const Arg& out, std::span<const Arg> in) {
       return {};
     }
     if (blocked) return attention_blocked_emit(c, p, kv_len, G, D);
+    if (c.kernel.family == Family::attention_decode)
+      return attention_decode_emit(c, p, kv_len, G, D);
     const uint64_t bh = static_cast<uint64_t>(b * hkv);
     Dispatch d;
     d.shader = "attention_" + T(t);

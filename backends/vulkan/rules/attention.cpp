@@ -1,4 +1,5 @@
-// Attention: flash attention over shared-memory key tiles (attention_flash), and attention
+// Attention: flash attention over shared-memory key tiles (attention_flash), its decode kernel
+// for few query rows with the keys split across workgroups (attention_decode), and attention
 // without shared memory, K and V through texel buffers (attention_blocked).
 #include <algorithm>
 #include <optional>
@@ -15,7 +16,7 @@ struct AttnTile {
 };
 
 uint64_t attn_shared(int br, int bc, int64_t d) {
-  return 4ull * static_cast<uint64_t>(br * d + 2 * bc * d + br * bc + 3 * br);
+  return 4ull * static_cast<uint64_t>(br * d + bc * (d + 1) + bc * d + br * bc + 3 * br);
 }
 
 // Rows of queries per workgroup (BR) and keys per tile (BC) that fit the device's shared memory,
@@ -47,6 +48,61 @@ std::optional<AttnTile> pick_attention_tile(const DeviceCaps& c, int64_t D, int6
   return std::nullopt;
 }
 
+// Query rows per KV head up to which the decode kernel runs (its registers hold every row).
+constexpr int64_t kDecodeRows = 8;
+
+// The decode kernel (attention_decode.comp): a workgroup of up to 128 invocations takes tiles of
+// as many keys, every query row of its KV head (up to 8) at once, and the keys are split across
+// workgroups until every compute unit has several. Nullopt, with why, where it cannot run.
+std::optional<KernelChoice> decode_choice(const DeviceCaps& c, const OpDesc& op, DType t,
+                                          std::string* why) {
+  const int64_t B = op.inputs[0].dim(0), Hq = op.inputs[0].dim(1), Lq = op.inputs[0].dim(2);
+  const int64_t D = op.inputs[0].dim(3), Hkv = op.inputs[1].dim(1), Lk = op.inputs[1].dim(2);
+  const int64_t rows = (Hq / Hkv) * Lq;
+  if (rows > kDecodeRows) {
+    *why = std::to_string(rows) + " query rows per KV head (the decode kernel takes at most " +
+           std::to_string(kDecodeRows) + ")";
+    return std::nullopt;
+  }
+  if (!c.subgroup_arithmetic) {
+    *why = "device lacks subgroup arithmetic in compute shaders (the decode kernel's reductions)";
+    return std::nullopt;
+  }
+  const int nt = std::min(128, max_threads(c));
+  const int64_t vec = t == DType::f32 ? 4 : 8;
+  const int64_t chunks = (D + vec - 1) / vec;
+  const int mr = static_cast<int>(pow2_ceil(static_cast<uint64_t>(std::max<int64_t>(rows, 1))));
+  const uint64_t shared =
+      4ull * static_cast<uint64_t>(mr * ((D + 3) / 4 * 4) + 3 * mr * nt + nt * vec);
+  if (chunks > nt || shared > shared_limit(c)) {
+    *why = "head dim " + std::to_string(D) + " needs " + kib(shared) + " of shared memory and " +
+           std::to_string(chunks) + " invocations; the device has " + kib(shared_limit(c)) +
+           " and " + std::to_string(nt);
+    return std::nullopt;
+  }
+  KernelChoice k = base(c, op, t, Tier::flash, Family::attention_decode);
+  LaunchConfig& l = k.launch;
+  l.block_threads = nt;
+  l.tile_m = mr;
+  l.tile_n = nt;
+  l.tile_k = static_cast<int>(D);
+  l.shared_bytes = shared;
+  l.subgroup = c.subgroup_size;
+  // Several workgroups per compute unit, each streaming at least two tiles of keys.
+  const int64_t wgs = B * Hkv * ((rows + mr - 1) / mr);
+  const int64_t target = 8 * std::max(c.compute_units, 8);
+  const int64_t splits =
+      std::clamp<int64_t>((target + wgs - 1) / wgs, 1, std::max<int64_t>(Lk / (2 * nt), 1));
+  l.splits = static_cast<int>(splits);
+  l.set_variant(Kernel{.family = Family::attention_decode, .bm = mr, .split_keys = splits > 1});
+  k.reason = "flash attention for decode, " + compute_name(t) + ", " + std::to_string(rows) +
+             " query row" + (rows > 1 ? "s" : "") + " per KV head in registers, " +
+             std::to_string(nt) + "-key tiles, subgroupMax/subgroupAdd softmax in f32" +
+             (splits > 1 ? ", keys split " + std::to_string(splits) + " ways" : "");
+  k.ok = true;
+  return k;
+}
+
 KernelChoice flash_choice(const DeviceCaps& c, const OpDesc& op, DType t) {
   KernelChoice k = base(c, op, t, Tier::flash, Family::attention_flash);
   std::string why;
@@ -54,6 +110,8 @@ KernelChoice flash_choice(const DeviceCaps& c, const OpDesc& op, DType t) {
   const int64_t B = op.inputs[0].dim(0), Hq = op.inputs[0].dim(1), Lq = op.inputs[0].dim(2);
   const int64_t D = op.inputs[0].dim(3), Hkv = op.inputs[1].dim(1), Lk = op.inputs[1].dim(2);
   const int64_t rows = (Hq / Hkv) * Lq;
+  std::string decode_why;
+  if (auto d = decode_choice(c, op, t, &decode_why)) return *d;
   auto tile = pick_attention_tile(c, D, rows, &why);
   if (!tile) return k.reason = why, k;
   LaunchConfig& l = k.launch;
@@ -78,7 +136,8 @@ KernelChoice flash_choice(const DeviceCaps& c, const OpDesc& op, DType t) {
       " shared), online softmax in f32" +
       (Hq != Hkv ? ", KV tiles shared by " + std::to_string(Hq / Hkv) + " query heads" : "") +
       (op.attrs.causal ? ", causal tiles skipped" : "") +
-      (splits > 1 ? ", keys split " + std::to_string(splits) + " ways" : "");
+      (splits > 1 ? ", keys split " + std::to_string(splits) + " ways" : "") +
+      " (not the decode kernel: " + decode_why + ")";
   k.ok = true;
   return k;
 }

@@ -63,6 +63,9 @@ double efficiency(const DeviceCaps& c, Family f) {
       return 0.3;
     case Family::attention_flash:
       return cpu ? 0.005 : 0.6;
+    // Decode attention is bound by the cache's bytes; its flop rate matters little.
+    case Family::attention_decode:
+      return cpu ? 0.005 : 0.3;
     case Family::qgemm_dot:
       return !cpu && c.int_dot_accelerated ? 0.6 : 0.3;
     // A mat-vec is bound by the weight's bytes, not by its flops: its flop rate matters little.
