@@ -148,9 +148,11 @@ struct Match {
   std::vector<size_t> remove;  // every node of the pattern but the last
   size_t last = 0;
   std::string x, out, type, approximate;
-  std::vector<std::string> more;  // inputs after x
-  std::optional<double> scale;    // attention
-  std::optional<double> epsilon;  // norms
+  std::vector<std::string> more;            // inputs after x
+  std::optional<double> scale;              // attention
+  std::optional<double> epsilon;            // norms
+  std::vector<onnx::AttributeProto> attrs;  // copied from the pattern's nodes
+  std::string note;                         // what the note calls the pattern, when not its type
 };
 
 // The tail shared by both GELU forms: from a = 1 + f(x) to 0.5 * x * a, in the three orders
@@ -286,7 +288,7 @@ std::optional<Match> attention(const Matcher& mt, const onnx::NodeProto& softmax
   const std::string& probs = softmax.output(0);
   const onnx::NodeProto* pv = mt.read_by(probs, "MatMul");
   if (!pv || !mt.inner(probs) || pv->input(0) != probs) return std::nullopt;
-  std::string t = softmax.input(0), mask;
+  std::string t = softmax.input(0), mask, cond, fill;
   // The scores come from a MatMul, maybe through a Mul or Div by a scalar.
   auto scores = [&](const std::string& v) {
     if (mt.made_by(v, "MatMul")) return true;
@@ -294,6 +296,14 @@ std::optional<Match> attention(const Matcher& mt, const onnx::NodeProto& softmax
     if (!s) s = mt.made_by(v, "Div");
     return s && (mt.made_by(s->input(0), "MatMul") || mt.made_by(s->input(1), "MatMul"));
   };
+  // masked_fill(scores, cond, fill), as PyTorch exports it: Where(cond, fill, scores).
+  if (const auto* w = mt.made_by(t, "Where"); w && mt.inner(t) && w->input_size() == 3) {
+    if (!scores(w->input(2)) && !mt.made_by(w->input(2), "Add")) return std::nullopt;
+    cond = w->input(0);
+    fill = w->input(1);
+    t = w->input(2);
+    m.remove.push_back(mt.index(w));
+  }
   if (const auto* add = mt.made_by(t, "Add"); add && mt.inner(t)) {
     for (int k = 0; k < 2 && mask.empty(); ++k)
       if (scores(add->input(k)) && !scores(add->input(1 - k))) {
@@ -324,7 +334,11 @@ std::optional<Match> attention(const Matcher& mt, const onnx::NodeProto& softmax
   m.remove.push_back(mt.index(&softmax));
   m.x = qk->input(0);
   m.more = {qk->input(1), pv->input(1)};
-  if (!mask.empty()) m.more.push_back(mask);
+  if (!mask.empty() || !cond.empty()) m.more.push_back(mask);
+  if (!cond.empty()) {
+    m.more.push_back(cond);
+    m.more.push_back(fill);
+  }
   m.last = mt.index(pv);
   m.out = pv->output(0);
   m.type = "Attention";
@@ -441,6 +455,27 @@ std::optional<Match> rms_norm(const Matcher& mt, const onnx::NodeProto& sqrt) {
   return m;
 }
 
+// A Conv whose output only a BatchNormalization reads: one node with the Conv's inputs (B
+// maybe ""), then the norm's scale, bias, mean and var, the Conv's attributes and the norm's. The
+// mapping folds the norm into the weights when its parameters are known.
+std::optional<Match> conv_batch_norm(const Matcher& mt, const onnx::NodeProto& bn) {
+  const onnx::NodeProto* conv = mt.made_by(bn.input(0), "Conv");
+  if (!conv || !mt.inner(bn.input(0)) || bn.input_size() != 5 || conv->input_size() < 2)
+    return std::nullopt;
+  Match m;
+  m.remove.push_back(mt.index(conv));
+  m.last = mt.index(&bn);
+  m.x = conv->input(0);
+  m.more = {conv->input(1), conv->input_size() > 2 ? conv->input(2) : std::string()};
+  for (int k = 1; k < 5; ++k) m.more.push_back(bn.input(k));
+  m.out = bn.output(0);
+  m.type = "ConvBatchNormalization";
+  m.note = "Conv + BatchNormalization (the norm folded into the Conv's weights where known)";
+  for (const auto* n : {conv, &bn})
+    for (const auto& a : n->attribute()) m.attrs.push_back(a);
+  return m;
+}
+
 }  // namespace
 
 std::vector<onnx::NodeProto> fuse(onnx::GraphProto& g, int opset, const KnownLookup& known,
@@ -463,6 +498,7 @@ std::vector<onnx::NodeProto> fuse(onnx::GraphProto& g, int opset, const KnownLoo
       if (n.op_type() == "Erf") m = gelu_erf(mt, n);
       if (n.op_type() == "Tanh") m = gelu_tanh(mt, n);
       if (n.op_type() == "Sigmoid") m = silu(mt, n);
+      if (n.op_type() == "BatchNormalization") m = conv_batch_norm(mt, n);
       if (!m) continue;
       bool overlaps = claimed.count(m->last) > 0;
       for (size_t r : m->remove) overlaps = overlaps || claimed.count(r) > 0;
@@ -491,6 +527,7 @@ std::vector<onnx::NodeProto> fuse(onnx::GraphProto& g, int opset, const KnownLoo
         a->set_type(onnx::AttributeProto::FLOAT);
         a->set_f(static_cast<float>(*v));
       }
+    for (const auto& a : m.attrs) *fused.add_attribute() = a;
     if (!m.approximate.empty()) {
       auto* a = fused.add_attribute();
       a->set_name("approximate");
@@ -500,7 +537,7 @@ std::vector<onnx::NodeProto> fuse(onnx::GraphProto& g, int opset, const KnownLoo
     nodes[m.last] = std::move(fused);
     drop.insert(m.remove.begin(), m.remove.end());
     const std::string form = m.approximate == "none" ? "erf" : m.approximate;
-    ++counts[m.type + (form.empty() ? "" : " (" + form + " form)")];
+    ++counts[!m.note.empty() ? m.note : m.type + (form.empty() ? "" : " (" + form + " form)")];
   }
   std::vector<onnx::NodeProto> out;
   out.reserve(nodes.size() - drop.size());

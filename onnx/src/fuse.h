@@ -1,7 +1,9 @@
 // Patterns that exporters spell out op by op and duet runs as one op: GELU (erf and tanh forms,
 // as PyTorch writes them below opset 20), SiLU (x * sigmoid(x)), attention
-// (softmax(q @ kt * scale + mask) @ v, from opset 13), and LayerNorm and RMSNorm written with
-// ReduceMean, Pow and Sqrt (below opset 17). Each match becomes one node of the domain
+// (softmax(q @ kt * scale + mask) @ v, from opset 13, the mask added or a masked_fill's Where),
+// LayerNorm and RMSNorm written with ReduceMean, Pow and Sqrt (below opset 17), and a Conv whose
+// output only a BatchNormalization reads (the norm folded into its weights when they are known).
+// Each match becomes one node of the domain
 // kFusedDomain, reading the pattern's inputs and writing its output; a pattern whose inner values
 // are read elsewhere or are graph outputs is left as it is.
 #pragma once
@@ -22,7 +24,8 @@ inline constexpr const char* kFusedDomain = "duet.fused";
 // Silu and RmsNormalization are not ONNX op types (ONNX's is RMSNormalization). A node of
 // ONNX's domain with one of these types is not mapped, not read as the fused pattern.
 inline bool fused_only(std::string_view op_type) {
-  return op_type == "Attention" || op_type == "Silu" || op_type == "RmsNormalization";
+  return op_type == "Attention" || op_type == "Silu" || op_type == "RmsNormalization" ||
+         op_type == "ConvBatchNormalization";
 }
 
 class Array;

@@ -127,7 +127,7 @@ Status check_arity(const onnx::NodeProto& n, int opset) {
 
 const Mapping* find_mapping(std::string_view type, std::string_view domain) {
   if (domain != kFusedDomain && fused_only(type)) return nullptr;
-  for (auto family : {math_mappings(), shape_mappings(), nn_mappings()})
+  for (auto family : {math_mappings(), shape_mappings(), nn_mappings(), conv_mappings()})
     for (const Mapping& m : family)
       if (m.type == type) return &m;
   return nullptr;
@@ -297,6 +297,10 @@ Status Node::unsupported(std::string_view why) const {
   return Status(Code::unsupported, std::string(why));
 }
 
+void Node::note(std::string_view text) const {
+  im_.note(node_label(p_, opset_) + ": " + std::string(text));
+}
+
 Status Node::invalid(std::string_view why) const {
   return Status(Code::invalid_argument, std::string(why));
 }
@@ -428,6 +432,21 @@ Status Importer::declare_inputs(const onnx::GraphProto& g) {
     std::vector<int64_t> shape;
     if (auto it = options_.input_shapes.find(in.name()); it != options_.input_shapes.end()) {
       shape = it->second;
+      // The symbolic dims take the given tensor's sizes; a size given for one of them as well
+      // must agree.
+      if (tt.has_shape() && tt.shape().dim_size() == static_cast<int>(shape.size()))
+        for (int d = 0; d < tt.shape().dim_size(); ++d) {
+          const std::string& sym = tt.shape().dim(d).dim_param();
+          if (sym.empty()) continue;
+          const int64_t size = shape[static_cast<size_t>(d)];
+          if (auto found = options_.dims.find(sym);
+              found != options_.dims.end() && found->second != size)
+            return fail(Code::invalid_argument,
+                        "dim " + std::to_string(d) + " is '" + sym + "', of size " +
+                            std::to_string(size) + " in the given tensor " + dims_str(shape) +
+                            ", but its size is also given as " + sym + "=" +
+                            std::to_string(found->second) + " (--dim); give one of them");
+        }
     } else if (!tt.has_shape()) {
       return fail(Code::invalid_argument,
                   "the model gives no shape; pass one (OnnxOptions::input_shapes, or --inputs)");
@@ -446,7 +465,10 @@ Status Importer::declare_inputs(const onnx::GraphProto& g) {
         shape.push_back(1);
         note("input '" + in.name() + "' dim " + std::to_string(d) +
              (sym.empty() ? " has no size" : " is '" + sym + "'") + ": set to 1" +
-             (sym.empty() ? "" : " (--dim " + sym + "=N to choose)"));
+             (sym.empty() ? ""
+                          : " (--dim " + sym + "=N, or duet_graph_load_onnx(path, \"" + sym +
+                                "=N\", &graph), to choose; the graph runs at the sizes it was "
+                                "imported with)"));
       }
     }
     taken_.insert(in.name());

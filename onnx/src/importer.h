@@ -98,6 +98,8 @@ class Node {
   // The mapping's errors: `unsupported` for what duet cannot do (yet), `invalid` for a model
   // that breaks the ONNX specification.
   Status unsupported(std::string_view why) const;
+  // An import note (what `duet check` and `duet plan` print), naming this node.
+  void note(std::string_view text) const;
   Status invalid(std::string_view why) const;
 
  private:
@@ -112,10 +114,11 @@ struct Mapping {
   std::string_view type;
   MapFn fn;
 };
-// The mappings of each family (map_math.cpp, map_shape.cpp, map_nn.cpp).
+// The mappings of each family (map_math.cpp, map_shape.cpp, map_nn.cpp, map_conv.cpp).
 std::span<const Mapping> math_mappings();
 std::span<const Mapping> shape_mappings();
 std::span<const Mapping> nn_mappings();
+std::span<const Mapping> conv_mappings();
 
 class Importer {
  public:

@@ -112,6 +112,35 @@ Status map_softmax(Node& n) {
   return {};
 }
 
+// LogSoftmax as its definition in duet's ops, stable as softmax is: d = x - max(x), then
+// d - log(sum(exp(d))), over one axis (opset 13) or over the dims from `axis` on, flattened
+// (before 13).
+Status map_log_softmax(Node& n) {
+  DUET_TRY(float_input(n, 0));
+  const std::vector<int64_t> dims = n.shape(0);
+  const int r = static_cast<int>(dims.size());
+  if (r == 0) return n.invalid("LogSoftmax of a scalar");
+  DUET_ASSIGN_OR_RETURN(int axis, normalize_axis(n.attr_int("axis", n.opset() >= 13 ? -1 : 1), r));
+  DUET_ASSIGN_OR_RETURN(ValueId x, n.runtime(0));
+  const bool flat = n.opset() < 13 && axis != r - 1;
+  if (flat) {
+    x = n.reshape(x,
+                  {product(dims, 0, static_cast<size_t>(axis)),
+                   product(dims, static_cast<size_t>(axis), dims.size())},
+                  "rows");
+    axis = 1;
+  }
+  OpAttrs red;
+  red.axes = {axis};
+  ValueId m = n.op(OpKind::reduce_max, {x}, red, "max");
+  ValueId d = n.op(OpKind::sub, {x, m}, {}, "shifted");
+  ValueId s = n.op(OpKind::reduce_sum, {n.op(OpKind::exp, {d}, {}, "exp")}, red, "sum");
+  ValueId y =
+      n.op(OpKind::sub, {d, n.op(OpKind::log, {s}, {}, "log_sum")}, {}, flat ? "log_softmax" : "");
+  n.set(0, flat ? n.reshape(y, dims) : y, n.elem(0));
+  return {};
+}
+
 // Input k of a norm, a Scale or B broadcast to the normalised dims `norm`, as the one vector of
 // their size that duet's norms take.
 Result<ValueId> norm_vector(Node& n, size_t k, const std::vector<int64_t>& norm,
@@ -333,14 +362,83 @@ bool is_causal_mask(const Array& mask, int64_t lq, int64_t lk) {
   return true;
 }
 
-// softmax(q @ kt * scale + mask) @ v, found by the fusion pass: duet's attention when the
-// shapes are attention's (q [B,H,Lq,D], kt [B,H,D,Lk], v [B,H,Lk,D], one kv head or as many as
-// q), else the ops it was made of.
+// The additive form of masked_fill(scores, c, fill) (ONNX: Where(c, fill, scores)), with c and
+// fill known: fill where c is set, 0 elsewhere, plus the additive mask `add` when there is one.
+// Softmax gives the same probabilities either way when the filled values are -inf, or at most
+// -1e4 (whose exponential is 0 even in double) in rows that keep at least one key; else none.
+std::optional<Array> masked_fill_as_mask(Node& n, const Array* add) {
+  const Array& c = n.array(4);
+  const Array& fill = n.array(5);
+  auto dims = broadcast(c.dims(), fill.dims());
+  if (!dims.ok()) return std::nullopt;
+  std::vector<int64_t> out = *dims;
+  if (add) {
+    auto with = broadcast(out, add->dims());
+    if (!with.ok()) return std::nullopt;
+    out = *with;
+  }
+  if (out.empty() || !n.room_for(out, kDouble, 40).ok()) return std::nullopt;
+  const std::vector<int64_t> ic = broadcast_index(c.dims(), out);
+  const std::vector<int64_t> ifl = broadcast_index(fill.dims(), out);
+  std::vector<int64_t> ia;
+  if (add) ia = broadcast_index(add->dims(), out);
+  const int64_t row = out.back();
+  std::vector<double> v(ic.size());
+  bool kept_in_row = false, finite_fill = false;
+  for (size_t i = 0; i < ic.size(); ++i) {
+    const bool filled = c.int_at(ic[i]) != 0;
+    const double f = fill.real_at(ifl[i]);
+    if (filled && !(f <= -1e4)) return std::nullopt;  // not a mask that hides keys
+    finite_fill = finite_fill || (filled && !std::isinf(f));
+    kept_in_row = kept_in_row || !filled;
+    v[i] = (filled ? f : 0.0) + (add ? add->real_at(ia[i]) : 0.0);
+    if ((static_cast<int64_t>(i) + 1) % row == 0) {
+      if (!kept_in_row && finite_fill) return std::nullopt;  // ONNX gives a uniform row here
+      kept_in_row = finite_fill = false;
+    }
+  }
+  return Array::of_reals(add ? add->elem() : n.elem(0), out, v);
+}
+
+// softmax(q @ kt * scale + mask) @ v, found by the fusion pass (inputs q, kt, v, the additive
+// mask or "", and the condition and fill value of a masked_fill): duet's attention when the
+// shapes are attention's (q [B,H,Lq,D], kt [B,H,D,Lk], v [B,H,Lk,D], or [B*H, L, D] each; one kv
+// head or as many as q), else the ops it was made of, with a note saying so.
 Status map_attention(Node& n) {
-  const std::optional<float> scale =
-      n.has_attr("scale") ? std::optional<float>(n.attr_float("scale", 1.0f)) : std::nullopt;
-  const bool has_mask = n.has(3);
-  const std::vector<int64_t> q = n.shape(0), kt = n.shape(1), v = n.shape(2);
+  // A plain float and a flag, not an optional (GCC 12 warns of the optional, wrongly).
+  const bool has_scale = n.has_attr("scale");
+  const float scale = n.attr_float("scale", 1.0f);
+  // The mask, known or not: the additive one, or the masked_fill's additive form.
+  std::optional<Array> filled;
+  if (n.has(4)) {
+    if (!n.known(4) || !n.known(5))
+      return n.unsupported(
+          "masked_fill (Where) with a condition computed at run time (duet has no boolean "
+          "tensors; a condition known at import, such as a mask made from a constant buffer, "
+          "works)");
+    if (n.has(3) && !n.known(3))
+      return n.unsupported("masked_fill (Where) after an additive mask computed at run time");
+    filled = masked_fill_as_mask(n, n.has(3) ? &n.array(3) : nullptr);
+    if (!filled)
+      return n.unsupported(
+          "masked_fill (Where) whose fill value is not -inf or at most -1e4, or that hides every "
+          "key of a row");
+  }
+  const bool has_mask = n.has(3) || filled;
+  const Array* known_mask = filled ? &*filled : n.has(3) && n.known(3) ? &n.array(3) : nullptr;
+  const std::vector<int64_t> mask_shape = filled     ? filled->dims()
+                                          : has_mask ? n.shape(3)
+                                                     : std::vector<int64_t>{};
+  auto runtime_mask = [&]() -> Result<ValueId> {
+    return filled ? n.constant(*filled, "mask") : n.runtime(3);
+  };
+  std::vector<int64_t> q = n.shape(0), kt = n.shape(1), v = n.shape(2);
+  // Heads folded into the batch ([B*H, L, D], as nn.MultiheadAttention exports): one batch of
+  // B*H heads, through reshape views.
+  const bool folded =
+      q.size() == 3 && kt.size() == 3 && v.size() == 3 && (!has_mask || mask_shape.size() <= 3);
+  if (folded)
+    for (auto* s : {&q, &kt, &v}) s->insert(s->begin(), 1);
   bool fits = q.size() == 4 && kt.size() == 4 && v.size() == 4 && n.elem(0) == n.elem(1) &&
               n.elem(0) == n.elem(2) && elem_is_float(n.elem(0)) && n.elem(0) != kDouble;
   fits = fits && kt[0] == q[0] && v[0] == q[0] && kt[1] == v[1] && (kt[1] == q[1] || kt[1] == 1) &&
@@ -351,9 +449,14 @@ Status map_attention(Node& n) {
   bool causal = false;
   ValueId mask;
   if (has_mask) {
-    if (fits && n.known(3)) causal = is_causal_mask(n.array(3), q[2], kt[3]);
+    if (fits && known_mask) causal = is_causal_mask(*known_mask, q[2], kt[3]);
     if (!causal) {
-      DUET_ASSIGN_OR_RETURN(mask, n.runtime(3));
+      DUET_ASSIGN_OR_RETURN(mask, runtime_mask());
+      if (fits && folded) {
+        std::vector<int64_t> m = mask_shape;
+        m.insert(m.begin(), 4 - m.size(), 1);
+        mask = n.reshape(mask, m, "mask4");
+      }
     }
     if (fits && mask.valid()) {  // the shapes are read only when they have rank 4
       const TensorDesc& m = n.desc(mask);
@@ -365,23 +468,37 @@ Status map_attention(Node& n) {
     OpAttrs t;
     t.dim0 = 2;
     t.dim1 = 3;
+    if (folded) {
+      qv = n.reshape(qv, q, "q4");
+      ktv = n.reshape(ktv, kt, "kt4");
+      vv = n.reshape(vv, v, "v4");
+    }
     ValueId k = n.op(OpKind::transpose, {ktv}, t, "k");
     OpAttrs at;
-    at.scale = scale.value_or(1.0f);
+    at.scale = scale;
     at.causal = causal;
     std::vector<ValueId> ins = {qv, k, vv};
     if (mask.valid()) ins.push_back(mask);
-    n.set(0, n.op(OpKind::attention, ins, at), n.elem(0));
+    if (folded) {
+      ValueId y = n.op(OpKind::attention, ins, at, "attention");
+      n.set(0, n.reshape(y, {q[1], q[2], q[3]}), n.elem(0));
+    } else {
+      n.set(0, n.op(OpKind::attention, ins, at), n.elem(0));
+    }
     return {};
   }
-  // Not attention's shapes: the ops as the model wrote them.
-  if (has_mask && !mask.valid()) {
-    DUET_ASSIGN_OR_RETURN(mask, n.runtime(3));
+  // Not attention's shapes: the ops as the model wrote them, and the note says so.
+  n.note("the Attention pattern runs as matmul, softmax and matmul: q " + dims_str(n.shape(0)) +
+         ", k^T " + dims_str(n.shape(1)) + ", v " + dims_str(n.shape(2)) +
+         (has_mask ? ", mask " + dims_str(mask_shape) : std::string()) +
+         " are not attention's shapes and types");
+  if (has_mask) {  // as the model gives it (not the rank-4 view made for attention)
+    DUET_ASSIGN_OR_RETURN(mask, runtime_mask());
   }
   ValueId s = n.op(OpKind::matmul, {qv, ktv}, {}, "scores");
-  if (scale) {
+  if (has_scale) {
     OpAttrs sc;
-    sc.alpha = *scale;
+    sc.alpha = scale;
     s = n.op(OpKind::scale, {s}, sc, "scaled");
   }
   if (mask.valid()) s = n.op(OpKind::add, {s, mask}, {}, "masked");
@@ -395,6 +512,7 @@ const Mapping kNn[] = {
     {"MatMul", map_matmul},
     {"Gemm", map_gemm},
     {"Softmax", map_softmax},
+    {"LogSoftmax", map_log_softmax},
     {"LayerNormalization", map_layer_norm},
     {"RmsNormalization", map_rms_norm},
     {"ReduceMean", map_reduce_mean},

@@ -103,7 +103,7 @@ if(PKG_CONFIG)
   separate_arguments(link_flags UNIX_COMMAND "${SANITIZE_LINK_FLAGS}")
   run_checked("cc with pkg-config flags" ${C_COMPILER} -std=c99 ${SANITIZE_FLAGS}
     ${DUET_SOURCE_DIR}/examples/hello.c
-    ${flags} ${link_flags} -Wl,-rpath,${prefix}/${LIBDIR} -o ${WORK_DIR}/hello_pkgconfig)
+    ${flags} ${link_flags} -o ${WORK_DIR}/hello_pkgconfig)  # the rpath comes from duet.pc
   run_checked("hello_pkgconfig" ${WORK_DIR}/hello_pkgconfig)
 else()
   message(STATUS "pkg-config not found: its check is skipped")

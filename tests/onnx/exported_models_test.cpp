@@ -1,7 +1,8 @@
-// Real exported models: a GPT-2-style decoder block and a BERT-style encoder layer with its
-// embeddings, exported by PyTorch at opset 17 (tools/onnx/export_test_models.py), run on the CPU
-// and every Vulkan device within tolerance of PyTorch's own outputs, and checked op by op on
-// every tier by the machinery of `duet check MODEL`.
+// Real exported models: a GPT-2-style decoder block, a BERT-style encoder layer with its
+// embeddings, a Conv1d audio encoder, a ResNet-style block and nanoGPT-style masked attention
+// with nn.MultiheadAttention, exported by PyTorch at opset 17 (tools/onnx/export_test_models.py),
+// run on the CPU and every Vulkan device within tolerance of PyTorch's own outputs, and checked op
+// by op on every tier by the machinery of `duet check MODEL`.
 #include <gtest/gtest.h>
 
 #include "check/graph_check.h"
@@ -96,10 +97,16 @@ TEST_P(ExportedModel, EveryOpAgreesWithTheReferenceOnEveryDeviceAndTier) {
 }
 
 TEST_P(ExportedModel, OtherSequenceLengthsFoldTheirShapeArithmeticAnew) {
-  Loaded m = load(GetParam(), {{"batch", 1}, {"sequence", 5}});
+  // The ResNet block's only symbolic dim is its batch; the encoder's sequence is its dim 2.
+  const bool image = GetParam() == "resnet_block", audio = GetParam() == "conv1d_encoder";
+  Loaded m =
+      load(GetParam(), image ? std::map<std::string, int64_t>{{"batch", 1}}
+                             : std::map<std::string, int64_t>{{"batch", 1}, {"sequence", 5}});
   for (int id : m.graph.inputs()) {
     EXPECT_EQ(m.graph.value(id).desc.dim(0), 1);
-    EXPECT_EQ(m.graph.value(id).desc.dim(1), 5);
+    if (!image) {
+      EXPECT_EQ(m.graph.value(id).desc.dim(audio ? 2 : 1), 5);
+    }
   }
   std::string note;
   auto inputs = check::graph_inputs(m.graph, nullptr, {}, note);
@@ -118,7 +125,9 @@ TEST_P(ExportedModel, OtherSequenceLengthsFoldTheirShapeArithmeticAnew) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, ExportedModel, testing::Values("gpt2_block", "bert_layer"));
+INSTANTIATE_TEST_SUITE_P(Models, ExportedModel,
+                         testing::Values("gpt2_block", "bert_layer", "conv1d_encoder",
+                                         "resnet_block", "masked_attention"));
 
 TEST(ExportedModels, ExporterPatternsBecomeDuetOps) {
   const Loaded gpt2 = load("gpt2_block");
@@ -138,6 +147,31 @@ TEST(ExportedModels, ExporterPatternsBecomeDuetOps) {
   EXPECT_EQ(count(bert.graph, OpKind::gelu), 1);       // erf form
   EXPECT_EQ(count(bert.graph, OpKind::embedding), 1);  // token ids (positions fold at import)
   EXPECT_EQ(count(bert.graph, OpKind::cast), 1);       // the attention mask, int64 to float
+}
+
+TEST(ExportedModels, BatchNormalizationFoldsIntoTheConvolutionBeforeIt) {
+  // Every BatchNormalization follows a Conv with known weights: none leaves a scale or shift.
+  // The encoder's depthwise Conv is three per-channel products (one per tap); the others are
+  // matrix products of the weights with the input's patches.
+  const Loaded audio = load("conv1d_encoder");
+  EXPECT_EQ(count(audio.graph, OpKind::mul), 3);
+  EXPECT_EQ(count(audio.graph, OpKind::matmul), 1 + 1 + 2);  // conv1, down, two groups
+  EXPECT_EQ(count(audio.graph, OpKind::reduce_max), 1);      // LogSoftmax's shift
+  const Loaded image = load("resnet_block");
+  EXPECT_EQ(count(image.graph, OpKind::mul), 0);
+  EXPECT_EQ(count(image.graph, OpKind::matmul), 4 + 1);   // four Convs and the classifier
+  EXPECT_EQ(count(image.graph, OpKind::reduce_mean), 1);  // GlobalAveragePool
+}
+
+TEST(ExportedModels, MasksFromBooleanBuffersAndMultiheadAttentionImport) {
+  std::vector<std::string> notes;
+  ModelOptions o;
+  o.onnx.notes = &notes;
+  auto g = load_model(model_path("masked_attention", ".onnx"), o);
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  // nn.MultiheadAttention's heads folded into its batch: one attention op.
+  EXPECT_EQ(count(*g, OpKind::attention), 1);
+  for (const std::string& n : notes) EXPECT_EQ(n.find("runs as matmul"), std::string::npos) << n;
 }
 
 }  // namespace

@@ -601,19 +601,41 @@ TEST(OnnxImport, PatternsAreMadeOfOnnxsOwnOpsOnly) {
   EXPECT_NE(g.status().message().find("com.example"), std::string::npos) << g.status().message();
 }
 
-TEST(OnnxImport, AnAttentionPatternOfOtherShapesRunsAsItsOps) {
-  // Rank 3: not duet's attention, so the matmuls, scale, mask and softmax stay.
+TEST(OnnxImport, AttentionWithHeadsFoldedIntoTheBatchIsOneOp) {
+  // [B*H, L, D], as nn.MultiheadAttention exports it: one batch of B*H heads.
   const int64_t h = 2, l = 5, d = 4;
   auto g = attention_model({h, l, d}, {h, d, l}, {h, l, d}).import();
   ASSERT_TRUE(g.ok()) << g.status().message();
-  EXPECT_EQ(count_kind(*g, OpKind::attention), 0);
-  EXPECT_EQ(count_kind(*g, OpKind::softmax), 1);
+  EXPECT_EQ(count_kind(*g, OpKind::attention), 1);
+  EXPECT_EQ(count_kind(*g, OpKind::softmax), 0);
   const auto q = ramp(40, 0.3f), kt = ramp(40, 0.7f), v = ramp(40, 1.1f);
   auto out = run_cpu(
       *g,
       {{"q", tensor({h, l, d}, q)}, {"kt", tensor({h, d, l}, kt)}, {"v", tensor({h, l, d}, v)}});
   ASSERT_TRUE(out.count("y"));
+  EXPECT_EQ(out.at("y").desc().shape_str(), "[2,5,4]");
   const std::vector<double> want = attention_by_hand(q, kt, v, h, l, d);
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(out.at("y").data<float>()[i], want[i], 1e-5);
+}
+
+TEST(OnnxImport, AnAttentionPatternOfOtherShapesRunsAsItsOpsAndSaysSo) {
+  // Rank 2: not duet's attention, so the matmuls, scale, mask and softmax stay, and the note
+  // that counts the pattern is followed by one saying what runs.
+  const int64_t l = 5, d = 4;
+  std::vector<std::string> notes;
+  OnnxOptions o;
+  o.notes = &notes;
+  auto g = attention_model({l, d}, {d, l}, {l, d}).import(o);
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  EXPECT_EQ(count_kind(*g, OpKind::attention), 0);
+  EXPECT_EQ(count_kind(*g, OpKind::softmax), 1);
+  ASSERT_EQ(notes.size(), 2u);
+  EXPECT_NE(notes[1].find("runs as matmul, softmax and matmul"), std::string::npos) << notes[1];
+  const auto q = ramp(20, 0.3f), kt = ramp(20, 0.7f), v = ramp(20, 1.1f);
+  auto out =
+      run_cpu(*g, {{"q", tensor({l, d}, q)}, {"kt", tensor({d, l}, kt)}, {"v", tensor({l, d}, v)}});
+  ASSERT_TRUE(out.count("y"));
+  const std::vector<double> want = attention_by_hand(q, kt, v, 1, l, d);
   for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(out.at("y").data<float>()[i], want[i], 1e-5);
 }
 
@@ -718,10 +740,51 @@ TEST(OnnxImport, SymbolicDimsComeFromTheOptionsOrAreOneWithANote) {
   EXPECT_EQ(g->value(g->inputs()[0]).desc.shape_str(), "[1,5,8]");
   ASSERT_EQ(notes.size(), 1u);
   EXPECT_NE(notes[0].find("'batch'"), std::string::npos) << notes[0];
+  EXPECT_NE(notes[0].find("duet_graph_load_onnx(path, \"batch=N\""), std::string::npos) << notes[0];
+  // A given tensor's shape sizes them too, and a --dim that contradicts it is an error.
   o.input_shapes["x"] = {3, 4, 8};
+  auto clash = m.import(o);
+  ASSERT_FALSE(clash.ok());
+  EXPECT_NE(clash.status().message().find("seq=5"), std::string::npos) << clash.status().message();
+  EXPECT_NE(clash.status().message().find("[3,4,8]"), std::string::npos);
+  o.dims.clear();
   auto g2 = m.import(o);
-  ASSERT_TRUE(g2.ok());
+  ASSERT_TRUE(g2.ok()) << g2.status().message();
   EXPECT_EQ(g2->value(g2->inputs()[0]).desc.shape_str(), "[3,4,8]");
+}
+
+TEST(OnnxImport, WhereWithAKnownConditionSelectsByArithmetic) {
+  // c picks x where set: once with y known (finite and -inf fills), once with both at run time.
+  Model m;
+  m.input("x", kF32, {2, 3}).input("z", kF32, {2, 3}).output("fill").output("both");
+  auto& c = *m.proto().mutable_graph()->add_initializer();
+  c.set_name("c");
+  c.set_data_type(onnx::TensorProto::BOOL);
+  c.add_dims(3);
+  for (int v : {1, 0, 1}) c.add_int32_data(v);
+  m.init("y", {2, 1}, {-2.5f, -INFINITY});
+  m.node("Where", {"c", "x", "y"}, {"fill"});
+  m.node("Where", {"c", "x", "z"}, {"both"});
+  auto g = m.import();
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  const std::vector<float> x = {1, 2, 3, 4, 5, 6}, z = {-1, -2, -3, -4, -5, -6};
+  auto out = run_cpu(*g, {{"x", tensor({2, 3}, x)}, {"z", tensor({2, 3}, z)}});
+  ASSERT_TRUE(out.count("fill") && out.count("both"));
+  const std::vector<float> fill = {1, -2.5f, 3, 4, -INFINITY, 6}, both = {1, -2, 3, 4, -5, 6};
+  for (size_t i = 0; i < 6; ++i) {
+    EXPECT_EQ(out.at("fill").data<float>()[i], fill[i]) << i;
+    EXPECT_EQ(out.at("both").data<float>()[i], both[i]) << i;
+  }
+  // A condition computed at run time needs bool tensors, which duet does not have.
+  Model r;
+  r.input("x", kF32, {3}).output("y");
+  r.init("zero", {}, {0.0f});
+  r.node("Less", {"x", "zero"}, {"neg"});
+  r.node("Where", {"neg", "zero", "x"}, {"y"});
+  auto refused = r.import();
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("Less at run time"), std::string::npos)
+      << refused.status().message();
 }
 
 TEST(OnnxImport, InputsKeepTheirNamesAndAliasedOutputsGetCopies) {

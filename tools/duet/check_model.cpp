@@ -4,6 +4,7 @@
 // tolerance of its precision marked.
 #include <cmath>
 #include <cstdio>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -237,9 +238,16 @@ int check_model(const CLI::App& cmd, const ModelCheckOptions& o) {
                   r.alone.message.c_str());
   }
   print_undefined(graph, *ref, o.inputs_path.empty());
-  std::printf("%s on %s: %d within tolerance, %d %s, %zu not run\n", counted(ran, "run").c_str(),
-              counted(int64_t(devices->size()), "device").c_str(), ran - diverged, diverged,
-              diverged == 1 ? "diverges" : "diverge", runs.size() - static_cast<size_t>(ran));
+  // Devices count where a run ran; the ones none ran on are named.
+  std::set<std::string> ran_on, idle;
+  for (const auto& r : runs) (r.error.empty() ? ran_on : idle).insert(r.device);
+  std::string none_ran;
+  for (const std::string& d : idle)
+    if (!ran_on.count(d)) none_ran += (none_ran.empty() ? "" : ", ") + d;
+  std::printf("%s on %s: %d within tolerance, %d %s, %zu not run%s\n", counted(ran, "run").c_str(),
+              counted(int64_t(ran_on.size()), "device").c_str(), ran - diverged, diverged,
+              diverged == 1 ? "diverges" : "diverge", runs.size() - static_cast<size_t>(ran),
+              none_ran.empty() ? "" : (" (nothing ran on " + none_ran + ")").c_str());
 
   if (!o.json_path.empty()) {
     nlohmann::json j = {{"model", graph.name()}, {"runs", nlohmann::json::array()}};

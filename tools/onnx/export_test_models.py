@@ -114,15 +114,98 @@ class BertLayer(nn.Module):
         return self.out_norm(x + self.output(h))
 
 
-def export(model, name, inputs, input_names, out_dir):
+class ConvEncoder(nn.Module):
+    """A small Conv1d audio encoder: convolutions with BatchNorm (folded at import), a dilated
+    depthwise one, a strided one and a grouped one, then LogSoftmax over the channels."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv1d(4, 16, 5, padding=2)
+        self.bn1 = nn.BatchNorm1d(16)
+        self.depthwise = nn.Conv1d(16, 16, 3, padding=2, dilation=2, groups=16)
+        self.bn2 = nn.BatchNorm1d(16)
+        self.down = nn.Conv1d(16, 8, 4, stride=2, padding=1)
+        self.grouped = nn.Conv1d(8, 8, 3, padding=1, groups=2, bias=False)
+        for bn in (self.bn1, self.bn2):  # running statistics that are not the identity
+            bn.running_mean.uniform_(-0.5, 0.5)
+            bn.running_var.uniform_(0.5, 2.0)
+            bn.weight.data.uniform_(0.5, 1.5)
+            bn.bias.data.uniform_(-0.5, 0.5)
+
+    def forward(self, x):
+        x = torch.relu(self.bn1(self.conv1(x)))
+        x = torch.relu(self.bn2(self.depthwise(x)))
+        return torch.log_softmax(self.grouped(self.down(x)), dim=1)
+
+
+class ResNetBlock(nn.Module):
+    """A ResNet-style stem and basic block, a strided convolution, global average pooling and a
+    classifier."""
+
+    def __init__(self, classes=10):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8),
+                                  nn.ReLU())
+        self.conv1 = nn.Conv2d(8, 8, 3, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(8)
+        self.conv2 = nn.Conv2d(8, 8, 3, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(8)
+        self.down = nn.Conv2d(8, 16, 3, stride=2, padding=1)
+        self.fc = nn.Linear(16, classes)
+        for m in self.modules():
+            if isinstance(m, nn.BatchNorm2d):
+                m.running_mean.uniform_(-0.5, 0.5)
+                m.running_var.uniform_(0.5, 2.0)
+
+    def forward(self, x):
+        x = self.stem(x)
+        y = torch.relu(self.bn1(self.conv1(x)))
+        x = torch.relu(x + self.bn2(self.conv2(y)))
+        x = nn.functional.adaptive_avg_pool2d(self.down(x), 1).flatten(1)
+        return torch.log_softmax(self.fc(x), dim=-1)
+
+
+class MaskedAttention(nn.Module):
+    """Attention as nanoGPT writes it (masked_fill with a boolean buffer), a causal running mean
+    made with torch.tril in forward, and nn.MultiheadAttention."""
+
+    def __init__(self, d=32, heads=2, ctx=16):
+        super().__init__()
+        self.heads = heads
+        self.qkv = nn.Linear(d, 3 * d)
+        self.mha = nn.MultiheadAttention(d, heads, batch_first=True)
+        self.register_buffer("bias", torch.tril(torch.ones(ctx, ctx, dtype=torch.bool))
+                             .view(1, 1, ctx, ctx))
+
+    def forward(self, x):
+        b, t, c = x.shape
+        q, k, v = self.qkv(x).split(c, dim=2)
+        hd = c // self.heads
+        q = q.view(b, t, self.heads, hd).transpose(1, 2)
+        k = k.view(b, t, self.heads, hd).transpose(1, 2)
+        v = v.view(b, t, self.heads, hd).transpose(1, 2)
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hd))
+        att = att.masked_fill(~self.bias[:, :, :t, :t], float("-inf"))
+        y = (torch.softmax(att, dim=-1) @ v).transpose(1, 2).reshape(b, t, c)
+        w = torch.tril(torch.ones(t, t))
+        y = y + (w / w.sum(1, keepdim=True)) @ x
+        return y + self.mha(y, y, y, need_weights=False)[0]
+
+
+def export(model, name, inputs, input_names, out_dir, axes_names=("batch", "sequence"),
+           keep_batch_norm=False):
     model.eval()
     with torch.no_grad():
         out = model(*inputs)
     path = os.path.join(out_dir, name + ".onnx")
-    axes = {n: {0: "batch", 1: "sequence"} for n in input_names}
-    axes["y"] = {0: "batch", 1: "sequence"}
+    axes = {n: {i: a for i, a in enumerate(axes_names) if a} for n in input_names}
+    axes["y"] = {0: "batch", 1: "sequence"} if axes_names == ("batch", "sequence") else {0: "batch"}
     torch.onnx.export(model, inputs, path, opset_version=17, input_names=input_names,
-                      output_names=["y"], dynamic_axes=axes, do_constant_folding=True)
+                      output_names=["y"], dynamic_axes=axes, do_constant_folding=True,
+                      # PRESERVE exports BatchNormalization as it is (eval mode folds it into
+                      # the Conv itself), so that duet's import folds it.
+                      training=(torch.onnx.TrainingMode.PRESERVE if keep_batch_norm
+                                else torch.onnx.TrainingMode.EVAL))
     write_safetensors(os.path.join(out_dir, name + ".inputs.safetensors"),
                       dict(zip(input_names, inputs)))
     write_safetensors(os.path.join(out_dir, name + ".outputs.safetensors"), {"y": out})
@@ -140,6 +223,11 @@ def main():
     mask = torch.ones(2, 9, dtype=torch.int64)
     mask[1, 6:] = 0  # the second sequence is padded
     export(bert, "bert_layer", (ids, mask), ["input_ids", "attention_mask"], out_dir)
+    export(ConvEncoder(), "conv1d_encoder", (torch.randn(2, 4, 20),), ["x"], out_dir,
+           ("batch", None, "sequence"), keep_batch_norm=True)
+    export(ResNetBlock(), "resnet_block", (torch.randn(2, 3, 8, 8),), ["x"], out_dir, ("batch",),
+           keep_batch_norm=True)
+    export(MaskedAttention(), "masked_attention", (torch.randn(2, 7, 32),), ["x"], out_dir)
 
 
 if __name__ == "__main__":

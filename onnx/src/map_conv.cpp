@@ -1,0 +1,491 @@
+// Convolutions and batch normalisation, lowered onto duet's ops: a convolution is a matrix
+// product of its weights with the input's patches (im2col), the patches gathered by strided
+// slice views of the padded input and one concat per group, so every backend runs it with the
+// kernels it has. A depthwise convolution is a sum of per-channel products of those views instead
+// (a matrix product per channel would be thousands of tiny ones). BatchNormalization in inference
+// is a per-channel scale and shift, folded into the convolution before it when the fusion pass
+// paired them and their parameters are known.
+#include <cmath>
+#include <numeric>
+
+#include "fold.h"
+#include "importer.h"
+
+namespace duet::onnx_import {
+
+namespace {
+
+int64_t product(const std::vector<int64_t>& d, size_t from = 0) {
+  int64_t n = 1;
+  for (size_t i = from; i < d.size(); ++i) n *= d[i];
+  return n;
+}
+
+Status float_input(Node& n, size_t i) {
+  if (elem_is_float(n.elem(i)) && n.elem(i) != kDouble) return {};
+  return n.unsupported(std::string(n.type()) + " of " + elem_name(n.elem(i)));
+}
+
+// Where each spatial dim's windows lie: their size, stride, dilation, the padding before and after,
+// and the output size.
+struct Window {
+  int64_t in = 0, k = 1, stride = 1, dil = 1, pad_begin = 0, pad_end = 0, out = 0;
+  int64_t pad_end_given = 0;  // pad_end before ceil_mode extends it
+};
+
+Result<std::vector<Window>> windows(Node& n, const std::vector<int64_t>& x,
+                                    const std::vector<int64_t>& kernel, bool ceil = false) {
+  const size_t sd = kernel.size();
+  auto list = [&](const char* name, int64_t dflt, size_t count) -> Result<std::vector<int64_t>> {
+    std::vector<int64_t> v = n.attr_ints(name).value_or(std::vector<int64_t>(count, dflt));
+    if (v.size() != count)
+      return n.invalid(std::string(name) + " has " + std::to_string(v.size()) +
+                       " values, expected " + std::to_string(count));
+    return v;
+  };
+  DUET_ASSIGN_OR_RETURN(std::vector<int64_t> strides, list("strides", 1, sd));
+  DUET_ASSIGN_OR_RETURN(std::vector<int64_t> dils, list("dilations", 1, sd));
+  DUET_ASSIGN_OR_RETURN(std::vector<int64_t> pads, list("pads", 0, 2 * sd));
+  const std::string auto_pad = n.attr_string("auto_pad", "NOTSET");
+  if (auto_pad != "NOTSET" && auto_pad != "VALID" && auto_pad != "SAME_UPPER" &&
+      auto_pad != "SAME_LOWER")
+    return n.invalid("auto_pad '" + auto_pad + "'");
+  std::vector<Window> w(sd);
+  for (size_t i = 0; i < sd; ++i) {
+    Window& d = w[i];
+    d.in = x[2 + i];
+    d.k = kernel[i];
+    d.stride = strides[i];
+    d.dil = dils[i];
+    if (d.k < 1 || d.stride < 1 || d.dil < 1)
+      return n.invalid("kernel " + std::to_string(d.k) + ", stride " + std::to_string(d.stride) +
+                       ", dilation " + std::to_string(d.dil) + " (each must be >= 1)");
+    const int64_t span = d.dil * (d.k - 1) + 1;
+    if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+      d.out = (d.in + d.stride - 1) / d.stride;
+      const int64_t total = std::max<int64_t>(0, (d.out - 1) * d.stride + span - d.in);
+      const int64_t small = total / 2;
+      d.pad_begin = auto_pad == "SAME_UPPER" ? small : total - small;
+      d.pad_end = total - d.pad_begin;
+      d.pad_end_given = d.pad_end;
+    } else {
+      if (auto_pad == "NOTSET") {
+        d.pad_begin = pads[i];
+        d.pad_end = pads[sd + i];
+      }
+      if (d.pad_begin < 0 || d.pad_end < 0) return n.invalid("negative pads");
+      const int64_t room = d.in + d.pad_begin + d.pad_end - span;
+      d.out = room < 0 ? 0 : (ceil ? (room + d.stride - 1) / d.stride : room / d.stride) + 1;
+      // ceil_mode: a last window that would start in the end padding or past it is dropped.
+      if (ceil && d.out > 1 && (d.out - 1) * d.stride >= d.in + d.pad_begin) --d.out;
+      d.pad_end_given = d.pad_end;
+      // The windows past the padded end read padding too (the pool says what it holds).
+      d.pad_end = std::max(d.pad_end, (d.out - 1) * d.stride + span - d.in - d.pad_begin);
+    }
+    if (d.out < 1)
+      return n.invalid("a window of " + std::to_string(span) + " does not fit spatial dim " +
+                       std::to_string(i) + " of size " + std::to_string(d.in) +
+                       " with its padding");
+  }
+  return w;
+}
+
+// x with `before` and `after` elements of `value` added along `axis`: a concat with constants.
+Result<ValueId> pad_axis(Node& n, ValueId x, int axis, int64_t before, int64_t after, double value,
+                         int elem) {
+  if (before == 0 && after == 0) return x;
+  const TensorDesc& d = n.desc(x);
+  auto filler = [&](int64_t size, const char* side) -> Result<ValueId> {
+    std::vector<int64_t> dims(d.dims().begin(), d.dims().end());
+    dims[static_cast<size_t>(axis)] = size;
+    DUET_TRY(n.room_for(dims, elem, 8));
+    const std::vector<double> v(static_cast<size_t>(product(dims)), value);
+    return n.constant(Array::of_reals(elem, dims, v), "pad" + std::to_string(axis) + side);
+  };
+  std::vector<ValueId> parts;
+  if (before > 0) {
+    DUET_ASSIGN_OR_RETURN(ValueId c, filler(before, "_begin"));
+    parts.push_back(c);
+  }
+  parts.push_back(x);
+  if (after > 0) {
+    DUET_ASSIGN_OR_RETURN(ValueId c, filler(after, "_end"));
+    parts.push_back(c);
+  }
+  OpAttrs at;
+  at.axis = axis;
+  return n.op(OpKind::concat, parts, at, "padded" + std::to_string(axis));
+}
+
+// The padded input viewed at kernel tap `tap` (row-major over the kernel's dims): one strided
+// slice view per spatial dim.
+ValueId tap_view(Node& n, ValueId xp, const std::vector<Window>& w, int64_t tap,
+                 const std::string& purpose) {
+  std::vector<int64_t> pos(w.size());
+  for (size_t i = w.size(); i-- > 0;) {
+    pos[i] = tap % w[i].k;
+    tap /= w[i].k;
+  }
+  ValueId v = xp;
+  for (size_t i = 0; i < w.size(); ++i) {
+    const int64_t full = w[i].in + w[i].pad_begin + w[i].pad_end;
+    OpAttrs at;
+    at.axis = static_cast<int>(2 + i);
+    at.start = pos[i] * w[i].dil;
+    at.step = w[i].stride;
+    at.stop = at.start + (w[i].out - 1) * w[i].stride + 1;
+    if (at.start == 0 && at.step == 1 && at.stop == full) continue;
+    v = n.op(OpKind::slice, {v}, at, purpose + "/d" + std::to_string(i));
+  }
+  return v;
+}
+
+// The folded parameters of a convolution: weights and bias known at import (with a batch
+// normalisation applied), or null to read them from the node at run time.
+struct Folded {
+  std::shared_ptr<Array> w, b;
+};
+
+// Weights and bias with BatchNormalization folded in: w' = w * s, b' = (b - mean) * s + beta,
+// s = gamma / sqrt(var + eps), per output channel. Every input known, else nullopt.
+std::optional<Folded> fold_batch_norm(Node& n, size_t w_at, size_t b_at, size_t bn_at, float eps) {
+  if (!n.known(w_at) || (n.has(b_at) && !n.known(b_at))) return std::nullopt;
+  for (size_t k = 0; k < 4; ++k)
+    if (!n.has(bn_at + k) || !n.known(bn_at + k)) return std::nullopt;
+  const Array& w = n.array(w_at);
+  const int64_t m = w.dims()[0], per = w.numel() / std::max<int64_t>(m, 1);
+  for (size_t k = 0; k < 4; ++k)
+    if (n.array(bn_at + k).numel() != m) return std::nullopt;
+  std::vector<double> wv = w.reals(), bv(static_cast<size_t>(m), 0.0);
+  if (n.has(b_at)) bv = n.array(b_at).reals();
+  const std::vector<double> gamma = n.array(bn_at).reals(), beta = n.array(bn_at + 1).reals(),
+                            mean = n.array(bn_at + 2).reals(), var = n.array(bn_at + 3).reals();
+  for (int64_t c = 0; c < m; ++c) {
+    const auto u = static_cast<size_t>(c);
+    const double s = gamma[u] / std::sqrt(var[u] + static_cast<double>(eps));
+    for (int64_t j = 0; j < per; ++j) wv[static_cast<size_t>(c * per + j)] *= s;
+    bv[u] = (bv[u] - mean[u]) * s + beta[u];
+  }
+  Folded f;
+  f.w = std::make_shared<Array>(Array::of_reals(w.elem(), w.dims(), wv));
+  f.b = std::make_shared<Array>(Array::of_reals(w.elem(), {m}, bv));
+  return f;
+}
+
+// Conv over 1 or 2 spatial dims. `folded` replaces the node's W and B when given. The last op
+// takes the node's output name when `fin` is empty, else the purpose `fin`.
+Result<ValueId> lower_conv(Node& n, const Folded& folded, std::string_view fin) {
+  DUET_TRY(float_input(n, 0));
+  const std::vector<int64_t> x = n.shape(0);
+  const std::vector<int64_t> wd = folded.w ? folded.w->dims() : n.shape(1);
+  if (x.size() < 3 || x.size() > 4 || wd.size() != x.size())
+    return x.size() > 4 ? n.unsupported("Conv over " + std::to_string(x.size() - 2) +
+                                        " spatial dims (duet tensors have rank <= 4: 1-D and 2-D)")
+                        : n.invalid("X " + dims_str(x) + " and W " + dims_str(wd) +
+                                    " must be [N, C, spatial...] and [M, C/group, kernel...]");
+  if (n.elem(1) != n.elem(0)) return n.invalid("X and W of different types");
+  const int64_t batch = x[0], c = x[1], m = wd[0], g = n.attr_int("group", 1);
+  if (g < 1 || c % g != 0 || m % g != 0 || wd[1] != c / g)
+    return n.invalid("group " + std::to_string(g) + " with X " + dims_str(x) + " and W " +
+                     dims_str(wd));
+  const std::vector<int64_t> kernel(wd.begin() + 2, wd.end());
+  if (auto ks = n.attr_ints("kernel_shape"); ks && *ks != kernel)
+    return n.invalid("kernel_shape " + dims_str(*ks) + " differs from W's " + dims_str(kernel));
+  DUET_ASSIGN_OR_RETURN(std::vector<Window> w, windows(n, x, kernel));
+  const int elem = n.elem(0);
+  DUET_ASSIGN_OR_RETURN(ValueId xp, n.runtime(0));
+  for (size_t i = 0; i < w.size(); ++i) {
+    DUET_ASSIGN_OR_RETURN(
+        xp, pad_axis(n, xp, static_cast<int>(2 + i), w[i].pad_begin, w[i].pad_end, 0.0, elem));
+  }
+  auto param = [&](const std::shared_ptr<Array>& a, size_t i,
+                   const char* purpose) -> Result<ValueId> {
+    if (a) return n.constant(*a, purpose);
+    return n.runtime(i);
+  };
+  DUET_ASSIGN_OR_RETURN(ValueId wv, param(folded.w, 1, "weight"));
+  const int64_t taps = product(kernel), cg = c / g, mg = m / g;
+  std::vector<int64_t> out = {batch, m};
+  for (const Window& d : w) out.push_back(d.out);
+  const int64_t pixels = product(out, 2);
+  std::vector<int64_t> chan_shape(x.size() - 1, 1);  // [M, 1(, 1)]: broadcasts over space
+  chan_shape[0] = m;
+
+  ValueId y;
+  if (cg == 1 && mg == 1 && taps > 1) {
+    // Depthwise: y[n, c] = sum over taps of x_tap[n, c] * w[c, tap].
+    ValueId wm = n.reshape(wv, {m, taps}, "weight_taps");
+    for (int64_t t = 0; t < taps; ++t) {
+      OpAttrs at;
+      at.axis = 1;
+      at.start = t;
+      at.stop = t + 1;
+      const std::string tag = "tap" + std::to_string(t);
+      ValueId wt = n.reshape(n.op(OpKind::slice, {wm}, at, tag + "/w"), chan_shape, tag + "/wc");
+      ValueId p = n.op(OpKind::mul, {tap_view(n, xp, w, t, tag), wt}, {}, tag + "/product");
+      const bool last = t + 1 == taps && !(folded.b || n.has(2));
+      y = y.valid() ? n.op(OpKind::add, {y, p}, {}, last ? fin : tag + "/sum") : p;
+    }
+  } else {
+    // im2col: the patches of group j as rows (tap-major, then channel), times W reordered to
+    // [M, taps * C/group] the same way.
+    std::vector<int> perm = {0};
+    for (size_t i = 0; i < kernel.size(); ++i) perm.push_back(static_cast<int>(2 + i));
+    perm.push_back(1);
+    ValueId wmat;
+    if (folded.w || n.known(1)) {
+      const Array& a = folded.w ? *folded.w : n.array(1);
+      DUET_TRY(n.room_for(a.dims(), a.elem(), 16));
+      std::vector<int64_t> p64(perm.begin(), perm.end());
+      DUET_ASSIGN_OR_RETURN(wmat, n.constant(transpose(a, p64).reshaped({m, taps * cg}), "weight"));
+    } else {
+      OpAttrs pa;
+      pa.perm = perm;
+      wmat = n.reshape(n.op(OpKind::permute, {wv}, pa, "weight_tap_major"), {m, taps * cg},
+                       "weight_matrix");
+    }
+    std::vector<ValueId> groups;
+    for (int64_t j = 0; j < g; ++j) {
+      const std::string tag = g == 1 ? std::string("cols") : "group" + std::to_string(j);
+      ValueId xg = xp, wg = wmat;
+      if (g > 1) {
+        OpAttrs at;
+        at.axis = 1;
+        at.start = j * cg;
+        at.stop = (j + 1) * cg;
+        xg = n.op(OpKind::slice, {xp}, at, tag + "/x");
+        at.axis = 0;
+        at.start = j * mg;
+        at.stop = (j + 1) * mg;
+        wg = n.op(OpKind::slice, {wmat}, at, tag + "/w");
+      }
+      std::vector<ValueId> views;
+      for (int64_t t = 0; t < taps; ++t)
+        views.push_back(tap_view(n, xg, w, t, tag + "/tap" + std::to_string(t)));
+      ValueId cols = views[0];
+      if (views.size() > 1) {
+        OpAttrs at;
+        at.axis = 1;
+        cols = n.op(OpKind::concat, views, at, tag);
+      }
+      cols = n.reshape(cols, {batch, taps * cg, pixels}, tag + "/matrix");
+      groups.push_back(n.op(OpKind::matmul, {wg, cols}, {}, tag + "/product"));
+    }
+    y = groups[0];
+    if (groups.size() > 1) {
+      OpAttrs at;
+      at.axis = 1;
+      y = n.op(OpKind::concat, groups, at, "groups");
+    }
+    y = n.reshape(y, out, folded.b || n.has(2) ? std::string_view("spatial") : fin);
+  }
+  if (folded.b || n.has(2)) {
+    DUET_ASSIGN_OR_RETURN(ValueId b, param(folded.b, 2, "bias"));
+    y = n.op(OpKind::add, {y, n.reshape(b, chan_shape, "bias_channels")}, {}, fin);
+  }
+  return y;
+}
+
+Status map_conv(Node& n) {
+  DUET_ASSIGN_OR_RETURN(ValueId y, lower_conv(n, {}, ""));
+  n.set(0, y, n.elem(0));
+  return {};
+}
+
+// BatchNormalization in inference: y = x * s + t per channel (dim 1), s = scale / sqrt(var +
+// eps), t = B - mean * s; folded to two constants when the parameters are known.
+Status batch_norm(Node& n, ValueId x, const std::vector<int64_t>& dims, size_t at, float eps,
+                  int elem) {
+  if (dims.size() < 2) return n.invalid("X must have a channel dim (rank >= 2)");
+  std::vector<int64_t> chan(dims.size() - 1, 1);
+  chan[0] = dims[1];
+  bool known = true;
+  for (size_t k = 0; k < 4; ++k) {
+    if (n.shape(at + k) != std::vector<int64_t>{dims[1]})
+      return n.invalid("scale, B, mean and var must be [C] = [" + std::to_string(dims[1]) + "]");
+    known = known && n.known(at + k);
+  }
+  ValueId s, t;
+  if (known) {
+    const std::vector<double> gamma = n.array(at).reals(), beta = n.array(at + 1).reals(),
+                              mean = n.array(at + 2).reals(), var = n.array(at + 3).reals();
+    std::vector<double> sv(gamma.size()), tv(gamma.size());
+    for (size_t c = 0; c < sv.size(); ++c) {
+      sv[c] = gamma[c] / std::sqrt(var[c] + static_cast<double>(eps));
+      tv[c] = beta[c] - mean[c] * sv[c];
+    }
+    DUET_ASSIGN_OR_RETURN(s, n.constant(Array::of_reals(elem, chan, sv), "scale"));
+    DUET_ASSIGN_OR_RETURN(t, n.constant(Array::of_reals(elem, chan, tv), "shift"));
+  } else {
+    std::vector<ValueId> p;
+    for (size_t k = 0; k < 4; ++k) {
+      DUET_ASSIGN_OR_RETURN(ValueId v, n.runtime(at + k));
+      p.push_back(v);
+    }
+    DUET_ASSIGN_OR_RETURN(ValueId e, n.constant(Array::of_reals(elem, {}, {eps}), "epsilon"));
+    ValueId sd = n.op(OpKind::sqrt, {n.op(OpKind::add, {p[3], e}, {}, "var_eps")}, {}, "std");
+    ValueId sc = n.op(OpKind::div, {p[0], sd}, {}, "per_channel_scale");
+    ValueId sh = n.op(OpKind::sub, {p[1], n.op(OpKind::mul, {p[2], sc}, {}, "mean_scaled")}, {},
+                      "per_channel_shift");
+    s = n.reshape(sc, chan, "scale");
+    t = n.reshape(sh, chan, "shift");
+  }
+  n.set(0, n.op(OpKind::add, {n.op(OpKind::mul, {x, s}, {}, "scaled"), t}), elem);
+  return {};
+}
+
+Status check_inference(Node& n) {
+  if (n.attr_int("training_mode", 0) != 0)
+    return n.unsupported("BatchNormalization in training mode");
+  if (n.opset() < 9 && n.attr_int("spatial", 1) == 0)
+    return n.unsupported("BatchNormalization with spatial = 0");
+  return {};
+}
+
+Status map_batch_norm(Node& n) {
+  DUET_TRY(float_input(n, 0));
+  DUET_TRY(check_inference(n));
+  DUET_ASSIGN_OR_RETURN(ValueId x, n.runtime(0));
+  return batch_norm(n, x, n.shape(0), 1, n.attr_float("epsilon", 1e-5f), n.elem(0));
+}
+
+// A Conv whose output only a BatchNormalization reads, paired by the fusion pass: inputs X, W,
+// B (maybe ""), scale, bias, mean, var; the Conv's attributes and the norm's epsilon. Folded into
+// the weights when they and the norm's parameters are known; else the two as they were.
+Status map_conv_batch_norm(Node& n) {
+  DUET_TRY(check_inference(n));
+  const float eps = n.attr_float("epsilon", 1e-5f);
+  if (n.known(1) && n.shape(1).size() >= 1) DUET_TRY(n.room_for(n.shape(1), n.elem(1), 24));
+  if (n.shape(1).size() >= 1)
+    if (std::optional<Folded> f = fold_batch_norm(n, 1, 2, 3, eps)) {
+      DUET_ASSIGN_OR_RETURN(ValueId y, lower_conv(n, *f, ""));
+      n.set(0, y, n.elem(0));
+      return {};
+    }
+  DUET_ASSIGN_OR_RETURN(ValueId conv, lower_conv(n, {}, "conv"));
+  if (!conv.valid()) return {};  // the builder holds why; map_node says it
+  const TensorDesc& d = n.desc(conv);
+  return batch_norm(n, conv, {d.dims().begin(), d.dims().end()}, 3, eps, n.elem(0));
+}
+
+// MaxPool and AveragePool over 1 or 2 spatial dims: the windows' taps (strided slice views of
+// the input padded with -inf or 0) concatenated along the channels, [N, taps * C, ...], viewed as
+// [N, taps, C, pixels] and reduced over the taps: reduce_max, or reduce_mean (reduce_sum divided
+// by each window's count of input elements when padding is not counted).
+Status pool(Node& n, bool max) {
+  DUET_TRY(float_input(n, 0));
+  const std::vector<int64_t> x = n.shape(0);
+  if (x.size() < 3 || x.size() > 4)
+    return x.size() > 4
+               ? n.unsupported(std::string(n.type()) + " over " + std::to_string(x.size() - 2) +
+                               " spatial dims (duet tensors have rank <= 4: 1-D and 2-D)")
+               : n.invalid("X " + dims_str(x) + " must be [N, C, spatial...]");
+  if (n.output_used(1)) return n.unsupported("MaxPool's Indices output");
+  if (n.attr_int("storage_order", 0) != 0) return n.unsupported("storage_order 1");
+  const std::optional<std::vector<int64_t>> kernel = n.attr_ints("kernel_shape");
+  if (!kernel || kernel->size() != x.size() - 2)
+    return n.invalid("kernel_shape must give one size per spatial dim");
+  const bool ceil = n.attr_int("ceil_mode", 0) != 0;
+  const bool count_pad = n.attr_int("count_include_pad", 0) != 0;
+  DUET_ASSIGN_OR_RETURN(std::vector<Window> w, windows(n, x, *kernel, ceil));
+  const int elem = n.elem(0);
+  const int64_t batch = x[0], c = x[1], taps = product(*kernel);
+  std::vector<int64_t> out = {batch, c};
+  for (const Window& d : w) out.push_back(d.out);
+  const int64_t pixels = product(out, 2);
+  DUET_ASSIGN_OR_RETURN(ValueId xp, n.runtime(0));
+  for (size_t i = 0; i < w.size(); ++i) {
+    DUET_ASSIGN_OR_RETURN(xp, pad_axis(n, xp, static_cast<int>(2 + i), w[i].pad_begin, w[i].pad_end,
+                                       max ? -INFINITY : 0.0, elem));
+  }
+  std::vector<ValueId> views;
+  for (int64_t t = 0; t < taps; ++t)
+    views.push_back(tap_view(n, xp, w, t, "tap" + std::to_string(t)));
+  ValueId all = views[0];
+  if (views.size() > 1) {
+    OpAttrs at;
+    at.axis = 1;
+    all = n.op(OpKind::concat, views, at, "taps");
+  }
+  all = n.reshape(all, {batch, taps, c, pixels}, "by_tap");
+  OpAttrs red;
+  red.axes = {1};
+  // Each window's count of elements of the input (not padding), when the mean must not count it.
+  std::vector<double> counts;
+  bool uneven = false;
+  if (!max)
+    for (int64_t p = 0; p < pixels; ++p) {
+      int64_t rest = p, cnt = 1;
+      for (size_t i = w.size(); i-- > 0;) {
+        const Window& d = w[i];
+        const int64_t o = rest % d.out;
+        rest /= d.out;
+        int64_t inside = 0;
+        for (int64_t k = 0; k < d.k; ++k) {
+          const int64_t at = o * d.stride + k * d.dil - d.pad_begin;
+          const bool real = at >= 0 && at < d.in;
+          // count_include_pad counts the explicit pads, never ceil_mode's extension past them.
+          inside += real || (count_pad && at >= -d.pad_begin && at < d.in + d.pad_end_given);
+        }
+        cnt *= inside;
+      }
+      counts.push_back(static_cast<double>(cnt));
+      uneven = uneven || cnt != taps;
+    }
+  ValueId y;
+  if (max || !uneven) {
+    y = n.op(max ? OpKind::reduce_max : OpKind::reduce_mean, {all}, red, "reduced");
+  } else {
+    ValueId sum = n.op(OpKind::reduce_sum, {all}, red, "sum");
+    DUET_ASSIGN_OR_RETURN(ValueId cnt,
+                          n.constant(Array::of_reals(elem, {pixels}, counts), "counts"));
+    y = n.op(OpKind::div, {sum, cnt}, {}, "reduced");
+  }
+  n.set(0, n.reshape(y, out), elem);
+  return {};
+}
+
+Status map_max_pool(Node& n) {
+  return pool(n, true);
+}
+Status map_average_pool(Node& n) {
+  return pool(n, false);
+}
+
+// GlobalAveragePool, GlobalMaxPool: the mean or largest value over every spatial dim, kept as
+// dims of size 1 (duet's reductions keep them).
+Status global_pool(Node& n, OpKind kind) {
+  DUET_TRY(float_input(n, 0));
+  const int r = n.rank(0);
+  if (r < 3) return n.invalid("X must be [N, C, spatial...]");
+  DUET_ASSIGN_OR_RETURN(ValueId x, n.runtime(0));
+  OpAttrs at;
+  for (int d = 2; d < r; ++d) at.axes.push_back(d);
+  n.set(0, n.op(kind, {x}, at), n.elem(0));
+  return {};
+}
+
+Status map_global_average_pool(Node& n) {
+  return global_pool(n, OpKind::reduce_mean);
+}
+Status map_global_max_pool(Node& n) {
+  return global_pool(n, OpKind::reduce_max);
+}
+
+const Mapping kConv[] = {
+    {"MaxPool", map_max_pool},
+    {"AveragePool", map_average_pool},
+    {"GlobalAveragePool", map_global_average_pool},
+    {"GlobalMaxPool", map_global_max_pool},
+    {"Conv", map_conv},
+    {"ConvBatchNormalization", map_conv_batch_norm},
+    {"BatchNormalization", map_batch_norm},
+};
+
+}  // namespace
+
+std::span<const Mapping> conv_mappings() {
+  return kConv;
+}
+
+}  // namespace duet::onnx_import
