@@ -233,10 +233,10 @@ int parse(int argc, char** argv, Args& a, bool& help) {
         return usage_error("--prompt-ids: expected ids like 1,2,3, got '" + std::string(v) + "'");
       a.sources.push_back(o);
     } else if (o == "--bench-prompt") {
-      if (!count(a.bench_prompt, 1, 1 << 24, "a token count >= 1")) return 2;
+      if (!count(a.bench_prompt, 1, 1 << 24, "a token count from 1 to 16777216")) return 2;
       a.sources.push_back(o);
     } else if (o == "-n") {
-      if (!count(a.n, 1, 1 << 24, "a token count >= 1")) return 2;
+      if (!count(a.n, 1, 1 << 24, "a token count from 1 to 16777216")) return 2;
     } else if (o == "--temp") {
       if (!number(a.gen.sampling.temperature, "a temperature >= 0")) return 2;
     } else if (o == "--top-k") {
@@ -277,7 +277,7 @@ int parse(int argc, char** argv, Args& a, bool& help) {
       a.policy = v;
       a.has_policy = true;
     } else if (o == "-c" || o == "--ctx" || o == "--max-context") {
-      if (!count(a.ctx, 1, 1 << 24, "a token count >= 1")) return 2;
+      if (!count(a.ctx, 1, 1 << 24, "a token count from 1 to 16777216")) return 2;
     } else if (o == "--cache-dtype") {
       const char* v = value();
       if (!need(v, "f16 or f32")) return 2;

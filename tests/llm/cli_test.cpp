@@ -47,7 +47,7 @@ TEST_F(LlamaCli, HelpAndBadOptionsExitAsTheySay) {
     std::string args, message;
   };
   const Case cases[] = {
-      {kFixture + " -n 0", "-n: expected a token count >= 1, got '0'"},
+      {kFixture + " -n 0", "-n: expected a token count from 1 to 16777216, got '0'"},
       {kFixture + " --prompt ''", "--prompt: the prompt is empty"},
       {kFixture + " --prompt a --prompt-ids 1", "one prompt only: --prompt and --prompt-ids"},
       {kFixture + " --temp -1", "temperature"},
