@@ -140,7 +140,9 @@ TEST(CudaDevice, KernelTimingRecordsAnEventAfterEveryOpAndWaitsOnlyAtTheEnd) {
     for (size_t i = 0; i < 3; ++i) {
       EXPECT_LE((*spans)[i].start, (*spans)[i].end);
       EXPECT_NEAR((*spans)[i].seconds, (*spans)[i].end - (*spans)[i].start, 1e-12);
-      if (i) EXPECT_EQ((*spans)[i - 1].end, (*spans)[i].start);
+      if (i) {
+        EXPECT_EQ((*spans)[i - 1].end, (*spans)[i].start);
+      }
     }
   }
   EXPECT_FALSE(r.device->end_kernel_timing().ok());

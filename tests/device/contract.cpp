@@ -310,7 +310,9 @@ TEST_P(DeviceContract, KernelTimingTimesEveryExecuteInOrderOrSaysItCannot) {
         EXPECT_LE(s.start, s.end) << i;
         EXPECT_GE(s.seconds, 0.0) << i;
         EXPECT_LE(s.seconds, s.end - s.start + 1e-9) << i;
-        if (i > 0) EXPECT_LE((*spans)[i - 1].end, s.start) << i;
+        if (i > 0) {
+          EXPECT_LE((*spans)[i - 1].end, s.start) << i;
+        }
         sum += s.seconds;
       }
       EXPECT_GT(sum, 0.0);

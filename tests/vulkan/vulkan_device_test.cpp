@@ -166,7 +166,9 @@ TEST_F(VulkanDeviceTest, KernelTimingKeepsTheBatchingAndFollowsOpsAcrossSubmissi
       ASSERT_LE(spans[i].start, spans[i].end) << i;
       ASSERT_GE(spans[i].seconds, 0.0) << i;
       ASSERT_LE(spans[i].seconds, spans[i].end - spans[i].start + 1e-9) << i;
-      if (i) ASSERT_LE(spans[i - 1].end, spans[i].start) << i;
+      if (i) {
+        ASSERT_LE(spans[i - 1].end, spans[i].start) << i;
+      }
     }
   };
   ASSERT_TRUE(dev().synchronize().ok());
@@ -285,7 +287,9 @@ TEST_F(VulkanDeviceTest, AProfiledRunTimesEveryKernelInThePlainRunsSubmission) {
     EXPECT_EQ(p.steps[i].step, kernels[i]);
     EXPECT_GT(p.steps[i].device_seconds, 0.0) << plan.steps[size_t(kernels[i])].name;
     EXPECT_GT(p.steps[i].host_seconds, 0.0);
-    if (i) EXPECT_LE(p.steps[i - 1].end, p.steps[i].start);
+    if (i) {
+      EXPECT_LE(p.steps[i - 1].end, p.steps[i].start);
+    }
   }
   EXPECT_GT(p.wall_seconds, 0.0);
   // The device's clock and the host's may differ in rate by a little.
