@@ -32,6 +32,22 @@ Status record_attention(const Ctx& c, const Dispatch& d, const Arg& out,
   return c.dev.recorder().record(m);
 }
 
+// Binds where the kernel writes: the output itself, or, when the keys are split `splits` ways, a
+// scratch buffer of `split_floats` floats per split and (batch, head) that record_attention's
+// combine pass reduces into the output. Returns the scratch (null when the keys are not split).
+Result<std::shared_ptr<VkBuf>> bind_output(const Ctx& c, Dispatch& d, const Arg& out, uint64_t bh,
+                                           int64_t splits, int64_t split_floats) {
+  std::shared_ptr<VkBuf> part;
+  if (splits > 1) {
+    DUET_ASSIGN_OR_RETURN(part,
+                          c.dev.scratch(bh * static_cast<uint64_t>(splits * split_floats) * 4));
+    d.bind[6] = {part->vk(), part->base(), part->size(), true};
+  } else {
+    DUET_TRY(c.bind_into(d, 1, 0, out, true, "output"));
+  }
+  return part;
+}
+
 // The attention without shared memory (attention_blocked.comp): R rows per invocation, LR
 // invocations along rows and LK along keys, keys split `splits` ways more; the LK x splits
 // partial results per row are merged by attention_combine.comp.
@@ -63,13 +79,7 @@ Status attention_blocked_emit(const Ctx& c, const std::vector<Arg>& p, const Arg
             mask,
             ovec};
   const int64_t ps = 4 * ((D + 3) / 4 + 1);  // floats per partial: sum, then max and denominator
-  std::shared_ptr<VkBuf> part;
-  if (parts > 1) {
-    DUET_ASSIGN_OR_RETURN(part, c.dev.scratch(bh * static_cast<uint64_t>(parts * rows * ps) * 4));
-    d.bind[6] = {part->vk(), part->base(), part->size(), true};
-  } else {
-    DUET_TRY(c.bind_into(d, 1, 0, p[0], true, "output"));
-  }
+  DUET_ASSIGN_OR_RETURN(std::shared_ptr<VkBuf> part, bind_output(c, d, p[0], bh, parts, rows * ps));
   DUET_TRY(c.bind_texels_into(d, 2, 1, p[1], qvec != 0, c.op.input_name(0)));
   DUET_TRY(c.bind_texels_into(d, 0, 2, p[2], kvec != 0, c.op.input_name(1)));
   DUET_TRY(c.bind_texels_into(d, 1, 3, p[3], vvec != 0, c.op.input_name(2)));
@@ -102,14 +112,8 @@ Status attention_decode_emit(const Ctx& c, const std::vector<Arg>& p, const Arg*
   Dispatch d;
   d.shader = "attention_decode_" + T(t);
   d.spec = {static_cast<uint32_t>(NT), static_cast<uint32_t>(MR), static_cast<uint32_t>(D), 0u, 0u};
-  std::shared_ptr<VkBuf> part;
-  if (splits > 1) {
-    DUET_ASSIGN_OR_RETURN(part,
-                          c.dev.scratch(bh * static_cast<uint64_t>(splits * rows * (D + 2)) * 4));
-    d.bind[6] = {part->vk(), part->base(), part->size(), true};
-  } else {
-    DUET_TRY(c.bind_into(d, 1, 0, p[0], true, "output"));
-  }
+  DUET_ASSIGN_OR_RETURN(std::shared_ptr<VkBuf> part,
+                        bind_output(c, d, p[0], bh, splits, rows * (D + 2)));
   for (size_t i = 1; i < p.size(); ++i)
     DUET_TRY(c.bind_into(d, static_cast<int>(i + 1), static_cast<int>(i), p[i], false,
                          c.op.input_name(i - 1)));
@@ -186,14 +190,8 @@ Status attention(const Ctx& c, const Arg& out, std::span<const Arg> in) {
     d.shader = "attention_" + T(t);
     d.spec = {static_cast<uint32_t>(l.block_threads), static_cast<uint32_t>(l.tile_m),
               static_cast<uint32_t>(l.tile_n), static_cast<uint32_t>(D)};
-    std::shared_ptr<VkBuf> part;
-    if (splits > 1) {
-      DUET_ASSIGN_OR_RETURN(part,
-                            c.dev.scratch(bh * static_cast<uint64_t>(splits * rows * (D + 2)) * 4));
-      d.bind[6] = {part->vk(), part->base(), part->size(), true};
-    } else {
-      DUET_TRY(c.bind_into(d, 1, 0, p[0], true, "output"));
-    }
+    DUET_ASSIGN_OR_RETURN(std::shared_ptr<VkBuf> part,
+                          bind_output(c, d, p[0], bh, splits, rows * (D + 2)));
     for (size_t i = 1; i < p.size(); ++i)
       DUET_TRY(c.bind_into(d, static_cast<int>(i + 1), static_cast<int>(i), p[i], false,
                            c.op.input_name(i - 1)));

@@ -31,22 +31,7 @@ constexpr MatmulTile kTiles[] = {
 
 std::optional<MatmulTile> pick_matmul_tile(const DeviceCaps& c, int64_t M, int64_t N,
                                            std::string* why_not) {
-  const int mt = max_threads(c);
-  const uint64_t smem = shared_limit(c);
-  const int sg = std::max(c.subgroup_size, 1);
-  std::optional<MatmulTile> fallback;
-  for (const MatmulTile& t : kTiles) {
-    if (t.threads() > mt || t.shared() > smem) continue;
-    if (t.threads() % sg != 0 && t.threads() > sg) continue;
-    if (!fallback) fallback = t;
-    // Tiles much larger than the output waste most of their work: prefer a smaller one.
-    if (t.bm > 2 * std::max<int64_t>(M, 8) || t.bn > 2 * std::max<int64_t>(N, 8)) continue;
-    return t;
-  }
-  if (fallback) return fallback;
-  *why_not = "no GEMM tile fits " + kib(smem) + " of shared memory and " + std::to_string(mt) +
-             " invocations per workgroup";
-  return std::nullopt;
+  return pick_tile(c, kTiles, M, N, 8, "GEMM", why_not);
 }
 
 // The register-blocked GEMM's register block: TM x TN outputs per invocation, WG invocations per

@@ -61,21 +61,7 @@ constexpr QuantTile kQuantTiles[] = {
 
 std::optional<QuantTile> pick_quant_tile(const DeviceCaps& c, int64_t M, int64_t N,
                                          std::string* why_not) {
-  const int mt = max_threads(c);
-  const uint64_t smem = shared_limit(c);
-  const int sg = std::max(c.subgroup_size, 1);
-  std::optional<QuantTile> fallback;
-  for (const QuantTile& t : kQuantTiles) {
-    if (t.threads() > mt || t.shared() > smem) continue;
-    if (t.threads() % sg != 0 && t.threads() > sg) continue;
-    if (!fallback) fallback = t;
-    if (t.bm > 2 * std::max<int64_t>(M, 4) || t.bn > 2 * std::max<int64_t>(N, 8)) continue;
-    return t;
-  }
-  if (fallback) return fallback;
-  *why_not = "no quantized GEMM tile fits " + kib(smem) + " of shared memory and " +
-             std::to_string(mt) + " invocations per workgroup";
-  return std::nullopt;
+  return pick_tile(c, kQuantTiles, M, N, 4, "quantized GEMM", why_not);
 }
 
 bool int_dot_accelerated(const DeviceCaps& c) {

@@ -3,6 +3,9 @@
 // of a capability record; no Vulkan API.
 #pragma once
 
+#include <algorithm>
+#include <cstddef>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,6 +44,30 @@ bool storage_ok(const DeviceCaps& c, DType t, std::string* why);
 bool texels_ok(const DeviceCaps& c, std::string* why);
 // "f32", or "f16 storage, f32 compute".
 std::string compute_name(DType t);
+
+// The shared-memory GEMMs' tile (matmul.cpp, quantized.cpp): the first of `tiles` (largest
+// first) whose invocations and shared memory fit the device, whose workgroup is whole subgroups,
+// and which is at most twice the output (M counted as at least `min_m`, N as at least 8), since a
+// larger tile wastes most of its work; else the first that fits at all; else none, and why not.
+template <class Tile, size_t Count>
+std::optional<Tile> pick_tile(const DeviceCaps& c, const Tile (&tiles)[Count], int64_t M, int64_t N,
+                              int64_t min_m, const std::string& what, std::string* why_not) {
+  const int mt = max_threads(c);
+  const uint64_t smem = shared_limit(c);
+  const int sg = std::max(c.subgroup_size, 1);
+  std::optional<Tile> fallback;
+  for (const Tile& t : tiles) {
+    if (t.threads() > mt || t.shared() > smem) continue;
+    if (t.threads() % sg != 0 && t.threads() > sg) continue;
+    if (!fallback) fallback = t;
+    if (t.bm > 2 * std::max<int64_t>(M, min_m) || t.bn > 2 * std::max<int64_t>(N, 8)) continue;
+    return t;
+  }
+  if (fallback) return fallback;
+  *why_not = "no " + what + " tile fits " + kib(smem) + " of shared memory and " +
+             std::to_string(mt) + " invocations per workgroup";
+  return std::nullopt;
+}
 
 // Each op family's choices: data.cpp, elementwise.cpp, matmul.cpp, attention.cpp, quantized.cpp.
 KernelChoice data_choice(const DeviceCaps& c, const OpDesc& op);
