@@ -1,6 +1,8 @@
 #include "duet/half.h"
 
 #include <cmath>
+#include <cstddef>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -66,19 +68,33 @@ namespace {
 
 // One element of type t widened to F (double or float); i32 goes through double so that values
 // beyond 2^24 round once.
+// Element i of an array of T at base, and its store, through memcpy: a tensor may sit at any byte
+// offset of a file or a borrowed buffer (a misaligned f32 weight is legal data, not UB).
+template <class T>
+T load_elem(const void* base, int64_t i) {
+  T v;
+  std::memcpy(&v, static_cast<const std::byte*>(base) + i * static_cast<int64_t>(sizeof(T)),
+              sizeof(T));
+  return v;
+}
+template <class T>
+void store_elem(void* base, int64_t i, T v) {
+  std::memcpy(static_cast<std::byte*>(base) + i * static_cast<int64_t>(sizeof(T)), &v, sizeof(T));
+}
+
 template <class F>
 F load_as(const void* base, DType t, int64_t i) {
   switch (t) {
     case DType::f32:
-      return static_cast<F>(static_cast<const float*>(base)[i]);
+      return static_cast<F>(load_elem<float>(base, i));
     case DType::f16:
-      return static_cast<F>(f16_to_f32(static_cast<const uint16_t*>(base)[i]));
+      return static_cast<F>(f16_to_f32(load_elem<uint16_t>(base, i)));
     case DType::bf16:
-      return static_cast<F>(bf16_to_f32(static_cast<const uint16_t*>(base)[i]));
+      return static_cast<F>(bf16_to_f32(load_elem<uint16_t>(base, i)));
     case DType::i8:
       return static_cast<F>(static_cast<const int8_t*>(base)[i]);
     case DType::i32:
-      return static_cast<F>(static_cast<double>(static_cast<const int32_t*>(base)[i]));
+      return static_cast<F>(static_cast<double>(load_elem<int32_t>(base, i)));
     default:
       break;
   }
@@ -95,21 +111,21 @@ template <class F>
 void store_as(void* base, DType t, int64_t i, F v) {
   switch (t) {
     case DType::f32:
-      static_cast<float*>(base)[i] = static_cast<float>(v);
+      store_elem(base, i, static_cast<float>(v));
       return;
     // From double through f32 first: that can double-round, but only for values within 2^-29
     // relative of a half-way point, far below any tolerance used in the project.
     case DType::f16:
-      static_cast<uint16_t*>(base)[i] = f32_to_f16(static_cast<float>(v));
+      store_elem(base, i, f32_to_f16(static_cast<float>(v)));
       return;
     case DType::bf16:
-      static_cast<uint16_t*>(base)[i] = f32_to_bf16(static_cast<float>(v));
+      store_elem(base, i, f32_to_bf16(static_cast<float>(v)));
       return;
     case DType::i8:
       static_cast<int8_t*>(base)[i] = saturate_to<int8_t>(v);
       return;
     case DType::i32:
-      static_cast<int32_t*>(base)[i] = saturate_to<int32_t>(v);
+      store_elem(base, i, saturate_to<int32_t>(v));
       return;
     default:
       return;  // block formats are written a block at a time (quantize())
