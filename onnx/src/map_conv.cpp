@@ -94,9 +94,11 @@ Result<std::vector<Window>> windows(Node& n, const std::vector<int64_t>& x,
 Result<ValueId> pad_axis(Node& n, ValueId x, int axis, int64_t before, int64_t after, double value,
                          int elem) {
   if (before == 0 && after == 0) return x;
-  const TensorDesc& d = n.desc(x);
+  // A copy of x's dims: adding the constants grows the graph's values, which moves them.
+  const auto xd = n.desc(x).dims();
+  const std::vector<int64_t> x_dims(xd.begin(), xd.end());
   auto filler = [&](int64_t size, const char* side) -> Result<ValueId> {
-    std::vector<int64_t> dims(d.dims().begin(), d.dims().end());
+    std::vector<int64_t> dims = x_dims;
     dims[static_cast<size_t>(axis)] = size;
     DUET_TRY(n.room_for(dims, elem, 8));
     const std::vector<double> v(static_cast<size_t>(product(dims)), value);
