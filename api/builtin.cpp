@@ -27,4 +27,8 @@ const BackendRules& builtin_rules(BackendKind backend) {
   return cpu::rules();
 }
 
+const BackendRules& default_build_rules(BackendKind backend) {
+  return backend == BackendKind::cuda ? cuda::default_build_rules() : builtin_rules(backend);
+}
+
 }  // namespace duet

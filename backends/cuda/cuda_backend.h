@@ -8,5 +8,7 @@ namespace duet::cuda {
 
 BackendFactory factory();
 const BackendRules& rules();
+// The rules of a default CUDA 13 build (kernels::default_build()), for the reference docs.
+const BackendRules& default_build_rules();
 
 }  // namespace duet::cuda

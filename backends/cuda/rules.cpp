@@ -141,4 +141,9 @@ const BackendRules& rules() {
   return *r;
 }
 
+const BackendRules& default_build_rules() {
+  static const std::unique_ptr<BackendRules> r = make_rules(kernels::default_build());
+  return *r;
+}
+
 }  // namespace duet::cuda

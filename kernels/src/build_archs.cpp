@@ -64,6 +64,12 @@ const BuildArchs& this_build() {
   return archs;
 }
 
+const BuildArchs& default_build() {
+  static const BuildArchs archs =
+      parse_build_archs(DUET_CUDA_DEFAULT_CUBINS, DUET_CUDA_DEFAULT_PTX);
+  return archs;
+}
+
 std::string BuildArchs::str() const {
   const BuildArchs& a = *this;
   std::string s = "cubins ";

@@ -1,6 +1,7 @@
 // duet ops: the op set for people writing graphs. Everything it prints comes from the code: each
 // op's row of facts (core/src/ops/: inputs, attributes, semantics, an example graph), the dtypes
-// `duet check` covers, and the tiers each backend's rules offer on the shipped device profiles.
+// `duet check` covers, and the tiers each backend's rules offer on the shipped device profiles
+// (for a default build: CUDA's tiers as a default CUDA 13 build has them, whatever this one has).
 // `duet ops --markdown` is docs/ops.md (a test fails when they differ).
 #include <cstdio>
 #include <iostream>
@@ -41,7 +42,7 @@ std::vector<Profile> shipped_profiles() {
   for (const std::string& n : profile_names()) {
     auto caps = load_profile(n);
     if (!caps.ok()) continue;
-    builtin_rules(caps->backend).annotate_profile(*caps);
+    default_build_rules(caps->backend).annotate_profile(*caps);
     out.push_back({n, std::move(*caps)});
   }
   return out;
@@ -72,7 +73,7 @@ std::map<OpKind, Coverage> coverage(const std::vector<Profile>& profiles) {
       cov.dtypes[spec_index(*op, i)].insert(op->inputs[i].dtype);
     if (is_view(c.kind)) continue;
     for (const Profile& p : profiles) {
-      for (const KernelChoice& k : builtin_rules(p.caps.backend).choices(p.caps, *op)) {
+      for (const KernelChoice& k : default_build_rules(p.caps.backend).choices(p.caps, *op)) {
         TierUse& use = cov.tiers[{p.caps.backend, k.tier}];
         if (k.ok) {
           use.precisions.insert(k.precision);
@@ -193,9 +194,10 @@ void markdown(std::ostream& o) {
     << " device profiles of `profiles/` ([profiles.md](profiles.md)) and every case of "
        "`duet check --full`: the precisions a tier computes in, and the profiles it is usable "
        "on for at least one case (`duet plan GRAPH --profile NAME --explain` says why for your "
-       "shapes), or why it is refused on every one. A CUDA profile is listed where the build "
-       "carries a kernel image for its architecture (the default and release presets carry none "
-       "for sm_61 and sm_70).\n\n"
+       "shapes), or why it is refused on every one. CUDA profiles are asked about a default "
+       "CUDA 13 build (cubins for sm_75, sm_80, sm_90a and sm_120, PTX of sm_80), whatever the "
+       "build that prints this page carries: a CUDA tier is listed on a profile where that build "
+       "has a kernel image for its architecture (none for sm_61 and sm_70).\n\n"
        "Run-time scalars (rope's `pos`, attention's `kv_len`, write_slice's `pos`) are i32 "
        "tensors of one element, read by the kernels when they run: give them as graph inputs "
        "and change them per run without planning again.\n\n";

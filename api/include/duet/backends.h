@@ -19,5 +19,8 @@ DUET_API Registry open_registry(const BackendOptions& options = {});
 // The selection rules of a backend, for planning against capability profiles. Usable whether or
 // not the backend was built or has a device.
 DUET_API const BackendRules& builtin_rules(BackendKind backend);
+// The same for a default build (CUDA: the architecture list of a default CUDA 13 build, whatever
+// this one carries): what the reference documentation (`duet ops --markdown`) describes.
+DUET_API const BackendRules& default_build_rules(BackendKind backend);
 
 }  // namespace duet

@@ -30,6 +30,10 @@ BuildArchs parse_build_archs(std::string_view cubins, std::string_view ptx);
 // CUDA answers with the list a default CUDA 13 build carries (sm_75, sm_80, sm_90a, sm_120, PTX
 // compute_80), so that planning for a CUDA profile gives the same answer on every machine.
 const BuildArchs& this_build();
+// What a default CUDA 13 build carries (the same list), whatever this build was configured with:
+// the reference documentation (`duet ops --markdown`, docs/ops.md) describes that build, so that
+// it reads the same from a build made with `-DDUET_CUDA_ARCHS=80` or without CUDA.
+const BuildArchs& default_build();
 
 // How a device of compute capability major.minor gets its kernels from a build.
 enum class ImageMatch : uint8_t {
