@@ -4,12 +4,16 @@
 # the Llama example on a Llama-3-8B-shaped q4_0 file; then one table of ratios (summarize.py).
 # Everything lands in $OUT (default /tmp/out): log.txt, summary.md, the JSON rows.
 # Usage: BUNDLE=gpub/bundle.tar.xz OUT=dir tools/gpu/run.sh [STEP ...]
-#   steps (default all, in this order): env check bench decode torch model llama vkcheck vkbench
-#   vkllama
-#   Budget: the whole default run is sized for about 7 minutes on an H100/H200.
+#   (the device tool returns at most eight files from its $OUT: give this script a folder of its
+#   own and pack it afterwards, e.g. OUT=/tmp/o timeout 500 run.sh; tar -czf $OUT/logs.tgz -C /tmp/o .)
+#   steps (default all, in this order): env check onnx bench tiers decode profile torch model llama
+#   longctx vkcheck vkbench vkattn vkllama
+#   Budget: on an H200 (2026-11-27) the steps up to vkbench took 7.5 minutes, bench-vulkan stopped
+#   by its timeout; env, check, onnx, torch, llama and longctx alone took 31 s. Name the steps a
+#   run needs when its device time is short.
 set -u
 B=/tmp/duet-gpu; O=${OUT:-/tmp/out}; mkdir -p "$O"
-steps=${*:-env check bench decode torch model llama vkcheck vkbench vkllama}
+steps=${*:-env check onnx bench tiers decode profile torch model llama longctx vkcheck vkbench vkattn vkllama}
 want() { case " $steps " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 T0=$(date +%s)
 step() { echo; echo "===== $* (t+$(( $(date +%s) - T0 ))s, $(date +%T))"; }
@@ -35,9 +39,25 @@ if want check; then
   step check-cuda; timeout 120 $D check --device cuda:0 --json $O/check_cuda.json > $O/check_cuda.txt 2>&1
   echo rc=$?; grep -v -E "^\s*(ok|pass)" $O/check_cuda.txt | tail -25
 fi
+# The exported ONNX models of tests/onnx/models (convolutions, masks, attention) op by op on the GPU
+# (run from the repository root, where those files are).
+if want onnx; then
+  step onnx-models
+  for m in conv1d_encoder resnet_block masked_attention bert_layer gpt2_block; do
+    [ -f tests/onnx/models/$m.onnx ] || continue
+    timeout 30 $D check tests/onnx/models/$m.onnx --inputs tests/onnx/models/$m.inputs.safetensors \
+      --device cuda:0 > $O/onnx_$m.txt 2>&1; echo "$m rc=$?: $(tail -1 $O/onnx_$m.txt)"
+  done
+fi
 if want bench; then
   step bench-cuda; timeout 120 $D bench --device cuda:0 --op matmul --op attention --min-seconds 0.1 \
     --json $O/bench_cuda.json > $O/bench_cuda.txt 2>&1; echo rc=$?; tail -60 $O/bench_cuda.txt
+fi
+# Attention at each CUDA tier side by side (sm_90a wgmma, sm_80 flash, the SIMT generic kernels).
+if want tiers; then
+  step bench-cuda-attention-tiers; timeout 60 $D bench --device cuda:0 --op attention --tier wgmma \
+    --tier flash --tier generic --min-seconds 0.05 --json $O/bench_attn_tiers.json \
+    > $O/bench_attn_tiers.txt 2>&1; echo rc=$?; tail -45 $O/bench_attn_tiers.txt
 fi
 # The integer-dot mat-vec of every block format (decode M1 and M8 rows: GB/s and %bw of the
 # record's bandwidth) beside the copy bandwidth of the same run (issue 26: at least 70% of it).
@@ -47,6 +67,18 @@ if want decode; then
   echo rc=$?; grep -E "decode|GB/s" $O/bench_cuda_decode.txt | head -40
   step bench-cuda-copy; timeout 30 $D bench --device cuda:0 --op copy --min-seconds 0.05 \
     --json $O/bench_cuda_copy.json 2>&1 | tail -6
+fi
+# ncu on the decode mat-vec (q4_0 M1 first) and on duet's copy kernel: duration, DRAM throughput,
+# occupancy and warp stall reasons, the first thing to read when a kernel misses the bandwidth.
+if want profile; then
+  step profile; N=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+  timeout 60 $N -k regex:qmv -c 1 --section SpeedOfLight --section Occupancy --section WarpStateStats \
+    --section MemoryWorkloadAnalysis --section LaunchStats $D bench --device cuda:0 --op matmul \
+    --tier int_dot --dtype q4_0 --min-seconds 0.01 > $O/ncu_qmv.txt 2>&1; echo rc=$?
+  grep -E "Duration|Throughput|Achieved Occupancy|Registers Per|Block Size|Grid Size|Stall|Waves" $O/ncu_qmv.txt | head -40
+  timeout 45 $N -k regex:copy -c 1 --section SpeedOfLight --section Occupancy --section LaunchStats \
+    $D bench --device cuda:0 --op copy --min-seconds 0.01 > $O/ncu_copy.txt 2>&1; echo rc=$?
+  grep -E "Duration|Throughput|Achieved Occupancy|Block Size|Grid Size" $O/ncu_copy.txt | head -12
 fi
 if want torch; then
   step torch; timeout 90 python3 $B/peer_torch.py > $O/torch.jsonl 2>$O/torch.err; echo rc=$?
@@ -66,6 +98,12 @@ llama() {
   timeout 60 $L /tmp/m8.gguf $ids 1,2,3 -n 32 --devices $dev --timing "$@" 2>&1 | tail -22
 }
 if want llama; then llama cuda:0; fi
+# Decode at position ~2048 (long cache, f16 by default) with the per-kernel timing.
+if want longctx; then
+  step "llama cuda:0 prefill 2048 + decode at 2048"
+  timeout 75 $L /tmp/m8.gguf --bench-prompt 2048 -n 32 --temp 0 --ignore-eos --ctx 4096 \
+    --devices cuda:0 --timing 2>&1 >/dev/null | grep -iE 'cache|prefill|decode|timing|stop|error|ms' | head -30
+fi
 if want vkcheck; then
   step check-vulkan; timeout 150 $D check --device vulkan:0 --json $O/check_vulkan.json > $O/check_vulkan.txt 2>&1
   echo rc=$?; grep -v -E "^\s*(ok|pass)" $O/check_vulkan.txt | tail -25
@@ -74,6 +112,16 @@ fi
 if want vkbench; then
   step bench-vulkan; timeout 90 $D bench --device vulkan:0 --op matmul --op attention --min-seconds 0.1 \
     --json $O/bench_vulkan.json > $O/bench_vulkan.txt 2>&1; echo rc=$?; tail -60 $O/bench_vulkan.txt
+fi
+# Vulkan attention (decode kernel, keys split across workgroups) against CUDA on the same GPU,
+# the larger cases checked first; the one-GPU planning line; calibration at GPU sizes.
+if want vkattn; then
+  step check-vulkan-attention-full; timeout 60 $D check --device vulkan:0 --op attention --full 2>&1 | tail -4
+  step bench-vulkan-vs-cuda-attention; timeout 60 $D bench --device vulkan:0 --device cuda:0 --op attention \
+    --dtype f16 --min-seconds 0.05 --json $O/bench_vk_cuda_attn.json > $O/bench_vk_cuda_attn.txt 2>&1
+  echo rc=$?; tail -40 $O/bench_vk_cuda_attn.txt
+  step calibrate; ( time timeout 60 $D calibrate --device cuda:0,vulkan:0 --refresh ) 2>&1 | tail -20
+  step one-gpu-plan; timeout 20 $D plan examples/attention.json --explain 2>&1 | grep -iE "one GPU|budget|whole graph" | head -5
 fi
 if want vkllama; then llama vulkan:0; fi
 step summary; python3 $B/summarize.py $O > $O/summary.md; cat $O/summary.md
