@@ -308,6 +308,8 @@ void data_cases(Builder& b, DType t) {
   b.add(OpKind::cast, t, {transposed(t, {9, 17})}, {Fill::unit}, c, "view");
   b.add(OpKind::copy, t, {transposed(t, {2, 17, 33})}, {Fill::unit});
   b.add(OpKind::copy, t, {strided(t, {3, 257})}, {Fill::unit});
+  // Dense, and a byte count that is not a multiple of 16: the GPUs' 16-byte copy and its tail.
+  b.add(OpKind::copy, t, {dense(t, {3, 67})}, {Fill::unit});
   OpAttrs cat;
   cat.axis = 1;
   b.add(OpKind::concat, t, {dense(t, {2, 3, 5}), dense(t, {2, 1, 5}), transposed(t, {2, 4, 5})},

@@ -167,6 +167,17 @@ DUET_HD int64_t offset_of(const Strided& v, const int64_t* shape, int64_t i) {
   return off;
 }
 
+// Whether v viewed with `shape` is dense and row-major: element i is at storage offset i, so a
+// kernel can skip offset_of's divisions (most operands of element-wise ops and copies).
+DUET_HD bool dense_in(const Strided& v, const int64_t* shape) {
+  int64_t want = 1;
+  for (int d = 3; d >= 0; --d) {
+    if (shape[d] != 1 && v.stride[d] != want) return false;
+    want *= shape[d];
+  }
+  return true;
+}
+
 DUET_HD int elt_bytes(Elt t) {
   return t == Elt::f32 || t == Elt::i32 ? 4 : t == Elt::i8 ? 1 : 2;
 }
