@@ -18,6 +18,8 @@ namespace {
 // VK_KHR_cooperative_matrix postdates the Vulkan headers of Debian 12 (1.3.239); the few
 // definitions needed to query it are spelled out here from the registry.
 constexpr const char* kCoopMatExt = kCoopMatExtension;
+// The first Vulkan version (and so validation layer) that knows VK_KHR_cooperative_matrix.
+constexpr uint32_t kCoopMatLayerVersion = VK_MAKE_API_VERSION(0, 1, 3, 255);
 constexpr VkStructureType kCoopMatPropsType = static_cast<VkStructureType>(1000506001);
 struct CoopMatProps {
   VkStructureType sType;
@@ -414,7 +416,7 @@ void record_cpu_device(DeviceCaps& c) {
 
 }  // namespace
 
-Result<PhysicalInfo> probe(VkInstance instance, VkPhysicalDevice pd) {
+Result<PhysicalInfo> probe(VkInstance instance, VkPhysicalDevice pd, uint32_t layer_version) {
   PhysicalInfo info;
   info.handle = pd;
   vkGetPhysicalDeviceProperties(pd, &info.props);
@@ -431,9 +433,17 @@ Result<PhysicalInfo> probe(VkInstance instance, VkPhysicalDevice pd) {
   DeviceCaps& c = info.caps;
   record_device(info, props, c);
   const std::string heaps = record_memory(info, c);
-  const std::string coop_khr = record_coopmat(instance, pd, coop.khr, c);
-  // The device enables VK_KHR_cooperative_matrix (the coopmat kernels) where it has usable shapes.
+  std::string coop_khr = record_coopmat(instance, pd, coop.khr, c);
+  // The device enables VK_KHR_cooperative_matrix (the coopmat kernels) where it has usable shapes,
+  // except under a validation layer older than the extension (Debian 12's is 1.3.239): that
+  // layer reports the extension's feature structure as an error, and opening the device fails.
   info.coopmat = coop.khr && !c.matrix_units.empty();
+  if (info.coopmat && layer_version != 0 && layer_version < kCoopMatLayerVersion) {
+    info.coopmat = false;
+    std::erase_if(c.matrix_units, [](const MatrixUnit& u) { return u.api != kCoopMatNvApi; });
+    coop_khr += "; off: the validation layer (" + version_str(layer_version) +
+                ") predates VK_KHR_cooperative_matrix (" + version_str(kCoopMatLayerVersion) + ")";
+  }
   const std::string coop_nv = record_coopmat_nv(instance, pd, coop.nv, c);
   probe_texel_buffers(pd, info, c);
   if (c.type == DeviceType::cpu) record_cpu_device(c);

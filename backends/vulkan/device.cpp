@@ -361,7 +361,7 @@ BackendFactory factory() {
               if (!only.empty() &&
                   ("," + only + ",").find("," + std::to_string(i) + ",") == std::string::npos)
                 continue;
-              auto info = probe(inst->handle(), pds[i]);
+              auto info = probe(inst->handle(), pds[i], inst->validation_layer_version());
               if (!info.ok()) {
                 out.notes.push_back("physical device " + std::to_string(i) +
                                     " skipped: " + info.status().message());

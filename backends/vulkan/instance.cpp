@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cstring>
 
 #include "duet/internal/log.h"
@@ -20,14 +21,15 @@ VKAPI_ATTR VkBool32 VKAPI_CALL on_message(VkDebugUtilsMessageSeverityFlagBitsEXT
   return VK_FALSE;
 }
 
-bool has_layer(const char* name) {
+// The layer's specVersion, 0 when it is not installed.
+uint32_t layer_version(const char* name) {
   uint32_t n = 0;
-  if (vkEnumerateInstanceLayerProperties(&n, nullptr) != VK_SUCCESS) return false;
+  if (vkEnumerateInstanceLayerProperties(&n, nullptr) != VK_SUCCESS) return 0;
   std::vector<VkLayerProperties> layers(n);
-  if (vkEnumerateInstanceLayerProperties(&n, layers.data()) != VK_SUCCESS) return false;
+  if (vkEnumerateInstanceLayerProperties(&n, layers.data()) != VK_SUCCESS) return 0;
   for (const auto& l : layers)
-    if (std::strcmp(l.layerName, name) == 0) return true;
-  return false;
+    if (std::strcmp(l.layerName, name) == 0) return std::max<uint32_t>(l.specVersion, 1);
+  return 0;
 }
 
 bool has_instance_extension(const char* layer, const char* name) {
@@ -61,7 +63,8 @@ Result<std::shared_ptr<Instance>> Instance::create(bool validation,
   std::vector<const char*> layers, extensions;
   bool debug_utils = false;
   if (validation) {
-    if (!has_layer(kValidationLayer)) {
+    inst->layer_version_ = layer_version(kValidationLayer);
+    if (inst->layer_version_ == 0) {
       notes->push_back("validation requested but VK_LAYER_KHRONOS_validation is not installed");
       log().warn("Vulkan: validation requested but {} is not installed", kValidationLayer);
     } else {

@@ -44,6 +44,9 @@ class Instance {
 
   VkInstance handle() const { return instance_; }
   bool validation() const { return messenger_ != VK_NULL_HANDLE; }
+  // The validation layer's Vulkan version (its specVersion), 0 without validation: a layer
+  // older than an extension reports the extension's structures as errors.
+  uint32_t validation_layer_version() const { return validation() ? layer_version_ : 0; }
   // Validation messages (warnings and errors) received since the last call.
   std::vector<std::string> take_messages();
   void add_message(std::string m);
@@ -52,6 +55,7 @@ class Instance {
   Instance() = default;
   VkInstance instance_ = VK_NULL_HANDLE;
   VkDebugUtilsMessengerEXT messenger_ = VK_NULL_HANDLE;
+  uint32_t layer_version_ = 0;
   std::mutex mu_;
   std::vector<std::string> messages_;
 };
@@ -88,7 +92,9 @@ struct CoopMatFeatures {
   VkBool32 cooperativeMatrixRobustBufferAccess;
 };
 // Reads every property and feature the engine uses; fails when the device cannot run compute.
-Result<PhysicalInfo> probe(VkInstance instance, VkPhysicalDevice pd);
+// `layer_version`: the validation layer's version where validation is on (0 otherwise); a layer
+// that predates VK_KHR_cooperative_matrix leaves the coopmat kernels off.
+Result<PhysicalInfo> probe(VkInstance instance, VkPhysicalDevice pd, uint32_t layer_version = 0);
 // Lower-case hex digits of n bytes (UUIDs in cache file names and caps).
 std::string hex(const uint8_t* p, size_t n);
 
