@@ -235,8 +235,10 @@ void injected_fault(int rank, int run) {
 }  // namespace
 
 Result<Cluster> gather_cluster(Transport& t, const Graph& graph,
-                               const std::vector<Device*>& devices) {
-  DUET_TRY(agree_on_start(t, DUET_VERSION_STRING, graph_fingerprint(graph)));
+                               const std::vector<Device*>& devices, const std::string& agree_on) {
+  DUET_TRY(agree_on_start(
+      t, DUET_VERSION_STRING,
+      agree_on.empty() ? graph_fingerprint(graph) : graph_fingerprint(graph) + " " + agree_on));
   // Links: every pair in one order on every rank (a rank takes part in its own pairs only).
   std::map<int, MeasuredLink> links;
   for (int a = 0; a < t.size(); ++a)
@@ -260,7 +262,7 @@ Result<std::unique_ptr<DistributedEngine>> DistributedEngine::create(Transport& 
   e->t_ = &transport;
   e->graph_ = graph;
   Transport& t = transport;
-  DUET_ASSIGN_OR_RETURN(Cluster cluster, gather_cluster(t, graph, devices));
+  DUET_ASSIGN_OR_RETURN(Cluster cluster, gather_cluster(t, graph, devices, options.agree_on));
 
   // Rank 0 plans; every rank derives its stage from the ranges.
   std::string decided, failure;

@@ -2,9 +2,13 @@
 //
 //   duet-llama model.gguf --prompt "Once upon a time" -n 64 [--temp 0] [--devices cuda:0]
 //
+//   mpirun -np 2 duet-llama model.gguf --prompt "Once upon a time" --distributed
+//
 // The generated text goes to stdout as it is made; everything else (the model's shape, notes,
 // speeds, --explain, --timing) to stderr. Exit status: 0 done, 1 a failure while running, 2 bad
-// input (options, prompt, a file that cannot be read as a model).
+// input (options, prompt, a file that cannot be read as a model). With --distributed the decoder
+// is split in pipeline stages over the ranks of an MPI run (docs/distributed.md): rank 0 reads
+// the prompt, samples and prints; the others run their stages.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -19,6 +23,10 @@
 #include "duet/builtin_engine.h"
 #include "duet/llm.h"
 #include "duet/policy.h"
+
+#if DUET_HAVE_MPI
+#include "duet/dist/engine.h"
+#endif
 
 namespace {
 
@@ -53,6 +61,13 @@ model and devices:
   -c, --ctx N            context length (default: the file's, at most 4096)
   --cache-dtype f16|f32  KV cache dtype (default: f16 where attention computes f16)
   --prefill-chunk N      rows per prompt run (default 512)
+distributed (docs/distributed.md):
+  --distributed          run as one rank of an MPI run (mpirun -np N duet-llama MODEL ...
+                         --distributed): the decoder in pipeline stages over the ranks, each
+                         reading its stage's weights from its own copy of MODEL
+  --every-rank           a stage on every rank, even where fewer are estimated faster
+  --timeout SECONDS      how long a rank waits for another once started (default:
+                         $DUET_DIST_TIMEOUT, else 120)
 output:
   --print-ids            print the generated ids after the text
   --explain              print the KV cache's dtype and the decode plan
@@ -65,9 +80,17 @@ int usage_error(const std::string& msg) {
   return 2;
 }
 
-int failure(const Status& s) {
+#if DUET_HAVE_MPI
+// The transport of a --distributed run: a failure there ends every rank with its message.
+dist::Transport* g_transport = nullptr;
+#endif
+
+int failure(const Status& s, int code = 1) {
+#if DUET_HAVE_MPI
+  if (g_transport) g_transport->abort(s, code);
+#endif
   std::fprintf(stderr, "duet-llama: %s\n", s.message().c_str());
-  return 1;
+  return code;
 }
 
 bool parse_ids(const std::string& s, std::vector<int32_t>& out) {
@@ -185,7 +208,8 @@ struct Args {
   std::vector<std::string> sources;  // the prompt options given
   llm::GenerateOptions gen;
   bool seed_given = false, special = false, print_ids = false, explain = false, want_timing = false,
-       has_policy = false;
+       has_policy = false, distributed = false, every_rank = false;
+  float timeout_s = 0;  // 0: the transport's default
 };
 
 // 0: parsed; else the exit status (help printed: 0 through `help`).
@@ -292,6 +316,13 @@ int parse(int argc, char** argv, Args& a, bool& help) {
       a.explain = true;
     } else if (o == "--timing") {
       a.want_timing = true;
+    } else if (o == "--distributed") {
+      a.distributed = true;
+    } else if (o == "--every-rank") {
+      a.every_rank = true;
+    } else if (o == "--timeout") {
+      if (!number(a.timeout_s, "seconds > 0")) return 2;
+      if (!(a.timeout_s > 0)) return usage_error("--timeout: expected seconds > 0");
     } else if (!o.empty() && o[0] == '-') {
       return usage_error("unknown option " + o);
     } else if (a.path.empty()) {
@@ -305,6 +336,11 @@ int parse(int argc, char** argv, Args& a, bool& help) {
     return usage_error("one prompt only: " + a.sources[0] + " and " + a.sources[1] +
                        " were both given");
   if (auto s = a.gen.sampling.check(); !s.ok()) return usage_error(s.message());
+  if (a.distributed && a.want_timing)
+    return usage_error("--timing times the decoder in one process; it does not take --distributed");
+  if (!a.distributed && (a.every_rank || a.timeout_s > 0))
+    return usage_error(std::string(a.every_rank ? "--every-rank" : "--timeout") +
+                       " goes with --distributed");
   a.gen.max_tokens = static_cast<int32_t>(a.n);
   return 0;
 }
@@ -361,6 +397,50 @@ int prompt_ids(const Args& a, const std::string& text, llm::Generator& g,
   return 0;
 }
 
+#if DUET_HAVE_MPI
+// The decoder's stages over the ranks: rank 0 runs and resets them, the others serve().
+class DistributedRunner final : public llama::Runner {
+ public:
+  explicit DistributedRunner(std::unique_ptr<dist::DistributedEngine> e) : e_(std::move(e)) {}
+  Result<std::map<std::string, HostTensor>> run(
+      const std::map<std::string, HostTensor>& inputs) override {
+    return e_->run(inputs);
+  }
+  Status reset_states() override { return e_->reset_states(); }
+  std::string explain() const override { return e_->explain(); }
+  dist::DistributedEngine& engine() { return *e_; }
+
+ private:
+  std::unique_ptr<dist::DistributedEngine> e_;
+};
+
+// What makes one GGUF file another without reading its weights: its metadata, its tensor table
+// and the bytes of its norms' weights (a fine-tune of the same shapes changes them too).
+std::string model_identity(const GgufFile& f) {
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&h](const void* data, size_t n) {
+    const auto* p = static_cast<const unsigned char*>(data);
+    for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
+  };
+  auto text = [&mix](const std::string& t) { mix(t.data(), t.size() + 1); };
+  for (const auto& [key, value] : f.metadata) text(key + "=" + value.str());
+  for (const GgufTensorInfo& t : f.tensors) {
+    text(t.name);
+    mix(t.ne.data(), t.ne.size() * sizeof(int64_t));
+    mix(&t.ggml_type, sizeof t.ggml_type);
+    mix(&t.offset, sizeof t.offset);
+  }
+  for (const GgufTensorInfo& t : f.tensors)
+    if (t.name.find("norm.weight") != std::string::npos) {
+      const auto bytes = f.tensor_bytes(t);
+      mix(bytes.data(), bytes.size());
+    }
+  char out[17];
+  std::snprintf(out, sizeof out, "%016llx", static_cast<unsigned long long>(h));
+  return out;
+}
+#endif
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -390,15 +470,78 @@ int main(int argc, char** argv) {
     mo.cache_dtype = a.cache_dtype == "f16"    ? DType::f16
                      : a.cache_dtype == "bf16" ? DType::bf16
                                                : DType::f32;
+#if DUET_HAVE_MPI
+  std::unique_ptr<dist::Transport> transport;
+  dist::DistributedEngine* stages = nullptr;
+#endif
+  if (a.distributed) {
+#if !DUET_HAVE_MPI
+    return usage_error(
+        "--distributed: this duet-llama was built without MPI (install libopenmpi-dev and "
+        "rebuild; docs/distributed.md)");
+#else
+    if (!dist::launched_by_mpirun())
+      return usage_error(
+          "--distributed: start it with mpirun, one process per rank (mpirun -np 2 duet-llama "
+          "MODEL --distributed ...); docs/distributed.md");
+    dist::TransportOptions topts;
+    topts.timeout_s = 120;  // start-up: the slowest rank opens its devices and reads the file
+    auto t = dist::Transport::open(topts);
+    if (!t.ok()) return failure(t.status());
+    transport = std::move(*t);
+    if (a.timeout_s > 0)
+      transport->set_timeout(std::max(transport->timeout_s(), static_cast<double>(a.timeout_s)));
+    // From here an error on any rank ends every rank, with its message.
+    g_transport = transport.get();
+    mo.runner = [&](const GgufFile& file, const llama::Config& cfg, const llama::BuildOptions& opts,
+                    const std::vector<Device*>& devices,
+                    const Policy& policy) -> Result<std::unique_ptr<llama::Runner>> {
+      // Every rank builds the structure alone; each reads the weights of its own stage.
+      llama::BuildOptions declared = opts;
+      declared.declare_weights = true;
+      DUET_ASSIGN_OR_RETURN(Graph graph, llama::build_graph(file, cfg, declared, 1));
+      dist::DistributedOptions o;
+      o.policy = policy;
+      o.cluster.every_rank = a.every_rank;
+      o.agree_on = "model " + model_identity(file);
+      o.load_stage = [&file, opts](const Graph& stage) -> Result<Graph> {
+        Graph mine = stage;
+        DUET_TRY(llama::bind_weights(file, mine, opts));
+        return mine;
+      };
+      DUET_ASSIGN_OR_RETURN(auto e, dist::DistributedEngine::create(*transport, graph, devices, o));
+      auto r = std::make_unique<DistributedRunner>(std::move(e));
+      stages = &r->engine();
+      return std::unique_ptr<llama::Runner>(std::move(r));
+    };
+#endif
+  }
   auto opened = llm::Generator::open(a.path, mo);
   if (!opened.ok()) {
     const Code c = opened.status().code();
     const bool input = c == Code::invalid_argument || c == Code::parse_error ||
                        c == Code::not_found || c == Code::io_error;
-    std::fprintf(stderr, "duet-llama: %s\n", opened.status().message().c_str());
-    return input ? 2 : 1;
+    return failure(opened.status(), input ? 2 : 1);
   }
   llm::Generator& g = **opened;
+#if DUET_HAVE_MPI
+  // Rank 0 runs the generation below; the other ranks follow it until it finishes.
+  if (transport) {
+    if (a.timeout_s > 0) transport->set_timeout(a.timeout_s);
+    if (transport->rank() != 0) {
+      if (Status s = stages->serve(); !s.ok()) return failure(s);
+      return 0;
+    }
+  }
+  // However rank 0 ends from here (done, or a bad prompt), the other ranks end with it.
+  struct Finish {
+    dist::DistributedEngine* e;
+    ~Finish() {
+      if (!e) return;
+      if (Status s = e->finish(); !s.ok()) failure(s);
+    }
+  } finish{stages};
+#endif
   const llama::Config& c = g.config();
   std::fprintf(stderr,
                "%s: %lld layers, embedding %lld, heads %lld/%lld, ff %lld, vocab %lld, "

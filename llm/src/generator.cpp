@@ -199,12 +199,22 @@ Result<std::unique_ptr<Generator>> Generator::open(const std::string& path, Mode
   if (opts.cache_dtype) {
     b.cache_dtype = *opts.cache_dtype;
     s->cache_reason = std::string(dtype_name(b.cache_dtype)) + ": asked for";
+  } else if (opts.runner) {
+    b.cache_dtype = DType::f32;
+    s->cache_reason = "f32: the default where the decoder runs elsewhere (its parts may differ)";
   } else {
     DUET_ASSIGN_OR_RETURN(CacheChoice c, choose_cache(file, cfg, b, devices, policy));
     b.cache_dtype = c.dtype;
     s->cache_reason = c.reason;
   }
-  DUET_ASSIGN_OR_RETURN(s->model, llama::Model::open(std::move(file), devices, b, policy));
+  if (opts.runner) {
+    auto make = [&](const GgufFile& f, const llama::Config& c, const llama::BuildOptions& o) {
+      return opts.runner(f, c, o, devices, policy);
+    };
+    DUET_ASSIGN_OR_RETURN(s->model, llama::Model::open(std::move(file), make, b));
+  } else {
+    DUET_ASSIGN_OR_RETURN(s->model, llama::Model::open(std::move(file), devices, b, policy));
+  }
   if (s->model->dequantized())
     s->notes.push_back("weights dequantized to f32 at load time: " + s->model->note());
   return std::unique_ptr<Generator>(new Generator(std::move(s)));
@@ -241,7 +251,7 @@ llama::Model& Generator::model() {
 
 std::string Generator::explain() const {
   std::lock_guard<std::mutex> lock(s_->m);
-  return "KV cache: " + s_->cache_reason + "\n" + s_->model->engine().explain();
+  return "KV cache: " + s_->cache_reason + "\n" + s_->model->runner().explain();
 }
 
 Result<std::vector<int32_t>> Generator::tokenize(std::string_view text, EncodeOptions opts) const {

@@ -133,6 +133,15 @@ Result<Graph> build_graph(const GgufFile& f, const Config& c, const BuildOptions
   std::map<std::string, ValueId> loaded;
   auto weight = [&](const std::string& name) -> ValueId {
     if (auto it = loaded.find(name); it != loaded.end()) return it->second;
+    if (o.declare_weights) {  // read_config checked that it exists with a dtype
+      const GgufTensorInfo* info = f.find(name);
+      if (!info || !info->dtype) {
+        if (err.ok()) err = bad(f.what, name, "a tensor of a type duet computes with", "none");
+        return ValueId{};
+      }
+      const DType d = is_quantized(*info->dtype) && o.dequantize ? DType::f32 : *info->dtype;
+      return loaded[name] = b.constant(name, d, info->shape());
+    }
     auto t = f.tensor(name);
     if (!t.ok()) {
       if (err.ok()) err = t.status();
@@ -219,20 +228,71 @@ Result<std::unique_ptr<Model>> Model::open(const std::string& path, std::vector<
   return open(std::move(file), std::move(devices), opts, std::move(policy));
 }
 
+Status bind_weights(const GgufFile& f, Graph& graph, const BuildOptions& o) {
+  for (const std::string& name : graph.unbound_constants()) {
+    DUET_ASSIGN_OR_RETURN(HostTensor t, f.tensor(name));
+    if (is_quantized(t.dtype()) && o.dequantize) {
+      auto f32 = dequantize(t, DType::f32);
+      if (!f32.ok()) return f32.status().with_context("tensor '" + name + "'");
+      t = std::move(*f32);
+    }
+    DUET_TRY(graph.bind_constant(name, std::move(t)));
+  }
+  return {};
+}
+
+namespace {
+
+// The decoder on this process's devices.
+class EngineRunner final : public Runner {
+ public:
+  explicit EngineRunner(std::unique_ptr<Engine> e) : e_(std::move(e)) {}
+  Result<std::map<std::string, HostTensor>> run(
+      const std::map<std::string, HostTensor>& inputs) override {
+    return e_->run(inputs);
+  }
+  Status reset_states() override { return e_->reset_states(); }
+  std::string explain() const override { return e_->explain(); }
+  Engine* engine() { return e_.get(); }
+
+ private:
+  std::unique_ptr<Engine> e_;
+};
+
+}  // namespace
+
 Result<std::unique_ptr<Model>> Model::open(GgufFile file, std::vector<Device*> devices,
                                            BuildOptions opts, Policy policy) {
+  Engine* made = nullptr;
+  auto m = open(
+      std::move(file),
+      [&](const GgufFile& f, const Config& c,
+          const BuildOptions& o) -> Result<std::unique_ptr<Runner>> {
+        DUET_ASSIGN_OR_RETURN(Graph g, build_graph(f, c, o, 1));
+        DUET_ASSIGN_OR_RETURN(auto e, Engine::create(std::move(g), devices, policy));
+        auto r = std::make_unique<EngineRunner>(std::move(e));
+        made = r->engine();
+        return std::unique_ptr<Runner>(std::move(r));
+      },
+      opts);
+  if (m.ok()) (*m)->engine_ = made;
+  return m;
+}
+
+Result<std::unique_ptr<Model>> Model::open(GgufFile file, const RunnerFactory& runner,
+                                           BuildOptions opts) {
   auto m = std::unique_ptr<Model>(new Model());
   m->file_ = std::move(file);
   DUET_ASSIGN_OR_RETURN(m->cfg_, read_config(m->file_));
   if (const GgufValue* t = m->file_.find_metadata("tokenizer.ggml.tokens"))
     if (t->is_array() && t->value_type() == GgufType::string) m->vocab_ = t->strings;
   if (opts.prefill_chunk < 0)
-    return bad(m->file_.what, "prefill_chunk", "a row count >= 0", std::to_string(opts.prefill_chunk));
+    return bad(m->file_.what, "prefill_chunk", "a row count >= 0",
+               std::to_string(opts.prefill_chunk));
   for (int attempt = 0; attempt < 2; ++attempt) {
-    DUET_ASSIGN_OR_RETURN(Graph g, build_graph(m->file_, m->cfg_, opts, 1));
-    auto e = Engine::create(std::move(g), devices, policy);
+    auto e = runner(m->file_, m->cfg_, opts);
     if (e.ok()) {
-      m->engine_ = std::move(*e);
+      m->runner_ = std::move(*e);
       m->opts_ = opts;
       return m;
     }
@@ -268,7 +328,7 @@ Result<HostTensor> Model::forward(std::span<const int32_t> tokens) {
     HostTensor l = HostTensor::empty(DType::i32, std::vector<int64_t>{1});
     p.data<int32_t>()[0] = static_cast<int32_t>(pos_);
     l.data<int32_t>()[0] = static_cast<int32_t>(pos_ + rows);
-    DUET_ASSIGN_OR_RETURN(auto out, engine_->run({{"tokens", ids}, {"pos", p}, {"len", l}}));
+    DUET_ASSIGN_OR_RETURN(auto out, runner_->run({{"tokens", ids}, {"pos", p}, {"len", l}}));
     pos_ += rows;
     parts.push_back(std::move(out.at("logits")));
     if (!opts_.all_logits && at + rows < n) parts.clear();  // only the last row is wanted
@@ -310,7 +370,7 @@ Result<std::vector<int32_t>> Model::generate(std::span<const int32_t> prompt, in
 
 Status Model::reset() {
   pos_ = 0;
-  return engine_->reset_states();
+  return runner_->reset_states();
 }
 
 int32_t argmax(const HostTensor& logits, int64_t row) {

@@ -349,6 +349,64 @@ TEST(Llama, DecodingWithTheCacheGivesTheTokensOfRerunningTheSequence) {
   EXPECT_HAS(full.status().message(), "cache holds 24");
 }
 
+// The seam duet-llama --distributed runs through: a runner made by the caller, over a graph whose
+// weights were declared and bound afterwards, gives the ids of the model on an engine, and a reset
+// between prompts reaches it.
+TEST(Llama, ARunnerGivenByTheCallerGivesTheEnginesTokensAndIsReset) {
+  const std::string path = tmp("tiny_runner.gguf");
+  write_model(path, DType::f32);
+  BuildOptions o;
+  o.max_context = 16;
+  o.prefill_chunk = 2;
+  struct Counting final : Runner {
+    std::unique_ptr<Engine> e;
+    int runs = 0, resets = 0;
+    Result<std::map<std::string, HostTensor>> run(
+        const std::map<std::string, HostTensor>& in) override {
+      ++runs;
+      return e->run(in);
+    }
+    Status reset_states() override {
+      ++resets;
+      return e->reset_states();
+    }
+    std::string explain() const override { return "counting"; }
+  };
+  Counting* made = nullptr;
+  size_t unbound = 0;
+  auto factory = [&](const GgufFile& f, const Config& c,
+                     const BuildOptions& b) -> Result<std::unique_ptr<Runner>> {
+    BuildOptions declared = b;
+    declared.declare_weights = true;
+    DUET_ASSIGN_OR_RETURN(Graph g, build_graph(f, c, declared, 1));
+    unbound = g.unbound_constants().size();
+    DUET_TRY(bind_weights(f, g, b));
+    auto r = std::make_unique<Counting>();
+    DUET_ASSIGN_OR_RETURN(r->e, Engine::create(std::move(g), {&cpu()}));
+    made = r.get();
+    return std::unique_ptr<Runner>(std::move(r));
+  };
+  auto file = read_gguf(path);
+  ASSERT_TRUE(file.ok()) << file.status().message();
+  auto m = Model::open(std::move(*file), factory, o);
+  ASSERT_TRUE(m.ok()) << m.status().message();
+  EXPECT_FALSE((*m)->runs_here());
+  EXPECT_EQ(unbound, static_cast<size_t>(3 + 9 * L)) << "every weight declared, none read";
+  auto local = Model::open(path, {&cpu()}, o);
+  ASSERT_TRUE(local.ok()) << local.status().message();
+  const std::vector<int32_t> prompt = {5, 6, 7};
+  auto want = (*local)->generate(prompt, 6);
+  ASSERT_TRUE(want.ok()) << want.status().message();
+  for (int again = 0; again < 2; ++again) {
+    auto got = (*m)->generate(prompt, 6);
+    ASSERT_TRUE(got.ok()) << got.status().message();
+    EXPECT_EQ(*got, *want) << "prompt " << again;
+    EXPECT_EQ(made->runs, (again + 1) * (2 + 5)) << "the prompt in runs of 2, then 5 steps";
+    ASSERT_TRUE((*m)->reset().ok());
+    EXPECT_EQ(made->resets, again + 1);
+  }
+}
+
 // The per-token overhead's measurement: a decode step run profiled times every kernel step of
 // the plan on its device, the kernels take no longer than the run's wall time, and the logits are
 // those of a plain run of the same step.

@@ -21,6 +21,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
@@ -58,11 +60,33 @@ struct DUET_API BuildOptions {
   bool dequantize = false;
   // Model::forward runs more tokens than this in runs of at most this many rows (0: one run).
   int64_t prefill_chunk = 0;
+  // The weights declared by dtype and shape, their data not read (bind_weights gives it later):
+  // the graph's structure, for a runner that loads only part of it (a stage of a split).
+  bool declare_weights = false;
 };
 
 // The decoder graph at `rows` rows per run (any later row count re-plans the same graph).
-DUET_API Result<Graph> build_graph(const GgufFile& file, const Config& cfg, const BuildOptions& opts,
-                                   int64_t rows = 1);
+DUET_API Result<Graph> build_graph(const GgufFile& file, const Config& cfg,
+                                   const BuildOptions& opts, int64_t rows = 1);
+// Gives every constant of `graph` that has no data yet its weight from the file (dequantized as
+// `opts` says): a graph built with declare_weights, or the part of one that a stage runs.
+DUET_API Status bind_weights(const GgufFile& file, Graph& graph, const BuildOptions& opts);
+
+// What runs the decoder's graph (inputs "tokens", "pos", "len"; output "logits") and keeps its
+// KV cache: an Engine on this process's devices (Model::open with devices), or anything that runs
+// the same graph elsewhere (duet-llama --distributed: its stages over the ranks of an MPI run).
+class DUET_API Runner {
+ public:
+  virtual ~Runner() = default;
+  virtual Result<std::map<std::string, HostTensor>> run(
+      const std::map<std::string, HostTensor>& inputs) = 0;
+  virtual Status reset_states() = 0;  // the KV cache back to zero
+  virtual std::string explain() const = 0;
+};
+
+// Makes the runner of the graph that build_graph(file, cfg, opts) builds.
+using RunnerFactory = std::function<Result<std::unique_ptr<Runner>>(
+    const GgufFile& file, const Config& cfg, const BuildOptions& opts)>;
 
 struct DUET_API StepStats {
   int64_t tokens = 0;
@@ -79,10 +103,17 @@ class DUET_API Model {
   // The same from a file already read.
   static Result<std::unique_ptr<Model>> open(GgufFile file, std::vector<Device*> devices,
                                              BuildOptions opts = {}, Policy policy = {});
+  // The decoder run by what `runner` makes (called again with dequantize set where the first
+  // runner cannot take the weights as stored).
+  static Result<std::unique_ptr<Model>> open(GgufFile file, const RunnerFactory& runner,
+                                             BuildOptions opts = {});
 
   const Config& config() const { return cfg_; }
   const BuildOptions& options() const { return opts_; }
+  // The engine of a model opened on devices (runs_here()); a model run elsewhere has none.
   Engine& engine() { return *engine_; }
+  bool runs_here() const { return engine_ != nullptr; }
+  Runner& runner() { return *runner_; }
   int64_t position() const { return pos_; }
   // Whether the weights were dequantized at load time (see BuildOptions).
   bool dequantized() const { return opts_.dequantize; }
@@ -108,7 +139,8 @@ class DUET_API Model {
   GgufFile file_;
   Config cfg_;
   BuildOptions opts_;
-  std::unique_ptr<Engine> engine_;
+  std::unique_ptr<Runner> runner_;
+  Engine* engine_ = nullptr;  // runner_'s, when it is an engine here
   std::vector<std::string> vocab_;
   std::string note_;
   int64_t pos_ = 0;

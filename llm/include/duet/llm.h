@@ -53,6 +53,13 @@ struct DUET_API ModelOptions {
   std::optional<DType> cache_dtype;
   // Prompts run in chunks of at most this many tokens (a run's activations grow with its rows).
   int64_t prefill_chunk = 512;
+  // Set: the decoder runs through what this makes, given the devices and policy above, instead
+  // of an engine on them (duet-llama --distributed: the graph split over MPI ranks). The cache
+  // dtype is then f32 unless cache_dtype says otherwise (every part must build the same graph).
+  std::function<Result<std::unique_ptr<llama::Runner>>(
+      const GgufFile& file, const llama::Config& cfg, const llama::BuildOptions& opts,
+      const std::vector<Device*>& devices, const Policy& policy)>
+      runner;
 };
 
 enum class StopReason { length, end_token, stop_string, callback, context_full };

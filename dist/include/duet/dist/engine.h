@@ -37,6 +37,9 @@ struct DistributedOptions {
   // (the model file on a shared or copied disk), and only those of its stage. Not set: the graph
   // given to create() already holds them.
   std::function<Result<Graph>(const Graph& stage)> load_stage;
+  // What else every rank must agree on besides the graph's structure, checked at start with it:
+  // the identity of the model file where the graph's constants are declared without their data.
+  std::string agree_on;
 };
 
 // A link between two ranks as measured at start: latency of a small message (half a round trip)
@@ -48,8 +51,10 @@ struct MeasuredLink {
 // Collective, the start of every distributed command: checks that every rank runs the same duet
 // build on the same graph, measures the link between every pair of ranks, and gathers every
 // rank's capability records (its devices as it opened them). Every rank gets the whole cluster.
+// `agree_on`: as DistributedOptions::agree_on.
 Result<Cluster> gather_cluster(Transport& transport, const Graph& graph,
-                               const std::vector<Device*>& devices);
+                               const std::vector<Device*>& devices,
+                               const std::string& agree_on = {});
 
 class DistributedEngine {
  public:
