@@ -5,6 +5,7 @@
 // (a matrix product per channel would be thousands of tiny ones). BatchNormalization in inference
 // is a per-channel scale and shift, folded into the convolution before it when the fusion pass
 // paired them and their parameters are known.
+#include <algorithm>
 #include <cmath>
 #include <numeric>
 
@@ -474,6 +475,287 @@ Status map_global_max_pool(Node& n) {
   return global_pool(n, OpKind::reduce_max);
 }
 
+// Pad: per axis, negative pads crop (a slice view), positive ones add elements by a concat:
+// `constant` with known constants of the value, `edge` with copies of the first or last slice,
+// `reflect` with the slices mirrored about the edge (each a one-element slice view).
+Status map_pad(Node& n) {
+  const std::vector<int64_t> dims = n.shape(0);
+  const int r = static_cast<int>(dims.size());
+  const std::string mode = n.attr_string("mode", "constant");
+  if (mode != "constant" && mode != "edge" && mode != "reflect")
+    return n.unsupported("Pad mode '" + mode + "' (duet maps constant, edge and reflect)");
+  std::vector<int64_t> pads;
+  double value = 0.0;
+  std::vector<int64_t> axes;
+  if (n.opset() < 11) {
+    pads = n.attr_ints("pads").value_or(std::vector<int64_t>{});
+    value = n.attr_float("value", 0.0f);
+  } else {
+    DUET_ASSIGN_OR_RETURN(pads, n.ints(1, "pads"));
+    if (n.has(2)) {
+      if (!n.known(2)) return n.unsupported("Pad with a constant_value computed at run time");
+      if (n.array(2).numel() != 1) return n.invalid("constant_value is not a scalar");
+      value = n.array(2).real_at(0);
+    }
+    if (n.has(3)) {
+      DUET_ASSIGN_OR_RETURN(axes, n.ints(3, "axes"));
+    }
+  }
+  if (axes.empty())
+    for (int64_t k = 0; k < r; ++k) axes.push_back(k);
+  if (pads.size() != 2 * axes.size())
+    return n.invalid(std::to_string(pads.size()) + " pads for " + std::to_string(axes.size()) +
+                     " axes");
+  std::vector<int64_t> before(static_cast<size_t>(r), 0), after(static_cast<size_t>(r), 0);
+  for (size_t k = 0; k < axes.size(); ++k) {
+    DUET_ASSIGN_OR_RETURN(int a, normalize_axis(axes[k], r, "axes"));
+    before[static_cast<size_t>(a)] = pads[k];
+    after[static_cast<size_t>(a)] = pads[axes.size() + k];
+  }
+  DUET_ASSIGN_OR_RETURN(ValueId x, n.runtime(0));
+  const int elem = n.elem(0);
+  // The last axis that changes names the output.
+  int last = -1;
+  for (int a = 0; a < r; ++a)
+    if (before[static_cast<size_t>(a)] != 0 || after[static_cast<size_t>(a)] != 0) last = a;
+  if (last < 0) {
+    n.forward(0, 0);
+    return {};
+  }
+  for (int a = 0; a <= last; ++a) {
+    int64_t b = before[static_cast<size_t>(a)], e = after[static_cast<size_t>(a)];
+    if (b == 0 && e == 0) continue;
+    const std::string ax = std::to_string(a);
+    const bool named = a == last;
+    const int64_t d = dims[static_cast<size_t>(a)];
+    const int64_t grow_b = std::max<int64_t>(b, 0), grow_e = std::max<int64_t>(e, 0);
+    const bool crop = b < 0 || e < 0;  // after the padding, as ONNX's reference does
+    if (grow_b > 0 || grow_e > 0) {
+      if (mode == "constant") {
+        DUET_ASSIGN_OR_RETURN(x, pad_axis(n, x, a, grow_b, grow_e, value, elem));
+      } else {
+        if (mode == "reflect" && (grow_b > d - 1 || grow_e > d - 1))
+          return n.unsupported("reflect pads of " + std::to_string(b) + " and " +
+                               std::to_string(e) + " on axis " + ax + " of size " +
+                               std::to_string(d) + " (at most the size - 1)");
+        auto one = [&](int64_t at_index, const std::string& purpose) {
+          OpAttrs at;
+          at.axis = a;
+          at.start = at_index;
+          at.stop = at_index + 1;
+          return n.op(OpKind::slice, {x}, at, purpose);
+        };
+        std::vector<ValueId> parts;
+        if (grow_b > 0) {
+          const ValueId first = mode == "edge" ? one(0, "edge" + ax + "_begin") : ValueId{};
+          for (int64_t i = grow_b; i >= 1; --i)
+            parts.push_back(mode == "edge" ? first
+                                           : one(i, "mirror" + ax + "_" + std::to_string(i)));
+        }
+        parts.push_back(x);
+        if (grow_e > 0) {
+          const ValueId lastv = mode == "edge" ? one(d - 1, "edge" + ax + "_end") : ValueId{};
+          for (int64_t i = 1; i <= grow_e; ++i)
+            parts.push_back(mode == "edge"
+                                ? lastv
+                                : one(d - 1 - i, "mirror" + ax + "_end" + std::to_string(i)));
+        }
+        OpAttrs cat;
+        cat.axis = a;
+        x = n.op(OpKind::concat, parts, cat, named && !crop ? "" : "padded" + ax);
+      }
+    }
+    if (crop) {
+      OpAttrs at;
+      at.axis = a;
+      at.start = b < 0 ? -b : 0;
+      at.stop = grow_b + d + grow_e + std::min<int64_t>(e, 0);
+      if (at.stop <= at.start)
+        return n.unsupported("pads that leave axis " + ax +
+                             " empty (duet tensors are never empty)");
+      x = n.op(OpKind::slice, {x}, at, named ? "" : "cropped" + ax);
+    }
+  }
+  n.set(0, x, elem);
+  return {};
+}
+
+// Resize: separable, so along each axis whose size or sampling changes it is a known [out, in]
+// matrix of interpolation weights (nearest: one 1 per row; linear: two; cubic: four), stored
+// [out, in] and applied by a matmul with x viewed as [before, in] (the last axis) or read
+// transposed as [before, after, in] (then permuted back, a view). The weights follow ONNX's
+// reference: the coordinate transformation, the nearest rounding, the cubic coefficient `a` and
+// exclude_outside, neighbours past the edge reading the edge. Exact for nearest with finite values
+// (the other products are x * 0).
+Result<std::vector<double>> resize_weights(Node& n, int64_t in, int64_t out, double scale,
+                                           const std::string& mode, const std::string& ctm) {
+  const std::string nearest = n.attr_string("nearest_mode", "round_prefer_floor");
+  const double a = n.attr_float("cubic_coeff_a", -0.75f);
+  const bool exclude = n.attr_int("exclude_outside", 0) != 0;
+  std::vector<double> m(static_cast<size_t>(out * in), 0.0);
+  auto at = [&](int64_t o, int64_t i) -> double& {
+    return m[static_cast<size_t>(o * in + std::clamp<int64_t>(i, 0, in - 1))];
+  };
+  // The resized length as ONNX's reference reads it: in * scale, not rounded (align_corners and
+  // pytorch_half_pixel use it).
+  const double out_f = static_cast<double>(in) * scale;
+  for (int64_t o = 0; o < out; ++o) {
+    const double xo = static_cast<double>(o);
+    double x;
+    if (ctm == "half_pixel")
+      x = (xo + 0.5) / scale - 0.5;
+    else if (ctm == "pytorch_half_pixel")
+      x = out_f > 1 ? (xo + 0.5) / scale - 0.5 : 0.0;
+    else if (ctm == "align_corners")
+      x = out_f == 1 ? 0.0 : xo * static_cast<double>(in - 1) / (out_f - 1);
+    else if (ctm == "asymmetric")
+      x = xo / scale;
+    else if (ctm == "tf_half_pixel_for_nn")
+      x = (xo + 0.5) / scale;
+    else
+      return n.unsupported("coordinate_transformation_mode '" + ctm + "'");
+    const double fl = std::floor(x);
+    const auto i0 = static_cast<int64_t>(fl);
+    const double f = x - fl;
+    if (mode == "nearest") {
+      bool up;
+      if (f == 0.0)
+        up = false;
+      else if (nearest == "round_prefer_floor")
+        up = f > 0.5;
+      else if (nearest == "round_prefer_ceil")
+        up = f >= 0.5;
+      else if (nearest == "floor")
+        up = false;
+      else if (nearest == "ceil")
+        up = true;
+      else
+        return n.invalid("nearest_mode '" + nearest + "'");
+      at(o, up ? i0 + 1 : i0) = 1.0;
+    } else if (mode == "linear") {
+      at(o, i0) += 1.0 - f;
+      at(o, i0 + 1) += f;
+    } else if (mode == "cubic") {
+      auto k = [a](double d) {
+        d = std::fabs(d);
+        if (d <= 1) return ((a + 2) * d - (a + 3)) * d * d + 1;
+        if (d < 2) return ((a * d - 5 * a) * d + 8 * a) * d - 4 * a;
+        return 0.0;
+      };
+      double c[4], sum = 0;
+      for (int t = 0; t < 4; ++t) {
+        const int64_t idx = i0 - 1 + t;
+        c[t] = k(f + 1 - t);
+        if (exclude && (idx < 0 || idx >= in)) c[t] = 0;
+        sum += c[t];
+      }
+      for (int t = 0; t < 4; ++t) at(o, i0 - 1 + t) += exclude ? c[t] / sum : c[t];
+    } else {
+      return n.invalid("mode '" + mode + "'");
+    }
+  }
+  return m;
+}
+
+Status map_resize(Node& n) {
+  DUET_TRY(float_input(n, 0));
+  const std::vector<int64_t> dims = n.shape(0);
+  const int r = static_cast<int>(dims.size());
+  const std::string mode = n.attr_string("mode", "nearest");
+  const std::string ctm =
+      n.attr_string("coordinate_transformation_mode", n.opset() < 11 ? "asymmetric" : "half_pixel");
+  if (ctm == "tf_crop_and_resize")
+    return n.unsupported("Resize with coordinate_transformation_mode 'tf_crop_and_resize'");
+  if (n.attr_int("antialias", 0) != 0) return n.unsupported("Resize with antialias");
+  const std::string policy = n.attr_string("keep_aspect_ratio_policy", "stretch");
+  if (policy != "stretch") return n.unsupported("keep_aspect_ratio_policy '" + policy + "'");
+  std::vector<int64_t> axes = n.attr_ints("axes").value_or(std::vector<int64_t>{});
+  if (axes.empty())
+    for (int k = 0; k < r; ++k) axes.push_back(k);
+  const size_t scales_at = n.opset() < 11 ? 1 : 2;
+  std::vector<double> scale(static_cast<size_t>(r), 1.0);
+  std::vector<int64_t> out = dims;
+  const bool has_sizes = n.opset() >= 11 && n.has(3) && n.shape(3) != std::vector<int64_t>{0};
+  if (has_sizes) {
+    DUET_ASSIGN_OR_RETURN(std::vector<int64_t> sizes, n.ints(3, "sizes"));
+    if (sizes.size() != axes.size())
+      return n.invalid(std::to_string(sizes.size()) + " sizes for rank " + std::to_string(r));
+    for (size_t k = 0; k < axes.size(); ++k) {
+      DUET_ASSIGN_OR_RETURN(int a, normalize_axis(axes[k], r, "axes"));
+      out[static_cast<size_t>(a)] = sizes[k];
+      scale[static_cast<size_t>(a)] =
+          static_cast<double>(sizes[k]) / static_cast<double>(dims[static_cast<size_t>(a)]);
+    }
+  } else {
+    if (!n.has(scales_at)) return n.invalid("neither scales nor sizes");
+    if (!n.known(scales_at)) return n.unsupported("scales computed at run time");
+    const std::vector<double> sc = n.array(scales_at).reals();
+    if (sc.size() != axes.size())
+      return n.invalid(std::to_string(sc.size()) + " scales for rank " + std::to_string(r));
+    for (size_t k = 0; k < axes.size(); ++k) {
+      DUET_ASSIGN_OR_RETURN(int a, normalize_axis(axes[k], r, "axes"));
+      if (!(sc[k] > 0)) return n.invalid("scale " + std::to_string(sc[k]));
+      scale[static_cast<size_t>(a)] = sc[k];
+      out[static_cast<size_t>(a)] = static_cast<int64_t>(
+          std::floor(static_cast<double>(dims[static_cast<size_t>(a)]) * sc[k]));
+    }
+  }
+  for (int a = 0; a < r; ++a)
+    if (out[static_cast<size_t>(a)] < 1)
+      return n.unsupported("an output dim of " + std::to_string(out[static_cast<size_t>(a)]) +
+                           " (duet tensors are never empty)");
+  DUET_ASSIGN_OR_RETURN(ValueId x, n.runtime(0));
+  std::vector<int64_t> cur = dims;
+  std::vector<std::pair<int, std::vector<double>>> maps;
+  for (int a = 0; a < r; ++a) {
+    const int64_t in = dims[static_cast<size_t>(a)], o = out[static_cast<size_t>(a)];
+    DUET_TRY(n.room_for({in, o}, kDouble, 8));
+    DUET_ASSIGN_OR_RETURN(std::vector<double> m,
+                          resize_weights(n, in, o, scale[static_cast<size_t>(a)], mode, ctm));
+    bool identity = in == o;
+    for (int64_t i = 0; identity && i < o; ++i)
+      for (int64_t j = 0; j < in; ++j)
+        if (m[static_cast<size_t>(i * in + j)] != (i == j ? 1.0 : 0.0)) identity = false;
+    if (!identity) maps.emplace_back(a, std::move(m));
+  }
+  if (maps.empty()) {
+    n.forward(0, 0);
+    return {};
+  }
+  const int elem = n.elem(0);
+  for (size_t k = 0; k < maps.size(); ++k) {
+    const int a = maps[k].first;
+    const std::string ax = std::to_string(a);
+    const int64_t in = cur[static_cast<size_t>(a)], o = out[static_cast<size_t>(a)];
+    const int64_t pre = product(std::vector<int64_t>(cur.begin(), cur.begin() + a));
+    const int64_t post = product(cur, static_cast<size_t>(a) + 1);
+    ValueId y;
+    if (post == 1) {  // x [pre, in] times the weights' transpose (stored [out, in])
+      DUET_ASSIGN_OR_RETURN(
+          ValueId w, n.constant(Array::of_reals(elem, {o, in}, maps[k].second), "weights" + ax));
+      OpAttrs tb;
+      tb.transpose_b = true;
+      y = n.op(OpKind::matmul, {n.reshape(x, {pre, in}, "rows" + ax), w}, tb, "resized" + ax);
+    } else {  // x [pre, in, post] read transposed times the same: [pre, post, out], permuted
+      DUET_ASSIGN_OR_RETURN(
+          ValueId w, n.constant(Array::of_reals(elem, {o, in}, maps[k].second), "weights" + ax));
+      std::vector<int64_t> v =
+          pre == 1 ? std::vector<int64_t>{in, post} : std::vector<int64_t>{pre, in, post};
+      OpAttrs tt;
+      tt.transpose_a = true;
+      tt.transpose_b = true;
+      ValueId t = n.op(OpKind::matmul, {n.reshape(x, v, "columns" + ax), w}, tt, "resized_t" + ax);
+      OpAttrs back;
+      back.perm = pre == 1 ? std::vector<int>{1, 0} : std::vector<int>{0, 2, 1};
+      y = n.op(OpKind::permute, {t}, back, "resized" + ax);
+    }
+    cur[static_cast<size_t>(a)] = o;
+    x = n.reshape(y, cur, k + 1 == maps.size() ? "" : "axis" + ax);
+  }
+  n.set(0, x, elem);
+  return {};
+}
+
 const Mapping kConv[] = {
     {"MaxPool", map_max_pool},
     {"AveragePool", map_average_pool},
@@ -482,6 +764,8 @@ const Mapping kConv[] = {
     {"Conv", map_conv},
     {"ConvBatchNormalization", map_conv_batch_norm},
     {"BatchNormalization", map_batch_norm},
+    {"Pad", map_pad},
+    {"Resize", map_resize},
 };
 
 }  // namespace

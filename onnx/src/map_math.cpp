@@ -421,22 +421,274 @@ Status map_trilu(Node& n) {
   return {};
 }
 
+// Values of one float type broadcast to `out` and combined element by element into their max or
+// min: each broadcast (x + 0 with a known zero tensor of `out`'s shape, exact), viewed as a row
+// [1, N], the rows concatenated into [k, N] and reduced over the first dim, then viewed as `out`.
+// No arithmetic touches the values, so the result is exact.
+Result<ValueId> extreme(Node& n, std::vector<ValueId> xs, const std::vector<int64_t>& out, int elem,
+                        bool max, std::string_view purpose) {
+  int64_t width = 1;
+  for (int64_t d : out) width *= d;
+  ValueId zeros;
+  const std::string p(purpose);
+  for (size_t k = 0; k < xs.size(); ++k) {
+    const auto& d = n.desc(xs[k]).dims();
+    if (std::vector<int64_t>(d.begin(), d.end()) != out) {
+      if (!zeros.valid()) {
+        DUET_TRY(n.room_for(out, elem, 8));
+        DUET_ASSIGN_OR_RETURN(
+            zeros, n.constant(Array::of_reals(elem, out,
+                                              std::vector<double>(static_cast<size_t>(width), 0.0)),
+                              p + "zeros"));
+      }
+      xs[k] = n.op(OpKind::add, {xs[k], zeros}, {}, p + "broadcast" + std::to_string(k));
+    }
+    xs[k] = n.reshape(xs[k], {1, width}, p + "row" + std::to_string(k));
+  }
+  OpAttrs cat;
+  cat.axis = 0;
+  ValueId rows = n.op(OpKind::concat, xs, cat, p + "rows");
+  OpAttrs red;
+  red.axes = {0};
+  ValueId r = n.op(max ? OpKind::reduce_max : OpKind::reduce_min, {rows}, red, p + "reduce");
+  return n.reshape(r, out, purpose);
+}
+
+// Sum, Mean, Max and Min of any number of inputs (numpy broadcasting): folded when known; at run
+// time a chain of adds (Mean then scaled by 1/k), or for Max and Min one reduction over the
+// inputs stacked as rows (extreme), exact.
+enum class Multi { sum, mean, max, min };
+
+Status multi(Node& n, Multi kind) {
+  std::vector<size_t> ins;
+  for (size_t i = 0; i < n.num_inputs(); ++i)
+    if (n.has(i)) ins.push_back(i);
+  if (ins.empty()) return n.invalid("no inputs");
+  const int elem = n.elem(ins[0]);
+  std::vector<int64_t> out = n.shape(ins[0]);
+  for (size_t i : ins) {
+    if (n.elem(i) != elem)
+      return n.invalid("inputs of types " + elem_name(elem) + " and " + elem_name(n.elem(i)));
+    auto b = broadcast(out, n.shape(i));
+    if (!b.ok()) return n.invalid(b.status().message());
+    out = *b;
+  }
+  if (n.all_known()) {
+    auto real = [kind](double a, double b) {
+      return kind == Multi::max ? std::max(a, b) : kind == Multi::min ? std::min(a, b) : a + b;
+    };
+    auto integer = [kind](int64_t a, int64_t b) {
+      return kind == Multi::max ? std::max(a, b) : kind == Multi::min ? std::min(a, b) : a + b;
+    };
+    DUET_TRY(n.room_for(out, elem, 24));
+    Array acc = n.array(ins[0]);
+    for (size_t k = 1; k < ins.size(); ++k) {
+      auto r = fold_binary(acc, n.array(ins[k]), elem, real, integer);
+      if (!r.ok()) return n.invalid(r.status().message());
+      acc = std::move(*r);
+    }
+    if (kind == Multi::mean) {
+      const auto k = static_cast<double>(ins.size());
+      acc = fold_unary(acc, [k](double v) { return v / k; });
+    }
+    n.set_known(0, std::move(acc));
+    return {};
+  }
+  if (!elem_is_float(elem) || elem == kDouble)
+    return n.unsupported(std::string(n.type()) + " of " + elem_name(elem) +
+                         " at run time (duet's element-wise ops are float)");
+  if (ins.size() == 1 && n.shape(ins[0]) == out) {
+    n.forward(0, ins[0]);
+    return {};
+  }
+  std::vector<ValueId> xs;
+  for (size_t i : ins) {
+    DUET_ASSIGN_OR_RETURN(ValueId x, n.runtime(i));
+    xs.push_back(x);
+  }
+  if (kind == Multi::max || kind == Multi::min) {
+    DUET_ASSIGN_OR_RETURN(ValueId y, extreme(n, xs, out, elem, kind == Multi::max, ""));
+    n.set(0, y, elem);
+    return {};
+  }
+  const bool scaled = kind == Multi::mean && xs.size() > 1;
+  ValueId y = xs[0];
+  for (size_t k = 1; k < xs.size(); ++k)
+    y = n.op(OpKind::add, {y, xs[k]}, {},
+             k + 1 == xs.size() && !scaled ? "" : "sum" + std::to_string(k));
+  if (scaled) {
+    OpAttrs at;
+    at.alpha = static_cast<float>(1.0 / static_cast<double>(xs.size()));
+    y = n.op(OpKind::scale, {y}, at);
+  }
+  n.set(0, y, elem);
+  return {};
+}
+
+Status map_sum(Node& n) {
+  return multi(n, Multi::sum);
+}
+Status map_mean(Node& n) {
+  return multi(n, Multi::mean);
+}
+Status map_max(Node& n) {
+  return multi(n, Multi::max);
+}
+Status map_min(Node& n) {
+  return multi(n, Multi::min);
+}
+
+// Clip: max with the lower bound, then min with the upper one (each optional; attributes before
+// opset 11, scalar inputs after), as extreme does: exact. Folded when everything is known.
+Status map_clip(Node& n) {
+  const int elem = n.elem(0);
+  struct Bound {
+    bool given = false;
+    std::optional<double> known;
+    size_t input = 0;
+  } lo, hi;
+  if (n.opset() < 11) {
+    if (n.has_attr("min")) lo = {true, n.attr_float("min", 0.0f), 0};
+    if (n.has_attr("max")) hi = {true, n.attr_float("max", 0.0f), 0};
+  } else {
+    for (size_t i : {size_t{1}, size_t{2}}) {
+      if (!n.has(i)) continue;
+      Bound& b = i == 1 ? lo : hi;
+      b.given = true;
+      b.input = i;
+      int64_t size = 1;
+      for (int64_t d : n.shape(i)) size *= d;
+      if (size != 1) return n.invalid("a bound that is not a scalar");
+      if (n.known(i)) b.known = n.array(i).real_at(0);
+    }
+  }
+  const std::vector<int64_t> dims = n.shape(0);
+  if (n.known(0) && (!lo.given || lo.known) && (!hi.given || hi.known)) {
+    DUET_TRY(n.room_for(dims, elem, 16));
+    const double l = lo.given ? *lo.known : -INFINITY, h = hi.given ? *hi.known : INFINITY;
+    n.set_known(0, fold_unary(n.array(0), [l, h](double v) {
+                  return std::isnan(v) ? v : std::min(std::max(v, l), h);
+                }));
+    return {};
+  }
+  if (!elem_is_float(elem) || elem == kDouble)
+    return n.unsupported("Clip of " + elem_name(elem) +
+                         " at run time (duet's element-wise ops are float)");
+  DUET_ASSIGN_OR_RETURN(ValueId y, n.runtime(0));
+  int64_t width = 1;
+  for (int64_t d : dims) width *= d;
+  for (Bound* b : {&lo, &hi}) {
+    if (!b->given) continue;
+    ValueId bound;
+    if (b->known) {
+      DUET_TRY(n.room_for(dims, elem, 8));
+      DUET_ASSIGN_OR_RETURN(
+          bound,
+          n.constant(Array::of_reals(elem, dims,
+                                     std::vector<double>(static_cast<size_t>(width), *b->known)),
+                     b == &lo ? "min" : "max"));
+    } else {
+      DUET_ASSIGN_OR_RETURN(bound, n.runtime(b->input));
+    }
+    const bool last = b == &hi || !hi.given;
+    DUET_ASSIGN_OR_RETURN(
+        y, extreme(n, {y, bound}, dims, elem, b == &lo, last ? "" : "clipped_below/"));
+  }
+  n.set(0, y, elem);
+  return {};
+}
+
+// LeakyRelu and PRelu: relu(x) + (-slope) * relu(-x), exact (one product, as ONNX's slope * x;
+// adding a zero changes nothing). A known slope is negated at import.
+Status leaky(Node& n, std::optional<double> alpha) {
+  const int elem = n.elem(0);
+  if (n.all_known()) {
+    if (alpha) {
+      const double a = *alpha;
+      DUET_TRY(n.room_for(n.shape(0), elem, 16));
+      n.set_known(0, fold_unary(n.array(0), [a](double v) { return v < 0 ? a * v : v; }));
+      return {};
+    }
+    DUET_TRY(room_for_broadcast(n, elem));
+    auto r = fold_binary(
+        n.array(0), n.array(1), elem, [](double v, double s) { return v < 0 ? s * v : v; },
+        [](int64_t v, int64_t s) { return v < 0 ? s * v : v; });
+    if (!r.ok()) return n.invalid(r.status().message());
+    n.set_known(0, std::move(*r));
+    return {};
+  }
+  if (!elem_is_float(elem) || elem == kDouble)
+    return n.unsupported(std::string(n.type()) + " of " + elem_name(elem) + " at run time");
+  DUET_ASSIGN_OR_RETURN(ValueId x, n.runtime(0));
+  OpAttrs negate;
+  negate.alpha = -1.0f;
+  ValueId pos = n.op(OpKind::relu, {x}, {}, "positive");
+  ValueId neg_part =
+      n.op(OpKind::relu, {n.op(OpKind::scale, {x}, negate, "negated")}, {}, "negative");
+  ValueId scaled;
+  if (alpha) {
+    OpAttrs at;
+    at.alpha = static_cast<float>(-*alpha);
+    scaled = n.op(OpKind::scale, {neg_part}, at, "scaled");
+  } else {
+    if (n.elem(1) != elem) return n.invalid("slope of type " + elem_name(n.elem(1)));
+    ValueId s;
+    if (n.known(1)) {
+      DUET_ASSIGN_OR_RETURN(s, n.constant(fold_unary(n.array(1), neg), "negated_slope"));
+    } else {
+      DUET_ASSIGN_OR_RETURN(s, n.runtime(1));
+      s = n.op(OpKind::scale, {s}, negate, "negated_slope");
+    }
+    scaled = n.op(OpKind::mul, {neg_part, s}, {}, "scaled");
+  }
+  n.set(0, n.op(OpKind::add, {pos, scaled}), elem);
+  return {};
+}
+
+Status map_leaky_relu(Node& n) {
+  return leaky(n, n.attr_float("alpha", 0.01f));
+}
+Status map_prelu(Node& n) {
+  return leaky(n, std::nullopt);
+}
+
 const Mapping kMath[] = {
-    {"Add", map_add},         {"Sub", map_sub},
-    {"Mul", map_mul},         {"Div", map_div},
-    {"Pow", map_pow},         {"Relu", map_relu},
-    {"Exp", map_exp},         {"Neg", map_neg},
-    {"Sqrt", map_sqrt},       {"Sigmoid", map_sigmoid},
-    {"Tanh", map_tanh},       {"Erf", map_erf},
-    {"Abs", map_abs},         {"Reciprocal", map_reciprocal},
-    {"Log", map_log},         {"Dropout", map_dropout},
-    {"Gelu", map_gelu},       {"Silu", map_silu},
-    {"Equal", map_equal},     {"Where", map_where},
-    {"Less", map_less},       {"LessOrEqual", map_less_equal},
-    {"Greater", map_greater}, {"GreaterOrEqual", map_greater_equal},
-    {"And", map_and},         {"Or", map_or},
-    {"Xor", map_xor},         {"Not", map_not},
+    {"Add", map_add},
+    {"Sub", map_sub},
+    {"Mul", map_mul},
+    {"Div", map_div},
+    {"Pow", map_pow},
+    {"Relu", map_relu},
+    {"Exp", map_exp},
+    {"Neg", map_neg},
+    {"Sqrt", map_sqrt},
+    {"Sigmoid", map_sigmoid},
+    {"Tanh", map_tanh},
+    {"Erf", map_erf},
+    {"Abs", map_abs},
+    {"Reciprocal", map_reciprocal},
+    {"Log", map_log},
+    {"Dropout", map_dropout},
+    {"Gelu", map_gelu},
+    {"Silu", map_silu},
+    {"Equal", map_equal},
+    {"Where", map_where},
+    {"Less", map_less},
+    {"LessOrEqual", map_less_equal},
+    {"Greater", map_greater},
+    {"GreaterOrEqual", map_greater_equal},
+    {"And", map_and},
+    {"Or", map_or},
+    {"Xor", map_xor},
+    {"Not", map_not},
     {"Trilu", map_trilu},
+    {"Sum", map_sum},
+    {"Mean", map_mean},
+    {"Max", map_max},
+    {"Min", map_min},
+    {"Clip", map_clip},
+    {"LeakyRelu", map_leaky_relu},
+    {"PRelu", map_prelu},
 };
 
 }  // namespace

@@ -163,9 +163,11 @@ Result<ValueId> norm_vector(Node& n, size_t k, const std::vector<int64_t>& norm,
 // those dims flattened into one (views of dense tensors).
 Status map_layer_norm(Node& n) {
   DUET_TRY(float_input(n, 0));
-  for (size_t k = 1; k < n.num_outputs(); ++k)
-    if (n.output_used(k))
-      return n.unsupported("the Mean and InvStdDev outputs (duet's layernorm returns Y only)");
+  const bool stats =
+      (n.num_outputs() > 1 && n.output_used(1)) || (n.num_outputs() > 2 && n.output_used(2));
+  if (stats && n.elem(0) != kFloat)
+    return n.unsupported("the Mean and InvStdDev outputs of " + elem_name(n.elem(0)) +
+                         " input (duet computes them for float input only)");
   const std::vector<int64_t> dims = n.shape(0);
   const int r = static_cast<int>(dims.size());
   DUET_ASSIGN_OR_RETURN(int axis, normalize_axis(n.attr_int("axis", -1), r));
@@ -187,6 +189,25 @@ Status map_layer_norm(Node& n) {
   at.eps = eps;
   ValueId y = n.op(OpKind::layernorm, ins, at, reshape ? "layernorm" : "");
   n.set(0, reshape ? n.reshape(y, dims) : y, n.elem(0));
+  if (stats) {
+    // Mean and InvStdDev (the normalised dims kept as 1): their definitions, mean(x) and
+    // (mean((x - mean)^2) + eps)^-1/2, in reduce_mean, sub, pow and add.
+    DUET_ASSIGN_OR_RETURN(ValueId xs, n.runtime(0));
+    OpAttrs red;
+    for (int d = axis; d < r; ++d) red.axes.push_back(d);
+    ValueId mean = n.op(OpKind::reduce_mean, {xs}, red, n.output_used(1) ? "" : "mean", 1);
+    n.set(1, mean, kFloat);
+    if (n.num_outputs() > 2 && n.output_used(2)) {
+      OpAttrs sq, rsqrt;
+      sq.exponent = 2.0f;
+      rsqrt.exponent = -0.5f;
+      ValueId d = n.op(OpKind::sub, {xs, mean}, {}, "centred");
+      ValueId var = n.op(OpKind::reduce_mean, {n.op(OpKind::pow, {d}, sq, "squared")}, red, "var");
+      DUET_ASSIGN_OR_RETURN(ValueId e, n.constant(Array::of_reals(kFloat, {1}, {eps}), "eps"));
+      n.set(2, n.op(OpKind::pow, {n.op(OpKind::add, {var, e}, {}, "var_eps")}, rsqrt, "", 2),
+            kFloat);
+    }
+  }
   return {};
 }
 
@@ -507,6 +528,144 @@ Status map_attention(Node& n) {
   return {};
 }
 
+// NegativeLogLikelihoodLoss of log-probabilities `x` [N, C, d...] computed at run time and the
+// class ids of input `t_at` (known or at run time), weighted by input `w_at` (known) when
+// present. Each element's -w[t] * x[n, t, d...] is x (its class dim moved last, a permute view)
+// times a row of a known table picked by the target (duet's embedding): row t holds -w[t] at
+// column t and 0 elsewhere, the ignore_index's row only zeros; reduce_sum over the classes sums
+// one product and zeros, exact. `mean` divides the sum by the weights of the targets (the same
+// lookup in a [V, 1] table of weights). An infinite or NaN x in a class not picked gives NaN.
+Result<ValueId> nll(Node& n, ValueId x, int elem, const std::vector<int64_t>& xd, size_t t_at,
+                    size_t w_at) {
+  const int r = static_cast<int>(xd.size());
+  if (r < 2) return n.invalid("input of rank " + std::to_string(r) + " (expected [N, C, ...])");
+  const int64_t c = xd[1];
+  std::vector<int64_t> td = xd;
+  td.erase(td.begin() + 1);
+  if (n.shape(t_at) != td)
+    return n.invalid("target of shape " + dims_str(n.shape(t_at)) + " for input " + dims_str(xd));
+  const std::string reduction = n.attr_string("reduction", "mean");
+  if (reduction != "none" && reduction != "sum" && reduction != "mean")
+    return n.invalid("reduction '" + reduction + "'");
+  std::vector<double> w(static_cast<size_t>(c), 1.0);
+  const bool weighted = n.has(w_at);
+  const bool run_time_w = weighted && !n.known(w_at);
+  if (weighted) {
+    if (n.shape(w_at) != std::vector<int64_t>{c})
+      return n.invalid("weights of shape " + dims_str(n.shape(w_at)));
+    if (n.elem(w_at) != elem) return n.invalid("weights of type " + elem_name(n.elem(w_at)));
+    if (!run_time_w) w = n.array(w_at).reals();
+  }
+  // The ids the targets may hold: [0, C) and the ignore_index, which may lie outside it (rows of
+  // zeros appended; a negative one read through negative_ids).
+  const bool ignores = n.has_attr("ignore_index");
+  const int64_t ii = n.attr_int("ignore_index", 0);
+  int64_t rows = c;
+  bool negative = false;
+  if (ignores && ii >= c) rows = ii + 1;
+  if (ignores && ii < 0) {
+    rows = c - ii;
+    negative = true;
+  }
+  if (rows - c > 4096)
+    return n.unsupported("ignore_index " + std::to_string(ii) + " far outside the " +
+                         std::to_string(c) + " classes");
+  const int64_t ignored_row = !ignores ? -1 : ii < 0 ? rows + ii : ii;
+  std::vector<double> pick(static_cast<size_t>(rows * c), 0.0), weight(static_cast<size_t>(rows));
+  for (int64_t k = 0; k < c; ++k) {
+    if (k == ignored_row) continue;
+    pick[static_cast<size_t>(k * c + k)] = -w[static_cast<size_t>(k)];
+    weight[static_cast<size_t>(k)] = w[static_cast<size_t>(k)];
+  }
+  DUET_TRY(n.room_for({rows, c}, elem, 8));
+  // Weights computed at run time: the tables made by the run from the 0/1 pattern of picks
+  // (diag(1) with the ignored row zero) times w as a row, exact.
+  ValueId w_row, pattern;
+  if (run_time_w) {
+    for (double& v : pick) v = v != 0.0 ? 1.0 : 0.0;
+    DUET_ASSIGN_OR_RETURN(pattern, n.constant(Array::of_reals(elem, {rows, c}, pick), "pattern"));
+    DUET_ASSIGN_OR_RETURN(ValueId wv, n.runtime(w_at));
+    w_row = n.reshape(wv, {1, c}, "weight_row");
+  }
+  ValueId table;
+  if (run_time_w) {
+    OpAttrs neg;
+    neg.alpha = -1.0f;
+    table = n.op(OpKind::mul, {pattern, n.op(OpKind::scale, {w_row}, neg, "negated_weights")}, {},
+                 "picks");
+  } else {
+    DUET_ASSIGN_OR_RETURN(table, n.constant(Array::of_reals(elem, {rows, c}, pick), "picks"));
+  }
+  DUET_ASSIGN_OR_RETURN(ValueId ids, n.runtime(t_at));
+  OpAttrs lookup;
+  lookup.negative_ids = negative;
+  ValueId picked = n.op(OpKind::embedding, {table, ids}, lookup, "picked");
+  if (r > 2) {
+    OpAttrs perm;
+    perm.perm.push_back(0);
+    for (int d = 2; d < r; ++d) perm.perm.push_back(d);
+    perm.perm.push_back(1);
+    x = n.op(OpKind::permute, {x}, perm, "classes_last");
+  }
+  OpAttrs last;
+  last.axes = {r - 1};
+  ValueId loss =
+      n.op(OpKind::reduce_sum, {n.op(OpKind::mul, {x, picked}, {}, "products")}, last, "losses");
+  if (reduction == "none") return n.reshape(loss, td);
+  OpAttrs all;
+  for (int d = 0; d < r; ++d) all.axes.push_back(d);
+  ValueId total = n.op(OpKind::reduce_sum, {loss}, all, "total");
+  if (reduction == "sum") return n.reshape(total, {});
+  if (!weighted && !ignores) {
+    int64_t count = 1;
+    for (int64_t d : td) count *= d;
+    OpAttrs at;
+    at.alpha = static_cast<float>(1.0 / static_cast<double>(count));
+    return n.reshape(n.op(OpKind::scale, {total}, at, "mean"), {});
+  }
+  ValueId wt;
+  if (run_time_w) {
+    OpAttrs row;
+    row.axes = {1};
+    wt = n.op(OpKind::reduce_sum, {n.op(OpKind::mul, {pattern, w_row}, {}, "weight_diag")}, row,
+              "weight_table");
+  } else {
+    DUET_ASSIGN_OR_RETURN(wt, n.constant(Array::of_reals(elem, {rows, 1}, weight), "weight_table"));
+  }
+  ValueId wsum = n.op(OpKind::reduce_sum, {n.op(OpKind::embedding, {wt, ids}, lookup, "weights")},
+                      all, "weight_sum");
+  return n.reshape(n.op(OpKind::div, {total, wsum}, {}, "mean"), {});
+}
+
+Status map_nll_loss(Node& n) {
+  DUET_TRY(float_input(n, 0));
+  DUET_ASSIGN_OR_RETURN(ValueId x, n.runtime(0));
+  DUET_ASSIGN_OR_RETURN(ValueId y, nll(n, x, n.elem(0), n.shape(0), 1, 2));
+  n.set(0, y, n.elem(0));
+  return {};
+}
+
+// SoftmaxCrossEntropyLoss: LogSoftmax over the classes (dim 1; as map_log_softmax lowers it),
+// its optional log_prob output, then the NLL of it.
+Status map_softmax_cross_entropy(Node& n) {
+  DUET_TRY(float_input(n, 0));
+  const std::vector<int64_t> dims = n.shape(0);
+  if (dims.size() < 2) return n.invalid("scores of rank " + std::to_string(dims.size()));
+  DUET_ASSIGN_OR_RETURN(ValueId x, n.runtime(0));
+  OpAttrs red;
+  red.axes = {1};
+  ValueId m = n.op(OpKind::reduce_max, {x}, red, "max");
+  ValueId d = n.op(OpKind::sub, {x, m}, {}, "shifted");
+  ValueId s = n.op(OpKind::reduce_sum, {n.op(OpKind::exp, {d}, {}, "exp")}, red, "sum");
+  const bool lp_out = n.num_outputs() > 1 && n.output_used(1);
+  ValueId lp = n.op(OpKind::sub, {d, n.op(OpKind::log, {s}, {}, "log_sum")}, {},
+                    lp_out ? "" : "log_prob", lp_out ? 1 : 0);
+  if (lp_out) n.set(1, lp, n.elem(0));
+  DUET_ASSIGN_OR_RETURN(ValueId y, nll(n, lp, n.elem(0), dims, 1, 2));
+  n.set(0, y, n.elem(0));
+  return {};
+}
+
 const Mapping kNn[] = {
     {"Attention", map_attention},
     {"MatMul", map_matmul},
@@ -524,6 +683,8 @@ const Mapping kNn[] = {
     {"ReduceL2", map_reduce_l2},
     {"ReduceLogSum", map_reduce_log_sum},
     {"ReduceLogSumExp", map_reduce_log_sum_exp},
+    {"NegativeLogLikelihoodLoss", map_nll_loss},
+    {"SoftmaxCrossEntropyLoss", map_softmax_cross_entropy},
 };
 
 }  // namespace

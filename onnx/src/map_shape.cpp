@@ -449,9 +449,227 @@ Status map_gather(Node& n) {
     }
     return {};
   }
+  // Any other axis or rank: that axis moved first and the rest flattened, [d, rest] (a permute
+  // view, a copy), the rows gathered, then viewed as [indices..., other dims] and permuted into
+  // ONNX's order [dims before axis, indices..., dims after].
+  const size_t ri = index_dims.size();
+  if (elem_is_float(n.elem(0)) && n.elem(0) != kDouble && ri >= 1 && ri <= 3 &&
+      dims.size() - 1 + ri <= 4) {
+    DUET_ASSIGN_OR_RETURN(ValueId x, n.runtime(0));
+    std::vector<int64_t> rest;  // the other dims, in order
+    for (size_t k = 0; k < dims.size(); ++k)
+      if (static_cast<int>(k) != axis) rest.push_back(dims[k]);
+    if (axis != 0) {
+      OpAttrs p;
+      p.perm.push_back(axis);
+      for (int k = 0; k < static_cast<int>(dims.size()); ++k)
+        if (k != axis) p.perm.push_back(k);
+      x = n.op(OpKind::permute, {x}, p, "axis_first");
+    }
+    ValueId table = n.reshape(x, {d, product(rest, 0, rest.size())}, "table");
+    ValueId ids;
+    OpAttrs at;
+    if (n.known(1)) {
+      std::vector<int64_t> idx = n.array(1).ints();
+      for (int64_t& i : idx) i = i < 0 ? i + d : i;
+      DUET_ASSIGN_OR_RETURN(ids, n.constant(Array::of_ints(kInt32, index_dims, idx), "ids"));
+    } else {
+      DUET_ASSIGN_OR_RETURN(ids, n.runtime(1));
+      at.negative_ids = true;
+    }
+    ValueId rows = n.op(OpKind::embedding, {table, ids}, at, "rows");
+    std::vector<int64_t> pre = index_dims;
+    pre.insert(pre.end(), rest.begin(), rest.end());
+    if (axis == 0) {
+      n.set(0, n.reshape(rows, pre), n.elem(0));
+      return {};
+    }
+    ValueId v = n.reshape(rows, pre, "gathered");
+    OpAttrs p;
+    const int ir = static_cast<int>(ri);
+    for (int k = 0; k < axis; ++k) p.perm.push_back(ir + k);
+    for (int k = 0; k < ir; ++k) p.perm.push_back(k);
+    for (int k = ir + axis; k < static_cast<int>(pre.size()); ++k) p.perm.push_back(k);
+    n.set(0, n.op(OpKind::permute, {v}, p), n.elem(0));
+    return {};
+  }
   return n.unsupported("Gather on axis " + std::to_string(axis) + " of " + dims_str(dims) +
                        " with indices " + dims_str(index_dims) +
-                       " at run time (duet gathers rows of a matrix)");
+                       " at run time (duet gathers with indices of rank 1 to 3 into a result of "
+                       "rank <= 4, float data)");
+}
+
+// Output 0 as the elements of input `i` at the known flat positions `index`, laid out as `out`:
+// folded when the input is known; at run time the input viewed as a one-column table [numel, 1]
+// and its rows picked by duet's embedding with the positions as constant ids (a copy, exact).
+Status take_elements(Node& n, size_t i, const std::vector<int64_t>& out,
+                     const std::vector<int64_t>& index) {
+  if (n.known(i)) {
+    DUET_TRY(n.room_for(out, n.elem(i), 16));
+    n.set_known(0, pick(n.array(i), out, index));
+    return {};
+  }
+  if (!elem_is_float(n.elem(i)) || n.elem(i) == kDouble)
+    return n.unsupported(std::string(n.type()) + " of " + elem_name(n.elem(i)) + " at run time");
+  DUET_TRY(n.room_for(out, kInt32, 8));
+  const std::vector<int64_t> dims = n.shape(i);
+  DUET_ASSIGN_OR_RETURN(ValueId x, n.runtime(i));
+  ValueId table = n.reshape(x, {product(dims, 0, dims.size()), 1}, "table");
+  DUET_ASSIGN_OR_RETURN(
+      ValueId ids,
+      n.constant(Array::of_ints(kInt32, {static_cast<int64_t>(index.size())}, index), "ids"));
+  ValueId rows = n.op(OpKind::embedding, {table, ids}, {}, "elements");
+  n.set(0, n.reshape(rows, out), n.elem(i));
+  return {};
+}
+
+// GatherElements with known indices (any axis, negative ones counting from the end).
+Status map_gather_elements(Node& n) {
+  const std::vector<int64_t> dims = n.shape(0), idims = n.shape(1);
+  const int r = static_cast<int>(dims.size());
+  DUET_ASSIGN_OR_RETURN(int axis, normalize_axis(n.attr_int("axis", 0), r));
+  if (static_cast<int>(idims.size()) != r)
+    return n.invalid("indices of rank " + std::to_string(idims.size()) + " for data of rank " +
+                     std::to_string(r));
+  if (!n.known(1))
+    return n.unsupported(
+        "GatherElements with indices computed at run time (duet gathers "
+        "elements at positions known at import)");
+  DUET_TRY(n.room_for(idims, kInt64, 16));
+  const std::vector<int64_t> idx = n.array(1).ints();
+  const int64_t d = dims[static_cast<size_t>(axis)];
+  std::vector<int64_t> stride(dims.size(), 1);
+  for (int k = r - 2; k >= 0; --k)
+    stride[static_cast<size_t>(k)] =
+        stride[static_cast<size_t>(k) + 1] * dims[static_cast<size_t>(k) + 1];
+  std::vector<int64_t> flat(idx.size()), at(idims.size(), 0);
+  for (size_t e = 0; e < idx.size(); ++e) {
+    int64_t v = idx[e];
+    if (v < -d || v >= d)
+      return n.invalid("index " + std::to_string(v) + " outside [-" + std::to_string(d) + ", " +
+                       std::to_string(d) + ")");
+    if (v < 0) v += d;
+    int64_t f = 0;
+    for (int k = 0; k < r; ++k) {
+      const int64_t c = k == axis ? v : at[static_cast<size_t>(k)];
+      if (c >= dims[static_cast<size_t>(k)])
+        return n.invalid("indices " + dims_str(idims) + " larger than data " + dims_str(dims));
+      f += c * stride[static_cast<size_t>(k)];
+    }
+    flat[e] = f;
+    for (int k = r - 1; k >= 0; --k) {
+      if (++at[static_cast<size_t>(k)] < idims[static_cast<size_t>(k)]) break;
+      at[static_cast<size_t>(k)] = 0;
+    }
+  }
+  return take_elements(n, 0, idims, flat);
+}
+
+// DepthToSpace (DCR or CRD) and SpaceToDepth: a fixed permutation of a [N, C, H, W] tensor's
+// elements (its definition's rank-6 reshape and transpose, which duet's rank-4 tensors cannot
+// hold), taken by take_elements.
+Status depth_space(Node& n, bool to_space) {
+  const std::vector<int64_t> dims = n.shape(0);
+  const int64_t b = n.attr_int("blocksize", 0);
+  if (dims.size() != 4) return n.invalid("input of rank " + std::to_string(dims.size()) + " (4)");
+  if (b < 1) return n.invalid("blocksize " + std::to_string(b));
+  const int64_t N = dims[0], C = dims[1], H = dims[2], W = dims[3];
+  const bool crd = n.attr_string("mode", "DCR") == "CRD";
+  std::vector<int64_t> out;
+  if (to_space) {
+    if (C % (b * b) != 0) return n.invalid("channels not a multiple of blocksize^2");
+    out = {N, C / (b * b), H * b, W * b};
+  } else {
+    if (H % b != 0 || W % b != 0) return n.invalid("height or width not a multiple of blocksize");
+    out = {N, C * b * b, H / b, W / b};
+  }
+  DUET_TRY(n.room_for(out, kInt64, 16));
+  std::vector<int64_t> flat;
+  flat.reserve(static_cast<size_t>(N * C * H * W));
+  for (int64_t i = 0; i < out[0]; ++i)
+    for (int64_t c = 0; c < out[1]; ++c)
+      for (int64_t h = 0; h < out[2]; ++h)
+        for (int64_t w = 0; w < out[3]; ++w) {
+          int64_t ic, ih, iw;
+          if (to_space) {
+            const int64_t bh = h % b, bw = w % b;
+            ic = crd ? c * b * b + bh * b + bw : (bh * b + bw) * out[1] + c;
+            ih = h / b;
+            iw = w / b;
+          } else {
+            const int64_t blk = c / C, ch = c % C;
+            ic = ch;
+            ih = h * b + blk / b;
+            iw = w * b + blk % b;
+          }
+          flat.push_back(((i * C + ic) * H + ih) * W + iw);
+        }
+  return take_elements(n, 0, out, flat);
+}
+
+Status map_depth_to_space(Node& n) {
+  return depth_space(n, true);
+}
+Status map_space_to_depth(Node& n) {
+  return depth_space(n, false);
+}
+
+// EyeLike: depends on the input's shape only, known at import: ones on diagonal k.
+Status map_eye_like(Node& n) {
+  const std::vector<int64_t> dims = n.shape(0);
+  if (dims.size() != 2) return n.invalid("input of rank " + std::to_string(dims.size()) + " (2)");
+  const int elem = static_cast<int>(n.attr_int("dtype", n.elem(0)));
+  const int64_t k = n.attr_int("k", 0);
+  DUET_TRY(n.room_for(dims, elem, 8));
+  std::vector<double> v(static_cast<size_t>(dims[0] * dims[1]), 0.0);
+  for (int64_t i = 0; i < dims[0]; ++i)
+    if (i + k >= 0 && i + k < dims[1]) v[static_cast<size_t>(i * dims[1] + i + k)] = 1.0;
+  n.set_known(0, Array::of_reals(elem, dims, v));
+  return {};
+}
+
+// Tile: `repeats[k]` copies of x along each axis k, concatenated (folded when x is known).
+Status map_tile(Node& n) {
+  DUET_ASSIGN_OR_RETURN(std::vector<int64_t> reps, n.ints(1, "repeats"));
+  const std::vector<int64_t> dims = n.shape(0);
+  if (reps.size() != dims.size())
+    return n.invalid(std::to_string(reps.size()) + " repeats for rank " +
+                     std::to_string(dims.size()));
+  std::vector<int64_t> out = dims;
+  for (size_t k = 0; k < dims.size(); ++k) {
+    if (reps[k] < 1)
+      return reps[k] < 0 ? n.invalid("repeats " + dims_str(reps))
+                         : n.unsupported("repeats of 0 (duet tensors are never empty)");
+    out[k] *= reps[k];
+  }
+  if (n.known(0)) {
+    DUET_TRY(n.room_for(out, n.elem(0), 8));
+    Array a = n.array(0);
+    for (size_t k = 0; k < dims.size(); ++k) {
+      if (reps[k] == 1) continue;
+      std::vector<const Array*> parts(static_cast<size_t>(reps[k]), &a);
+      a = concat(parts, static_cast<int>(k));
+    }
+    n.set_known(0, std::move(a));
+    return {};
+  }
+  DUET_ASSIGN_OR_RETURN(ValueId x, n.runtime(0));
+  size_t last = dims.size();
+  for (size_t k = 0; k < dims.size(); ++k)
+    if (reps[k] > 1) last = k;
+  if (last == dims.size()) {
+    n.forward(0, 0);
+    return {};
+  }
+  for (size_t k = 0; k <= last; ++k) {
+    if (reps[k] == 1) continue;
+    OpAttrs at;
+    at.axis = static_cast<int>(k);
+    x = n.op(OpKind::concat, std::vector<ValueId>(static_cast<size_t>(reps[k]), x), at,
+             k == last ? "" : "tiled" + std::to_string(k));
+  }
+  n.set(0, x, n.elem(0));
+  return {};
 }
 
 Status map_expand(Node& n) {
@@ -500,6 +718,11 @@ const Mapping kShape[] = {
     {"Split", map_split},
     {"Concat", map_concat},
     {"Gather", map_gather},
+    {"Tile", map_tile},
+    {"GatherElements", map_gather_elements},
+    {"DepthToSpace", map_depth_to_space},
+    {"SpaceToDepth", map_space_to_depth},
+    {"EyeLike", map_eye_like},
     {"Expand", map_expand},
     {"Range", map_range},
 };

@@ -82,6 +82,12 @@ class Model {
     a->set_type(onnx::AttributeProto::FLOAT);
     a->set_f(v);
   }
+  static void attr(onnx::NodeProto& n, const std::string& name, const std::string& v) {
+    auto* a = n.add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::STRING);
+    a->set_s(v);
+  }
   static void attr(onnx::NodeProto& n, const std::string& name, std::vector<int64_t> v) {
     auto* a = n.add_attribute();
     a->set_name(name);
@@ -785,6 +791,66 @@ TEST(OnnxImport, WhereWithAKnownConditionSelectsByArithmetic) {
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.status().message().find("Less at run time"), std::string::npos)
       << refused.status().message();
+}
+
+TEST(OnnxImport, PadModesAndNegativePadsMatchTheirDefinitions) {
+  // x = [[1, 2, 3], [4, 5, 6]]; pads [begin rows, begin cols, end rows, end cols].
+  Model m;
+  m.input("x", kF32, {2, 3}).output("c").output("e").output("r");
+  m.init_i64("pc", {4}, {1, -1, 0, 1});  // a row of 7 before, the first column cropped, one after
+  m.init_i64("pe", {4}, {0, 2, 1, 0});
+  m.init_i64("pr", {4}, {0, 2, 0, -1});  // mirrored about the edge, the last column cropped
+  m.init("seven", {}, {7.0f});
+  m.node("Pad", {"x", "pc", "seven"}, {"c"});
+  Model::attr(m.node("Pad", {"x", "pe"}, {"e"}), "mode", std::string("edge"));
+  Model::attr(m.node("Pad", {"x", "pr"}, {"r"}), "mode", std::string("reflect"));
+  auto g = m.import();
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  auto out = run_cpu(*g, {{"x", tensor({2, 3}, {1, 2, 3, 4, 5, 6})}});
+  ASSERT_TRUE(out.count("c") && out.count("e") && out.count("r"));
+  auto values = [&](const char* name) {
+    const HostTensor& t = out.at(name);
+    return std::vector<float>(t.data<float>(), t.data<float>() + t.numel());
+  };
+  EXPECT_EQ(out.at("c").desc().shape_str(), "[3,3]");
+  EXPECT_EQ(values("c"), (std::vector<float>{7, 7, 7, 2, 3, 7, 5, 6, 7}));
+  EXPECT_EQ(out.at("e").desc().shape_str(), "[3,5]");
+  EXPECT_EQ(values("e"), (std::vector<float>{1, 1, 1, 2, 3, 4, 4, 4, 5, 6, 4, 4, 4, 5, 6}));
+  EXPECT_EQ(out.at("r").desc().shape_str(), "[2,4]");
+  EXPECT_EQ(values("r"), (std::vector<float>{3, 2, 1, 2, 6, 5, 4, 5}));
+  // Reflect pads longer than the axis allows, and modes duet does not map, are refused by name.
+  Model bad;
+  bad.input("x", kF32, {2, 3}).output("y");
+  bad.init_i64("p", {4}, {0, 3, 0, 0});
+  Model::attr(bad.node("Pad", {"x", "p"}, {"y"}, "pad"), "mode", std::string("reflect"));
+  auto refused = bad.import();
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("node 'pad' (Pad, opset 17): reflect pads of 3"),
+            std::string::npos)
+      << refused.status().message();
+}
+
+TEST(OnnxImport, MaxMinAndClipAreExactForValuesOfAnyMagnitude) {
+  // max(a, b) as (a + b + |a - b|) / 2 would lose 1e-3 beside -1e8: the stacked reduction does not.
+  Model m;
+  m.input("a", kF32, {2, 2}).input("b", kF32, {2}).output("mx").output("mn").output("cl");
+  m.init("lo", {}, {-1.0f});
+  m.init("hi", {}, {1e-3f});
+  m.node("Max", {"a", "b"}, {"mx"});
+  m.node("Min", {"a", "b", "a"}, {"mn"});
+  m.node("Clip", {"a", "lo", "hi"}, {"cl"});
+  auto g = m.import();
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  auto out = run_cpu(
+      *g, {{"a", tensor({2, 2}, {-1e8f, 5e-4f, 3.0f, -2.0f})}, {"b", tensor({2}, {1e-3f, -1e8f})}});
+  ASSERT_TRUE(out.count("mx") && out.count("mn") && out.count("cl"));
+  const std::vector<float> mx = {1e-3f, 5e-4f, 3.0f, -2.0f}, mn = {-1e8f, -1e8f, 1e-3f, -1e8f},
+                           cl = {-1.0f, 5e-4f, 1e-3f, -1.0f};
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(out.at("mx").data<float>()[i], mx[i]) << i;
+    EXPECT_EQ(out.at("mn").data<float>()[i], mn[i]) << i;
+    EXPECT_EQ(out.at("cl").data<float>()[i], cl[i]) << i;
+  }
 }
 
 TEST(OnnxImport, InputsKeepTheirNamesAndAliasedOutputsGetCopies) {
