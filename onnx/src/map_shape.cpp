@@ -681,7 +681,21 @@ Status map_expand(Node& n) {
     return {};
   }
   if (out == n.shape(0)) return alias(n);
-  return n.unsupported("Expand of a run-time value to " + dims_str(out));
+  // A broadcast at run time: x + 0 with a known zero tensor of the output's shape (exact, but
+  // for -0 becoming +0).
+  if (!elem_is_float(n.elem(0)) || n.elem(0) == kDouble)
+    return n.unsupported("Expand of a run-time " + elem_name(n.elem(0)) + " value to " +
+                         dims_str(out) + " (duet's element-wise ops are float)");
+  DUET_TRY(n.room_for(out, n.elem(0), 8));
+  DUET_ASSIGN_OR_RETURN(ValueId x, n.runtime(0));
+  DUET_ASSIGN_OR_RETURN(
+      ValueId zeros,
+      n.constant(Array::of_reals(
+                     n.elem(0), out,
+                     std::vector<double>(static_cast<size_t>(product(out, 0, out.size())), 0.0)),
+                 "zeros"));
+  n.set(0, n.op(OpKind::add, {x, zeros}), n.elem(0));
+  return {};
 }
 
 Status map_range(Node& n) {
