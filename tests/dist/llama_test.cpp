@@ -1,6 +1,7 @@
-// `duet-llama --distributed`: the tiny Llama fixture split over two ranks of this machine gives
-// one process's greedy ids (a prompt over several runs, then decode steps reading the caches on
-// both ranks); a rank given another file is refused at start, by name, on every rank.
+// `duet-llama --distributed`: a tiny Llama split over two ranks of this machine gives one
+// process's greedy ids (a prompt over several runs, then decode steps reading the caches); a rank
+// given another file (the llama.cpp fixture changed in one weight) is refused at start, by name,
+// on every rank.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -10,6 +11,9 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <random>
+#include <set>
+#include <sstream>
 
 #include "duet/gguf.h"
 #include "mpirun.h"
@@ -25,19 +29,65 @@ const std::string kFixture = std::string(DUET_LLAMA_DATA) + "/llamacpp_tiny.gguf
 // The CPU alone: no Vulkan loader, one device.
 const std::string kCpu = "DUET_VULKAN_LOADER=/nonexistent";
 const std::string kArgs =
-    " --prompt 'the quick brown fox' -n 6 --temp 0 --print-ids "
-    "--prefill-chunk 3 --devices cpu:0";
+    " --prompt-ids 5,6,7,8,9 -n 6 --temp 0 --ignore-eos --print-ids --prefill-chunk 3 "
+    "--devices cpu:0";
+
+// Random f32 weights, 2 layers, GQA, an output matrix of its own (a tied one makes a tiny random
+// model repeat its last token, which would hide a wrong split).
+std::string write_random_llama() {
+  const int64_t E = 64, FF = 96, V = 80, KV = 32;
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<std::pair<std::string, duet::HostTensor>> tensors;
+  auto add = [&](const std::string& name, std::vector<int64_t> shape, float scale) {
+    duet::HostTensor t = duet::HostTensor::empty(duet::DType::f32, shape);
+    for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = scale * u(rng);
+    tensors.emplace_back(name, t);
+  };
+  add("token_embd.weight", {V, E}, 1.0f);
+  add("output_norm.weight", {E}, 1.0f);
+  add("output.weight", {V, E}, 0.125f);
+  for (int l = 0; l < 2; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    add(p + "attn_norm.weight", {E}, 1.0f);
+    add(p + "attn_q.weight", {E, E}, 0.125f);
+    add(p + "attn_k.weight", {KV, E}, 0.125f);
+    add(p + "attn_v.weight", {KV, E}, 0.125f);
+    add(p + "attn_output.weight", {E, E}, 0.125f);
+    add(p + "ffn_norm.weight", {E}, 1.0f);
+    add(p + "ffn_gate.weight", {FF, E}, 0.125f);
+    add(p + "ffn_up.weight", {FF, E}, 0.125f);
+    add(p + "ffn_down.weight", {E, FF}, 0.1f);
+  }
+  auto u32 = [](int64_t v) { return duet::GgufValue::of_int(duet::GgufType::u32, v); };
+  const std::vector<std::pair<std::string, duet::GgufValue>> meta = {
+      {"general.architecture", duet::GgufValue::of_string("llama")},
+      {"llama.block_count", u32(2)},
+      {"llama.embedding_length", u32(E)},
+      {"llama.feed_forward_length", u32(FF)},
+      {"llama.attention.head_count", u32(4)},
+      {"llama.attention.head_count_kv", u32(2)},
+      {"llama.context_length", u32(64)},
+  };
+  const std::string path =
+      std::string(DUET_TEST_TMPDIR) + "/random_llama." + std::to_string(getpid()) + ".gguf";
+  duet::Status st = duet::write_gguf(path, meta, tensors);
+  EXPECT_TRUE(st.ok()) << st.message();
+  return path;
+}
 
 std::string ids_line(const std::string& output) {
-  const size_t at = output.find("ids:");
-  return at == std::string::npos ? std::string() : output.substr(at, output.find('\n', at) - at);
+  const size_t at = output.find("\nids:");  // the line --print-ids prints
+  return at == std::string::npos ? std::string()
+                                 : output.substr(at + 1, output.find('\n', at + 1) - at - 1);
 }
 
 TEST(DistributedLlama, TwoRanksGiveOneProcesssGreedyIds) {
+  const std::string model = write_random_llama();
+  const std::string args = model + kArgs;
   std::string single;
   {
-    FILE* pipe =
-        popen((kCpu + " " + DUET_LLAMA_BIN + " " + kFixture + kArgs + " 2>&1").c_str(), "r");
+    FILE* pipe = popen((kCpu + " " + DUET_LLAMA_BIN + " " + args + " 2>&1").c_str(), "r");
     char buf[4096];
     size_t n = 0;
     while ((n = fread(buf, 1, sizeof buf, pipe)) > 0) single.append(buf, n);
@@ -45,8 +95,11 @@ TEST(DistributedLlama, TwoRanksGiveOneProcesssGreedyIds) {
   }
   const std::string want = ids_line(single);
   ASSERT_EQ(std::count(want.begin(), want.end(), ' '), 6) << single;
-  Launch split =
-      mpirun(2, DUET_LLAMA_BIN, kFixture + kArgs + " --distributed --every-rank --explain", kCpu);
+  std::istringstream ids(want.substr(4));
+  const std::set<int> distinct{std::istream_iterator<int>(ids), {}};
+  EXPECT_GT(distinct.size(), 2u) << "ids that differ token to token: " << want;
+  Launch split = mpirun(2, DUET_LLAMA_BIN, args + " --distributed --every-rank --explain", kCpu);
+  fs::remove(model);
   ASSERT_EQ(split.exit_code, 0) << split.output;
   EXPECT_HAS(split.output, "2 stages");
   EXPECT_HAS(split.output, "stage 1 on rank1");
