@@ -93,7 +93,7 @@ Result<std::vector<Window>> windows(Node& n, const std::vector<int64_t>& x,
 
 // x with `before` and `after` elements of `value` added along `axis`: a concat with constants.
 Result<ValueId> pad_axis(Node& n, ValueId x, int axis, int64_t before, int64_t after, double value,
-                         int elem) {
+                         int elem, std::optional<std::string> purpose = std::nullopt) {
   if (before == 0 && after == 0) return x;
   // A copy of x's dims: adding the constants grows the graph's values, which moves them.
   const auto xd = n.desc(x).dims();
@@ -117,7 +117,7 @@ Result<ValueId> pad_axis(Node& n, ValueId x, int axis, int64_t before, int64_t a
   }
   OpAttrs at;
   at.axis = axis;
-  return n.op(OpKind::concat, parts, at, "padded" + std::to_string(axis));
+  return n.op(OpKind::concat, parts, at, purpose.value_or("padded" + std::to_string(axis)));
 }
 
 // The padded input viewed at kernel tap `tap` (row-major over the kernel's dims): one strided
@@ -532,7 +532,8 @@ Status map_pad(Node& n) {
     const bool crop = b < 0 || e < 0;  // after the padding, as ONNX's reference does
     if (grow_b > 0 || grow_e > 0) {
       if (mode == "constant") {
-        DUET_ASSIGN_OR_RETURN(x, pad_axis(n, x, a, grow_b, grow_e, value, elem));
+        DUET_ASSIGN_OR_RETURN(
+            x, pad_axis(n, x, a, grow_b, grow_e, value, elem, named && !crop ? "" : "padded" + ax));
       } else {
         if (mode == "reflect" && (grow_b > d - 1 || grow_e > d - 1))
           return n.unsupported("reflect pads of " + std::to_string(b) + " and " +
