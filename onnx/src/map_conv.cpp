@@ -175,12 +175,21 @@ std::optional<Folded> fold_batch_norm(Node& n, size_t w_at, size_t b_at, size_t 
   return f;
 }
 
-// Conv over 1 or 2 spatial dims. `folded` replaces the node's W and B when given. The last op
-// takes the node's output name when `fin` is empty, else the purpose `fin`.
-Result<ValueId> lower_conv(Node& n, const Folded& folded, std::string_view fin) {
+// ConvTranspose's convolution: its input already spread and padded, its weights already
+// flipped and regrouped as a Conv's [M, C/group, kernel...], stride 1, no padding.
+struct ConvSource {
+  ValueId x, w;
+  std::vector<int64_t> xd, wd, dilations;
+};
+
+// Conv over 1 or 2 spatial dims. `folded` replaces the node's W and B when given, `src` its X and
+// W and window. The last op takes the node's output name when `fin` is empty, else the purpose
+// `fin`.
+Result<ValueId> lower_conv(Node& n, const Folded& folded, std::string_view fin,
+                           const ConvSource* src = nullptr) {
   DUET_TRY(float_input(n, 0));
-  const std::vector<int64_t> x = n.shape(0);
-  const std::vector<int64_t> wd = folded.w ? folded.w->dims() : n.shape(1);
+  const std::vector<int64_t> x = src ? src->xd : n.shape(0);
+  const std::vector<int64_t> wd = src ? src->wd : folded.w ? folded.w->dims() : n.shape(1);
   if (x.size() < 3 || x.size() > 4 || wd.size() != x.size())
     return x.size() > 4 ? n.unsupported("Conv over " + std::to_string(x.size() - 2) +
                                         " spatial dims (duet tensors have rank <= 4: 1-D and 2-D)")
@@ -194,9 +203,27 @@ Result<ValueId> lower_conv(Node& n, const Folded& folded, std::string_view fin) 
   const std::vector<int64_t> kernel(wd.begin() + 2, wd.end());
   if (auto ks = n.attr_ints("kernel_shape"); ks && *ks != kernel)
     return n.invalid("kernel_shape " + dims_str(*ks) + " differs from W's " + dims_str(kernel));
-  DUET_ASSIGN_OR_RETURN(std::vector<Window> w, windows(n, x, kernel));
+  std::vector<Window> w;
+  if (src) {
+    for (size_t i = 0; i < kernel.size(); ++i) {
+      Window d;
+      d.in = x[2 + i];
+      d.k = kernel[i];
+      d.dil = src->dilations[i];
+      d.out = d.in - d.dil * (d.k - 1);
+      if (d.out < 1) return n.invalid("an output of size " + std::to_string(d.out));
+      w.push_back(d);
+    }
+  } else {
+    DUET_ASSIGN_OR_RETURN(w, windows(n, x, kernel));
+  }
   const int elem = n.elem(0);
-  DUET_ASSIGN_OR_RETURN(ValueId xp, n.runtime(0));
+  ValueId xp;
+  if (src) {
+    xp = src->x;
+  } else {
+    DUET_ASSIGN_OR_RETURN(xp, n.runtime(0));
+  }
   for (size_t i = 0; i < w.size(); ++i) {
     DUET_ASSIGN_OR_RETURN(
         xp, pad_axis(n, xp, static_cast<int>(2 + i), w[i].pad_begin, w[i].pad_end, 0.0, elem));
@@ -206,7 +233,12 @@ Result<ValueId> lower_conv(Node& n, const Folded& folded, std::string_view fin) 
     if (a) return n.constant(*a, purpose);
     return n.runtime(i);
   };
-  DUET_ASSIGN_OR_RETURN(ValueId wv, param(folded.w, 1, "weight"));
+  ValueId wv;
+  if (src) {
+    wv = src->w;
+  } else {
+    DUET_ASSIGN_OR_RETURN(wv, param(folded.w, 1, "weight"));
+  }
   const int64_t taps = product(kernel), cg = c / g, mg = m / g;
   std::vector<int64_t> out = {batch, m};
   for (const Window& d : w) out.push_back(d.out);
@@ -236,7 +268,7 @@ Result<ValueId> lower_conv(Node& n, const Folded& folded, std::string_view fin) 
     for (size_t i = 0; i < kernel.size(); ++i) perm.push_back(static_cast<int>(2 + i));
     perm.push_back(1);
     ValueId wmat;
-    if (folded.w || n.known(1)) {
+    if (!src && (folded.w || n.known(1))) {
       const Array& a = folded.w ? *folded.w : n.array(1);
       DUET_TRY(n.room_for(a.dims(), a.elem(), 16));
       std::vector<int64_t> p64(perm.begin(), perm.end());
@@ -473,6 +505,163 @@ Status map_global_average_pool(Node& n) {
 }
 Status map_global_max_pool(Node& n) {
   return global_pool(n, OpKind::reduce_max);
+}
+
+// ConvTranspose as the Conv it equals: the input spread by the strides (stride - 1 zeros after
+// each element: a concat with zeros between reshape views, then a slice), padded by
+// dilation * (kernel - 1) less the pads on each side (output_padding added at the end; a negative
+// amount crops), then convolved at stride 1 and the same dilation with the weights flipped along
+// every spatial dim and regrouped from [C, M/group, kernel...] to [M, C/group, kernel...] (slice
+// views and concats, a permute view per group). output_shape and auto_pad set the pads as
+// ONNX's definition does.
+Status map_conv_transpose(Node& n) {
+  DUET_TRY(float_input(n, 0));
+  const std::vector<int64_t> xd = n.shape(0), wd0 = n.shape(1);
+  if (xd.size() < 3 || xd.size() > 4 || wd0.size() != xd.size())
+    return xd.size() > 4 ? n.unsupported("ConvTranspose over " + std::to_string(xd.size() - 2) +
+                                         " spatial dims (duet tensors have rank <= 4)")
+                         : n.invalid("X " + dims_str(xd) + " and W " + dims_str(wd0) +
+                                     " must be [N, C, spatial...] and [C, M/group, kernel...]");
+  if (n.elem(1) != n.elem(0)) return n.invalid("X and W of different types");
+  const size_t sd = xd.size() - 2;
+  const int64_t c = xd[1], g = n.attr_int("group", 1);
+  if (g < 1 || c % g != 0 || wd0[0] != c)
+    return n.invalid("group " + std::to_string(g) + " with X " + dims_str(xd) + " and W " +
+                     dims_str(wd0));
+  const int64_t cg = c / g, mg = wd0[1], m = mg * g;
+  auto list = [&](const char* name, int64_t dflt, size_t count) -> Result<std::vector<int64_t>> {
+    std::vector<int64_t> v = n.attr_ints(name).value_or(std::vector<int64_t>(count, dflt));
+    if (v.size() != count)
+      return n.invalid(std::string(name) + " has " + std::to_string(v.size()) +
+                       " values, expected " + std::to_string(count));
+    return v;
+  };
+  DUET_ASSIGN_OR_RETURN(std::vector<int64_t> strides, list("strides", 1, sd));
+  DUET_ASSIGN_OR_RETURN(std::vector<int64_t> dils, list("dilations", 1, sd));
+  DUET_ASSIGN_OR_RETURN(std::vector<int64_t> pads, list("pads", 0, 2 * sd));
+  DUET_ASSIGN_OR_RETURN(std::vector<int64_t> opad, list("output_padding", 0, sd));
+  const std::string auto_pad = n.attr_string("auto_pad", "NOTSET");
+  std::vector<int64_t> oshape = n.attr_ints("output_shape").value_or(std::vector<int64_t>{});
+  if (!oshape.empty() && oshape.size() != sd) {
+    if (oshape.size() != sd + 2) return n.invalid("output_shape " + dims_str(oshape));
+    oshape.erase(oshape.begin(), oshape.begin() + 2);
+  }
+  std::vector<int64_t> pb(sd), pe(sd);
+  for (size_t i = 0; i < sd; ++i) {
+    const int64_t in = xd[2 + i], k = wd0[2 + i], s = strides[i], d = dils[i];
+    if (s < 1 || d < 1 || k < 1 || opad[i] < 0)
+      return n.invalid("stride, dilation, kernel and output_padding must be positive");
+    const int64_t full = s * (in - 1) + opad[i] + (k - 1) * d + 1;
+    if (!oshape.empty() || auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+      const int64_t out = !oshape.empty() ? oshape[i] : in * s;
+      // Negative when the output is larger than the input reaches: padding at the end.
+      const int64_t total = full - out;
+      const int64_t half = total >= 0 ? total / 2 : -((-total + 1) / 2);  // floor(total / 2)
+      pb[i] = auto_pad == "SAME_UPPER" ? half : total - half;
+      pe[i] = total - pb[i];
+    } else if (auto_pad == "NOTSET" || auto_pad == "VALID") {
+      pb[i] = auto_pad == "VALID" ? 0 : pads[i];
+      pe[i] = auto_pad == "VALID" ? 0 : pads[sd + i];
+    } else {
+      return n.invalid("auto_pad '" + auto_pad + "'");
+    }
+  }
+  const int elem = n.elem(0);
+  DUET_ASSIGN_OR_RETURN(ValueId x, n.runtime(0));
+  std::vector<int64_t> cur = xd;
+  for (size_t i = 0; i < sd; ++i) {
+    const int ax = static_cast<int>(2 + i);
+    const std::string tag = "spread" + std::to_string(i);
+    const int64_t s = strides[i], len = cur[static_cast<size_t>(ax)];
+    if (s > 1) {
+      const int64_t pre = product(std::vector<int64_t>(cur.begin(), cur.begin() + ax));
+      const int64_t post = product(cur, static_cast<size_t>(ax) + 1);
+      const std::vector<int64_t> zd = {pre, len, s - 1, post};
+      DUET_TRY(n.room_for(zd, elem, 8));
+      DUET_ASSIGN_OR_RETURN(
+          ValueId zeros,
+          n.constant(
+              Array::of_reals(elem, zd, std::vector<double>(static_cast<size_t>(product(zd)))),
+              tag + "/zeros"));
+      OpAttrs cat;
+      cat.axis = 2;
+      ValueId v = n.op(OpKind::concat, {n.reshape(x, {pre, len, 1, post}, tag + "/column"), zeros},
+                       cat, tag + "/interleaved");
+      std::vector<int64_t> wide = cur;
+      wide[static_cast<size_t>(ax)] = len * s;
+      v = n.reshape(v, wide, tag + "/wide");
+      OpAttrs cut;
+      cut.axis = ax;
+      cut.start = 0;
+      cut.stop = (len - 1) * s + 1;
+      x = n.op(OpKind::slice, {v}, cut, tag);
+      cur[static_cast<size_t>(ax)] = cut.stop;
+    }
+    const int64_t span = dils[i] * (wd0[2 + i] - 1);
+    const int64_t before = span - pb[i], after = span - pe[i] + opad[i];
+    DUET_ASSIGN_OR_RETURN(
+        x, pad_axis(n, x, ax, std::max<int64_t>(before, 0), std::max<int64_t>(after, 0), 0.0, elem,
+                    "padded" + std::to_string(i)));
+    cur[static_cast<size_t>(ax)] += std::max<int64_t>(before, 0) + std::max<int64_t>(after, 0);
+    if (before < 0 || after < 0) {
+      OpAttrs cut;
+      cut.axis = ax;
+      cut.start = std::max<int64_t>(-before, 0);
+      cut.stop = cur[static_cast<size_t>(ax)] - std::max<int64_t>(-after, 0);
+      if (cut.stop - cut.start < 1) return n.invalid("pads larger than the output");
+      x = n.op(OpKind::slice, {x}, cut, "cropped" + std::to_string(i));
+      cur[static_cast<size_t>(ax)] = cut.stop - cut.start;
+    }
+  }
+  // The weights: each spatial dim reversed, then [C, M/g] regrouped to [M, C/g].
+  DUET_ASSIGN_OR_RETURN(ValueId w, n.runtime(1));
+  for (size_t i = 0; i < sd; ++i) {
+    const int64_t k = wd0[2 + i];
+    if (k == 1) continue;
+    std::vector<ValueId> taps;
+    for (int64_t j = k; j-- > 0;) {
+      OpAttrs at;
+      at.axis = static_cast<int>(2 + i);
+      at.start = j;
+      at.stop = j + 1;
+      taps.push_back(
+          n.op(OpKind::slice, {w}, at, "w_flip" + std::to_string(i) + "/tap" + std::to_string(j)));
+    }
+    OpAttrs cat;
+    cat.axis = static_cast<int>(2 + i);
+    w = n.op(OpKind::concat, taps, cat, "w_flip" + std::to_string(i));
+  }
+  OpAttrs swap;
+  swap.perm = {1, 0};
+  for (size_t i = 0; i < sd; ++i) swap.perm.push_back(static_cast<int>(2 + i));
+  std::vector<ValueId> groups;
+  for (int64_t j = 0; j < g; ++j) {
+    ValueId wg = w;
+    if (g > 1) {
+      OpAttrs at;
+      at.axis = 0;
+      at.start = j * cg;
+      at.stop = (j + 1) * cg;
+      wg = n.op(OpKind::slice, {w}, at, "w_group" + std::to_string(j));
+    }
+    groups.push_back(n.op(OpKind::permute, {wg}, swap, "w_regrouped" + std::to_string(j)));
+  }
+  ConvSource src;
+  src.x = x;
+  src.xd = cur;
+  if (groups.size() > 1) {
+    OpAttrs cat;
+    cat.axis = 0;
+    src.w = n.op(OpKind::concat, groups, cat, "w_conv");
+  } else {
+    src.w = groups[0];
+  }
+  src.wd = {m, cg};
+  for (size_t i = 0; i < sd; ++i) src.wd.push_back(wd0[2 + i]);
+  src.dilations = dils;
+  DUET_ASSIGN_OR_RETURN(ValueId y, lower_conv(n, {}, "", &src));
+  n.set(0, y, elem);
+  return {};
 }
 
 // Pad: per axis, negative pads crop (a slice view), positive ones add elements by a concat:
@@ -766,6 +955,7 @@ const Mapping kConv[] = {
     {"ConvBatchNormalization", map_conv_batch_norm},
     {"BatchNormalization", map_batch_norm},
     {"Pad", map_pad},
+    {"ConvTranspose", map_conv_transpose},
     {"Resize", map_resize},
 };
 
