@@ -523,6 +523,121 @@ Status take_elements(Node& n, size_t i, const std::vector<int64_t>& out,
   return {};
 }
 
+// Output 0 as input `a` with elements replaced by input `b`'s: element i of the result is element
+// ids[i] of both inputs' elements in a row (a's, then b's). Folded when both are known; at run time
+// both viewed as one-column tables [numel, 1], concatenated and their rows picked by duet's
+// embedding with the ids as constants: a copy, exact.
+Status select_elements(Node& n, size_t a, size_t b, const std::vector<int64_t>& ids) {
+  const std::vector<int64_t> dims = n.shape(a), bd = n.shape(b);
+  const int64_t na = product(dims, 0, dims.size()), nb = product(bd, 0, bd.size());
+  if (n.elem(a) != n.elem(b))
+    return n.invalid("data and updates of types " + elem_name(n.elem(a)) + " and " +
+                     elem_name(n.elem(b)));
+  if (n.known(a) && n.known(b)) {
+    DUET_TRY(n.room_for({na + nb}, n.elem(a), 16));
+    const Array fa = n.array(a).reshaped({na}), fb = n.array(b).reshaped({nb});
+    n.set_known(0, pick(concat({&fa, &fb}, 0), dims, ids));
+    return {};
+  }
+  if (!elem_is_float(n.elem(a)) || n.elem(a) == kDouble)
+    return n.unsupported(std::string(n.type()) + " of " + elem_name(n.elem(a)) + " at run time");
+  DUET_TRY(n.room_for(dims, kInt32, 8));
+  DUET_ASSIGN_OR_RETURN(ValueId x, n.runtime(a));
+  DUET_ASSIGN_OR_RETURN(ValueId u, n.runtime(b));
+  OpAttrs cat;
+  cat.axis = 0;
+  ValueId table =
+      n.op(OpKind::concat,
+           {n.reshape(x, {na, 1}, "data_column"), n.reshape(u, {nb, 1}, "updates_column")}, cat,
+           "table");
+  DUET_ASSIGN_OR_RETURN(ValueId idv, n.constant(Array::of_ints(kInt32, {na}, ids), "ids"));
+  n.set(0, n.reshape(n.op(OpKind::embedding, {table, idv}, {}, "elements"), dims), n.elem(a));
+  return {};
+}
+
+// ScatterElements (and Scatter before opset 11) with known indices and no reduction.
+Status map_scatter_elements(Node& n) {
+  const std::string red = n.attr_string("reduction", "none");
+  if (red != "none") return n.unsupported(std::string(n.type()) + " with reduction '" + red + "'");
+  const std::vector<int64_t> dims = n.shape(0), idims = n.shape(1);
+  const int r = static_cast<int>(dims.size());
+  DUET_ASSIGN_OR_RETURN(int axis, normalize_axis(n.attr_int("axis", 0), r));
+  if (static_cast<int>(idims.size()) != r || n.shape(2) != idims)
+    return n.invalid("indices " + dims_str(idims) + " and updates " + dims_str(n.shape(2)) +
+                     " for data " + dims_str(dims));
+  if (!n.known(1))
+    return n.unsupported(std::string(n.type()) +
+                         " with indices computed at run time (duet scatters to positions known "
+                         "at import)");
+  const int64_t na = product(dims, 0, dims.size());
+  DUET_TRY(n.room_for({na}, kInt64, 16));
+  std::vector<int64_t> ids(static_cast<size_t>(na));
+  std::iota(ids.begin(), ids.end(), int64_t{0});
+  const std::vector<int64_t> idx = n.array(1).ints();
+  const int64_t d = dims[static_cast<size_t>(axis)];
+  std::vector<int64_t> at(idims.size(), 0);
+  for (size_t e = 0; e < idx.size(); ++e) {
+    int64_t v = idx[e];
+    if (v < -d || v >= d)
+      return n.invalid("index " + std::to_string(v) + " outside [-" + std::to_string(d) + ", " +
+                       std::to_string(d) + ")");
+    if (v < 0) v += d;
+    int64_t f = 0;
+    for (int k = 0; k < r; ++k) {
+      const int64_t c = k == axis ? v : at[static_cast<size_t>(k)];
+      if (c >= dims[static_cast<size_t>(k)])
+        return n.invalid("indices " + dims_str(idims) + " larger than data " + dims_str(dims));
+      f = f * dims[static_cast<size_t>(k)] + c;
+    }
+    ids[static_cast<size_t>(f)] = na + static_cast<int64_t>(e);
+    for (int k = r - 1; k >= 0; --k) {
+      if (++at[static_cast<size_t>(k)] < idims[static_cast<size_t>(k)]) break;
+      at[static_cast<size_t>(k)] = 0;
+    }
+  }
+  return select_elements(n, 0, 2, ids);
+}
+
+// ScatterND with known indices and no reduction: each index tuple names a slice of the data that
+// the matching slice of the updates replaces.
+Status map_scatter_nd(Node& n) {
+  const std::string red = n.attr_string("reduction", "none");
+  if (red != "none") return n.unsupported("ScatterND with reduction '" + red + "'");
+  const std::vector<int64_t> dims = n.shape(0), idims = n.shape(1);
+  if (idims.empty()) return n.invalid("indices of rank 0");
+  const auto q = static_cast<size_t>(idims.back());
+  if (q < 1 || q > dims.size()) return n.invalid("index tuples of " + std::to_string(q));
+  if (!n.known(1))
+    return n.unsupported(
+        "ScatterND with indices computed at run time (duet scatters to "
+        "positions known at import)");
+  const int64_t na = product(dims, 0, dims.size());
+  const int64_t slice_size = product(dims, q, dims.size());
+  const int64_t tuples = product(idims, 0, idims.size() - 1);
+  if (product(n.shape(2), 0, n.shape(2).size()) != tuples * slice_size)
+    return n.invalid("updates " + dims_str(n.shape(2)) + " for indices " + dims_str(idims) +
+                     " and data " + dims_str(dims));
+  DUET_TRY(n.room_for({na}, kInt64, 16));
+  std::vector<int64_t> ids(static_cast<size_t>(na));
+  std::iota(ids.begin(), ids.end(), int64_t{0});
+  const std::vector<int64_t> idx = n.array(1).ints();
+  for (int64_t t = 0; t < tuples; ++t) {
+    int64_t base = 0;
+    for (size_t k = 0; k < q; ++k) {
+      int64_t v = idx[static_cast<size_t>(t) * q + k];
+      const int64_t d = dims[k];
+      if (v < -d || v >= d)
+        return n.invalid("index " + std::to_string(v) + " outside [-" + std::to_string(d) + ", " +
+                         std::to_string(d) + ")");
+      if (v < 0) v += d;
+      base = base * d + v;
+    }
+    for (int64_t j = 0; j < slice_size; ++j)
+      ids[static_cast<size_t>(base * slice_size + j)] = na + t * slice_size + j;
+  }
+  return select_elements(n, 0, 2, ids);
+}
+
 // GatherElements with known indices (any axis, negative ones counting from the end).
 Status map_gather_elements(Node& n) {
   const std::vector<int64_t> dims = n.shape(0), idims = n.shape(1);
@@ -737,6 +852,9 @@ const Mapping kShape[] = {
     {"DepthToSpace", map_depth_to_space},
     {"SpaceToDepth", map_space_to_depth},
     {"EyeLike", map_eye_like},
+    {"ScatterElements", map_scatter_elements},
+    {"Scatter", map_scatter_elements},
+    {"ScatterND", map_scatter_nd},
     {"Expand", map_expand},
     {"Range", map_range},
 };
