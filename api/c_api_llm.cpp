@@ -278,8 +278,8 @@ duet_status duet_llm_get_timings(const duet_llm* m, duet_llm_timings* out) {
     DUET_REQUIRE("duet_llm_get_timings", m);
     DUET_REQUIRE("duet_llm_get_timings", out);
     const duet::llm::Timings t = m->g->timings();
-    *out = duet_llm_timings{t.prompt_tokens,  t.prompt_seconds, t.decode_tokens,
-                            t.decode_seconds, t.sample_seconds, t.runs};
+    *out = duet_llm_timings{t.prompt_tokens, t.prompt_seconds, t.decode_tokens,  t.decode_seconds,
+                            t.steady_tokens, t.steady_seconds, t.sample_seconds, t.runs};
     return {};
   });
 }

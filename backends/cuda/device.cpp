@@ -4,6 +4,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <map>
+#include <memory>
 
 #include "duet/internal/env.h"
 #include "duet/internal/log.h"
@@ -59,6 +61,29 @@ class CudaBuffer final : public Buffer {
   uint64_t size_;
 };
 
+// A workspace block, released when the last holder (the device, or a recording that captured
+// its address) lets go.
+struct Workspace {
+  Workspace(std::shared_ptr<Shared> s, CachingAllocator::Block b)
+      : shared(std::move(s)), block(b) {}
+  Workspace(const Workspace&) = delete;
+  Workspace& operator=(const Workspace&) = delete;
+  ~Workspace() { shared->allocator.release(block); }
+  std::shared_ptr<Shared> shared;
+  CachingAllocator::Block block;
+};
+
+// A recording (CUDA graph) and what it needs while it may be replayed: the workspace it captured
+// and pinned host memory its ops' data-error bytes are copied into on every replay.
+struct Recording {
+  void* graph = nullptr;
+  std::shared_ptr<Workspace> workspace;
+  void* checks_host = nullptr;                      // pinned, kCheckArenaBytes
+  std::vector<std::pair<OpDesc, uint64_t>> checks;  // op, offset into checks_host
+};
+
+constexpr uint64_t kCheckArenaBytes = 64 << 10;
+
 struct Slot {
   void* host = nullptr;
   Event event = nullptr;
@@ -84,7 +109,9 @@ class Device final : public CudaDevice {
   ~Device() override {
     // A lost device's calls fail; releasing is still attempted (host memory at least returns).
     Driver& d = drv();
-    shared_->allocator.release(workspace_);
+    for (auto& [id, r] : recordings_) free_recording(r);
+    recordings_.clear();
+    workspace_.reset();
     if (!started_) return;
     if (d.use(ordinal()).ok() && lost_.empty()) (void)d.stream_sync(stream_);
     shared_->allocator.release(error_block_);
@@ -197,6 +224,8 @@ class Device final : public CudaDevice {
     const Status synced = check(drv().stream_sync(stream_));
     std::vector<DataCheck> checks = std::move(data_checks_);
     data_checks_.clear();
+    std::vector<std::pair<const OpDesc*, const std::byte*>> replayed = std::move(replayed_checks_);
+    replayed_checks_.clear();
     DUET_TRY(synced);
     DUET_TRY(copied);
     for (Slot& s : slots_) s.pending = false;
@@ -205,7 +234,76 @@ class Device final : public CudaDevice {
                                       : static_cast<const void*>(c.bytes.data());
       DUET_TRY(kernels::launch_result(c.op, bytes, id_));
     }
+    for (const auto& [op, bytes] : replayed) DUET_TRY(kernels::launch_result(*op, bytes, id_));
     return {};
+  }
+
+  // Recordings: CUDA graphs captured from the device's stream.
+  Status begin_recording() override {
+    DUET_TRY(alive());
+    auto no = [&](const std::string& why) {
+      return Err(Code::unsupported).device(id_).note("recording is not supported: " + why);
+    };
+    if (!options_.graphs) return no("CUDA graphs are off (DUET_CUDA_GRAPHS=0)");
+    if (timing_) return no("kernel timing is on");
+    if (recording_) return no("a recording is already being made");
+    DUET_TRY(start());
+    Recording r;
+    Result<void*> host = drv().pinned_alloc(kCheckArenaBytes);
+    if (!host.ok()) return no("no pinned host memory for the ops' error bytes");
+    r.checks_host = *host;
+    r.workspace = workspace_;
+    Status begun = check(drv().capture_begin(stream_));
+    if (!begun.ok()) {
+      drv().pinned_free(r.checks_host);
+      if (begun.code() == Code::unsupported) return no(begun.message());
+      return Err(begun.code()).device(id_).note("beginning a CUDA graph: " + begun.message());
+    }
+    recording_ = std::make_unique<Recording>(std::move(r));
+    return {};
+  }
+
+  Result<int> end_recording() override {
+    if (!recording_) return duet::Device::end_recording();
+    std::unique_ptr<Recording> r = std::move(recording_);
+    Result<void*> graph = drv().capture_end(stream_);
+    if (!graph.ok()) (void)check(graph.status());
+    if (!graph.ok() || recording_failed_) {
+      recording_failed_ = false;
+      if (graph.ok()) drv().graph_destroy(*graph);
+      free_recording(*r);
+      if (!graph.ok())
+        return Err(graph.status().code())
+            .device(id_)
+            .note("capturing a CUDA graph: " + graph.status().message());
+      return Err(Code::unsupported).device(id_).note("an op could not be recorded");
+    }
+    r->graph = *graph;
+    const int id = next_recording_++;
+    recordings_.emplace(id, std::move(*r));
+    return id;
+  }
+
+  Status replay(int id) override {
+    DUET_TRY(alive());
+    auto it = recordings_.find(id);
+    if (it == recordings_.end()) return duet::Device::replay(id);
+    DUET_TRY(start());
+    const Recording& r = it->second;
+    DUET_TRY(check(drv().graph_launch(r.graph, stream_)));
+    for (const auto& [op, at] : r.checks)
+      replayed_checks_.emplace_back(&op, static_cast<const std::byte*>(r.checks_host) + at);
+    return {};
+  }
+
+  void release_recording(int id) override {
+    auto it = recordings_.find(id);
+    if (it == recordings_.end()) return;
+    // Queued replays read the graph's error bytes: let them finish first.
+    if (started_ && lost_.empty() && drv().use(ordinal()).ok()) (void)drv().stream_sync(stream_);
+    replayed_checks_.clear();
+    free_recording(it->second);
+    recordings_.erase(it);
   }
 
   // Kernel timing with CUDA events on the device's stream: one at the session's start and one
@@ -266,7 +364,7 @@ class Device final : public CudaDevice {
     kernels::Launch l{choice.launch, stream_, workspace, props_.major * 10 + props_.minor};
     const uint64_t eb = kernels::error_bytes(op);
     int word = -1;
-    if (eb == sizeof(unsigned long long)) {
+    if (eb == sizeof(unsigned long long) && !recording_) {
       DUET_ASSIGN_OR_RETURN(word, next_error_word());
       if (word >= 0) l.error = error_words() + word;
     }
@@ -275,15 +373,41 @@ class Device final : public CudaDevice {
       return err(s.code()).note(std::string(tier_name(tier)) + " kernel: " + s.message());
     // Data errors (an embedding id out of range): in the batch's error words, copied back at
     // synchronize; else at the start of the workspace, copied out on the stream before a later
-    // op reuses the workspace. Judged at synchronize.
+    // op reuses the workspace (while recording: into the recording's pinned bytes, read after
+    // every replay; the batch's words are preset by a copy a graph cannot repeat). Judged at
+    // synchronize.
     if (word >= 0) {
       data_checks_.push_back(DataCheck{op, {}, word});
     } else if (eb > 0) {
+      if (recording_) {
+        Recording& r = *recording_;
+        const uint64_t at = r.checks.empty() ? 0 : r.checks.back().second + 64;
+        if (at + eb > kCheckArenaBytes) return recording_error(op, "too many ops report errors");
+        DUET_TRY(check(drv().copy_to_host(static_cast<std::byte*>(r.checks_host) + at, workspace,
+                                          eb, stream_)));
+        r.checks.emplace_back(op, at);
+        return {};
+      }
       DataCheck c{op, std::vector<std::byte>(eb), -1};
       DUET_TRY(check(drv().copy_to_host(c.bytes.data(), workspace, eb, stream_)));
       data_checks_.push_back(std::move(c));
     }
     return {};
+  }
+
+  // An op that cannot be recorded: the recording fails at its end.
+  Status recording_error(const OpDesc& op, const std::string& why) {
+    recording_failed_ = true;
+    return Err(Code::unsupported)
+        .op(op_name(op.kind), op.name)
+        .device(id_)
+        .note("cannot be recorded: " + why);
+  }
+
+  void free_recording(Recording& r) {
+    if (r.graph) drv().graph_destroy(r.graph);
+    if (r.checks_host) drv().pinned_free(r.checks_host);
+    r = Recording();
   }
 
   // The next timing event (made once, kept for later sessions), recorded on the stream.
@@ -431,18 +555,20 @@ class Device final : public CudaDevice {
 
   Result<void*> ensure_workspace(const OpDesc& op, uint64_t bytes) {
     if (bytes == 0) return static_cast<void*>(nullptr);
-    if (workspace_.size < bytes) {
-      shared_->allocator.release(workspace_);
-      workspace_ = {};
+    if (!workspace_ || workspace_->block.size < bytes) {
+      // A recording captures the workspace's address and may not allocate.
+      if (recording_) return recording_error(op, "its workspace would have to grow");
+      workspace_.reset();  // recordings that captured it keep it
       Result<CachingAllocator::Block> b = shared_->allocator.allocate(bytes);
       if (!b.ok())
         return memory_error(
             b.status(),
             Err(b.status().code()).op(op_name(op.kind), op.name).tensor("workspace").device(id_),
             bytes);
-      workspace_ = *b;
+      workspace_ = std::make_shared<Workspace>(shared_, *b);
     }
-    return workspace_.ptr;
+    if (recording_) recording_->workspace = workspace_;
+    return workspace_->block.ptr;
   }
 
   Status run_gemm(const OpDesc& op, std::span<const kernels::View> in, const kernels::View& out) {
@@ -530,8 +656,14 @@ class Device final : public CudaDevice {
   Stream stream_ = nullptr;
   std::vector<Slot> slots_;
   size_t next_ = 0;
-  CachingAllocator::Block workspace_;
+  std::shared_ptr<Workspace> workspace_;
   std::string lost_;
+  std::unique_ptr<Recording> recording_;  // the recording being made
+  bool recording_failed_ = false;
+  std::map<int, Recording> recordings_;
+  int next_recording_ = 1;
+  // Error bytes of the ops the replays since the last synchronize ran.
+  std::vector<std::pair<const OpDesc*, const std::byte*>> replayed_checks_;
 };
 
 uint64_t option_mib(const BackendOptions& o, const char* key, const char* env, uint64_t fallback) {
@@ -549,6 +681,7 @@ DeviceOptions DeviceOptions::from(const BackendOptions& o) {
   d.staging_slots = std::clamp(o.get_int("cuda.staging_slots", d.staging_slots), 1, 64);
   d.cache_limit = option_mib(o, "cuda.cache_limit_mib", "DUET_CUDA_CACHE_LIMIT_MIB", d.cache_limit);
   d.cublas = o.get_bool("cuda.cublas", env_switch("DUET_CUDA_CUBLAS", true));
+  d.graphs = o.get_bool("cuda.graphs", env_switch("DUET_CUDA_GRAPHS", true));
   return d;
 }
 

@@ -21,9 +21,10 @@ struct DeviceOptions {
   // (qgemm.h): the chunks of K are as long as fit it.
   uint64_t dequant_tile_bytes = 32ull << 20;
   std::string id_prefix = "cuda";  // device ids are "<prefix>:<ordinal>" (emulated: "emu-t4")
-  // Reads "cuda.staging_mib", "cuda.staging_slots", "cuda.cache_limit_mib" and "cuda.cublas"
-  // (and the DUET_CUDA_STAGING_MIB, DUET_CUDA_CACHE_LIMIT_MIB, DUET_CUDA_CUBLAS environment
-  // fallbacks).
+  bool graphs = true;  // record work as CUDA graphs when asked (Device::begin_recording)
+  // Reads "cuda.staging_mib", "cuda.staging_slots", "cuda.cache_limit_mib", "cuda.cublas" and
+  // "cuda.graphs" (and the DUET_CUDA_STAGING_MIB, DUET_CUDA_CACHE_LIMIT_MIB, DUET_CUDA_CUBLAS,
+  // DUET_CUDA_GRAPHS environment fallbacks).
   static DeviceOptions from(const BackendOptions& o);
 };
 

@@ -80,6 +80,25 @@ class Driver {
   // D = op(A) op(B) through cuBLASLt; `a`, `b`, `d` point at element 0 of each operand.
   virtual Status gemm(const GemmCall& g, const void* a, const void* b, void* d, Stream s,
                       void* workspace, uint64_t workspace_bytes) = 0;
+  // CUDA graphs: the work queued on `s` between capture_begin and capture_end (this thread's
+  // launches, copies and GEMMs) is captured, not run; capture_end gives an executable graph that
+  // graph_launch queues on a stream, as often as asked, until graph_destroy. A driver without
+  // them says Code::unsupported.
+  virtual Status capture_begin(Stream s) {
+    (void)s;
+    return Status(Code::unsupported, "this CUDA driver cannot capture graphs");
+  }
+  virtual Result<void*> capture_end(Stream s) {
+    (void)s;
+    return Status(Code::unsupported, "no capture was begun");
+  }
+  virtual Status graph_launch(void* graph, Stream s) {
+    (void)graph;
+    (void)s;
+    return Status(Code::unsupported, "this CUDA driver cannot launch graphs");
+  }
+  virtual void graph_destroy(void* graph) { (void)graph; }
+
   // Workspace cuBLASLt may use on this device.
   virtual uint64_t gemm_workspace_bytes(const DeviceProps& p) const {
     return p.major >= 9 ? (32ull << 20) : (4ull << 20);

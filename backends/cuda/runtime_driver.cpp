@@ -321,6 +321,33 @@ class RuntimeDriver final : public Driver {
     return ms;
   }
 
+  // Graphs: captured from this thread's work on the stream only (other threads may allocate
+  // meanwhile), instantiated at once.
+  Status capture_begin(Stream s) override {
+    return cuda_status(
+        cudaStreamBeginCapture(static_cast<cudaStream_t>(s), cudaStreamCaptureModeThreadLocal),
+        "cudaStreamBeginCapture");
+  }
+  Result<void*> capture_end(Stream s) override {
+    cudaGraph_t graph = nullptr;
+    DUET_TRY(cuda_status(cudaStreamEndCapture(static_cast<cudaStream_t>(s), &graph),
+                         "cudaStreamEndCapture"));
+    cudaGraphExec_t exec = nullptr;
+    const Status made =
+        cuda_status(cudaGraphInstantiateWithFlags(&exec, graph, 0), "cudaGraphInstantiate");
+    (void)cudaGraphDestroy(graph);
+    DUET_TRY(made);
+    return static_cast<void*>(exec);
+  }
+  Status graph_launch(void* graph, Stream s) override {
+    return cuda_status(
+        cudaGraphLaunch(static_cast<cudaGraphExec_t>(graph), static_cast<cudaStream_t>(s)),
+        "cudaGraphLaunch");
+  }
+  void graph_destroy(void* graph) override {
+    (void)cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(graph));
+  }
+
   Status copy_to_device(void* dst, const void* src, uint64_t bytes, Stream s) override {
     return cuda_status(
         cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, static_cast<cudaStream_t>(s)),

@@ -219,6 +219,25 @@ Result<std::vector<KernelSpan>> Device::end_kernel_timing() {
   return Err(Code::unsupported).device(id()).note("no kernel timing session was begun");
 }
 
+Status Device::begin_recording() {
+  return Err(Code::unsupported)
+      .device(id())
+      .note("recording and replaying work is not supported by the " +
+            std::string(backend_name(caps().backend)) + " backend");
+}
+
+Result<int> Device::end_recording() {
+  return Err(Code::unsupported).device(id()).note("no recording was begun");
+}
+
+Status Device::replay(int recording) {
+  return Err(Code::not_found)
+      .device(id())
+      .note("no recording " + std::to_string(recording) + " to replay");
+}
+
+void Device::release_recording(int) {}
+
 Status unsupported(const Device& device, const OpDesc& op, std::string_view why) {
   return Err(Code::unsupported).op(op_name(op.kind), op.name).device(device.id()).note(why);
 }

@@ -32,6 +32,11 @@ std::string Engine::explain() const {
   return duet::explain(executor_->plan());
 }
 
+std::string Engine::recording_summary() const {
+  std::lock_guard<std::mutex> g(mutex_);
+  return executor_->recording_summary();
+}
+
 int Engine::plans_made() const {
   std::lock_guard<std::mutex> g(mutex_);
   return plans_made_;

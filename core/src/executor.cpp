@@ -44,6 +44,11 @@ Result<Staging> staging(uint64_t bytes, std::string_view what) {
 class PlanExecutor final : public Executor {
  public:
   explicit PlanExecutor(Plan plan) : plan_(std::move(plan)) {}
+  ~PlanExecutor() override {
+    for (const Segment& g : segments_)
+      if (g.recording >= 0)
+        call(g.device, [&] { devs_[u(g.device)]->release_recording(g.recording); });
+  }
 
   const Plan& plan() const override { return plan_; }
 
@@ -85,7 +90,29 @@ class PlanExecutor final : public Executor {
         buffers_[i] = slots_[u(v.device)][u(v.slot)].get();
     }
     DUET_TRY(bind_states(previous));
-    return load_constants(graph, previous);
+    DUET_TRY(load_constants(graph, previous));
+    find_segments();
+    return {};
+  }
+
+  std::string recording_summary() const override {
+    std::lock_guard<std::mutex> g(run_mutex_);
+    std::map<int, std::pair<int, int>> per_device;  // recordings, kernels
+    for (const Segment& seg : segments_) {
+      if (seg.recording < 0) continue;
+      per_device[seg.device].first += 1;
+      per_device[seg.device].second += seg.kernels;
+    }
+    std::string out;
+    for (const auto& [d, n] : per_device) {
+      int kernels = 0;
+      for (const PlanStep& st : plan_.steps)
+        kernels += !st.once && st.kind == StepKind::kernel && st.device == d ? 1 : 0;
+      out += (out.empty() ? "" : "; ") + plan_.devices[u(d)].id + ": " + std::to_string(n.second) +
+             " of " + std::to_string(kernels) + " kernels in " + std::to_string(n.first) +
+             (n.first == 1 ? " recording" : " recordings");
+    }
+    return out;
   }
 
   Result<HostTensor> read_state(std::string_view name) override {
@@ -260,6 +287,10 @@ class PlanExecutor final : public Executor {
     rs.staged.resize(plan_.steps.size());
     rs.ready.assign(plan_.steps.size(), 0);
     rs.seconds = seconds;
+    // Plain runs replay what was recorded; the second records (the first warms the devices:
+    // workspaces sized, kernels loaded). Timed and profiled runs go step by step.
+    rs.replay = !seconds && !profile;
+    rs.record = rs.replay && plain_runs_ >= 1;
     // Which devices have per-run work.
     std::vector<int> active;
     for (size_t d = 0; d < plan_.devices.size(); ++d) {
@@ -285,6 +316,7 @@ class PlanExecutor final : public Executor {
     }
     const Status profiled = profile ? end_profiling(begun, executed, *profile) : Status{};
     if (!rs.error.ok()) return rs.error.with_context("graph '" + plan_.graph + "'");
+    if (rs.replay) ++plain_runs_;
     DUET_TRY(profiled.with_context("profiling graph '" + plan_.graph + "'"));
 
     std::map<std::string, HostTensor> out;
@@ -308,6 +340,8 @@ class PlanExecutor final : public Executor {
     bool failed = false;
     std::vector<double>* seconds = nullptr;     // per step, when timing (run_timed)
     std::vector<Executed>* executed = nullptr;  // per device, when profiling (run_profiled)
+    bool replay = false;                        // segments recorded may be replayed
+    bool record = false;                        // and those not recorded yet recorded
   };
 
   template <class F>
@@ -356,13 +390,102 @@ class PlanExecutor final : public Executor {
   }
 
   Status kernel(const PlanStep& s) {
+    return call(s.device, [&] { return kernel_locked(s); });
+  }
+
+  // A kernel step, the device's lock held by the caller.
+  Status kernel_locked(const PlanStep& s) {
     std::vector<TensorRef> ins;
     for (int in : s.inputs) ins.push_back(ref(in));
     const TensorRef out = ref(s.output);
     for (const TensorRef& r : ins)
       if (!r.buffer) return Status(Code::internal, "executor: an input has no buffer");
     if (!out.buffer) return Status(Code::internal, "executor: the output has no buffer");
-    return call(s.device, [&] { return devs_[u(s.device)]->execute(s.op, ins, out); });
+    return devs_[u(s.device)]->execute(s.op, ins, out);
+  }
+
+  // Recordings (Device::begin_recording): a device's per-run kernel steps with no transfer of
+  // that device between them, recorded as one piece by the second plain run and replayed by
+  // every plain run after it. Buffers never move while the executor lives (slots, states and
+  // constants are bound once), so a recording stays valid until the executor releases it.
+  struct Segment {
+    int device = -1;
+    size_t first = 0, last = 0;  // plan steps: the first and last kernel of `device`
+    int kernels = 0;
+    int recording = -1;  // the device's recording, once made
+    bool plain = false;  // the device refused, or recording failed: step by step
+  };
+
+  void find_segments() {
+    segment_at_.assign(plan_.steps.size(), -1);
+    for (size_t d = 0; d < plan_.devices.size(); ++d) {
+      const int dev = static_cast<int>(d);
+      Segment cur;
+      auto close = [&] {
+        if (cur.kernels >= 2) {
+          segment_at_[cur.first] = static_cast<int>(segments_.size());
+          segments_.push_back(cur);
+        }
+        cur = Segment();
+      };
+      for (size_t i = 0; i < plan_.steps.size(); ++i) {
+        const PlanStep& st = plan_.steps[i];
+        if (st.once || st.kind == StepKind::view) continue;
+        if (st.kind == StepKind::kernel && st.device == dev) {
+          if (cur.kernels == 0) {
+            cur.device = dev;
+            cur.first = i;
+          }
+          cur.last = i;
+          ++cur.kernels;
+        } else if (st.kind == StepKind::transfer && (st.device == dev || st.src_device == dev)) {
+          close();
+        }
+      }
+      close();
+    }
+  }
+
+  // The segment starting at step `i` on device `d`, replayed or recorded: true when it ran that
+  // way, false when its steps are to run one by one.
+  Result<bool> replay_segment(int d, size_t i, bool record) {
+    if (segment_at_[i] < 0) return false;
+    Segment& g = segments_[u(segment_at_[i])];
+    if (g.device != d || g.plain || (g.recording < 0 && !record)) return false;
+    Device& dev = *devs_[u(d)];
+    std::lock_guard<std::mutex> lock(*locks_[u(d)]);
+    const std::string what = "steps '" + plan_.steps[g.first].name + "' to '" +
+                             plan_.steps[g.last].name + "' on " + plan_.device_name(d);
+    if (g.recording >= 0) {
+      DUET_TRY(dev.replay(g.recording).with_context("replaying " + what));
+      return true;
+    }
+    Status begun = dev.begin_recording();
+    if (!begun.ok()) {
+      if (begun.code() != Code::unsupported) return begun.with_context("recording " + what);
+      log().debug("graph '{}': {}: not recorded: {}", plan_.graph, plan_.device_name(d),
+                  begun.message());
+      for (Segment& other : segments_)
+        if (other.device == d) other.plain = true;
+      return false;
+    }
+    Status st;
+    for (size_t k = g.first; k <= g.last && st.ok(); ++k) {
+      const PlanStep& s = plan_.steps[k];
+      if (!s.once && s.kind == StepKind::kernel && s.device == d) st = kernel_locked(s);
+    }
+    Result<int> id = dev.end_recording();
+    if (st.ok() && id.ok()) {
+      g.recording = *id;
+      log().debug("graph '{}': {} recorded ({} kernels)", plan_.graph, what, g.kernels);
+      DUET_TRY(dev.replay(g.recording).with_context("replaying " + what));
+      return true;
+    }
+    if (id.ok()) dev.release_recording(*id);
+    log().debug("graph '{}': {} not recorded: {}", plan_.graph, what,
+                (st.ok() ? id.status() : st).message());
+    g.plain = true;  // nothing of it ran: run it step by step
+    return false;
   }
 
   // Timing: waits for device `d` to finish step `i` (started at t0) and adds the time to the
@@ -578,6 +701,17 @@ class PlanExecutor final : public Executor {
       }
       if (s.kind == StepKind::view) continue;
       auto t0 = std::chrono::steady_clock::now();
+      if (s.kind == StepKind::kernel && s.device == d && rs.replay) {
+        Result<bool> replayed = replay_segment(d, i, rs.record);
+        if (!replayed.ok()) {
+          st = replayed.status();
+          continue;
+        }
+        if (*replayed) {
+          i = segments_[u(segment_at_[i])].last;
+          continue;
+        }
+      }
       if (s.kind == StepKind::kernel) {
         if (s.device == d) st = kernel(s);
         if (s.device == d && rs.executed) {  // this thread alone writes its device's entry
@@ -643,7 +777,10 @@ class PlanExecutor final : public Executor {
   std::vector<std::pair<int, std::shared_ptr<Buffer>>> constant_buffers_;
   std::vector<std::pair<int, std::shared_ptr<Buffer>>> state_buffers_;
   std::vector<Buffer*> buffers_;  // per plan value (roots): where its storage lives
-  std::mutex run_mutex_;
+  std::vector<Segment> segments_;
+  std::vector<int> segment_at_;  // per step: the segment that starts there, or -1
+  int plain_runs_ = 0;           // runs neither timed nor profiled, done
+  mutable std::mutex run_mutex_;
 };
 
 }  // namespace

@@ -42,7 +42,8 @@ prompt (one of):
   --prompt TEXT          the prompt as text (the file's tokenizer; BOS as the file says)
   -f, --file FILE        the prompt from a file (UTF-8)
   --prompt-ids ID,ID,..  the prompt as token ids (also for files without a tokenizer)
-  --bench-prompt N       a made-up prompt of N ids (timing at position N)
+  --bench-prompt N       a made-up prompt of N ids, run once untimed first (timing at
+                         position N)
 generation:
   -n N                   tokens to generate, at most (default 128)
   --temp T               temperature; 0 is greedy (default 0.8)
@@ -176,6 +177,10 @@ int timing(llama::Model& m, int steps) {
       "timing: %d decode steps at positions %lld..%lld, %zu steps in the plan: step %.3f ms\n",
       steps, static_cast<long long>(start), static_cast<long long>(start + steps - 1),
       e.plan().steps.size(), step);
+  const std::string replayed = e.recording_summary();
+  if (!replayed.empty())
+    std::fprintf(stderr, "timing: plain runs replay recordings (%s); device-timed runs do not\n",
+                 replayed.c_str());
   if (unsupported.empty()) {
     const double w = pwall * ms, k = pkern * ms;
     std::fprintf(stderr,
@@ -183,6 +188,11 @@ int timing(llama::Model& m, int steps) {
                  "overhead %.3f ms (%.1f%% of the step); host time in execute %.3f ms, devices "
                  "busy first to last kernel %.3f ms\n",
                  w, k, w - k, 100.0 * (w - k) / w, phost * ms, pspan * ms);
+    if (!replayed.empty())
+      std::fprintf(stderr,
+                   "timing: replayed step %.3f ms, kernels on the device %.3f ms: overhead %.3f ms "
+                   "(%.1f%% of the step)\n",
+                   step, k, step - k, 100.0 * (step - k) / step);
     std::vector<size_t> order(per_step.size());
     for (size_t i = 0; i < order.size(); ++i) order[i] = i;
     const size_t top = std::min<size_t>(4, order.size());
@@ -571,6 +581,11 @@ int main(int argc, char** argv) {
                  static_cast<double>(a.gen.sampling.min_p),
                  static_cast<unsigned long long>(a.gen.sampling.seed));
 
+  if (a.bench_prompt > 0) {  // timing: plan and warm up for the prompt's shape first, untimed
+    if (Status s = g.feed(ids); !s.ok()) return failure(s);
+    if (Status s = g.reset(); !s.ok()) return failure(s);
+    g.reset_timings();
+  }
   if (Status s = g.feed(ids); !s.ok()) return failure(s);
   const bool as_text = g.tokenizer() != nullptr;
   auto r = g.generate(a.gen, [&](int32_t id, std::string_view piece) {
@@ -596,12 +611,21 @@ int main(int argc, char** argv) {
       t.prompt_seconds > 0 ? static_cast<double>(t.prompt_tokens) / t.prompt_seconds : 0.0);
   if (t.decode_tokens > 0)
     std::fprintf(stderr,
-                 "decode: %lld tokens in %.3f s (%.1f tokens/s) at positions %zu..%lld; "
-                 "sampling %.3f ms per token\n",
+                 "decode: %lld tokens in %.3f s (%.1f tokens/s) at positions %zu..%lld; sampling "
+                 "%.3f ms per token\n",
                  static_cast<long long>(t.decode_tokens), t.decode_seconds,
                  static_cast<double>(t.decode_tokens) / t.decode_seconds, ids.size(),
                  static_cast<long long>(g.model().position() - 1),
                  1e3 * t.sample_seconds / static_cast<double>(r->tokens.size()));
+  if (t.steady_tokens > 0) {
+    const std::string replayed = g.model().engine().recording_summary();
+    std::fprintf(stderr,
+                 "decode steady: %lld token%s in %.3f s (%.1f tokens/s, %.3f ms a step)%s%s\n",
+                 static_cast<long long>(t.steady_tokens), t.steady_tokens == 1 ? "" : "s",
+                 t.steady_seconds, static_cast<double>(t.steady_tokens) / t.steady_seconds,
+                 1e3 * t.steady_seconds / static_cast<double>(t.steady_tokens),
+                 replayed.empty() ? "" : "; replayed: ", replayed.c_str());
+  }
   std::fprintf(stderr, "stop: %s after %zu token%s\n",
                std::string(llm::stop_reason_name(r->reason)).c_str(), r->tokens.size(),
                r->tokens.size() == 1 ? "" : "s");

@@ -88,6 +88,7 @@ struct Generator::State {
   bool pending = false;          // history.back() has not been run yet
   HostTensor logits;             // after the last run: [1, vocab]
   Timings t;
+  int runs_on_plan = 0;  // runs since the engine last planned
 
   // Runs `ids` (after the pending token) and keeps the last logits.
   Status run(std::span<const int32_t> ids) {
@@ -100,15 +101,21 @@ struct Generator::State {
                  "the context holds " + std::to_string(model->options().max_context) +
                      " tokens: " + std::to_string(model->position()) + " are used and " +
                      std::to_string(all.size()) + " more do not fit");
+    const int plans = model->engine().plans_made();
     const auto t0 = clock::now();
     DUET_ASSIGN_OR_RETURN(HostTensor out, model->forward(all));
     const double s = since(t0);
+    runs_on_plan = model->engine().plans_made() == plans ? runs_on_plan + 1 : 1;
     const int64_t n = static_cast<int64_t>(all.size());
     const int64_t chunk = model->options().prefill_chunk;
     t.runs += chunk > 0 ? (n + chunk - 1) / chunk : 1;
     if (n == 1) {
       t.decode_tokens += 1;
       t.decode_seconds += s;
+      if (runs_on_plan > 2) {
+        t.steady_tokens += 1;
+        t.steady_seconds += s;
+      }
     } else {
       t.prompt_tokens += n;
       t.prompt_seconds += s;

@@ -9,6 +9,8 @@
 #include "cpu/cpu_backend.h"
 #include "device.h"
 #include "device/contract.h"
+#include "duet/engine.h"
+#include "duet/graph.h"
 #include "emulated.h"
 #include "fake_driver.h"
 #include "reference/reference.h"
@@ -442,6 +444,150 @@ TEST(CudaDevice, BuffersMayOutliveTheirDevice) {
   r.device.reset();
   b.reset();
   EXPECT_EQ(r.driver->device_frees, r.driver->device_allocs);
+}
+
+// Recordings are CUDA graphs: a replay launches no kernel of its own (the graph does), reads the
+// buffers as they are when it runs, and reports a data error of a recorded op at synchronize.
+TEST(CudaDevice, ARecordingIsAGraphThatReplaysWithoutLaunchingAgain) {
+  Rig r = rig(a100());
+  const OpDesc op = *make_op(
+      OpKind::embedding, {},
+      {TensorDesc::contiguous(DType::f32, {4, 3}), TensorDesc::contiguous(DType::i32, {2})},
+      {"table", "tokens"}, "embed");
+  const KernelChoice k = *r.device->supports(op, Precision::f32);
+  Args a = buffers_for(*r.device, op);
+  const std::vector<float> table = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+  ASSERT_TRUE(r.device->write(*a.inputs[0].buffer, 0, table.data(), 48).ok());
+  const int32_t zeros[2] = {0, 0};
+  ASSERT_TRUE(r.device->write(*a.inputs[1].buffer, 0, zeros, sizeof zeros).ok());
+  // Once plainly first: the workspace the error bytes go through is allocated (a recording may
+  // not allocate).
+  ASSERT_TRUE(r.device->execute({op, k}, a.inputs, a.output).ok());
+  ASSERT_TRUE(r.device->synchronize().ok());
+  ASSERT_TRUE(r.device->begin_recording().ok());
+  ASSERT_TRUE(r.device->execute({op, k}, a.inputs, a.output).ok());
+  auto id = r.device->end_recording();
+  ASSERT_TRUE(id.ok()) << id.status().message();
+  const size_t launched = r.driver->launches.size();
+  for (int32_t first : {3, 1}) {
+    const int32_t ids[2] = {first, 0};
+    ASSERT_TRUE(r.device->write(*a.inputs[1].buffer, 0, ids, sizeof ids).ok());
+    ASSERT_TRUE(r.device->replay(*id).ok());
+    ASSERT_TRUE(r.device->synchronize().ok());
+    std::vector<float> y(6);
+    ASSERT_TRUE(r.device->read(*a.output.buffer, 0, y.data(), 24).ok());
+    EXPECT_EQ(y[0], table[static_cast<size_t>(first) * 3]);
+    EXPECT_EQ(y[3], 1.0f);
+  }
+  EXPECT_EQ(r.driver->launches.size(), launched) << "replays launch the graph, not the kernels";
+  EXPECT_EQ(r.driver->graphs_launched, 2);
+  // An id out of range in a replay: the op, the tensor and the id, at synchronize, once.
+  const int32_t bad[2] = {0, 9};
+  ASSERT_TRUE(r.device->write(*a.inputs[1].buffer, 0, bad, sizeof bad).ok());
+  ASSERT_TRUE(r.device->replay(*id).ok());
+  Status s = r.device->synchronize();
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("embedding 'embed'"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("id 9"), std::string::npos) << s.message();
+  EXPECT_TRUE(r.device->synchronize().ok());
+  // The error word is reset inside the recording: a good replay after a bad one is good.
+  ASSERT_TRUE(r.device->write(*a.inputs[1].buffer, 0, zeros, sizeof zeros).ok());
+  ASSERT_TRUE(r.device->replay(*id).ok());
+  EXPECT_TRUE(r.device->synchronize().ok());
+  r.device->release_recording(*id);
+  EXPECT_EQ(r.driver->graphs_alive, 0);
+}
+
+TEST(CudaDevice, RecordingIsRefusedWithTheReasonWhenItCannotBeMade) {
+  {
+    Rig r = rig(a100());
+    r.driver->graphs_work = false;
+    Status s = r.device->begin_recording();
+    EXPECT_EQ(s.code(), Code::unsupported);
+    EXPECT_NE(s.message().find("not supported"), std::string::npos) << s.message();
+  }
+  {
+    DeviceOptions o;
+    o.graphs = false;
+    Rig r = rig(a100(), parse_build_archs("75;80", "80"), o);
+    Status s = r.device->begin_recording();
+    EXPECT_NE(s.message().find("DUET_CUDA_GRAPHS=0"), std::string::npos) << s.message();
+  }
+  {
+    Rig r = rig(a100());
+    ASSERT_TRUE(r.device->begin_kernel_timing().ok());
+    Status s = r.device->begin_recording();
+    EXPECT_NE(s.message().find("kernel timing is on"), std::string::npos) << s.message();
+    ASSERT_TRUE(r.device->end_kernel_timing().ok());
+  }
+  {
+    // A workspace that would have to grow while recording: the recording fails, nothing ran.
+    Rig r = rig(a100());
+    auto x = TensorDesc::contiguous(DType::f32, {64, 64});
+    const OpDesc op = *make_op(OpKind::matmul, {}, {x, x}, {"a", "b"}, "proj");
+    KernelChoice c = usable(Tier::cublas, op);
+    Args a = buffers_for(*r.device, op);
+    ASSERT_TRUE(r.device->begin_recording().ok());
+    Status s = r.device->execute({op, c}, a.inputs, a.output);
+    EXPECT_EQ(s.code(), Code::unsupported);
+    EXPECT_NE(s.message().find("workspace would have to grow"), std::string::npos) << s.message();
+    EXPECT_FALSE(r.device->end_recording().ok());
+    EXPECT_EQ(r.driver->graphs_alive, 0);
+    EXPECT_TRUE(r.device->execute({op, c}, a.inputs, a.output).ok()) << "and runs plainly after";
+    EXPECT_TRUE(r.device->synchronize().ok());
+  }
+}
+
+// The executor records each device's run of kernels at the second plain run and replays it from
+// then on: the same results as step by step, no kernel launched again, and step by step again
+// when the device cannot record or the run is timed.
+TEST(CudaDevice, TheExecutorReplaysRecordedRunsWithTheSameResults) {
+  GraphBuilder b("recorded");
+  ValueId x = b.input("x", DType::f32, {4, 33});
+  ValueId y = b.input("y", DType::f32, {4, 33});
+  b.output(b.relu(b.mul(b.add(x, y, "sum"), y, "prod"), "out"));
+  Graph g = *b.build();
+  for (bool graphs : {true, false}) {
+    SCOPED_TRACE(graphs ? "graphs" : "no graphs");
+    Rig r = rig(a100());
+    r.driver->graphs_work = graphs;
+    auto e = Engine::create(g, {r.device.get()}, Policy{});
+    ASSERT_TRUE(e.ok()) << e.status().message();
+    size_t launched = 0;
+    for (int run = 0; run < 4; ++run) {
+      HostTensor xs = HostTensor::empty(DType::f32, std::vector<int64_t>{4, 33});
+      HostTensor ys = HostTensor::empty(DType::f32, std::vector<int64_t>{4, 33});
+      for (int i = 0; i < 132; ++i) {
+        xs.data<float>()[i] = static_cast<float>(i % 7 - 3 + run);
+        ys.data<float>()[i] = static_cast<float>(i % 5 - 2);
+      }
+      auto out = (*e)->run({{"x", xs}, {"y", ys}});
+      ASSERT_TRUE(out.ok()) << out.status().message();
+      for (int i = 0; i < 132; ++i) {
+        const float want =
+            std::max(0.0f, (xs.data<float>()[i] + ys.data<float>()[i]) * ys.data<float>()[i]);
+        ASSERT_EQ(out->at("out").data<float>()[i], want) << "run " << run << ", " << i;
+      }
+      if (run == 2) launched = r.driver->launches.size();
+    }
+    if (graphs) {
+      EXPECT_EQ(r.driver->launches.size(), launched) << "the fourth run launched kernels";
+      EXPECT_EQ(r.driver->graphs_launched, 3);  // recorded at the second run, replayed after
+      EXPECT_EQ((*e)->recording_summary(), "cuda:0: 3 of 3 kernels in 1 recording");
+    } else {
+      EXPECT_EQ(r.driver->launches.size(), launched + 3);
+      EXPECT_EQ((*e)->recording_summary(), "");
+    }
+    // Timed runs go step by step.
+    const size_t before = r.driver->launches.size();
+    std::vector<StepTime> times;
+    HostTensor zeros = HostTensor::empty(DType::f32, std::vector<int64_t>{4, 33});
+    zeros.fill_bytes(0);
+    ASSERT_TRUE((*e)->run_timed({{"x", zeros}, {"y", zeros}}, times).ok());
+    EXPECT_EQ(r.driver->launches.size(), before + 3);
+    e->reset();
+    EXPECT_EQ(r.driver->graphs_alive, 0) << "the executor releases its recordings";
+  }
 }
 
 }  // namespace

@@ -303,8 +303,46 @@ Status FakeDriver::event_sync(Event e) {
 
 Status FakeDriver::enqueue(Stream s, std::function<Status()> f) {
   DUET_TRY(sticky());
+  if (auto c = capturing_.find(s); c != capturing_.end()) {
+    c->second.push_back(std::move(f));
+    return {};
+  }
   queues_.at(s).work.push_back(std::move(f));
   return {};
+}
+
+Status FakeDriver::capture_begin(Stream s) {
+  DUET_TRY(sticky());
+  if (!graphs_work)
+    return Status(Code::unsupported, "cudaStreamBeginCapture: not supported (fake)");
+  if (capturing_.count(s))
+    return Status(Code::invalid_argument, "cudaStreamBeginCapture: the stream is capturing");
+  capturing_[s];
+  return {};
+}
+
+Result<void*> FakeDriver::capture_end(Stream s) {
+  auto c = capturing_.find(s);
+  if (c == capturing_.end())
+    return Status(Code::invalid_argument, "cudaStreamEndCapture: the stream is not capturing");
+  void* g = reinterpret_cast<void*>(static_cast<uintptr_t>(0x200000 + next_handle_++));
+  graphs_[g] = std::move(c->second);
+  capturing_.erase(c);
+  ++graphs_alive;
+  return g;
+}
+
+Status FakeDriver::graph_launch(void* graph, Stream s) {
+  DUET_TRY(sticky());
+  auto g = graphs_.find(graph);
+  if (g == graphs_.end()) return Status(Code::invalid_argument, "cudaGraphLaunch: no such graph");
+  ++graphs_launched;
+  for (const auto& f : g->second) DUET_TRY(enqueue(s, f));
+  return {};
+}
+
+void FakeDriver::graph_destroy(void* graph) {
+  if (graphs_.erase(graph)) --graphs_alive;
 }
 
 Status FakeDriver::copy_to_device(void* dst, const void* src, uint64_t bytes, Stream s) {

@@ -62,6 +62,8 @@ class FakeDriver final : public Driver {
   std::vector<GemmCall> gemms;
   std::vector<uint64_t> gemm_workspaces;
   int device_allocs = 0, device_frees = 0, pinned_allocs = 0;
+  bool graphs_work = true;  // capture_begin succeeds (else: unsupported)
+  int graphs_launched = 0, graphs_alive = 0;
   size_t pending() const;  // work queued and not yet run, over all streams
 
   DriverStatus status() override { return driver_status; }
@@ -89,6 +91,11 @@ class FakeDriver final : public Driver {
                 const kernels::View& out, const kernels::Launch& l) override;
   Status gemm(const GemmCall& g, const void* a, const void* b, void* d, Stream s, void* workspace,
               uint64_t workspace_bytes) override;
+  // Graphs: the work queued on a capturing stream is kept, not queued; a launch queues it again.
+  Status capture_begin(Stream s) override;
+  Result<void*> capture_end(Stream s) override;
+  Status graph_launch(void* graph, Stream s) override;
+  void graph_destroy(void* graph) override;
 
  private:
   struct Queue {
@@ -111,6 +118,8 @@ class FakeDriver final : public Driver {
   std::map<Stream, Queue> queues_;
   std::map<Event, std::pair<Stream, size_t>> events_;
   std::map<Event, double> stamps_;  // timing events: seconds when reached, < 0 before
+  std::map<Stream, std::vector<std::function<Status()>>> capturing_;
+  std::map<void*, std::vector<std::function<Status()>>> graphs_;
   int next_handle_ = 1;
 };
 

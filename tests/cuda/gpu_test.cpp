@@ -9,6 +9,7 @@
 #include "check/check.h"
 #include "device.h"
 #include "duet/backends.h"
+#include "duet/engine.h"
 #include "reference/reference.h"
 
 namespace duet::cuda {
@@ -225,6 +226,49 @@ TEST(CudaGpu, WorkOnSeveralDevicesStaysOnEach) {
     EXPECT_EQ(ds[(i + 1) % ds.size()]->read(*bufs[i], 0, back.data(), 16).code(),
               Code::invalid_argument)
         << "a buffer is only valid on its own device";
+  }
+}
+
+// Recordings are CUDA graphs on a GPU: an engine's plain runs replay them from the third run on,
+// with the results of runs made step by step (DUET_CUDA_GRAPHS=0 in effect: timed runs), and a
+// data error in a replayed run is reported.
+TEST(CudaGpu, ReplayedGraphsGiveTheResultsOfStepByStepRuns) {
+  REQUIRE_CUDA_DEVICE();
+  GraphBuilder b("recorded");
+  ValueId ids = b.input("ids", DType::i32, {8});
+  ValueId table = b.input("table", DType::f32, {64, 256});
+  ValueId w = b.input("w", DType::f32, {256, 256});
+  ValueId h = b.matmul(b.embedding(table, ids, "embed"), w, false, "proj");
+  b.output(b.softmax(b.silu(h, "act"), "out"));
+  Graph g = *b.build();
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  HostTensor tab = HostTensor::empty(DType::f32, std::vector<int64_t>{64, 256});
+  HostTensor wt = HostTensor::empty(DType::f32, std::vector<int64_t>{256, 256});
+  for (int64_t i = 0; i < tab.numel(); ++i) tab.data<float>()[i] = u(rng);
+  for (int64_t i = 0; i < wt.numel(); ++i) wt.data<float>()[i] = u(rng) * 0.1f;
+  for (CudaDevice* d : runnable()) {
+    SCOPED_TRACE(d->id());
+    auto e = Engine::create(g, {d}, Policy{});
+    ASSERT_TRUE(e.ok()) << e.status().message();
+    for (int run = 0; run < 5; ++run) {
+      HostTensor t = HostTensor::empty(DType::i32, std::vector<int64_t>{8});
+      for (int i = 0; i < 8; ++i) t.data<int32_t>()[i] = (run * 7 + i * 5) % 64;
+      const std::map<std::string, HostTensor> in = {{"ids", t}, {"table", tab}, {"w", wt}};
+      auto plain = (*e)->run(in);
+      std::vector<StepTime> times;
+      auto stepwise = (*e)->run_timed(in, times);
+      ASSERT_TRUE(plain.ok() && stepwise.ok())
+          << (plain.ok() ? stepwise.status() : plain.status()).message();
+      const HostTensor &x = plain->at("out"), &y = stepwise->at("out");
+      ASSERT_EQ(0, std::memcmp(x.data<float>(), y.data<float>(), 8 * 256 * 4)) << "run " << run;
+    }
+    EXPECT_NE((*e)->recording_summary(), "") << "nothing was recorded";
+    HostTensor bad = HostTensor::empty(DType::i32, std::vector<int64_t>{8});
+    for (int i = 0; i < 8; ++i) bad.data<int32_t>()[i] = i == 5 ? 64 : i;
+    auto r = (*e)->run({{"ids", bad}, {"table", tab}, {"w", wt}});
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.status().message().find("id 64"), std::string::npos) << r.status().message();
   }
 }
 

@@ -325,5 +325,48 @@ TEST_P(DeviceContract, KernelTimingTimesEveryExecuteInOrderOrSaysItCannot) {
   }
 }
 
+// Recordings (Device::begin_recording): a device either records the execute() calls, runs none
+// of them until replayed, and replays them reading what their buffers hold at that time, as often
+// as asked, or says plainly that it cannot record.
+TEST_P(DeviceContract, RecordingsReplayWhatWasRecordedOrTheDeviceSaysItCannot) {
+  const OpDesc op = *make_op(OpKind::add, {}, {f32({256}), f32({256})});
+  for (const auto& dev : devices_) {
+    Device& d = *dev;
+    SCOPED_TRACE(d.id());
+    EXPECT_FALSE(d.end_recording().ok()) << "nothing was begun";
+    EXPECT_FALSE(d.replay(987654).ok());
+    Bound a = bind(d, op, {ramp(256, 0.0f), ramp(256, 1.0f)});
+    const KernelChoice k = *d.supports(op, Precision::f32);
+    const Status begun = d.begin_recording();
+    if (!begun.ok()) {
+      EXPECT_EQ(begun.code(), Code::unsupported) << begun.message();
+      EXPECT_HAS(begun, d.id());
+      EXPECT_HAS(begun, "not supported");
+      continue;
+    }
+    // y = a + b, then a = y + b (the second reads the first's output).
+    const std::vector<TensorRef> second = {a.output, a.inputs[1]};
+    ASSERT_TRUE(d.execute({op, k}, a.inputs, a.output).ok());
+    ASSERT_TRUE(d.execute({op, k}, second, a.inputs[0]).ok());
+    auto id = d.end_recording();
+    ASSERT_TRUE(id.ok()) << id.status().message();
+    ASSERT_TRUE(d.synchronize().ok());
+    EXPECT_EQ(a.output_values(d)[5], kPoison) << "recorded work runs only when replayed";
+    const std::vector<float> a10 = ramp(256, 10.0f);
+    ASSERT_TRUE(d.write(*a.inputs[0].buffer, 0, a10.data(), 1024).ok());
+    for (int replay = 0; replay < 2; ++replay) {
+      ASSERT_TRUE(d.replay(*id).ok());
+      ASSERT_TRUE(d.synchronize().ok());
+      // a = 10 + i: y = 2i + 11, a = 3i + 12; again: y = 4i + 13, a = 5i + 14.
+      const std::vector<float> y = a.output_values(d);
+      const float m = replay == 0 ? 2.0f : 4.0f, c = replay == 0 ? 11.0f : 13.0f;
+      for (size_t i = 0; i < y.size(); ++i)
+        ASSERT_EQ(y[i], m * static_cast<float>(i) + c) << "replay " << replay << ", " << i;
+    }
+    d.release_recording(*id);
+    EXPECT_FALSE(d.replay(*id).ok()) << "a released recording is gone";
+  }
+}
+
 }  // namespace
 }  // namespace duet::testing

@@ -143,6 +143,8 @@ typedef struct duet_llm_timings {
   double prompt_seconds;
   int64_t decode_tokens; /* one-token runs */
   double decode_seconds;
+  int64_t steady_tokens; /* of those, the runs after the first two on their plan (steady state) */
+  double steady_seconds;
   double sample_seconds;
   int64_t runs;
 } duet_llm_timings;

@@ -277,6 +277,20 @@ class DUET_API Device {
   virtual Status begin_kernel_timing();
   virtual Result<std::vector<KernelSpan>> end_kernel_timing();
 
+  // Recordings (CUDA graphs): the execute() calls between begin_recording() and end_recording()
+  // are recorded, not run; replay(id) runs what was recorded, in order with the device's other
+  // work, with the buffers and arguments it was recorded with (what those buffers hold, such as
+  // a run-time position, is read when it runs), as often as asked, until release_recording(id).
+  // Only execute() may come between begin and end; a failed execute() leaves the recording
+  // unusable (end it, release nothing, run the work plainly). The caller keeps every buffer a
+  // recording names alive while it may be replayed. A device that cannot record, or cannot now
+  // (kernel timing on), answers begin_recording() with Code::unsupported and the reason (the
+  // default for every backend that has no recordings).
+  virtual Status begin_recording();
+  virtual Result<int> end_recording();
+  virtual Status replay(int recording);
+  virtual void release_recording(int recording);
+
  protected:
   // The backend's part of write, read and execute, called with checked arguments only.
   virtual Status write_checked(Buffer& dst, uint64_t offset, const void* src, uint64_t bytes) = 0;

@@ -42,6 +42,8 @@ class DUET_API Engine {
   const Policy& policy() const { return policy_; }
   // How many plans were made (1 after create; +1 for each change of input shapes).
   int plans_made() const;
+  // What plain runs of the current plan replay (Executor::recording_summary).
+  std::string recording_summary() const;
 
   // Runs the graph. Inputs by name; outputs dense, by name. Inputs of new shapes (same dtypes)
   // re-plan for those shapes first.

@@ -79,6 +79,12 @@ class DUET_API Executor {
   virtual Result<std::map<std::string, HostTensor>> run_profiled(
       const std::map<std::string, HostTensor>& inputs, RunProfile& profile) = 0;
 
+  // What plain runs replay (Device::begin_recording): per device, how many of its kernels run
+  // from how many recordings ("cuda:0: 1164 of 1166 kernels in 2 recordings"), "" when none.
+  // The second plain run records, the later ones replay; timed and profiled runs go step by
+  // step.
+  virtual std::string recording_summary() const { return {}; }
+
   // States by name: read back (dense), overwritten (a tensor of the state's dtype and shape), or
   // all set to zero. Each waits for the runs before it.
   virtual Result<HostTensor> read_state(std::string_view name) = 0;

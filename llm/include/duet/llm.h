@@ -88,6 +88,10 @@ struct DUET_API Timings {
   double prompt_seconds = 0;  // runs that fed more than one token
   int64_t decode_tokens = 0;  // one-token runs
   double decode_seconds = 0;
+  // Of those, the runs after the first two on their plan: the steady state, without the run
+  // that re-planned for one row and the one that recorded it (CUDA graphs).
+  int64_t steady_tokens = 0;
+  double steady_seconds = 0;
   double sample_seconds = 0;  // choosing tokens from logits
   int64_t runs = 0;           // engine runs
 };
