@@ -7,13 +7,14 @@
 #   (the device tool returns at most eight files from its $OUT: give this script a folder of its
 #   own and pack it afterwards, e.g. OUT=/tmp/o timeout 500 run.sh; tar -czf $OUT/logs.tgz -C /tmp/o .)
 #   steps (default all, in this order): env check onnx bench tiers decode profile torch model llama
-#   longctx vkcheck vkbench vkattn vkllama
+#   longctx vkdecode vkllama vkcheck vkattn vkbench (the Vulkan steps that were never measured
+#   first: on 2026-11-27 the run's time ended inside vkbench)
 #   Budget: on an H200 (2026-11-27) the steps up to vkbench took 7.5 minutes, bench-vulkan stopped
 #   by its timeout; env, check, onnx, torch, llama and longctx alone took 31 s. Name the steps a
 #   run needs when its device time is short.
 set -u
 B=/tmp/duet-gpu; O=${OUT:-/tmp/out}; mkdir -p "$O"
-steps=${*:-env check onnx bench tiers decode profile torch model llama longctx vkcheck vkbench vkattn vkllama}
+steps=${*:-env check onnx bench tiers decode profile torch model llama longctx vkdecode vkllama vkcheck vkattn vkbench}
 want() { case " $steps " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 T0=$(date +%s)
 step() { echo; echo "===== $* (t+$(( $(date +%s) - T0 ))s, $(date +%T))"; }
@@ -104,14 +105,18 @@ if want longctx; then
   timeout 75 $L /tmp/m8.gguf --bench-prompt 2048 -n 32 --temp 0 --ignore-eos --ctx 4096 \
     --devices cuda:0 --timing 2>&1 >/dev/null | grep -iE 'cache|prefill|decode|timing|stop|error|ms' | head -30
 fi
+# The Vulkan decode mat-vecs (subgroup matvec and integer-dot tiers, every format) beside the same
+# rows on cuda:0: the bandwidth the Vulkan decode path reaches.
+if want vkdecode; then
+  step bench-vulkan-decode; timeout 75 $D bench --device vulkan:0 --device cuda:0 --op matmul \
+    --tier matvec --tier int_dot --min-seconds 0.03 --json $O/bench_vk_decode.json \
+    > $O/bench_vk_decode.txt 2>&1; echo rc=$?; grep -E "decode|op " $O/bench_vk_decode.txt | head -50
+fi
+if want vkllama; then llama vulkan:0; fi
 if want vkcheck; then
   step check-vulkan; timeout 150 $D check --device vulkan:0 --json $O/check_vulkan.json > $O/check_vulkan.txt 2>&1
   echo rc=$?; grep -v -E "^\s*(ok|pass)" $O/check_vulkan.txt | tail -25
   step check-vulkan-validation; DUET_VULKAN_VALIDATION=1 timeout 60 $D check --device vulkan:0 --op matmul 2>&1 | tail -3
-fi
-if want vkbench; then
-  step bench-vulkan; timeout 90 $D bench --device vulkan:0 --op matmul --op attention --min-seconds 0.1 \
-    --json $O/bench_vulkan.json > $O/bench_vulkan.txt 2>&1; echo rc=$?; tail -60 $O/bench_vulkan.txt
 fi
 # Vulkan attention (decode kernel, keys split across workgroups) against CUDA on the same GPU,
 # the larger cases checked first; the one-GPU planning line; calibration at GPU sizes.
@@ -123,7 +128,10 @@ if want vkattn; then
   step calibrate; ( time timeout 60 $D calibrate --device cuda:0,vulkan:0 --refresh ) 2>&1 | tail -20
   step one-gpu-plan; timeout 20 $D plan examples/attention.json --explain 2>&1 | grep -iE "one GPU|budget|whole graph" | head -5
 fi
-if want vkllama; then llama vulkan:0; fi
+if want vkbench; then
+  step bench-vulkan; timeout 90 $D bench --device vulkan:0 --op matmul --op attention --min-seconds 0.03 \
+    --json $O/bench_vulkan.json > $O/bench_vulkan.txt 2>&1; echo rc=$?; tail -60 $O/bench_vulkan.txt
+fi
 step summary; python3 $B/summarize.py $O > $O/summary.md; cat $O/summary.md
 step done
 } 2>&1 | tee $O/log.txt
