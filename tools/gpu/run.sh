@@ -98,7 +98,15 @@ llama() {
   step "llama $dev decode timing"
   timeout 60 $L /tmp/m8.gguf $ids 1,2,3 -n 32 --devices $dev --timing "$@" 2>&1 | tail -22
 }
-if want llama; then llama cuda:0; fi
+if want llama; then
+  llama cuda:0
+  # The decode step replayed as CUDA graphs (the default) against step by step: what the graphs buy.
+  for g in 1 0; do
+    step "llama cuda:0 decode at ~512, DUET_CUDA_GRAPHS=$g"
+    DUET_CUDA_GRAPHS=$g timeout 60 $L /tmp/m8.gguf --bench-prompt 512 -n 64 --temp 0 --ignore-eos \
+      --ctx 1024 --devices cuda:0 2>&1 >/dev/null | grep -iE 'prefill|decode|replay|stop|error'
+  done
+fi
 # Decode at position ~2048 (long cache, f16 by default) with the per-kernel timing.
 if want longctx; then
   step "llama cuda:0 prefill 2048 + decode at 2048"
