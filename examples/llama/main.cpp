@@ -618,7 +618,7 @@ int main(int argc, char** argv) {
                  static_cast<long long>(g.model().position() - 1),
                  1e3 * t.sample_seconds / static_cast<double>(r->tokens.size()));
   if (t.steady_tokens > 0) {
-    const std::string replayed = g.model().engine().recording_summary();
+    const std::string replayed = g.model().recording_summary();
     std::fprintf(stderr,
                  "decode steady: %lld token%s in %.3f s (%.1f tokens/s, %.3f ms a step)%s%s\n",
                  static_cast<long long>(t.steady_tokens), t.steady_tokens == 1 ? "" : "s",

@@ -101,11 +101,11 @@ struct Generator::State {
                  "the context holds " + std::to_string(model->options().max_context) +
                      " tokens: " + std::to_string(model->position()) + " are used and " +
                      std::to_string(all.size()) + " more do not fit");
-    const int plans = model->engine().plans_made();
+    const int plans = model->plans_made();
     const auto t0 = clock::now();
     DUET_ASSIGN_OR_RETURN(HostTensor out, model->forward(all));
     const double s = since(t0);
-    runs_on_plan = model->engine().plans_made() == plans ? runs_on_plan + 1 : 1;
+    runs_on_plan = model->plans_made() == plans ? runs_on_plan + 1 : 1;
     const int64_t n = static_cast<int64_t>(all.size());
     const int64_t chunk = model->options().prefill_chunk;
     t.runs += chunk > 0 ? (n + chunk - 1) / chunk : 1;

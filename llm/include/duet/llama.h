@@ -113,6 +113,12 @@ class DUET_API Model {
   // The engine of a model opened on devices (runs_here()); a model run elsewhere has none.
   Engine& engine() { return *engine_; }
   bool runs_here() const { return engine_ != nullptr; }
+  // The engine's plans made so far and what its plain runs replay (Engine::plans_made,
+  // recording_summary); 0 and nothing for a model run elsewhere, through a runner.
+  int plans_made() const { return engine_ ? engine_->plans_made() : 0; }
+  std::string recording_summary() const {
+    return engine_ ? engine_->recording_summary() : std::string();
+  }
   Runner& runner() { return *runner_; }
   int64_t position() const { return pos_; }
   // Whether the weights were dequantized at load time (see BuildOptions).
