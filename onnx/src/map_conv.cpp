@@ -34,19 +34,21 @@ struct Window {
   int64_t pad_end_given = 0;  // pad_end before ceil_mode extends it
 };
 
+// An ints attribute of `count` values (strides, dilations, pads), each `dflt` when it is absent.
+Result<std::vector<int64_t>> attr_list(Node& n, const char* name, int64_t dflt, size_t count) {
+  std::vector<int64_t> v = n.attr_ints(name).value_or(std::vector<int64_t>(count, dflt));
+  if (v.size() != count)
+    return n.invalid(std::string(name) + " has " + std::to_string(v.size()) + " values, expected " +
+                     std::to_string(count));
+  return v;
+}
+
 Result<std::vector<Window>> windows(Node& n, const std::vector<int64_t>& x,
                                     const std::vector<int64_t>& kernel, bool ceil = false) {
   const size_t sd = kernel.size();
-  auto list = [&](const char* name, int64_t dflt, size_t count) -> Result<std::vector<int64_t>> {
-    std::vector<int64_t> v = n.attr_ints(name).value_or(std::vector<int64_t>(count, dflt));
-    if (v.size() != count)
-      return n.invalid(std::string(name) + " has " + std::to_string(v.size()) +
-                       " values, expected " + std::to_string(count));
-    return v;
-  };
-  DUET_ASSIGN_OR_RETURN(std::vector<int64_t> strides, list("strides", 1, sd));
-  DUET_ASSIGN_OR_RETURN(std::vector<int64_t> dils, list("dilations", 1, sd));
-  DUET_ASSIGN_OR_RETURN(std::vector<int64_t> pads, list("pads", 0, 2 * sd));
+  DUET_ASSIGN_OR_RETURN(std::vector<int64_t> strides, attr_list(n, "strides", 1, sd));
+  DUET_ASSIGN_OR_RETURN(std::vector<int64_t> dils, attr_list(n, "dilations", 1, sd));
+  DUET_ASSIGN_OR_RETURN(std::vector<int64_t> pads, attr_list(n, "pads", 0, 2 * sd));
   const std::string auto_pad = n.attr_string("auto_pad", "NOTSET");
   if (auto_pad != "NOTSET" && auto_pad != "VALID" && auto_pad != "SAME_UPPER" &&
       auto_pad != "SAME_LOWER")
@@ -529,17 +531,10 @@ Status map_conv_transpose(Node& n) {
     return n.invalid("group " + std::to_string(g) + " with X " + dims_str(xd) + " and W " +
                      dims_str(wd0));
   const int64_t cg = c / g, mg = wd0[1], m = mg * g;
-  auto list = [&](const char* name, int64_t dflt, size_t count) -> Result<std::vector<int64_t>> {
-    std::vector<int64_t> v = n.attr_ints(name).value_or(std::vector<int64_t>(count, dflt));
-    if (v.size() != count)
-      return n.invalid(std::string(name) + " has " + std::to_string(v.size()) +
-                       " values, expected " + std::to_string(count));
-    return v;
-  };
-  DUET_ASSIGN_OR_RETURN(std::vector<int64_t> strides, list("strides", 1, sd));
-  DUET_ASSIGN_OR_RETURN(std::vector<int64_t> dils, list("dilations", 1, sd));
-  DUET_ASSIGN_OR_RETURN(std::vector<int64_t> pads, list("pads", 0, 2 * sd));
-  DUET_ASSIGN_OR_RETURN(std::vector<int64_t> opad, list("output_padding", 0, sd));
+  DUET_ASSIGN_OR_RETURN(std::vector<int64_t> strides, attr_list(n, "strides", 1, sd));
+  DUET_ASSIGN_OR_RETURN(std::vector<int64_t> dils, attr_list(n, "dilations", 1, sd));
+  DUET_ASSIGN_OR_RETURN(std::vector<int64_t> pads, attr_list(n, "pads", 0, 2 * sd));
+  DUET_ASSIGN_OR_RETURN(std::vector<int64_t> opad, attr_list(n, "output_padding", 0, sd));
   const std::string auto_pad = n.attr_string("auto_pad", "NOTSET");
   std::vector<int64_t> oshape = n.attr_ints("output_shape").value_or(std::vector<int64_t>{});
   if (!oshape.empty() && oshape.size() != sd) {

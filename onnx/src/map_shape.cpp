@@ -555,6 +555,37 @@ Status select_elements(Node& n, size_t a, size_t b, const std::vector<int64_t>& 
   return {};
 }
 
+// Where each element of an indices tensor of ScatterElements or GatherElements points in the
+// data: the row-major offset of the data element at the index element's coordinates, with its
+// value (negative ones counting from the end) in place of the coordinate along `axis`.
+Result<std::vector<int64_t>> element_offsets(Node& n, const std::vector<int64_t>& dims,
+                                             const std::vector<int64_t>& idims, int axis,
+                                             const std::vector<int64_t>& idx) {
+  const int r = static_cast<int>(dims.size());
+  const int64_t d = dims[static_cast<size_t>(axis)];
+  std::vector<int64_t> flat(idx.size()), at(idims.size(), 0);
+  for (size_t e = 0; e < idx.size(); ++e) {
+    int64_t v = idx[e];
+    if (v < -d || v >= d)
+      return n.invalid("index " + std::to_string(v) + " outside [-" + std::to_string(d) + ", " +
+                       std::to_string(d) + ")");
+    if (v < 0) v += d;
+    int64_t f = 0;
+    for (int k = 0; k < r; ++k) {
+      const int64_t c = k == axis ? v : at[static_cast<size_t>(k)];
+      if (c >= dims[static_cast<size_t>(k)])
+        return n.invalid("indices " + dims_str(idims) + " larger than data " + dims_str(dims));
+      f = f * dims[static_cast<size_t>(k)] + c;
+    }
+    flat[e] = f;
+    for (int k = r - 1; k >= 0; --k) {
+      if (++at[static_cast<size_t>(k)] < idims[static_cast<size_t>(k)]) break;
+      at[static_cast<size_t>(k)] = 0;
+    }
+  }
+  return flat;
+}
+
 // ScatterElements (and Scatter before opset 11) with known indices and no reduction.
 Status map_scatter_elements(Node& n) {
   const std::string red = n.attr_string("reduction", "none");
@@ -573,28 +604,10 @@ Status map_scatter_elements(Node& n) {
   DUET_TRY(n.room_for({na}, kInt64, 16));
   std::vector<int64_t> ids(static_cast<size_t>(na));
   std::iota(ids.begin(), ids.end(), int64_t{0});
-  const std::vector<int64_t> idx = n.array(1).ints();
-  const int64_t d = dims[static_cast<size_t>(axis)];
-  std::vector<int64_t> at(idims.size(), 0);
-  for (size_t e = 0; e < idx.size(); ++e) {
-    int64_t v = idx[e];
-    if (v < -d || v >= d)
-      return n.invalid("index " + std::to_string(v) + " outside [-" + std::to_string(d) + ", " +
-                       std::to_string(d) + ")");
-    if (v < 0) v += d;
-    int64_t f = 0;
-    for (int k = 0; k < r; ++k) {
-      const int64_t c = k == axis ? v : at[static_cast<size_t>(k)];
-      if (c >= dims[static_cast<size_t>(k)])
-        return n.invalid("indices " + dims_str(idims) + " larger than data " + dims_str(dims));
-      f = f * dims[static_cast<size_t>(k)] + c;
-    }
-    ids[static_cast<size_t>(f)] = na + static_cast<int64_t>(e);
-    for (int k = r - 1; k >= 0; --k) {
-      if (++at[static_cast<size_t>(k)] < idims[static_cast<size_t>(k)]) break;
-      at[static_cast<size_t>(k)] = 0;
-    }
-  }
+  DUET_ASSIGN_OR_RETURN(const std::vector<int64_t> flat,
+                        element_offsets(n, dims, idims, axis, n.array(1).ints()));
+  for (size_t e = 0; e < flat.size(); ++e)
+    ids[static_cast<size_t>(flat[e])] = na + static_cast<int64_t>(e);
   return select_elements(n, 0, 2, ids);
 }
 
@@ -651,32 +664,8 @@ Status map_gather_elements(Node& n) {
         "GatherElements with indices computed at run time (duet gathers "
         "elements at positions known at import)");
   DUET_TRY(n.room_for(idims, kInt64, 16));
-  const std::vector<int64_t> idx = n.array(1).ints();
-  const int64_t d = dims[static_cast<size_t>(axis)];
-  std::vector<int64_t> stride(dims.size(), 1);
-  for (int k = r - 2; k >= 0; --k)
-    stride[static_cast<size_t>(k)] =
-        stride[static_cast<size_t>(k) + 1] * dims[static_cast<size_t>(k) + 1];
-  std::vector<int64_t> flat(idx.size()), at(idims.size(), 0);
-  for (size_t e = 0; e < idx.size(); ++e) {
-    int64_t v = idx[e];
-    if (v < -d || v >= d)
-      return n.invalid("index " + std::to_string(v) + " outside [-" + std::to_string(d) + ", " +
-                       std::to_string(d) + ")");
-    if (v < 0) v += d;
-    int64_t f = 0;
-    for (int k = 0; k < r; ++k) {
-      const int64_t c = k == axis ? v : at[static_cast<size_t>(k)];
-      if (c >= dims[static_cast<size_t>(k)])
-        return n.invalid("indices " + dims_str(idims) + " larger than data " + dims_str(dims));
-      f += c * stride[static_cast<size_t>(k)];
-    }
-    flat[e] = f;
-    for (int k = r - 1; k >= 0; --k) {
-      if (++at[static_cast<size_t>(k)] < idims[static_cast<size_t>(k)]) break;
-      at[static_cast<size_t>(k)] = 0;
-    }
-  }
+  DUET_ASSIGN_OR_RETURN(const std::vector<int64_t> flat,
+                        element_offsets(n, dims, idims, axis, n.array(1).ints()));
   return take_elements(n, 0, idims, flat);
 }
 
