@@ -349,6 +349,19 @@ Status map_split(Node& n) {
   return {};
 }
 
+// Gather's row ids: known indices as a constant (negatives made positive), else the run-time
+// tensor, which the embedding then reads with negative ids counting from the end.
+Result<ValueId> gather_ids(Node& n, int64_t d, const std::vector<int64_t>& index_dims,
+                           OpAttrs& at) {
+  if (!n.known(1)) {
+    at.negative_ids = true;
+    return n.runtime(1);
+  }
+  std::vector<int64_t> idx = n.array(1).ints();
+  for (int64_t& i : idx) i = i < 0 ? i + d : i;
+  return n.constant(Array::of_ints(kInt32, index_dims, idx), "ids");
+}
+
 Status map_concat(Node& n) {
   std::vector<size_t> parts;
   for (size_t i = 0; i < n.num_inputs(); ++i)
@@ -431,16 +444,8 @@ Status map_gather(Node& n) {
       index_dims.size() <= 3) {
     DUET_ASSIGN_OR_RETURN(ValueId table, n.runtime(0));
     if (dims.size() == 1) table = n.reshape(table, {d, 1}, "table");
-    ValueId ids;
     OpAttrs at;
-    if (n.known(1)) {  // known indices, negatives made positive
-      std::vector<int64_t> idx = n.array(1).ints();
-      for (int64_t& i : idx) i = i < 0 ? i + d : i;
-      DUET_ASSIGN_OR_RETURN(ids, n.constant(Array::of_ints(kInt32, index_dims, idx), "ids"));
-    } else {
-      DUET_ASSIGN_OR_RETURN(ids, n.runtime(1));
-      at.negative_ids = true;
-    }
+    DUET_ASSIGN_OR_RETURN(ValueId ids, gather_ids(n, d, index_dims, at));
     if (dims.size() == 1) {
       ValueId rows = n.op(OpKind::embedding, {table, ids}, at, "rows");
       n.set(0, n.reshape(rows, index_dims), n.elem(0));
@@ -467,16 +472,8 @@ Status map_gather(Node& n) {
       x = n.op(OpKind::permute, {x}, p, "axis_first");
     }
     ValueId table = n.reshape(x, {d, product(rest, 0, rest.size())}, "table");
-    ValueId ids;
     OpAttrs at;
-    if (n.known(1)) {
-      std::vector<int64_t> idx = n.array(1).ints();
-      for (int64_t& i : idx) i = i < 0 ? i + d : i;
-      DUET_ASSIGN_OR_RETURN(ids, n.constant(Array::of_ints(kInt32, index_dims, idx), "ids"));
-    } else {
-      DUET_ASSIGN_OR_RETURN(ids, n.runtime(1));
-      at.negative_ids = true;
-    }
+    DUET_ASSIGN_OR_RETURN(ValueId ids, gather_ids(n, d, index_dims, at));
     ValueId rows = n.op(OpKind::embedding, {table, ids}, at, "rows");
     std::vector<int64_t> pre = index_dims;
     pre.insert(pre.end(), rest.begin(), rest.end());
