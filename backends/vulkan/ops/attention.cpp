@@ -98,6 +98,23 @@ Status attention_blocked_emit(const Ctx& c, const std::vector<Arg>& p, const Arg
   return record_attention(c, d, p[0], part, parts);
 }
 
+// The parameters the split-key kernels (attention.comp, attention_decode.comp) share: the shapes,
+// causal, the mask and its dtype, the splits and their key chunk, the scale; the run-time key
+// count bound.
+Status split_key_params(const Ctx& c, Dispatch& d, const std::vector<Arg>& p, const Arg* kv_len,
+                        int64_t G, int64_t D, int64_t splits, int64_t chunk) {
+  const int64_t Lq = p[1].desc.dim(2), Lk = p[2].desc.dim(2);
+  d.params.u = {static_cast<uint32_t>(Lq), static_cast<uint32_t>(Lk), static_cast<uint32_t>(G),
+                static_cast<uint32_t>(G * Lq)};
+  d.params.u2 = {c.op.attrs.causal ? 1u : 0u, p.size() > 4 ? 1u : 0u,
+                 p.size() > 4 && p[4].desc.dtype == DType::f32 ? 1u : 0u,
+                 static_cast<uint32_t>(splits)};
+  d.params.u3 = {static_cast<uint32_t>(chunk), static_cast<uint32_t>(D), 0, 0};
+  d.params.f[0] = attention_scale(c.op);
+  return c.bind_scalar(d, kv_len, "key count",
+                       " is more than the " + std::to_string(Lk) + " keys of k and v");
+}
+
 // The decode kernel (attention_decode.comp): MR query rows per workgroup, tiles of NT keys, the
 // keys split `splits` ways; K and V read 16 bytes at a time where their rows allow.
 Status attention_decode_emit(const Ctx& c, const std::vector<Arg>& p, const Arg* kv_len, int64_t G,
@@ -122,15 +139,7 @@ Status attention_decode_emit(const Ctx& c, const std::vector<Arg>& p, const Arg*
     widen16(d.bind[i + 1], p[i]);
     d.spec[i + 1] = vec_rows(d.params.td[i], vec) ? 1u : 0u;
   }
-  d.params.u = {static_cast<uint32_t>(Lq), static_cast<uint32_t>(Lk), static_cast<uint32_t>(G),
-                static_cast<uint32_t>(rows)};
-  d.params.u2 = {c.op.attrs.causal ? 1u : 0u, p.size() > 4 ? 1u : 0u,
-                 p.size() > 4 && p[4].desc.dtype == DType::f32 ? 1u : 0u,
-                 static_cast<uint32_t>(splits)};
-  d.params.u3 = {static_cast<uint32_t>(chunk), static_cast<uint32_t>(D), 0, 0};
-  d.params.f[0] = attention_scale(c.op);
-  DUET_TRY(c.bind_scalar(d, kv_len, "key count",
-                         " is more than the " + std::to_string(Lk) + " keys of k and v"));
+  DUET_TRY(split_key_params(c, d, p, kv_len, G, D, splits, chunk));
   d.groups = {static_cast<uint32_t>((rows + MR - 1) / MR), static_cast<uint32_t>(bh),
               static_cast<uint32_t>(splits)};
   return record_attention(c, d, p[0], part, splits);
@@ -195,15 +204,7 @@ Status attention(const Ctx& c, const Arg& out, std::span<const Arg> in) {
     for (size_t i = 1; i < p.size(); ++i)
       DUET_TRY(c.bind_into(d, static_cast<int>(i + 1), static_cast<int>(i), p[i], false,
                            c.op.input_name(i - 1)));
-    d.params.u = {static_cast<uint32_t>(Lq), static_cast<uint32_t>(Lk), static_cast<uint32_t>(G),
-                  static_cast<uint32_t>(rows)};
-    d.params.u2 = {c.op.attrs.causal ? 1u : 0u, p.size() > 4 ? 1u : 0u,
-                   p.size() > 4 && p[4].desc.dtype == DType::f32 ? 1u : 0u,
-                   static_cast<uint32_t>(splits)};
-    d.params.u3 = {static_cast<uint32_t>(chunk), static_cast<uint32_t>(D), 0, 0};
-    d.params.f[0] = attention_scale(c.op);
-    DUET_TRY(c.bind_scalar(d, kv_len, "key count",
-                           " is more than the " + std::to_string(Lk) + " keys of k and v"));
+    DUET_TRY(split_key_params(c, d, p, kv_len, G, D, splits, chunk));
     d.groups = {static_cast<uint32_t>((rows + l.tile_m - 1) / l.tile_m), static_cast<uint32_t>(bh),
                 static_cast<uint32_t>(splits)};
     return record_attention(c, d, p[0], part, splits);
