@@ -24,6 +24,7 @@
 #include "duet/backends.h"
 #include "reference/reference.h"
 #include "support/child_lines.h"
+#include "support/random_tensor.h"
 #if DUET_TEST_EMULATED_CUDA
 #include "duet/kernels/kernel.h"
 #include "duet/kernels/launch.h"
@@ -390,18 +391,7 @@ TEST(EmulatedCuda, TheIntegerTiersRunEveryBlockFormat) {
 
 // ---- hand-made inputs
 
-HostTensor fill(DType t, std::initializer_list<int64_t> shape, uint64_t seed) {
-  HostTensor h = HostTensor::empty(t, std::vector<int64_t>(shape));
-  std::vector<double> v(static_cast<size_t>(h.numel()));
-  uint64_t s = seed * 6364136223846793005ull + 1442695040888963407ull;
-  for (double& x : v) {
-    s = s * 6364136223846793005ull + 1442695040888963407ull;
-    x = (static_cast<double>(s >> 11) / 9007199254740992.0 - 0.5) * 2.0;
-    if (std::abs(x) < 0.05) x = 0.05;
-  }
-  h.from_doubles(v);
-  return h;
-}
+constexpr auto& fill = testing_support::random_tensor;
 
 // A mask whose row 3 is entirely -inf: that query sees nothing and its output is 0.
 TEST(EmulatedCuda, AFullyMaskedRowGivesZerosOnEveryTier) {

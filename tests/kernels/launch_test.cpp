@@ -6,6 +6,7 @@
 
 #include "duet/host_tensor.h"
 #include "duet/kernels/launch.h"
+#include "support/random_tensor.h"
 
 namespace duet::kernels {
 namespace {
@@ -14,18 +15,7 @@ TensorDesc dense(DType t, std::initializer_list<int64_t> s) {
   return TensorDesc::contiguous(t, s);
 }
 
-HostTensor fill(DType t, std::initializer_list<int64_t> shape, uint64_t seed) {
-  HostTensor h = HostTensor::empty(t, std::vector<int64_t>(shape));
-  std::vector<double> v(static_cast<size_t>(h.numel()));
-  uint64_t s = seed * 6364136223846793005ull + 1442695040888963407ull;
-  for (double& x : v) {
-    s = s * 6364136223846793005ull + 1442695040888963407ull;
-    x = (static_cast<double>(s >> 11) / 9007199254740992.0 - 0.5) * 2.0;
-    if (std::abs(x) < 0.05) x = 0.05;
-  }
-  h.from_doubles(v);
-  return h;
-}
+constexpr auto& fill = testing_support::random_tensor;
 
 // A tier's launch on an architecture without its instructions fails before any kernel runs.
 TEST(EmulatedLaunch, FlashOnTuringIsRefusedWithTheReason) {
