@@ -202,6 +202,26 @@ int timing(llama::Model& m, int steps) {
     for (size_t i = 0; i < top; ++i)
       std::fprintf(stderr, " %s %.3f ms%s", e.plan().steps[order[i]].name.c_str(),
                    per_step[order[i]] * ms, i + 1 < top ? "," : "\n");
+    // The step's device time by op and kernel tier: where a decode step goes.
+    std::map<std::string, std::pair<int, double>> by_kind;
+    for (size_t i = 0; i < per_step.size(); ++i) {
+      const PlanStep& s = e.plan().steps[i];
+      if (s.kind != StepKind::kernel || s.once) continue;
+      auto& [n, t] = by_kind[std::string(op_name(s.op.op.kind)) + "/" +
+                             std::string(tier_name(s.op.choice.tier))];
+      ++n;
+      t += per_step[i];
+    }
+    std::vector<std::pair<std::string, std::pair<int, double>>> kinds(by_kind.begin(),
+                                                                      by_kind.end());
+    std::sort(kinds.begin(), kinds.end(),
+              [](const auto& a, const auto& b) { return a.second.second > b.second.second; });
+    std::fprintf(stderr, "timing: by op/tier (kernels, ms a step, us a kernel):");
+    for (size_t i = 0; i < kinds.size(); ++i)
+      std::fprintf(stderr, " %s %d %.3f %.1f%s", kinds[i].first.c_str(), kinds[i].second.first,
+                   kinds[i].second.second * ms,
+                   kinds[i].second.second * ms * 1e3 / std::max(1, kinds[i].second.first),
+                   i + 1 < kinds.size() ? "," : "\n");
   } else {
     std::fprintf(stderr, "timing: device-timed runs: not supported: %s\n", unsupported.c_str());
   }

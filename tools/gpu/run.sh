@@ -7,14 +7,14 @@
 #   (the device tool returns at most eight files from its $OUT: give this script a folder of its
 #   own and pack it afterwards, e.g. OUT=/tmp/o timeout 500 run.sh; tar -czf $OUT/logs.tgz -C /tmp/o .)
 #   steps (default all, in this order): env check onnx bench tiers decode profile torch model llama
-#   longctx vkdecode vkllama vkcheck vkattn vkbench (the Vulkan steps that were never measured
+#   ncudecode longctx vkdecode vkllama vkcheck vkattn vkbench (the Vulkan steps that were never measured
 #   first: on 2026-11-27 the run's time ended inside vkbench)
 #   Budget: on an H200 (2026-11-27) the steps up to vkbench took 7.5 minutes, bench-vulkan stopped
 #   by its timeout; env, check, onnx, torch, llama and longctx alone took 31 s. Name the steps a
 #   run needs when its device time is short.
 set -u
 B=/tmp/duet-gpu; O=${OUT:-/tmp/out}; mkdir -p "$O"
-steps=${*:-env check onnx bench tiers decode profile torch model llama longctx vkdecode vkllama vkcheck vkattn vkbench}
+steps=${*:-env check onnx bench tiers decode profile torch model llama ncudecode longctx vkdecode vkllama vkcheck vkattn vkbench}
 want() { case " $steps " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 T0=$(date +%s)
 step() { echo; echo "===== $* (t+$(( $(date +%s) - T0 ))s, $(date +%T))"; }
@@ -106,6 +106,16 @@ if want llama; then
     DUET_CUDA_GRAPHS=$g timeout 60 $L /tmp/m8.gguf --bench-prompt 512 -n 64 --temp 0 --ignore-eos \
       --ctx 1024 --devices cuda:0 2>&1 >/dev/null | grep -iE 'prefill|decode|replay|stop|error'
   done
+fi
+# One decode step's kernels under Nsight Compute (launched one by one, no graphs): each kernel's
+# name, duration and DRAM throughput for about three layers, after skipping the prefill and the first
+# decode steps (3 ids prefill, so the skip lands inside the second decode step).
+if want ncudecode; then
+  step ncu-decode-step; N=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+  DUET_CUDA_GRAPHS=0 timeout 90 $N --launch-skip 2600 --launch-count 90 --section SpeedOfLight \
+    $L /tmp/m8.gguf --prompt-ids 1,2,3 -n 4 --temp 0 --ignore-eos --devices cuda:0 \
+    > $O/ncu_decode.txt 2>&1; echo rc=$?
+  grep -E "^  [a-zA-Z_].*\(|Duration|DRAM Throughput" $O/ncu_decode.txt | head -150
 fi
 # Decode at position ~2048 (long cache, f16 by default) with the per-kernel timing.
 if want longctx; then
