@@ -15,6 +15,18 @@ namespace duet::onnx_import {
 namespace {
 
 constexpr int kMinOpset = 7, kMaxOpset = 18;
+// Below kMinOpset (opsets 1 to 6) a model is read only when every node's op type is one whose
+// definition at its old opset means what the mappings read: these changed since then only by
+// dropping the legacy `consumed_inputs` attribute, allowing more element types or negative axes.
+// (Add, Mul, Gemm and the like broadcast differently there, with a `broadcast` attribute.)
+// clang-format off
+constexpr std::string_view kOldOpsetOps[] = {
+    "Abs", "Elu", "Exp", "GlobalAveragePool", "GlobalMaxPool", "HardSigmoid", "Identity",
+    "InstanceNormalization", "LeakyRelu", "Log", "LogSoftmax", "MatMul", "Neg", "Reciprocal",
+    "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceMax", "ReduceMean",
+    "ReduceMin", "ReduceSum", "ReduceSumSquare", "Relu", "Selu", "Sigmoid", "Softmax", "Softplus",
+    "Softsign", "Sqrt", "Tanh", "Transpose"};
+// clang-format on
 // Known values larger than this stop being known once they are graph constants (weights); shape
 // arithmetic never reads tensors this large.
 constexpr size_t kKeepKnownBytes = size_t{1} << 20;
@@ -550,7 +562,7 @@ Result<Graph> Importer::run(onnx::ModelProto& model) {
                                          ": the model uses no opset of ONNX's default "
                                          "domain, only " +
                                          domains);
-  if (opset < kMinOpset || opset > kMaxOpset)
+  if (opset < 1 || opset > kMaxOpset)
     return Status(Code::unsupported, what_ + ": opset " + std::to_string(opset) +
                                          " of the default domain; duet imports opsets " +
                                          std::to_string(kMinOpset) + " to " +
@@ -558,6 +570,16 @@ Result<Graph> Importer::run(onnx::ModelProto& model) {
   opset_ = opset;
   onnx::GraphProto& g = *model.mutable_graph();
   if (Status s = check_names_are_utf8(g); !s.ok()) return s.with_context(what_);
+  if (opset < kMinOpset)
+    for (const auto& n : g.node())
+      if (std::find(std::begin(kOldOpsetOps), std::end(kOldOpsetOps), n.op_type()) ==
+          std::end(kOldOpsetOps))
+        return Status(Code::unsupported,
+                      what_ + ": " + node_label(n, opset) + ": opset " + std::to_string(opset) +
+                          " of the default domain; duet imports opsets " +
+                          std::to_string(kMinOpset) + " to " + std::to_string(kMaxOpset) +
+                          ", and below " + std::to_string(kMinOpset) +
+                          " only ops whose definition has not changed since (docs/onnx.md)");
   b_ = std::make_unique<GraphBuilder>(g.name().empty() ? std::string("onnx") : g.name());
   for (const auto& o : g.output()) {
     outputs_.insert(o.name());

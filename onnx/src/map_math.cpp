@@ -652,6 +652,325 @@ Status map_prelu(Node& n) {
   return leaky(n, std::nullopt);
 }
 
+// x + c for a known scalar c (a constant of x's type broadcast by add).
+Result<ValueId> add_scalar(Node& n, ValueId x, int elem, double c, std::string_view purpose) {
+  DUET_ASSIGN_OR_RETURN(
+      ValueId k, n.constant(Array::of_reals(elem, {1}, {c}), std::string(purpose) + "_constant"));
+  return n.op(OpKind::add, {x, k}, {}, purpose);
+}
+
+ValueId scaled(Node& n, ValueId x, double alpha, std::string_view purpose) {
+  OpAttrs at;
+  at.alpha = static_cast<float>(alpha);
+  return n.op(OpKind::scale, {x}, at, purpose);
+}
+
+// The activations below fold when x is known (`f`), and need a float x at run time.
+Status activation_input(Node& n) {
+  if (!elem_is_float(n.elem(0)) || n.elem(0) == kDouble)
+    return n.unsupported(std::string(n.type()) + " of " + elem_name(n.elem(0)) + " at run time");
+  return {};
+}
+
+// Elu, Celu and Selu: gamma * (relu(x) + outer * (exp(inner * relu(-x)) - 1)). For x > 0 the
+// exp term is exp(0) - 1 = 0 exactly and for x <= 0 the relu term is 0, so each side is its
+// definition; exp(..) - 1 subtracts exactly (Sterbenz) before the one product by `outer`.
+Status exp_linear(Node& n, double inner, double outer, double gamma) {
+  if (n.known(0)) {
+    DUET_TRY(n.room_for(n.shape(0), n.elem(0), 16));
+    n.set_known(0, fold_unary(n.array(0), [=](double v) {
+                  return gamma * (v > 0 ? v : outer * (std::exp(inner * -v) - 1.0));
+                }));
+    return {};
+  }
+  DUET_TRY(activation_input(n));
+  const int elem = n.elem(0);
+  DUET_ASSIGN_OR_RETURN(ValueId x, n.runtime(0));
+  ValueId pos = n.op(OpKind::relu, {x}, {}, "positive");
+  ValueId neg = n.op(OpKind::relu, {scaled(n, x, -1.0, "negated")}, {}, "negative");
+  ValueId e = n.op(OpKind::exp, {scaled(n, neg, inner, "exp_argument")}, {}, "exp");
+  DUET_ASSIGN_OR_RETURN(ValueId em1, add_scalar(n, e, elem, -1.0, "exp_minus_1"));
+  const bool last = gamma == 1.0;
+  ValueId y =
+      n.op(OpKind::add, {pos, scaled(n, em1, outer, "negative_part")}, {}, last ? "" : "unscaled");
+  n.set(0, last ? y : scaled(n, y, gamma, ""), elem);
+  return {};
+}
+
+Status map_elu(Node& n) {
+  const double alpha = n.attr_float("alpha", 1.0f);
+  return exp_linear(n, -1.0, alpha, 1.0);
+}
+Status map_celu(Node& n) {
+  const double alpha = n.attr_float("alpha", 1.0f);
+  if (alpha == 0.0) return n.invalid("alpha 0 (Celu divides by it)");
+  return exp_linear(n, -1.0 / alpha, alpha, 1.0);
+}
+Status map_selu(Node& n) {
+  const double alpha = n.attr_float("alpha", 1.67326319217681884765625f);
+  const double gamma = n.attr_float("gamma", 1.05070102214813232421875f);
+  return exp_linear(n, -1.0, alpha, gamma);
+}
+
+// max(0, min(1, alpha * x + beta)): a scale, an add and the two bounds as Clip takes them
+// (extreme: exact).
+Result<ValueId> hard_sigmoid(Node& n, ValueId x, double alpha, double beta, bool last) {
+  const std::vector<int64_t> dims = n.shape(0);
+  const int elem = n.elem(0);
+  DUET_ASSIGN_OR_RETURN(ValueId y,
+                        add_scalar(n, scaled(n, x, alpha, "alpha_x"), elem, beta, "alpha_x_beta"));
+  DUET_TRY(n.room_for(dims, elem, 16));
+  DUET_ASSIGN_OR_RETURN(const int64_t width, count(dims));
+  for (double bound : {0.0, 1.0}) {
+    DUET_ASSIGN_OR_RETURN(
+        ValueId b,
+        n.constant(
+            Array::of_reals(elem, dims, std::vector<double>(static_cast<size_t>(width), bound)),
+            bound == 0.0 ? "zeros" : "ones"));
+    DUET_ASSIGN_OR_RETURN(y,
+                          extreme(n, {y, b}, dims, elem, bound == 0.0,
+                                  bound == 0.0 ? "clipped_below/" : (last ? "" : "hard_sigmoid")));
+  }
+  return y;
+}
+
+double hard_sigmoid_of(double v, double alpha, double beta) {
+  return std::isnan(v) ? v : std::min(1.0, std::max(0.0, alpha * v + beta));
+}
+
+Status map_hard_sigmoid(Node& n) {
+  const double alpha = n.attr_float("alpha", 0.2f), beta = n.attr_float("beta", 0.5f);
+  if (n.known(0)) {
+    DUET_TRY(n.room_for(n.shape(0), n.elem(0), 16));
+    n.set_known(0,
+                fold_unary(n.array(0), [=](double v) { return hard_sigmoid_of(v, alpha, beta); }));
+    return {};
+  }
+  DUET_TRY(activation_input(n));
+  DUET_ASSIGN_OR_RETURN(ValueId x, n.runtime(0));
+  DUET_ASSIGN_OR_RETURN(ValueId y, hard_sigmoid(n, x, alpha, beta, true));
+  n.set(0, y, n.elem(0));
+  return {};
+}
+
+// x * HardSigmoid(x) with alpha 1/6 and beta 1/2.
+Status map_hard_swish(Node& n) {
+  const double alpha = 1.0 / 6.0, beta = 0.5;
+  if (n.known(0)) {
+    DUET_TRY(n.room_for(n.shape(0), n.elem(0), 16));
+    n.set_known(
+        0, fold_unary(n.array(0), [=](double v) { return v * hard_sigmoid_of(v, alpha, beta); }));
+    return {};
+  }
+  DUET_TRY(activation_input(n));
+  DUET_ASSIGN_OR_RETURN(ValueId x, n.runtime(0));
+  DUET_ASSIGN_OR_RETURN(ValueId h, hard_sigmoid(n, x, alpha, beta, false));
+  n.set(0, n.op(OpKind::mul, {x, h}), n.elem(0));
+  return {};
+}
+
+// log(exp(x) + 1), as ONNX defines it (it overflows to inf where exp(x) does).
+Status map_softplus(Node& n) {
+  if (n.known(0)) {
+    DUET_TRY(n.room_for(n.shape(0), n.elem(0), 16));
+    n.set_known(0, fold_unary(n.array(0), [](double v) { return std::log(std::exp(v) + 1.0); }));
+    return {};
+  }
+  DUET_TRY(activation_input(n));
+  DUET_ASSIGN_OR_RETURN(ValueId x, n.runtime(0));
+  ValueId e = n.op(OpKind::exp, {x}, {}, "exp");
+  DUET_ASSIGN_OR_RETURN(ValueId e1, add_scalar(n, e, n.elem(0), 1.0, "exp_plus_1"));
+  n.set(0, n.op(OpKind::log, {e1}), n.elem(0));
+  return {};
+}
+
+// x / (1 + |x|).
+Status map_softsign(Node& n) {
+  if (n.known(0)) {
+    DUET_TRY(n.room_for(n.shape(0), n.elem(0), 16));
+    n.set_known(0, fold_unary(n.array(0), [](double v) { return v / (1.0 + std::fabs(v)); }));
+    return {};
+  }
+  DUET_TRY(activation_input(n));
+  DUET_ASSIGN_OR_RETURN(ValueId x, n.runtime(0));
+  DUET_ASSIGN_OR_RETURN(
+      ValueId d, add_scalar(n, n.op(OpKind::abs, {x}, {}, "abs"), n.elem(0), 1.0, "abs_plus_1"));
+  n.set(0, n.op(OpKind::div, {x, d}), n.elem(0));
+  return {};
+}
+
+int64_t dims_product(const std::vector<int64_t>& d, size_t from, size_t to) {
+  int64_t p = 1;
+  for (size_t i = from; i < to; ++i) p *= d[i];
+  return p;
+}
+
+// For each position of `dims` but `axis` (row-major, the axis dropped), the index along `axis`
+// of the first (or last) largest (or smallest) value of `a`: ArgMax, ArgMin and Hardmax folded.
+std::vector<int64_t> fold_extreme_index(const Array& a, const std::vector<int64_t>& dims, int axis,
+                                        bool max, bool last) {
+  const auto ax = static_cast<size_t>(axis);
+  const int64_t outer = dims_product(dims, 0, ax), len = dims[ax],
+                inner = dims_product(dims, ax + 1, dims.size());
+  std::vector<int64_t> res(static_cast<size_t>(outer * inner));
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < inner; ++i) {
+      int64_t best = 0;
+      for (int64_t k = 1; k < len; ++k) {
+        const double v = a.real_at((o * len + k) * inner + i),
+                     b = a.real_at((o * len + best) * inner + i);
+        if (max ? v > b : v < b) best = k;
+        if (last && v == b) best = k;
+      }
+      res[static_cast<size_t>(o * inner + i)] = best;
+    }
+  return res;
+}
+
+// A known f32 tensor of `rank` dims, all 1 but `axis` of `len`, holding 0, 1, ..., len - 1.
+Result<ValueId> positions(Node& n, int rank, int axis, int64_t len) {
+  std::vector<int64_t> shape(static_cast<size_t>(rank), 1);
+  shape[static_cast<size_t>(axis)] = len;
+  std::vector<double> v(static_cast<size_t>(len));
+  std::iota(v.begin(), v.end(), 0.0);
+  return n.constant(Array::of_reals(kFloat, shape, v), "positions");
+}
+
+// The index (as f32, the axis kept at size 1) of the first or last largest (smallest) value of
+// the f32 value x along `axis`, by duet's ops and exact for finite x: m = reduce_max(x)
+// (reduce_min), d = m - x (x - m) is >= 0 and 0 exactly at the extremes (two distinct finite
+// floats never subtract to 0, but where denormals are flushed); c = min(d, 2^-100) (extreme:
+// exact) is 0 there and >= 2^-149 elsewhere, so t = c * 2^100 * 2^73 is 0 at the extremes and
+// >= 2^24 elsewhere without overflowing; position + t reduced by min (position - t by max, for
+// the last) over the axis is the extreme's position (axes up to 2^24 long: exact in f32).
+Result<ValueId> extreme_index(Node& n, ValueId x, const std::vector<int64_t>& dims, int axis,
+                              bool max, bool last) {
+  OpAttrs red;
+  red.axes = {axis};
+  ValueId m = n.op(max ? OpKind::reduce_max : OpKind::reduce_min, {x}, red, "extreme");
+  ValueId d = n.op(OpKind::sub, max ? std::vector<ValueId>{m, x} : std::vector<ValueId>{x, m}, {},
+                   "distance");
+  DUET_TRY(n.room_for(dims, kFloat, 8));
+  DUET_ASSIGN_OR_RETURN(const int64_t width, count(dims));
+  const double cap = std::ldexp(1.0, -100);
+  DUET_ASSIGN_OR_RETURN(
+      ValueId capv,
+      n.constant(
+          Array::of_reals(kFloat, dims, std::vector<double>(static_cast<size_t>(width), cap)),
+          "cap"));
+  DUET_ASSIGN_OR_RETURN(ValueId c, extreme(n, {d, capv}, dims, kFloat, false, "capped/"));
+  ValueId t = scaled(n, scaled(n, c, std::ldexp(1.0, 100), "magnified_1"), std::ldexp(1.0, 73),
+                     "magnified");
+  DUET_ASSIGN_OR_RETURN(ValueId pos, positions(n, static_cast<int>(dims.size()), axis,
+                                               dims[static_cast<size_t>(axis)]));
+  ValueId cand = n.op(last ? OpKind::sub : OpKind::add, {pos, t}, {}, "candidates");
+  return n.op(last ? OpKind::reduce_max : OpKind::reduce_min, {cand}, red, "index");
+}
+
+// x at run time as f32 (f16 and bf16 cast: ties stay ties), for the index ops.
+Result<ValueId> index_input(Node& n) {
+  if (!elem_is_float(n.elem(0)) || n.elem(0) == kDouble)
+    return n.unsupported(std::string(n.type()) + " of " + elem_name(n.elem(0)) +
+                         " at run time (duet compares float values only)");
+  DUET_ASSIGN_OR_RETURN(ValueId x, n.runtime(0));
+  if (n.elem(0) == kFloat) return x;
+  OpAttrs at;
+  at.to = DType::f32;
+  return n.op(OpKind::cast, {x}, at, "f32");
+}
+
+// ArgMax and ArgMin (axis, keepdims, select_last_index): int64 indices, i32 at run time.
+Status arg_extreme(Node& n, bool max) {
+  const std::vector<int64_t> dims = n.shape(0);
+  const int r = static_cast<int>(dims.size());
+  if (r == 0) return n.invalid(std::string(n.type()) + " of a scalar (expected rank >= 1)");
+  DUET_ASSIGN_OR_RETURN(int axis, normalize_axis(n.attr_int("axis", 0), r));
+  const bool keep = n.attr_int("keepdims", 1) != 0;
+  const int64_t last_attr = n.attr_int("select_last_index", 0);
+  if (last_attr != 0 && last_attr != 1)
+    return n.invalid("select_last_index " + std::to_string(last_attr) + " (expected 0 or 1)");
+  const bool last = last_attr == 1;
+  std::vector<int64_t> kept = dims, out;
+  kept[static_cast<size_t>(axis)] = 1;
+  for (int d = 0; d < r; ++d)
+    if (d != axis || keep) out.push_back(kept[static_cast<size_t>(d)]);
+  if (n.known(0)) {
+    DUET_TRY(n.room_for(out, kInt64, 16));
+    n.set_known(0,
+                Array::of_ints(kInt64, out, fold_extreme_index(n.array(0), dims, axis, max, last)));
+    return {};
+  }
+  if (dims[static_cast<size_t>(axis)] > (int64_t{1} << 24))
+    return n.unsupported("an axis of " + std::to_string(dims[static_cast<size_t>(axis)]) +
+                         " elements (duet finds extremes along at most 2^24)");
+  DUET_ASSIGN_OR_RETURN(ValueId x, index_input(n));
+  DUET_ASSIGN_OR_RETURN(ValueId idx, extreme_index(n, x, dims, axis, max, last));
+  OpAttrs at;
+  at.to = DType::i32;
+  ValueId y = n.op(OpKind::cast, {idx}, at, keep ? "" : "kept");
+  n.set(0, keep ? y : n.reshape(y, out), kInt64);
+  return {};
+}
+
+Status map_arg_max(Node& n) {
+  return arg_extreme(n, true);
+}
+Status map_arg_min(Node& n) {
+  return arg_extreme(n, false);
+}
+
+// Hardmax: 1 at the first largest value along the axis, 0 elsewhere (before opset 13 over the
+// dims from `axis` flattened into one). At run time relu(1 - |position - index|) of the
+// extreme's index (extreme_index): exact, the positions and the index being small integers.
+Status map_hardmax(Node& n) {
+  const std::vector<int64_t> dims = n.shape(0);
+  const int r = static_cast<int>(dims.size());
+  if (r == 0) return n.invalid("Hardmax of a scalar (expected rank >= 1)");
+  const bool flatten = n.opset() < 13;
+  DUET_ASSIGN_OR_RETURN(int axis, normalize_axis(n.attr_int("axis", flatten ? 1 : -1), r));
+  std::vector<int64_t> work = dims;
+  int wa = axis;
+  if (flatten) {
+    const auto ax = static_cast<size_t>(axis);
+    work = {dims_product(dims, 0, ax), dims_product(dims, ax, dims.size())};
+    wa = 1;
+  }
+  if (n.known(0)) {
+    DUET_TRY(n.room_for(dims, n.elem(0), 24));
+    const std::vector<int64_t> best = fold_extreme_index(n.array(0), work, wa, true, false);
+    const auto ax = static_cast<size_t>(wa);
+    const int64_t len = work[ax], inner = dims_product(work, ax + 1, work.size());
+    std::vector<double> v(static_cast<size_t>(n.array(0).numel()));
+    for (size_t e = 0; e < v.size(); ++e) {
+      const auto i = static_cast<int64_t>(e);
+      const int64_t o = i / (len * inner), k = i / inner % len;
+      v[e] = best[static_cast<size_t>(o * inner + i % inner)] == k ? 1.0 : 0.0;
+    }
+    n.set_known(0, Array::of_reals(n.elem(0), dims, v));
+    return {};
+  }
+  if (work[static_cast<size_t>(wa)] > (int64_t{1} << 24))
+    return n.unsupported("an axis of " + std::to_string(work[static_cast<size_t>(wa)]) +
+                         " elements (duet finds extremes along at most 2^24)");
+  DUET_ASSIGN_OR_RETURN(ValueId x, index_input(n));
+  if (flatten) x = n.reshape(x, work, "rows");
+  DUET_ASSIGN_OR_RETURN(ValueId idx, extreme_index(n, x, work, wa, true, false));
+  DUET_ASSIGN_OR_RETURN(
+      ValueId pos, positions(n, static_cast<int>(work.size()), wa, work[static_cast<size_t>(wa)]));
+  ValueId dist = n.op(OpKind::abs, {n.op(OpKind::sub, {pos, idx}, {}, "offset")}, {}, "apart");
+  DUET_ASSIGN_OR_RETURN(ValueId one_minus,
+                        add_scalar(n, scaled(n, dist, -1.0, "negated"), kFloat, 1.0, "closeness"));
+  const bool cast = n.elem(0) != kFloat;
+  ValueId y = n.op(OpKind::relu, {one_minus}, {}, cast || flatten ? "onehot" : "");
+  if (cast) {
+    OpAttrs at;
+    DUET_ASSIGN_OR_RETURN(at.to, runtime_dtype(n.elem(0)));
+    y = n.op(OpKind::cast, {y}, at, flatten ? "onehot_cast" : "");
+  }
+  n.set(0, flatten ? n.reshape(y, dims) : y, n.elem(0));
+  return {};
+}
+
 const Mapping kMath[] = {
     {"Add", map_add},
     {"Sub", map_sub},
@@ -689,6 +1008,16 @@ const Mapping kMath[] = {
     {"Clip", map_clip},
     {"LeakyRelu", map_leaky_relu},
     {"PRelu", map_prelu},
+    {"Elu", map_elu},
+    {"Celu", map_celu},
+    {"Selu", map_selu},
+    {"HardSigmoid", map_hard_sigmoid},
+    {"HardSwish", map_hard_swish},
+    {"Softplus", map_softplus},
+    {"Softsign", map_softsign},
+    {"ArgMax", map_arg_max},
+    {"ArgMin", map_arg_min},
+    {"Hardmax", map_hardmax},
 };
 
 }  // namespace

@@ -211,6 +211,66 @@ Status map_layer_norm(Node& n) {
   return {};
 }
 
+// InstanceNormalization: each (n, c) of x [N, C, spatial...] normalised over its spatial
+// elements (duet's layernorm over x viewed as [N, C, S]), then scaled and shifted per channel
+// (scale and B viewed as [C, 1], broadcast).
+Status map_instance_norm(Node& n) {
+  DUET_TRY(float_input(n, 0));
+  const std::vector<int64_t> dims = n.shape(0);
+  if (dims.size() < 3)
+    return n.invalid("input of shape " + dims_str(dims) +
+                     " (expected [N, C, D1, ...], at least one spatial dim)");
+  const int64_t c = dims[1];
+  for (size_t k : {size_t{1}, size_t{2}}) {
+    if (n.elem(k) != n.elem(0))
+      return n.invalid(std::string(k == 1 ? "scale" : "B") + " of type " + elem_name(n.elem(k)) +
+                       " (expected the input's, " + elem_name(n.elem(0)) + ")");
+    if (n.shape(k) != std::vector<int64_t>{c})
+      return n.invalid(std::string(k == 1 ? "scale" : "B") + " of shape " + dims_str(n.shape(k)) +
+                       " (expected [C] = [" + std::to_string(c) + "])");
+  }
+  const float eps = n.attr_float("epsilon", 1e-5f);
+  if (!(eps > 0.0f)) return n.unsupported("epsilon " + std::to_string(eps) + " (duet needs > 0)");
+  DUET_ASSIGN_OR_RETURN(ValueId x, n.runtime(0));
+  const bool flat = dims.size() == 3;
+  if (!flat) x = n.reshape(x, {dims[0], c, product(dims, 2, dims.size())}, "rows");
+  OpAttrs at;
+  at.eps = eps;
+  ValueId y = n.op(OpKind::layernorm, {x}, at, "normalised");
+  DUET_ASSIGN_OR_RETURN(ValueId scale, n.runtime(1));
+  DUET_ASSIGN_OR_RETURN(ValueId bias, n.runtime(2));
+  y = n.op(OpKind::mul, {y, n.reshape(scale, {c, 1}, "scale")}, {}, "scaled");
+  y = n.op(OpKind::add, {y, n.reshape(bias, {c, 1}, "bias")}, {}, flat ? "" : "shifted");
+  n.set(0, flat ? y : n.reshape(y, dims), n.elem(0));
+  return {};
+}
+
+// MeanVarianceNormalization: (x - mean) / (sqrt(var) + 1e-9) over `axes` (default 0, 2, 3),
+// ONNX's definition with the variance taken as the mean of the centred squares (reduce_mean,
+// sub, pow, sqrt, add, div).
+Status map_mvn(Node& n) {
+  DUET_TRY(float_input(n, 0));
+  const int r = n.rank(0);
+  std::vector<int64_t> axes = n.attr_ints("axes").value_or(std::vector<int64_t>{0, 2, 3});
+  OpAttrs red;
+  for (int64_t a : axes) {
+    DUET_ASSIGN_OR_RETURN(int axis, normalize_axis(a, r, "axes"));
+    if (std::find(red.axes.begin(), red.axes.end(), axis) != red.axes.end())
+      return n.invalid("axis " + std::to_string(a) + " listed twice in axes");
+    red.axes.push_back(axis);
+  }
+  std::sort(red.axes.begin(), red.axes.end());
+  DUET_ASSIGN_OR_RETURN(ValueId x, n.runtime(0));
+  OpAttrs sq;
+  sq.exponent = 2.0f;
+  ValueId d = n.op(OpKind::sub, {x, n.op(OpKind::reduce_mean, {x}, red, "mean")}, {}, "centred");
+  ValueId var = n.op(OpKind::reduce_mean, {n.op(OpKind::pow, {d}, sq, "squared")}, red, "var");
+  DUET_ASSIGN_OR_RETURN(ValueId e, n.constant(Array::of_reals(n.elem(0), {1}, {1e-9}), "eps"));
+  ValueId sd = n.op(OpKind::add, {n.op(OpKind::sqrt, {var}, {}, "std"), e}, {}, "std_eps");
+  n.set(0, n.op(OpKind::div, {d, sd}), n.elem(0));
+  return {};
+}
+
 // RMSNorm over the last axis, found by the fusion pass: duet's rmsnorm.
 Status map_rms_norm(Node& n) {
   DUET_TRY(float_input(n, 0));
@@ -673,6 +733,8 @@ const Mapping kNn[] = {
     {"Softmax", map_softmax},
     {"LogSoftmax", map_log_softmax},
     {"LayerNormalization", map_layer_norm},
+    {"InstanceNormalization", map_instance_norm},
+    {"MeanVarianceNormalization", map_mvn},
     {"RmsNormalization", map_rms_norm},
     {"ReduceMean", map_reduce_mean},
     {"ReduceSum", map_reduce_sum},

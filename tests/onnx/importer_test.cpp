@@ -174,14 +174,14 @@ TEST(OnnxImport, ShapeArithmeticFoldsAtImport) {
 TEST(OnnxImport, AnUnmappedOpNamesTheNodeTheTypeAndTheOpset) {
   Model m(15);
   m.input("x", kF32, {4}).output("y");
-  m.node("Hardmax", {"x"}, {"y"}, "the_node");
+  m.node("NonZero", {"x"}, {"y"}, "the_node");
   auto g = m.import();
   ASSERT_FALSE(g.ok());
   EXPECT_EQ(g.status().code(), Code::unsupported);
   const std::string& msg = g.status().message();
   EXPECT_NE(msg.find("model.onnx"), std::string::npos) << msg;
   EXPECT_NE(msg.find("node 'the_node'"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("Hardmax"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("NonZero"), std::string::npos) << msg;
   EXPECT_NE(msg.find("opset 15"), std::string::npos) << msg;
 }
 
@@ -330,16 +330,27 @@ TEST(OnnxImport, NamesThatAreNotUtf8AreRefusedNamingWhere) {
   EXPECT_NE(graph_to_json(*g).find("gr\xc3\xa4ph \xe2\x82\xac"), std::string::npos);
 }
 
+// Below opset 7 only ops whose definition has not changed since are read (Add broadcast
+// differently there); above 18 nothing.
 TEST(OnnxImport, OpsetsOutsideTheImportedRangeAreRefused) {
-  Model old(6), ok(13);
-  for (Model* m : {&old, &ok}) {
+  Model old_add(6), old_relu(6), ok(13), new_relu(19);
+  old_add.input("x", kF32, {4}).output("y");
+  old_add.node("Add", {"x", "x"}, {"y"}, "add");
+  for (Model* m : {&old_relu, &ok, &new_relu}) {
     m->input("x", kF32, {4}).output("y");
     m->node("Relu", {"x"}, {"y"});
   }
-  auto g = old.import();
+  auto g = old_add.import();
   ASSERT_FALSE(g.ok());
-  EXPECT_NE(g.status().message().find("opset 6"), std::string::npos) << g.status().message();
+  EXPECT_NE(g.status().message().find("node 'add' (Add, opset 6): opset 6 of the default domain"),
+            std::string::npos)
+      << g.status().message();
+  auto newer = new_relu.import();
+  ASSERT_FALSE(newer.ok());
+  EXPECT_NE(newer.status().message().find("opset 19"), std::string::npos)
+      << newer.status().message();
   EXPECT_TRUE(ok.import().ok());
+  EXPECT_TRUE(old_relu.import().ok());
 }
 
 TEST(OnnxImport, Int64ThatDoesNotFitI32IsAnErrorNamingTheTensor) {
@@ -851,6 +862,155 @@ TEST(OnnxImport, MaxMinAndClipAreExactForValuesOfAnyMagnitude) {
     EXPECT_EQ(out.at("mn").data<float>()[i], mn[i]) << i;
     EXPECT_EQ(out.at("cl").data<float>()[i], cl[i]) << i;
   }
+}
+
+// The activations written as their definitions: HardSigmoid and HardSwish clip exactly at any
+// magnitude, Elu/Selu/Celu are exactly x above 0 and their exp side below, a known input folds;
+// bad attributes and shapes are errors naming the node, the op and what was expected.
+TEST(OnnxImport, ActivationsMatchTheirDefinitionsAndRefuseBadAttributes) {
+  Model m(14);
+  m.input("x", kF32, {6}).output("hs").output("hw").output("elu").output("selu").output("celu");
+  m.output("sp").output("ss").output("folded");
+  Model::attr(m.node("HardSigmoid", {"x"}, {"hs"}), "alpha", 0.25f);
+  m.node("HardSwish", {"x"}, {"hw"});
+  Model::attr(m.node("Elu", {"x"}, {"elu"}), "alpha", 2.0f);
+  m.node("Selu", {"x"}, {"selu"});
+  Model::attr(m.node("Celu", {"x"}, {"celu"}), "alpha", 0.5f);
+  m.node("Softplus", {"x"}, {"sp"});
+  m.node("Softsign", {"x"}, {"ss"});
+  m.init("k", {2}, {-1.0f, 3.0f});
+  m.node("Elu", {"k"}, {"folded"});
+  auto g = m.import();
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  const std::vector<float> x = {-1e30f, -3.0f, -0.5f, 0.0f, 0.75f, 1e30f};
+  auto out = run_cpu(*g, {{"x", tensor({6}, x)}});
+  ASSERT_EQ(out.size(), 8u);
+  const double selu_a = 1.67326319217681884765625, selu_g = 1.05070102214813232421875;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double v = x[i];
+    const double hs = std::min(1.0, std::max(0.0, 0.25 * v + 0.5));
+    const double hw = v * std::min(1.0, std::max(0.0, v / 6 + 0.5));
+    EXPECT_EQ(out.at("hs").data<float>()[i], static_cast<float>(hs)) << i;
+    if (std::fabs(v) < 1e29) {
+      EXPECT_NEAR(out.at("hw").data<float>()[i], hw, 1e-6) << i;
+    }
+    const double elu = v > 0 ? v : 2.0 * std::expm1(v);
+    const double selu = selu_g * (v > 0 ? v : selu_a * std::expm1(v));
+    const double celu = v > 0 ? v : 0.5 * std::expm1(v / 0.5);
+    EXPECT_NEAR(out.at("elu").data<float>()[i], elu, 1e-6 * std::max(1.0, std::fabs(elu))) << i;
+    EXPECT_NEAR(out.at("selu").data<float>()[i], selu, 1e-6 * std::max(1.0, std::fabs(selu))) << i;
+    EXPECT_NEAR(out.at("celu").data<float>()[i], celu, 1e-6 * std::max(1.0, std::fabs(celu))) << i;
+    if (std::fabs(v) < 1e29) {
+      EXPECT_NEAR(out.at("sp").data<float>()[i], std::log1p(std::exp(v)), 1e-6) << i;
+      EXPECT_NEAR(out.at("ss").data<float>()[i], v / (1 + std::fabs(v)), 1e-6) << i;
+    }
+  }
+  EXPECT_EQ(out.at("hw").data<float>()[0], -0.0f);
+  EXPECT_EQ(out.at("hw").data<float>()[5], 1e30f);
+  EXPECT_EQ(out.at("folded").data<float>()[0], static_cast<float>(std::expm1(-1.0)));
+  EXPECT_EQ(out.at("folded").data<float>()[1], 3.0f);
+
+  Model celu0;
+  celu0.input("x", kF32, {2}).output("y");
+  Model::attr(celu0.node("Celu", {"x"}, {"y"}, "act"), "alpha", 0.0f);
+  auto bad = celu0.import();
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("node 'act' (Celu, opset 17): alpha 0"), std::string::npos)
+      << bad.status().message();
+}
+
+// InstanceNormalization (opset 6 is read: its definition has not changed) normalises each
+// (n, c) over its pixels; scale and B must be [C]. MeanVarianceNormalization's axes must exist.
+TEST(OnnxImport, InstanceAndMeanVarianceNormalizationMatchTheirDefinitions) {
+  Model m(6);
+  m.input("x", kF32, {1, 2, 2, 2}).output("y");
+  m.init("s", {2}, {2.0f, -1.0f});
+  m.init("b", {2}, {0.5f, 1.0f});
+  Model::attr(m.node("InstanceNormalization", {"x", "s", "b"}, {"y"}), "epsilon", 1e-3f);
+  auto g = m.import();
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  const std::vector<float> x = {1, 2, 3, 4, -2, 0, 0, 6};
+  auto out = run_cpu(*g, {{"x", tensor({1, 2, 2, 2}, x)}});
+  ASSERT_TRUE(out.count("y"));
+  for (int c = 0; c < 2; ++c) {
+    double mean = 0, var = 0;
+    for (int i = 0; i < 4; ++i) mean += x[c * 4 + i] / 4.0;
+    for (int i = 0; i < 4; ++i) var += (x[c * 4 + i] - mean) * (x[c * 4 + i] - mean) / 4.0;
+    for (int i = 0; i < 4; ++i) {
+      const double want = (c == 0 ? 2.0 : -1.0) * (x[c * 4 + i] - mean) / std::sqrt(var + 1e-3) +
+                          (c == 0 ? 0.5 : 1.0);
+      EXPECT_NEAR(out.at("y").data<float>()[c * 4 + i], want, 1e-5) << c << " " << i;
+    }
+  }
+
+  Model wrong(17);
+  wrong.input("x", kF32, {1, 2, 3}).output("y");
+  wrong.init("s", {3}, {1, 1, 1});
+  wrong.init("b", {2}, {0, 0});
+  wrong.node("InstanceNormalization", {"x", "s", "b"}, {"y"}, "in");
+  auto bad = wrong.import();
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find(
+                "node 'in' (InstanceNormalization, opset 17): scale of shape [3] (expected [C] = "
+                "[2])"),
+            std::string::npos)
+      << bad.status().message();
+
+  Model mvn(13);
+  mvn.input("x", kF32, {2, 3}).output("y");
+  mvn.node("MeanVarianceNormalization", {"x"}, {"y"}, "mvn");  // default axes 0, 2, 3
+  auto refused = mvn.import();
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("node 'mvn' (MeanVarianceNormalization, opset 13)"),
+            std::string::npos)
+      << refused.status().message();
+}
+
+// ArgMax, ArgMin and Hardmax tell apart values one unit in the last place apart at any
+// magnitude, and pick the first (or, with select_last_index, the last) of equal extremes.
+TEST(OnnxImport, ArgMaxArgMinAndHardmaxFindExactExtremes) {
+  Model m(13);
+  m.input("x", kF32, {2, 4}).output("first", kI64).output("last", kI64).output("min", kI64);
+  m.output("hard");
+  auto& first = m.node("ArgMax", {"x"}, {"first"});
+  Model::attr(first, "axis", int64_t{1});
+  Model::attr(first, "keepdims", int64_t{0});
+  auto& last = m.node("ArgMax", {"x"}, {"last"});
+  Model::attr(last, "axis", int64_t{-1});
+  Model::attr(last, "select_last_index", int64_t{1});
+  Model::attr(m.node("ArgMin", {"x"}, {"min"}), "axis", int64_t{1});
+  m.node("Hardmax", {"x"}, {"hard"});
+  auto g = m.import();
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  const float big = 1e30f, big1 = std::nextafter(big, INFINITY);
+  const float tiny = 1e-37f, tiny1 = std::nextafter(tiny, INFINITY);
+  auto out = run_cpu(*g, {{"x", tensor({2, 4}, {big, big1, -3.0f, big1, tiny, tiny1, tiny1, -1})}});
+  ASSERT_EQ(out.size(), 4u);
+  ASSERT_EQ(out.at("first").desc().dtype, DType::i32);
+  auto dims = [&](const char* name) {
+    const auto& d = out.at(name).desc().dims();
+    return std::vector<int64_t>(d.begin(), d.end());
+  };
+  EXPECT_EQ(dims("first"), (std::vector<int64_t>{2}));
+  EXPECT_EQ(dims("last"), (std::vector<int64_t>{2, 1}));
+  const std::vector<int32_t> want_first = {1, 1}, want_last = {3, 2}, want_min = {2, 3};
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(out.at("first").data<int32_t>()[i], want_first[i]) << i;
+    EXPECT_EQ(out.at("last").data<int32_t>()[i], want_last[i]) << i;
+    EXPECT_EQ(out.at("min").data<int32_t>()[i], want_min[i]) << i;
+  }
+  const std::vector<float> hard = {0, 1, 0, 0, 0, 1, 0, 0};
+  for (size_t i = 0; i < hard.size(); ++i) EXPECT_EQ(out.at("hard").data<float>()[i], hard[i]) << i;
+
+  Model bad(13);
+  bad.input("x", kF32, {2, 4}).output("y", kI64);
+  Model::attr(bad.node("ArgMax", {"x"}, {"y"}, "am"), "select_last_index", int64_t{2});
+  auto refused = bad.import();
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find(
+                "node 'am' (ArgMax, opset 13): select_last_index 2 (expected 0 or 1)"),
+            std::string::npos)
+      << refused.status().message();
 }
 
 TEST(OnnxImport, InputsKeepTheirNamesAndAliasedOutputsGetCopies) {

@@ -657,17 +657,17 @@ TEST_F(Cli, ChecksAnOnnxModelOpByOp) {
 }
 
 TEST_F(Cli, AnOnnxOpDuetDoesNotMapIsAnErrorNamingItAndExitsTwo) {
-  // The GPT-2 block with its Softmax renamed Hardmax (same length: still a valid protobuf).
+  // The GPT-2 block with its Softmax renamed NonZero (same length: still a valid protobuf).
   std::string bytes = slurp(onnx_model("gpt2_block.onnx"));
   const std::string op_type("\x22\x07Softmax", 9);  // NodeProto field 4, 7 bytes
   const size_t at = bytes.find(op_type);
   ASSERT_NE(at, std::string::npos);
-  bytes.replace(at + 2, 7, "Hardmax");
+  bytes.replace(at + 2, 7, "NonZero");
   const std::string m = write("hard.onnx", bytes);
   for (const char* cmd : {"plan ", "run ", "check "}) {
     CliRun r = duet(cmd + m);
     EXPECT_EQ(r.status, 2) << cmd << r.err;
-    EXPECT_NE(r.err.find("'Hardmax'"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("'NonZero'"), std::string::npos) << r.err;
     EXPECT_NE(r.err.find("opset 17"), std::string::npos) << r.err;
     EXPECT_EQ(lines(r.err), 1) << r.err;
   }
