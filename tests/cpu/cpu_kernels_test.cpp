@@ -36,7 +36,7 @@ Device& cpu_device() {
 
 std::vector<Isa> supported_isas() {
   std::vector<Isa> v;
-  for (Isa i : {Isa::generic, Isa::avx2, Isa::avx512, Isa::avx512bf16})
+  for (Isa i : {Isa::generic, Isa::avx2, Isa::avx512, Isa::avx512bf16, Isa::neon})
     if (cpu::kernels::isa_supported(i)) v.push_back(i);
   return v;
 }

@@ -20,7 +20,7 @@ namespace {
 
 std::vector<Isa> supported_isas() {
   std::vector<Isa> v;
-  for (Isa i : {Isa::generic, Isa::avx2, Isa::avx512})
+  for (Isa i : {Isa::generic, Isa::avx2, Isa::avx512, Isa::neon})
     if (isa_supported(i)) v.push_back(i);
   return v;
 }
@@ -165,6 +165,13 @@ TEST(Isa, DetectedIsSupportedAndGenericAlwaysIs) {
   EXPECT_TRUE(isa_supported(detected_isa()));
   EXPECT_TRUE(isa_supported(Isa::generic));
   EXPECT_EQ(parse_isa("avx2"), Isa::avx2);
+  EXPECT_EQ(parse_isa("neon"), Isa::neon);
+#if defined(__aarch64__)
+  EXPECT_EQ(detected_isa(), Isa::neon);
+  EXPECT_FALSE(isa_supported(Isa::avx2));
+#else
+  EXPECT_FALSE(isa_supported(Isa::neon));
+#endif
   EXPECT_FALSE(parse_isa("sse9").has_value());
 }
 

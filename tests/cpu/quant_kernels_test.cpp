@@ -90,7 +90,7 @@ void PrintTo(const Param& p, std::ostream* os) {
 
 std::vector<Param> params() {
   std::vector<Param> v;
-  for (Isa i : {Isa::generic, Isa::avx2, Isa::avx512})
+  for (Isa i : {Isa::generic, Isa::avx2, Isa::avx512, Isa::neon})
     if (cpu::kernels::isa_supported(i))
       for (DType q : kQuantizedDTypes) v.push_back({i, q});
   return v;
@@ -152,6 +152,10 @@ INSTANTIATE_TEST_SUITE_P(All, QuantKernels, testing::ValuesIn(params()),
 TEST(QuantKernelTables, EachIsaPathHasItsOwnTable) {
   using cpu::kernels::quant_kernels_for;
   EXPECT_EQ(quant_kernels_for(Isa::generic).isa, Isa::generic);
+#if defined(__aarch64__)
+  EXPECT_EQ(quant_kernels_for(Isa::neon).isa, Isa::neon);
+  EXPECT_EQ(quant_kernels_for(cpu::kernels::detected_isa()).isa, Isa::neon);
+#else
   if (cpu::kernels::isa_supported(Isa::avx2)) {
     EXPECT_EQ(quant_kernels_for(Isa::avx2).isa, Isa::avx2);
   }
@@ -166,12 +170,14 @@ TEST(QuantKernelTables, EachIsaPathHasItsOwnTable) {
     }
   EXPECT_EQ(quant_kernels_for(cpu::kernels::detected_isa()).isa,
             quant_kernels_for(std::min(cpu::kernels::detected_isa(), Isa::avx512)).isa);
+#endif
 }
 
 // Every SIMD table, whether or not this CPU runs it (the tables are only read here), has its own
 // kernels for every block format and every shape class: decode (1 row and the most its row dots
 // take) through row dots, prefill through tiles unpacked by its own decoder. A format that would
 // fall back to the portable unpacker, or to tiles for decode, fails here.
+#if defined(__x86_64__) || defined(__i386__)
 TEST(QuantKernelTables, EverySimdTableDecodesEveryFormatItself) {
   using cpu::kernels::QuantPath;
   for (const cpu::kernels::QuantKernels* qk :
@@ -185,6 +191,23 @@ TEST(QuantKernelTables, EverySimdTableDecodesEveryFormatItself) {
       EXPECT_EQ(cpu::kernels::quant_path(*qk, q, 512), QuantPath::tile);
     }
 }
+#endif
+
+#if defined(__aarch64__)
+// The NEON table decodes q8_0, q4_0 and q4_k in its row dots (decode); prefill, and decode of
+// the other formats, runs its tile product on tiles of the portable unpacker.
+TEST(QuantKernelTables, TheNeonTableHasRowDotsForQ8_0Q4_0AndQ4_K) {
+  using cpu::kernels::QuantPath;
+  const cpu::kernels::QuantKernels& qk = cpu::kernels::neon_quant_kernels();
+  for (DType q : kQuantizedDTypes) {
+    SCOPED_TRACE(std::string(dtype_name(q)));
+    const bool own = q == DType::q8_0 || q == DType::q4_0 || q == DType::q4_k;
+    EXPECT_EQ(cpu::kernels::quant_path(qk, q, 1),
+              own ? QuantPath::row_dot : QuantPath::tile_portable_unpack);
+    EXPECT_EQ(cpu::kernels::quant_path(qk, q, 512), QuantPath::tile_portable_unpack);
+  }
+}
+#endif
 
 }  // namespace
 }  // namespace duet

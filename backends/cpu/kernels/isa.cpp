@@ -5,12 +5,17 @@
 #endif
 
 #include <atomic>
+#include <cstdint>
 #include <cstdlib>
 #include <string>
 
 #include "duet/internal/log.h"
 
 namespace duet::cpu::kernels {
+
+namespace {
+constexpr Isa kEveryIsa[] = {Isa::generic, Isa::avx2, Isa::avx512, Isa::avx512bf16, Isa::neon};
+}  // namespace
 
 std::string_view isa_name(Isa isa) {
   switch (isa) {
@@ -20,6 +25,8 @@ std::string_view isa_name(Isa isa) {
       return "avx512";
     case Isa::avx2:
       return "avx2";
+    case Isa::neon:
+      return "neon";
     case Isa::generic:
       break;
   }
@@ -27,7 +34,7 @@ std::string_view isa_name(Isa isa) {
 }
 
 std::optional<Isa> parse_isa(std::string_view name) {
-  for (Isa i : {Isa::generic, Isa::avx2, Isa::avx512, Isa::avx512bf16})
+  for (Isa i : kEveryIsa)
     if (name == isa_name(i)) return i;
   return std::nullopt;
 }
@@ -56,8 +63,13 @@ bool isa_supported(Isa isa) {
       return avx2;
     case Isa::generic:
       return true;
+    case Isa::neon:
+      return false;
   }
   return false;
+#elif defined(__aarch64__)
+  // Advanced SIMD is part of ARMv8-A: every aarch64 CPU runs it.
+  return isa == Isa::generic || isa == Isa::neon;
 #else
   return isa == Isa::generic;
 #endif
@@ -65,7 +77,7 @@ bool isa_supported(Isa isa) {
 
 Isa detected_isa() {
   static const Isa best = [] {
-    for (Isa i : {Isa::avx512bf16, Isa::avx512, Isa::avx2})
+    for (Isa i : {Isa::avx512bf16, Isa::avx512, Isa::avx2, Isa::neon})
       if (isa_supported(i)) return i;
     return Isa::generic;
   }();
@@ -73,6 +85,18 @@ Isa detected_isa() {
 }
 
 namespace {
+
+// isa_supported for every ISA, asked once (cpuid is slow in a virtual machine, and
+// DUET_CPU_ISA is read on every op).
+bool supported_here(Isa isa) {
+  static const uint32_t mask = [] {
+    uint32_t m = 0;
+    for (Isa i : kEveryIsa)
+      if (isa_supported(i)) m |= 1u << static_cast<int>(i);
+    return m;
+  }();
+  return (mask >> static_cast<int>(isa)) & 1u;
+}
 
 Isa resolve_isa() {
   const Isa best = detected_isa();
@@ -82,11 +106,12 @@ Isa resolve_isa() {
   static std::atomic<bool> warned{false};
   if (!want) {
     if (!warned.exchange(true))
-      log().warn("DUET_CPU_ISA='{}' is not one of avx512bf16, avx512, avx2, generic; using {}", env,
-                 isa_name(best));
+      log().warn(
+          "DUET_CPU_ISA='{}' is not one of avx512bf16, avx512, avx2, neon, generic; using {}", env,
+          isa_name(best));
     return best;
   }
-  if (static_cast<int>(*want) > static_cast<int>(best)) {
+  if (!supported_here(*want)) {
     if (!warned.exchange(true))
       log().warn("DUET_CPU_ISA={} is not supported by this CPU; using {}", env, isa_name(best));
     return best;
@@ -102,7 +127,7 @@ Isa active_isa() {
   static std::atomic<int> last{-1};
   if (last.exchange(static_cast<int>(isa)) != static_cast<int>(isa))
     log().debug("cpu kernels: {} (best this CPU runs: {}{})", isa_name(isa),
-                isa_name(detected_isa()), isa == detected_isa() ? "" : ", lowered by DUET_CPU_ISA");
+                isa_name(detected_isa()), isa == detected_isa() ? "" : ", set by DUET_CPU_ISA");
   return isa;
 }
 
@@ -111,6 +136,8 @@ const Kernels& kernels_for(Isa isa) {
   if (isa == Isa::avx512bf16) return avx512bf16_kernels();
   if (isa == Isa::avx512) return avx512_kernels();
   if (isa == Isa::avx2) return avx2_kernels();
+#elif defined(__aarch64__)
+  if (isa == Isa::neon) return neon_kernels();
 #else
   (void)isa;
 #endif

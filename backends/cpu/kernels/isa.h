@@ -1,6 +1,6 @@
 // Run-time choice of the CPU kernels' instruction set. The best ISA the CPU supports is used
-// unless DUET_CPU_ISA (avx512bf16, avx512, avx2 or generic) asks for a lower one; a request above
-// what the CPU supports falls back to the best supported ISA with a warning.
+// unless DUET_CPU_ISA (avx512bf16, avx512, avx2, neon or generic) asks for another; a request
+// for one the CPU does not run falls back to the best supported ISA with a warning.
 #pragma once
 
 #include <optional>

@@ -12,10 +12,11 @@
 
 namespace duet::cpu::kernels {
 
-// Ordered: each level includes the one below. generic is no SIMD extension (the portable
-// kernels, namespace portable; DUET_CPU_ISA=generic); avx512bf16 is avx512 plus AVX512-BF16 dot
-// products (vdpbf16ps) for matmuls computed in bf16.
-enum class Isa : uint8_t { generic, avx2, avx512, avx512bf16 };
+// The x86 levels are ordered: each includes the one below. generic is no SIMD extension (the
+// portable kernels, namespace portable; DUET_CPU_ISA=generic); avx512bf16 is avx512 plus
+// AVX512-BF16 dot products (vdpbf16ps) for matmuls computed in bf16. neon is 64-bit ARM's
+// Advanced SIMD (every ARMv8-A CPU), beside generic only.
+enum class Isa : uint8_t { generic, avx2, avx512, avx512bf16, neon };
 
 // Element types the kernels read (a subset of duet::DType, kept separate so this header has no
 // dependencies).
@@ -111,12 +112,13 @@ struct Kernels {
                   int64_t keys, int64_t d, const float* corr, float* o, int64_t ldo);
 };
 
-// The table for one ISA; every table exists in every x86-64 build (use isa.h to pick one the
-// CPU runs). On other architectures only the portable table exists.
+// The table for one ISA; every x86 table exists in every x86-64 build (use isa.h to pick one the
+// CPU runs), the neon table in every aarch64 build, the portable table everywhere.
 const Kernels& portable_kernels();
 const Kernels& avx2_kernels();
 const Kernels& avx512_kernels();
 const Kernels& avx512bf16_kernels();
+const Kernels& neon_kernels();
 
 // The AVX512-BF16 register tile (kernels_avx512bf16.cpp, compiled with -mavx512bf16): the
 // AVX-512 tile shape, 14 x 32. Only reached through avx512bf16_kernels().

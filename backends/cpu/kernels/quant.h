@@ -107,5 +107,6 @@ const QuantKernels& quant_kernels_for(Isa isa);
 const QuantKernels& portable_quant_kernels();
 const QuantKernels& avx2_quant_kernels();
 const QuantKernels& avx512_quant_kernels();  // needs AVX-512 F, BW, VL and VNNI
+const QuantKernels& neon_quant_kernels();    // aarch64 builds
 
 }  // namespace duet::cpu::kernels

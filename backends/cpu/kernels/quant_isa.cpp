@@ -12,26 +12,25 @@ static_assert(static_cast<int>(QSlot::q8_0) == static_cast<int>(DType::q8_0) &&
               "QSlot numbers the formats as DType");
 static_assert(kNumDTypes <= kFormatSlots);
 
+#if defined(__x86_64__) || defined(__i386__)
 namespace {
 bool vnni() {
-#if defined(__x86_64__) || defined(__i386__)
   __builtin_cpu_init();
   return isa_supported(Isa::avx512) && __builtin_cpu_supports("avx512bw") &&
          __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
          __builtin_cpu_supports("avx512vnni");
-#else
-  return false;
-#endif
 }
 }  // namespace
+#endif
 
 const QuantKernels& quant_kernels_for(Isa isa) {
 #if defined(__x86_64__) || defined(__i386__)
   static const bool has_vnni = vnni();
   // Every AVX-512 level (avx512bf16 too) runs the VNNI kernels where the CPU has VNNI.
-  if (static_cast<int>(isa) >= static_cast<int>(Isa::avx512) && has_vnni)
-    return avx512_quant_kernels();
+  if ((isa == Isa::avx512 || isa == Isa::avx512bf16) && has_vnni) return avx512_quant_kernels();
   if (isa != Isa::generic && isa_supported(Isa::avx2)) return avx2_quant_kernels();
+#elif defined(__aarch64__)
+  if (isa == Isa::neon) return neon_quant_kernels();
 #else
   (void)isa;
 #endif
