@@ -152,6 +152,7 @@ TEST_F(Cli, BenchMeasuresTheMemoryBandwidthAndSaysWhatBoundsEachRow) {
       duet("bench --device cpu:0 --op add --repeats 1 --min-seconds 0 --json " + path("b.json"));
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("memory read bandwidth"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("cpu:0: first runs"), std::string::npos) << r.out;
   std::ifstream f(path("b.json"));
   auto j = nlohmann::json::parse(f);
   EXPECT_GT(j["read_bandwidth"]["gbps"].get<double>(), 0) << j.dump();
@@ -159,6 +160,7 @@ TEST_F(Cli, BenchMeasuresTheMemoryBandwidthAndSaysWhatBoundsEachRow) {
   for (const auto& row : j["rows"]) {
     EXPECT_EQ(row["bound"], "memory") << row.dump();  // an add reads 12 bytes per flop
     EXPECT_GT(row["bandwidth_fraction"].get<double>(), 0) << row.dump();
+    EXPECT_GT(row["first_s"].get<double>(), 0) << row.dump();  // the warm-up run's seconds
   }
 }
 

@@ -40,6 +40,7 @@ struct Row {
   int runs = 0;   // timed samples
   int batch = 1;  // runs a sample times back to back, before one synchronize (GPUs)
   double median = 0, min = 0, max = 0;  // seconds a run
+  double first = 0;  // seconds of the warm-up run: pipelines and kernels made, first touches
   double gflops = 0, gbps = 0, flop_fraction = 0, bw_fraction = 0;
   double estimate = 0;        // seconds: the planner's cost model for this kernel on this device
   bool memory_bound = false;  // flops per byte below the device's peak flops per byte of bandwidth
@@ -404,6 +405,8 @@ Row bench_one(Device& d, const Rated& rd, const KernelChoice& k, const BenchCase
   if (auto warm = runs_of(1); !warm.ok()) {  // warm-up: pipelines, caches, page faults
     r.error = warm.status().message();
     return r;
+  } else {
+    r.first = *warm;
   }
   // A device that runs ops asynchronously (a GPU) is timed over batches: one run of a small op
   // alone includes its launch, the synchronize and the error words' copy back (on an H200 the
@@ -625,8 +628,16 @@ int run_bench(const CLI::App& cmd, const Options& o) {
         y.host.gbps, counted(y.host.passes, "pass").c_str(), format_bytes(y.host.bytes).c_str(),
         counted(y.host.threads, "thread").c_str(), y.host.median_gbps);
 
-  // Measured together (each device's calibration probes take turns), once, then cached.
+  // Measured together (each device's calibration probes take turns), once, then cached. What is
+  // printed so far is flushed first: a run stopped during a long calibration still shows it.
+  std::fflush(stdout);
+  const auto calibration_start = std::chrono::steady_clock::now();
   const std::vector<Calibration> calibrations = calibrations_for(*devices);
+  const double calibration_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - calibration_start).count();
+  if (calibration_s >= 1)
+    std::printf("calibration took %.1f s (DUET_CALIBRATION=off skips it; see duet calibrate)\n",
+                calibration_s);
   std::vector<Rated> rates;
   for (size_t di = 0; di < devices->size(); ++di) {
     Device* d = (*devices)[di];
@@ -646,6 +657,7 @@ int run_bench(const CLI::App& cmd, const Options& o) {
   }
 
   std::vector<Row> rows;
+  std::fflush(stdout);
   std::printf("%-*s %-10s %-9s %-5s %10s %16s %9s %8s %6s %6s %-7s %9s\n", width, "op", "device",
               "tier", "prec", "median ms", "min..max ms", "GFLOP/s", "GB/s", "%peak", "%bw",
               "bound", "est ms");
@@ -678,6 +690,22 @@ int run_bench(const CLI::App& cmd, const Options& o) {
         rows.push_back(std::move(r));
       }
     }
+  }
+  // What the first run of each row cost beside its timed runs: on a GPU mostly the pipelines or
+  // kernels made for it (a cold pipeline cache on Vulkan).
+  for (Device* d : *devices) {
+    double total = 0;
+    const Row* longest = nullptr;
+    for (const Row& r : rows) {
+      if (r.device != d->id() || !r.error.empty()) continue;
+      total += r.first;
+      if (!longest || r.first > longest->first) longest = &r;
+    }
+    if (longest)
+      std::printf(
+          "%s: first runs (kernels made, first touches) %.3f s in all; longest %.3f s (%s, "
+          "%s)\n",
+          d->id().c_str(), total, longest->first, longest->name.c_str(), longest->tier.c_str());
   }
   // A graph's ops in total on each device, each op by its fastest tier there, times its count:
   // the kernel time of one pass, without transfers between devices.
@@ -721,6 +749,7 @@ int run_bench(const CLI::App& cmd, const Options& o) {
                     {"median_s", r.median},
                     {"min_s", r.min},
                     {"max_s", r.max},
+                    {"first_s", r.first},
                     {"gflops", r.gflops},
                     {"gbps", r.gbps},
                     {"peak_fraction", fraction_or_null(r.flop_fraction)},

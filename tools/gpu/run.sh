@@ -123,14 +123,45 @@ if want longctx; then
   timeout 75 $L /tmp/m8.gguf --bench-prompt 2048 -n 32 --temp 0 --ignore-eos --ctx 4096 \
     --devices cuda:0 --timing 2>&1 >/dev/null | grep -iE 'cache|prefill|decode|timing|stop|error|ms' | head -30
 fi
-# The Vulkan decode mat-vecs (subgroup matvec and integer-dot tiers, every format) beside the same
-# rows on cuda:0: the bandwidth the Vulkan decode path reaches.
+# The Vulkan decode mat-vecs (subgroup matvec and integer-dot tiers). On 2026-11-27 this step (every
+# format, beside cuda:0, calibration on) printed nothing in 75 s: a cold `duet bench` first
+# calibrates every device it was given (cold Vulkan pipelines included; on lavapipe 40 s, one
+# pipeline 26 s), then draws and uploads each row's inputs (about 1 s a row). So: calibration off
+# (the vkattn step times it), vulkan:0 alone (the decode step has the CUDA rows), the formats of
+# issue 25's target in two commands, each under its own timeout; DUET_LOG=info prints the
+# pipelines' line at exit ("N pipelines made in X s on T threads, slowest ...") and
+# `first runs ... in all` says what the rows' first runs cost.
 if want vkdecode; then
-  step bench-vulkan-decode; timeout 75 $D bench --device vulkan:0 --device cuda:0 --op matmul \
-    --tier matvec --tier int_dot --min-seconds 0.03 --json $O/bench_vk_decode.json \
-    > $O/bench_vk_decode.txt 2>&1; echo rc=$?; grep -E "decode|op " $O/bench_vk_decode.txt | head -50
+  step bench-vulkan-decode-warmup
+  DUET_CALIBRATION=off DUET_LOG=info timeout 45 $D bench --device vulkan:0 --op matmul --tier matvec \
+    --tier int_dot --dtype f16 --dtype q4_0 --repeats 5 --min-seconds 0.02 \
+    --json $O/bench_vk_decode.json > $O/bench_vk_decode.txt 2>&1
+  echo rc=$?; grep -E "decode|first runs|pipeline|calibration|error" $O/bench_vk_decode.txt | head -30
+  step bench-vulkan-decode-formats
+  DUET_CALIBRATION=off DUET_LOG=info timeout 60 $D bench --device vulkan:0 --op matmul --tier matvec \
+    --tier int_dot --dtype q8_0 --dtype q4_k --dtype q6_k --repeats 5 --min-seconds 0.02 \
+    --json $O/bench_vk_decode2.json > $O/bench_vk_decode2.txt 2>&1
+  echo rc=$?; grep -E "decode|first runs|pipeline|error" $O/bench_vk_decode2.txt | head -30
+  # The suspect of the silent 75 s: Vulkan's calibration alone, each probe's preparation timed.
+  step calibrate-vulkan-alone
+  ( time DUET_LOG=debug timeout 60 $D calibrate --device vulkan:0 --refresh ) 2>&1 |
+    grep -E "prepared|calibrat|pipeline|real" | head -30
 fi
-if want vkllama; then llama vulkan:0; fi
+# duet-llama on vulkan:0 (calibration off: one device needs no placement; DUET_LOG=info for the
+# pipelines' line: a plan's first run makes its pipelines on several threads at once).
+# First the cost of a cold start: the 8B plan's pipelines made one at a time, then on 16 threads,
+# each with an empty pipeline cache and NVIDIA's shader disk cache off (its `real` and the
+# "pipelines made in" line of each).
+if want vkllama; then
+  for t in 1 16; do
+    step "llama vulkan:0 cold pipelines, DUET_VULKAN_PIPELINE_THREADS=$t"
+    c=$(mktemp -d)
+    ( time DUET_VULKAN_PIPELINE_THREADS=$t DUET_VULKAN_CACHE_DIR=$c __GL_SHADER_DISK_CACHE=0 \
+      DUET_CALIBRATION=off DUET_LOG=info timeout 45 $L /tmp/m8.gguf --prompt-ids 1,2,3 -n 2 \
+      --devices vulkan:0 --ctx 1024 ) 2>&1 | grep -E "pipeline|prefill|decode|error|real"
+  done
+  (export DUET_CALIBRATION=off DUET_LOG=info; llama vulkan:0)
+fi
 if want vkcheck; then
   step check-vulkan; timeout 150 $D check --device vulkan:0 --json $O/check_vulkan.json > $O/check_vulkan.txt 2>&1
   echo rc=$?; grep -v -E "^\s*(ok|pass)" $O/check_vulkan.txt | tail -25

@@ -3,7 +3,7 @@
 against PyTorch's (peer_torch.py's JSON lines) on the same shapes, and Vulkan against CUDA on the
 same GPU. Every ratio is a speed ratio (above 1: duet or Vulkan is faster).
 
-  summarize.py OUT_DIR        (reads bench_cuda.json, bench_vulkan.json, torch.jsonl there)
+  summarize.py OUT_DIR        (reads bench_cuda*.json, bench_vulkan.json, bench_vk_decode*.json, torch.jsonl there)
 """
 import json
 import os
@@ -105,8 +105,11 @@ def ms(x):
 
 
 def main(out):
-    cuda = load_rows(os.path.join(out, "bench_cuda.json"))
-    vk = load_rows(os.path.join(out, "bench_vulkan.json"))
+    # The decode steps' rows (int_dot on cuda:0; matvec and int_dot on vulkan:0) beside the rest.
+    cuda = [r for f in ("bench_cuda.json", "bench_cuda_decode.json")
+            for r in load_rows(os.path.join(out, f))]
+    vk = [r for f in ("bench_vulkan.json", "bench_vk_decode.json", "bench_vk_decode2.json")
+          for r in load_rows(os.path.join(out, f))]
     torch = load_torch(os.path.join(out, "torch.jsonl"))
     peers = {}
     copy_gbps = None
