@@ -205,8 +205,11 @@ Result<Graph> build_graph(const GgufFile& f, const Config& c, const BuildOptions
     ValueId vw = b.write_slice(vc, v, pos, 2, p + "v_write");
     if (o.cache_dtype != DType::f32) q = b.cast(q, o.cache_dtype);
     ValueId a = b.op(OpKind::attention, {q, kw, vw, len}, attn, p + "attention");
-    if (o.cache_dtype != DType::f32) a = b.cast(a, DType::f32);
-    a = b.reshape(b.copy(b.permute(a, {0, 2, 1, 3})), {-1, c.embd});
+    // [1, heads, rows, hd] -> [rows, heads * hd]: the cast back to f32 (or else a copy) is what
+    // makes the permuted view dense, one kernel for both.
+    a = b.permute(a, {0, 2, 1, 3});
+    a = o.cache_dtype != DType::f32 ? b.cast(a, DType::f32) : b.copy(a);
+    a = b.reshape(a, {-1, c.embd});
     x = b.add(x, linear(a, p + "attn_output.weight"));
     h = b.rmsnorm(x, norm_weight(p + "ffn_norm.weight"), c.eps);
     ValueId g = b.mul(b.silu(linear(h, p + "ffn_gate.weight")), linear(h, p + "ffn_up.weight"));

@@ -101,6 +101,27 @@ void add_cuda_cases(std::vector<check::Case>& out) {
                             }(),
                             {dense(t, {64, 40}), dense(t, {33, 64})}, {Fill::unit, Fill::unit}));
   }
+  // Rows held in registers by rows_kernel: a decode row of several elements a thread and a
+  // ragged end (rmsnorm f32, layernorm f16 with weight and bias), a masked softmax, and a row
+  // past the registers of the largest block (read in each pass).
+  {
+    OpAttrs n;
+    n.eps = 1e-6f;
+    out.push_back(make_case("kernels/rows/rmsnorm/f32/1x4100", OpKind::rmsnorm, n,
+                            {dense(DType::f32, {1, 4100}), dense(DType::f32, {4100})},
+                            {Fill::unit, Fill::positive}));
+    out.push_back(make_case(
+        "kernels/rows/layernorm/f16/2x1500", OpKind::layernorm, n,
+        {dense(DType::f16, {2, 1500}), dense(DType::f16, {1500}), dense(DType::f16, {1500})},
+        {Fill::unit, Fill::positive, Fill::unit}));
+    OpAttrs sm;
+    sm.scale = 0.5f;
+    out.push_back(make_case("kernels/rows/softmax/bf16/3x2000.mask", OpKind::softmax, sm,
+                            {dense(DType::bf16, {3, 2000}), dense(DType::f32, {3, 2000})},
+                            {Fill::unit, Fill::mask}));
+    out.push_back(make_case("kernels/rows/rmsnorm/f32/1x9000.passes", OpKind::rmsnorm, n,
+                            {dense(DType::f32, {1, 9000})}, {Fill::unit}));
+  }
   // The generic mat-vec (decode shapes, B [N, K]): a ragged K (element loads at the end), a
   // batch over a broadcast weight, more rows than one block of 8 warps owns, and a K longer than
   // one shared-memory chunk of A.

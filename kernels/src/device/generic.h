@@ -116,11 +116,112 @@ DUET_KERNEL copy_kernel(const CopyParams p) {
   }
 }
 
-// Softmax, rmsnorm, layernorm: one block per row (grid-stride over rows).
-DUET_KERNEL rows_kernel(const RowParams p) {
+// Elements of a row each thread of rows_kernel keeps in registers on its fast path.
+inline constexpr int kRowRegs = 8;
+
+DUET_DEV bool float_elt(Elt t) {
+  return t == Elt::f32 || t == Elt::f16 || t == Elt::bf16;
+}
+// Element i of a float tensor (f32, f16, bf16) as its bits, then as a float: the loads of a row
+// are issued without a branch on the dtype between them, and the conversions come after.
+DUET_DEV uint32_t float_bits(const void* p, Elt t, int64_t i) {
+  return t == Elt::f32 ? static_cast<const uint32_t*>(p)[i] : static_cast<const uint16_t*>(p)[i];
+}
+DUET_DEV float bits_value(uint32_t b, Elt t) {
+  return t == Elt::f32   ? ffrom(b)
+         : t == Elt::f16 ? h2f(static_cast<uint16_t>(b))
+                         : b2f(static_cast<uint16_t>(b));
+}
+
+// Softmax, rmsnorm or layernorm of row r, read once into registers (element tid + k * nthreads
+// in v[k]): a dense row of float storage of at most kRowRegs * nthreads elements. Every load of a
+// thread is issued before the first reduction waits on them (a 4096-wide decode row was a chain
+// of dependent loads through the dtype switch before).
+DUET_DEV void row_in_registers(const RowParams& p, int64_t r, float* red) {
+  const int64_t n = p.n, xb = offset_of(p.x, p.x.shape, r * n);
+  const int t = tid(), nt = nthreads();
+  const bool softmax = p.op == RowOp::softmax, has_w = !softmax && p.w.data;
+  uint32_t xv[kRowRegs], wv[kRowRegs];
+  DUET_UNROLL
+  for (int k = 0; k < kRowRegs; ++k) {
+    const int64_t j = t + int64_t(k) * nt;
+    xv[k] = j < n ? float_bits(p.x.data, p.x.dtype, xb + j) : 0u;
+    wv[k] = has_w && j < n ? float_bits(p.w.data, p.w.dtype, j * p.w.stride[3]) : 0u;
+  }
+  float v[kRowRegs];
+  DUET_UNROLL
+  for (int k = 0; k < kRowRegs; ++k) v[k] = bits_value(xv[k], p.x.dtype);  // 0 past the end
+  if (softmax) {
+    const int64_t mb = p.mask.data ? offset_of(p.mask, p.x.shape, r * n) : 0;
+    float mx = -kGenInf;
+    DUET_UNROLL
+    for (int k = 0; k < kRowRegs; ++k) {
+      const int64_t j = t + int64_t(k) * nt;
+      if (j >= n) continue;
+      v[k] *= p.scale;
+      if (p.mask.data) v[k] += load_f32(p.mask.data, p.mask.dtype, mb + j * p.mask.stride[3]);
+      mx = fmaxf(mx, v[k]);
+    }
+    mx = block_max(mx, red);
+    float sum = 0.f;
+    DUET_UNROLL
+    for (int k = 0; k < kRowRegs; ++k) {
+      v[k] = t + int64_t(k) * nt < n && mx != -kGenInf ? expf(v[k] - mx) : 0.f;
+      sum += v[k];
+    }
+    sum = block_sum(sum, red);
+    DUET_UNROLL
+    for (int k = 0; k < kRowRegs; ++k) v[k] = mx == -kGenInf ? 0.f : v[k] / sum;
+  } else {
+    float mean = 0.f;
+    if (p.op == RowOp::layernorm) {
+      float s = 0.f;
+      DUET_UNROLL
+      for (int k = 0; k < kRowRegs; ++k) s += v[k];
+      mean = block_sum(s, red) / static_cast<float>(n);
+    }
+    float s2 = 0.f;
+    DUET_UNROLL
+    for (int k = 0; k < kRowRegs; ++k) {
+      const float d = t + int64_t(k) * nt < n ? v[k] - mean : 0.f;
+      s2 += d * d;
+    }
+    const float inv = 1.f / sqrtf(block_sum(s2, red) / static_cast<float>(n) + p.eps);
+    DUET_UNROLL
+    for (int k = 0; k < kRowRegs; ++k) {
+      const int64_t j = t + int64_t(k) * nt;
+      v[k] = (v[k] - mean) * inv;
+      if (has_w) v[k] *= bits_value(wv[k], p.w.dtype);
+      if (p.b.data && j < n) v[k] += load_f32(p.b.data, p.b.dtype, j * p.b.stride[3]);
+    }
+  }
+  // Softmax and the norms have float outputs.
+  const bool wide = p.out_dtype == Elt::f32, half = p.out_dtype == Elt::f16;
+  DUET_UNROLL
+  for (int k = 0; k < kRowRegs; ++k) {
+    const int64_t j = t + int64_t(k) * nt, o = r * n + j;
+    if (j >= n) continue;
+    if (wide)
+      static_cast<float*>(p.out)[o] = v[k];
+    else
+      static_cast<uint16_t*>(p.out)[o] = half ? f2h(v[k]) : f2b(v[k]);
+  }
+}
+
+// Softmax, rmsnorm, layernorm: one block per row (grid-stride over rows). Dense rows of float
+// storage that fit the block's registers take row_in_registers; any other row is read from
+// memory in each pass.
+DUET_KERNEL_BOUNDED(1024) rows_kernel(const RowParams p) {
   float* red = reinterpret_cast<float*>(smem());
   const int64_t n = p.n;
+  const bool in_registers = (p.x.stride[3] == 1 || n == 1) && n <= int64_t(kRowRegs) * nthreads() &&
+                            float_elt(p.x.dtype) && float_elt(p.out_dtype) &&
+                            (!p.w.data || float_elt(p.w.dtype));
   for (int64_t r = bid_x(); r < p.rows; r += nbid_x()) {
+    if (in_registers) {
+      row_in_registers(p, r, red);
+      continue;
+    }
     const int64_t xb = offset_of(p.x, p.x.shape, r * n), xs = p.x.stride[3];
     auto x_at = [&](int64_t j) { return load_f32(p.x.data, p.x.dtype, xb + j * xs); };
     if (p.op == RowOp::softmax) {
@@ -371,21 +472,43 @@ DUET_KERNEL fill_u64_kernel(const FillParams p) {
   if (tid() == 0 && bid_x() == 0) *p.p = p.v;
 }
 
-// Merges split-KV partials of the tensor-core attention: out = sum_s w_s O_s / sum_s w_s with
-// w_s = 2^(lse_s - max lse); rows no split saw a key for are 0. One warp per output row.
+// Splits of attention_combine whose partial rows a thread loads before it adds any of them.
+inline constexpr int kCombineBatch = 8;
+
+// Merges split-KV partials of the attention kernels: out = sum_s w_s O_s / sum_s w_s with
+// w_s = 2^(lse_s - max lse); rows no split saw a key for are 0. One block per output row: the
+// weights once into shared memory ([splits], then nwarps floats for the reductions), then a
+// thread per dim with a batch of splits' loads in flight together (a warp per row walking the
+// splits one by one took 15 us for a decode step's 32 rows on an H200). Splits without a key
+// (weight 0) are not read.
 DUET_KERNEL attention_combine(const CombineParams p) {
-  const int64_t row = int64_t(bid_x()) * nwarps() + warp();
-  if (row >= p.rows) return;
+  float* wgt = reinterpret_cast<float*>(smem());
+  float* red = wgt + p.splits;
+  const int64_t row = bid_x();
   float mx = -kGenInf;
-  for (int s = 0; s < p.splits; ++s) mx = fmaxf(mx, p.part_lse[s * p.rows + row]);
-  for (int d = lane(); d < p.D; d += kWarp) {
-    float acc = 0.f, wsum = 0.f;
-    if (mx != -kGenInf)
-      for (int s = 0; s < p.splits; ++s) {
-        const float wgt = exp2_fast(p.part_lse[s * p.rows + row] - mx);
-        acc += wgt * p.part_o[(s * p.rows + row) * p.D + d];
-        wsum += wgt;
+  for (int s = tid(); s < p.splits; s += nthreads()) {
+    wgt[s] = p.part_lse[s * p.rows + row];
+    mx = fmaxf(mx, wgt[s]);
+  }
+  mx = block_max(mx, red);  // its barriers also publish wgt
+  for (int s = tid(); s < p.splits; s += nthreads())
+    wgt[s] = mx == -kGenInf ? 0.f : exp2_fast(wgt[s] - mx);
+  sync();
+  float wsum = 0.f;
+  for (int s = 0; s < p.splits; ++s) wsum += wgt[s];
+  for (int d = tid(); d < p.D; d += nthreads()) {
+    float acc = 0.f;
+    for (int s0 = 0; s0 < p.splits; s0 += kCombineBatch) {
+      float o[kCombineBatch];
+      DUET_UNROLL
+      for (int k = 0; k < kCombineBatch; ++k) {
+        const int s = s0 + k;
+        o[k] = s < p.splits && wgt[s] != 0.f ? p.part_o[(s * p.rows + row) * p.D + d] : 0.f;
       }
+      DUET_UNROLL
+      for (int k = 0; k < kCombineBatch; ++k)
+        if (s0 + k < p.splits) acc += wgt[s0 + k] * o[k];
+    }
     store_f32(p.out, p.out_dtype, row * p.D + d, wsum > 0.f ? acc / wsum : 0.f);
   }
 }

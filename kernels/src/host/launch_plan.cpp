@@ -299,19 +299,25 @@ class Planner {
     return {};
   }
 
+  // The split-KV merge of partials of B * Hq * Lq rows, after the kernel.
+  Call combine_call(float* part_o, float* part_lse, int64_t rows, int D, int splits) const {
+    dev::CombineParams cp;
+    cp.part_o = part_o;
+    cp.part_lse = part_lse;
+    cp.out = out_.data;
+    cp.out_dtype = elt(out_.dtype);
+    cp.rows = rows;
+    cp.D = D;
+    cp.splits = splits;
+    return call(Kernel::attention_combine, {static_cast<unsigned>(rows), 1, 1},
+                shapes::kCombineThreads, shapes::combine_smem(splits), cp);
+  }
+
   // The split-KV merge, after the kernel, when there are splits.
   void attn_combine(const dev::AttnParams& p, std::vector<Call>& calls) const {
     if (p.splits <= 1) return;
-    dev::CombineParams cp;
-    cp.part_o = p.part_o;
-    cp.part_lse = p.part_lse;
-    cp.out = out_.data;
-    cp.out_dtype = elt(out_.dtype);
-    cp.rows = int64_t(p.B) * p.Hq * p.Lq;
-    cp.D = static_cast<int>(in_[0].shape[3]);
-    cp.splits = p.splits;
-    calls.push_back(call(Kernel::attention_combine,
-                         {static_cast<unsigned>((cp.rows + 3) / 4), 1, 1}, 128, 0, cp));
+    calls.push_back(combine_call(p.part_o, p.part_lse, int64_t(p.B) * p.Hq * p.Lq,
+                                 static_cast<int>(in_[0].shape[3]), p.splits));
   }
 
   Result<std::vector<Call>> attention_tc() {
@@ -475,18 +481,9 @@ class Planner {
         c.head_dim = dm;
         c.block_rows = g;
         calls.push_back(c);
-        if (p.splits > 1) {
-          dev::CombineParams cp;
-          cp.part_o = p.part_o;
-          cp.part_lse = p.part_lse;
-          cp.out = out_.data;
-          cp.out_dtype = elt(out_.dtype);
-          cp.rows = int64_t(p.B) * p.Hq * p.Lq;
-          cp.D = p.D;
-          cp.splits = p.splits;
-          calls.push_back(call(Kernel::attention_combine,
-                               {static_cast<unsigned>((cp.rows + 3) / 4), 1, 1}, 128, 0, cp));
-        }
+        if (p.splits > 1)
+          calls.push_back(
+              combine_call(p.part_o, p.part_lse, int64_t(p.B) * p.Hq * p.Lq, p.D, p.splits));
         return calls;
       }
       case shapes::GenAttn::rowwise:

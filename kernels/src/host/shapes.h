@@ -3,6 +3,7 @@
 // kernels/src/device/*.h.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
@@ -154,14 +155,24 @@ inline GenAttn gen_attn_kind(int head_dim, int64_t rows, uint64_t smem_limit) {
 }
 
 // ---- generic kernels
+// The split-KV merge (attention_combine): a block per output row, the splits' weights and the
+// reductions' partials in shared memory.
+inline constexpr int kCombineThreads = 128;
+inline uint64_t combine_smem(int splits) {
+  return (static_cast<uint64_t>(splits) + kCombineThreads / 32) * 4;
+}
 inline constexpr int kGenMatmulThreads = 256;
 inline constexpr uint64_t kGenMatmulSmem = 2 * 16 * 64 * 4;
 inline constexpr int kGenAttnThreads = 128;
 inline uint64_t gen_attn_smem_bytes(int head_dim) {
   return (2 * static_cast<uint64_t>(head_dim) + kGenAttnThreads + kGenAttnThreads / 32) * 4;
 }
+// A thread per 4 elements of a row, 64 to 1024 threads: rows of up to 8192 elements fit the
+// registers of rows_kernel's fast path (kRowRegs a thread), and a single decode row of 4096 is
+// spread over 32 warps rather than walked by 8.
 inline int rows_threads(int64_t n) {
-  return n >= 256 ? 256 : n > 64 ? 128 : 64;
+  const int64_t warps = (n + 4 * 32 - 1) / (4 * 32);
+  return static_cast<int>(32 * std::clamp<int64_t>(warps, 2, 32));
 }
 
 }  // namespace duet::kernels::shapes
