@@ -82,6 +82,7 @@ float apply(float x, float z) {
     case DUET_EW_SUB: return x - z;
     case DUET_EW_MUL: return x * z;
     case DUET_EW_DIV: return x / z;
+    case DUET_EW_SILU_MUL: return x / (1.0 + exp(-x)) * z;
     case DUET_EW_SCALE: return x * P.f.x;
     case DUET_EW_SILU: return x / (1.0 + exp(-x));
     case DUET_EW_GELU: return 0.5 * x * one_plus_erf(x * 0.70710678118654752);

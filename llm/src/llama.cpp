@@ -212,7 +212,8 @@ Result<Graph> build_graph(const GgufFile& f, const Config& c, const BuildOptions
     a = b.reshape(a, {-1, c.embd});
     x = b.add(x, linear(a, p + "attn_output.weight"));
     h = b.rmsnorm(x, norm_weight(p + "ffn_norm.weight"), c.eps);
-    ValueId g = b.mul(b.silu(linear(h, p + "ffn_gate.weight")), linear(h, p + "ffn_up.weight"));
+    ValueId g =
+        b.op(OpKind::silu_mul, {linear(h, p + "ffn_gate.weight"), linear(h, p + "ffn_up.weight")});
     x = b.add(x, linear(g, p + "ffn_down.weight"), p + "out");
   }
   // The last row (of any row count the graph is re-planned for).

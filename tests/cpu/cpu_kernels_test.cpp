@@ -125,9 +125,9 @@ TEST_P(CpuKernels, ForcingAnIsaSelectsIt) {
 TEST_P(CpuKernels, ConformanceCasesOfTheOpsWithVectorKernelsPass) {
   for (const check::Case& c : check::cases(false))
     if (c.kind == OpKind::matmul || c.kind == OpKind::attention || c.kind == OpKind::exp ||
-        c.kind == OpKind::silu || c.kind == OpKind::gelu || c.kind == OpKind::softmax ||
-        c.kind == OpKind::sigmoid || c.kind == OpKind::tanh || c.kind == OpKind::erf ||
-        c.kind == OpKind::sqrt || c.kind == OpKind::pow)
+        c.kind == OpKind::silu || c.kind == OpKind::silu_mul || c.kind == OpKind::gelu ||
+        c.kind == OpKind::softmax || c.kind == OpKind::sigmoid || c.kind == OpKind::tanh ||
+        c.kind == OpKind::erf || c.kind == OpKind::sqrt || c.kind == OpKind::pow)
       expect_matches_reference(c);
 }
 

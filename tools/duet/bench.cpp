@@ -206,6 +206,11 @@ std::vector<check::Case> bench_cases() {
   v.push_back(make("erf f32 2048x4096", OpKind::erf, {big}));
   v.push_back(make("softmax f32 2048x4096", OpKind::softmax, {big}));
   v.push_back(make("rmsnorm f32 2048x4096", OpKind::rmsnorm, {big, D(DType::f32, {4096})}));
+  // One decode step's row: what a kernel's latency costs, not its bandwidth.
+  v.push_back(make("rmsnorm f32 1x4096 (decode)", OpKind::rmsnorm,
+                   {D(DType::f32, {1, 4096}), D(DType::f32, {4096})}));
+  const TensorDesc ffn = D(DType::f32, {1, 14336});
+  v.push_back(make("silu_mul f32 1x14336 (decode)", OpKind::silu_mul, {ffn, ffn}));
   v.push_back(make("rope f32 1x32x512x128", OpKind::rope, {D(DType::f32, {1, 32, 512, 128})}));
   OpAttrs to16;
   to16.to = DType::f16;

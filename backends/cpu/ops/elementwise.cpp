@@ -145,6 +145,23 @@ Status elementwise(const OpArgs& a) {
       case DUET_EW_DIV:
         map_binary(a, x, z, y.data(), [](float p, float q) { return p / q; });
         break;
+      case DUET_EW_SILU_MUL: {
+        // Without broadcasting: the vector silu, then the product, in place.
+        const int64_t n = a.op.output.numel();
+        if (x.desc().same_shape(a.op.output) && z.desc().same_shape(a.op.output) &&
+            z.data() != y.data()) {
+          DUET_TRY(unary(a, DUET_EW_SILU, x.data(), y.data(), n));
+          float* py = y.data();
+          const float* pz = z.data();
+          a.pool.parallel_for(n, 1 << 14, [&](int64_t b, int64_t e) {
+            for (int64_t i = b; i < e; ++i) py[i] *= pz[i];
+          });
+        } else {
+          map_binary(a, x, z, y.data(),
+                     [](float p, float q) { return p / (1.f + std::exp(-p)) * q; });
+        }
+        break;
+      }
       default:
         return unknown(a, *code);
     }

@@ -15,24 +15,25 @@
 #define DUET_EW_SUB 1u
 #define DUET_EW_MUL 2u
 #define DUET_EW_DIV 3u
-#define DUET_EW_BINARY_END 4u
+#define DUET_EW_SILU_MUL 4u /* silu(a) * b */
+#define DUET_EW_BINARY_END 5u
 
 /* y = f(x, p): p is the op's float argument (eltwise_param: scale's alpha, pow's exponent) */
-#define DUET_EW_SCALE 4u
-#define DUET_EW_SILU 5u
-#define DUET_EW_GELU 6u      /* erf form */
-#define DUET_EW_GELU_TANH 7u /* tanh form */
-#define DUET_EW_RELU 8u
-#define DUET_EW_EXP 9u
-#define DUET_EW_SIGMOID 10u
-#define DUET_EW_TANH 11u
-#define DUET_EW_ERF 12u
-#define DUET_EW_SQRT 13u
-#define DUET_EW_POW 14u /* x ^ p, p the op's float argument (the exponent) */
-#define DUET_EW_ABS 15u
-#define DUET_EW_LOG 16u /* natural logarithm: NaN below 0, -inf at 0 */
+#define DUET_EW_SCALE 5u
+#define DUET_EW_SILU 6u
+#define DUET_EW_GELU 7u      /* erf form */
+#define DUET_EW_GELU_TANH 8u /* tanh form */
+#define DUET_EW_RELU 9u
+#define DUET_EW_EXP 10u
+#define DUET_EW_SIGMOID 11u
+#define DUET_EW_TANH 12u
+#define DUET_EW_ERF 13u
+#define DUET_EW_SQRT 14u
+#define DUET_EW_POW 15u /* x ^ p, p the op's float argument (the exponent) */
+#define DUET_EW_ABS 16u
+#define DUET_EW_LOG 17u /* natural logarithm: NaN below 0, -inf at 0 */
 
-#define DUET_EW_COUNT 17u
+#define DUET_EW_COUNT 18u
 
 /* The reductions (reduce_sum, reduce_mean, reduce_max, reduce_min: duet/op.h), numbered the same
  * way for every backend's reduce kernel. */

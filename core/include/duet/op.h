@@ -9,6 +9,8 @@
 //                         taken with its exact dequantization; the output has a's float dtype.
 //                         A kernel may quantize a's rows to 8 bits per 32 (as ggml does).
 //   add/sub/mul/div(a, b) numpy broadcasting, one float dtype.
+//   silu_mul(a, b)        silu(a) * b with numpy broadcasting, one float dtype: the gated unit of
+//                         SwiGLU feed-forward blocks in one kernel.
 //   scale(x)              x * alpha
 //   silu, relu, exp, gelu elementwise; gelu uses erf unless gelu_approx is tanh.
 //   sigmoid, tanh, erf, sqrt
@@ -86,6 +88,7 @@ enum class OpKind : uint8_t {
   sub,
   mul,
   div,
+  silu_mul,
   scale,
   silu,
   gelu,
@@ -136,7 +139,7 @@ DUET_API OpClass op_class(OpKind k);
 DUET_API bool is_view(OpKind k);
 // scale, silu, gelu, relu, exp, sigmoid, tanh, erf, sqrt, pow, abs, log
 DUET_API bool is_unary_elementwise(OpKind k);
-DUET_API bool is_binary_elementwise(OpKind k);  // add, sub, mul, div
+DUET_API bool is_binary_elementwise(OpKind k);  // add, sub, mul, div, silu_mul
 DUET_API bool is_reduction(OpKind k);           // reduce_sum, reduce_mean, reduce_max, reduce_min
 
 enum class GeluApprox : uint8_t { none, tanh };  // none = the exact erf form

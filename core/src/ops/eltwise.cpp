@@ -130,6 +130,19 @@ constexpr OpDoc kDivDoc{"Element-wise quotient with broadcasting.",
  "nodes": [{"name": "y", "op": "div", "inputs": ["a", "b"]}],
  "outputs": ["y"]}
 )"};
+constexpr OpDoc kSiluMulDoc{
+    "SiLU of a times b, with broadcasting (the SwiGLU gate in one kernel).",
+    kABDoc,
+    kBroadcastOut,
+    {},
+    "`y = a / (1 + exp(-a)) * b`, element by element after broadcasting: `mul(silu(a), b)` "
+    "without the intermediate tensor.",
+    R"({"format": "duet-graph", "version": 1, "name": "silu_mul",
+ "inputs": [{"name": "a", "dtype": "f32", "shape": [2, 3]},
+            {"name": "b", "dtype": "f32", "shape": [2, 3]}],
+ "nodes": [{"name": "y", "op": "silu_mul", "inputs": ["a", "b"]}],
+ "outputs": ["y"]}
+)"};
 constexpr OpDoc kScaleDoc{"Multiplies by a constant.",
                           kXDoc,
                           kSameOut,
@@ -273,6 +286,9 @@ constexpr OpFacts kRows[] = {
      [](double x, double z, const OpAttrs&) { return x / z; },
      nullptr,
      {InputRange::any, InputRange::positive}},
+    {OpKind::silu_mul, "silu_mul", kAB, OpClass::elementwise, infer_binary, per_element<7>,
+     &kSiluMulDoc, code_of<DUET_EW_SILU_MUL>,
+     [](double x, double z, const OpAttrs&) { return x / (1.0 + std::exp(-x)) * z; }},
     {OpKind::scale, "scale", kX, OpClass::elementwise, infer_scale, per_element<1>, &kScaleDoc,
      code_of<DUET_EW_SCALE>,
      [](double x, double, const OpAttrs& a) { return x * static_cast<double>(a.alpha); }, alpha},

@@ -50,6 +50,8 @@ DUET_DEV float eltwise_apply(uint32_t op, float x, float y, float alpha) {
       return x * y;
     case DUET_EW_DIV:
       return x / y;
+    case DUET_EW_SILU_MUL:
+      return x / (1.f + expf(-x)) * y;
     case DUET_EW_SCALE:
       return x * alpha;
     case DUET_EW_SILU:
