@@ -6,15 +6,15 @@
 # Usage: BUNDLE=gpub/bundle.tar.xz OUT=dir tools/gpu/run.sh [STEP ...]
 #   (the device tool returns at most eight files from its $OUT: give this script a folder of its
 #   own and pack it afterwards, e.g. OUT=/tmp/o timeout 500 run.sh; tar -czf $OUT/logs.tgz -C /tmp/o .)
-#   steps (default all, in this order): env check onnx bench tiers decode profile torch model llama
-#   ncudecode longctx vkdecode vkllama vkcheck vkattn vkbench (the Vulkan steps that were never measured
+#   steps (default all, in this order): env check onnx bench tiers decode rows profile torch model
+#   llama ncudecode longctx vkdecode vkllama vkcheck vkattn vkbench (the Vulkan steps that were never measured
 #   first: on 2026-11-27 the run's time ended inside vkbench)
 #   Budget: on an H200 (2026-11-27) the steps up to vkbench took 7.5 minutes, bench-vulkan stopped
 #   by its timeout; env, check, onnx, torch, llama and longctx alone took 31 s. Name the steps a
 #   run needs when its device time is short.
 set -u
 B=/tmp/duet-gpu; O=${OUT:-/tmp/out}; mkdir -p "$O"
-steps=${*:-env check onnx bench tiers decode profile torch model llama ncudecode longctx vkdecode vkllama vkcheck vkattn vkbench}
+steps=${*:-env check onnx bench tiers decode rows profile torch model llama ncudecode longctx vkdecode vkllama vkcheck vkattn vkbench}
 want() { case " $steps " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 T0=$(date +%s)
 step() { echo; echo "===== $* (t+$(( $(date +%s) - T0 ))s, $(date +%T))"; }
@@ -69,6 +69,14 @@ if want decode; then
   step bench-cuda-copy; timeout 30 $D bench --device cuda:0 --op copy --min-seconds 0.05 \
     --json $O/bench_cuda_copy.json 2>&1 | tail -6
 fi
+# A decode step's small kernels alone (issue 27): rmsnorm of one 4096 row (rows_kernel's
+# registers path, was 19 us under ncu), the SwiGLU gate of one row, and the attention rows (the
+# decode ones end in attention_combine).
+if want rows; then
+  step bench-cuda-rows; timeout 60 $D bench --device cuda:0 --op rmsnorm --op silu_mul --op softmax \
+    --op attention --dtype f32 --dtype f16 --min-seconds 0.02 --json $O/bench_cuda_rows.json \
+    > $O/bench_cuda_rows.txt 2>&1; echo rc=$?; tail -30 $O/bench_cuda_rows.txt
+fi
 # ncu on the decode mat-vec (q4_0 M1 first) and on duet's copy kernel: duration, DRAM throughput,
 # occupancy and warp stall reasons, the first thing to read when a kernel misses the bandwidth.
 if want profile; then
@@ -109,11 +117,12 @@ if want llama; then
 fi
 # One decode step's kernels under Nsight Compute (launched one by one, no graphs): each kernel's
 # name, duration and DRAM throughput for about three layers, after skipping the prefill and the first
-# decode steps (3 ids prefill, so the skip lands inside the second decode step).
+# decode steps (3 ids prefill; 6 tokens, so that the skip lands inside a decode step at about 600
+# kernels a step as at 680).
 if want ncudecode; then
   step ncu-decode-step; N=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
   DUET_CUDA_GRAPHS=0 timeout 90 $N --launch-skip 2600 --launch-count 90 --section SpeedOfLight \
-    $L /tmp/m8.gguf --prompt-ids 1,2,3 -n 4 --temp 0 --ignore-eos --devices cuda:0 \
+    $L /tmp/m8.gguf --prompt-ids 1,2,3 -n 6 --temp 0 --ignore-eos --devices cuda:0 \
     > $O/ncu_decode.txt 2>&1; echo rc=$?
   grep -E "^  [a-zA-Z_].*\(|Duration|DRAM Throughput" $O/ncu_decode.txt | head -150
 fi
