@@ -971,6 +971,183 @@ Status map_hardmax(Node& n) {
   return {};
 }
 
+// The float value x as f32 at run time and back: the exact step and rounding below need f32's
+// range (2^-149 to 2^127); f16 and bf16 values convert exactly both ways.
+Result<ValueId> as_f32(Node& n, ValueId x, int elem) {
+  if (elem == kFloat) return x;
+  OpAttrs at;
+  at.to = DType::f32;
+  return n.op(OpKind::cast, {x}, at, "f32");
+}
+
+// A known f32 tensor of `dims` holding v everywhere (a bound for extreme).
+Result<ValueId> filled(Node& n, const std::vector<int64_t>& dims, double v,
+                       std::string_view purpose) {
+  DUET_TRY(n.room_for(dims, kFloat, 8));
+  DUET_ASSIGN_OR_RETURN(const int64_t width, count(dims));
+  return n.constant(
+      Array::of_reals(kFloat, dims, std::vector<double>(static_cast<size_t>(width), v)), purpose);
+}
+
+// [d > 0] as 0 or 1 for the f32 value d, exact for every d but NaN: relu(d) capped at 2^-100
+// (as Min: exact) is 0 or at least 2^-149 (where denormals are not flushed); times 2^100 and
+// 2^49 it is 0 or at least 1, never overflowing, and capped at 1 it is the step.
+Result<ValueId> step(Node& n, ValueId d, const std::vector<int64_t>& dims, const std::string& p) {
+  DUET_ASSIGN_OR_RETURN(ValueId tiny, filled(n, dims, std::ldexp(1.0, -100), p + "_tiny"));
+  DUET_ASSIGN_OR_RETURN(ValueId one, filled(n, dims, 1.0, p + "_one"));
+  ValueId r = n.op(OpKind::relu, {d}, {}, p + "_positive");
+  DUET_ASSIGN_OR_RETURN(ValueId c, extreme(n, {r, tiny}, dims, kFloat, false, p + "_capped/"));
+  ValueId big = scaled(n, scaled(n, c, std::ldexp(1.0, 100), p + "_magnified_1"),
+                       std::ldexp(1.0, 49), p + "_magnified");
+  return extreme(n, {big, one}, dims, kFloat, false, p + "/");
+}
+
+// Round half to even of the f32 value x, exact for every x but NaN: each side s = relu(x) and
+// relu(-x) capped at 2^23 (as Min) is rounded by (a + 2^23) - 2^23 (f32's own rounding to
+// nearest even, a + 2^23 lying in [2^23, 2^24] where the spacing is 1), and s less its
+// fraction a - round(a) is round(s) (s itself from 2^23 on, where every float is an integer,
+// and for infinities); the result is the positive side less the negative one. `fraction` is
+// x - round(x), finite for infinite x too: the positive side's fraction less the negative's.
+struct Rounded {
+  ValueId value, fraction[2];
+};
+Result<Rounded> round_even(Node& n, ValueId x, const std::vector<int64_t>& dims,
+                           const std::string& p) {
+  Rounded r;
+  const double two23 = std::ldexp(1.0, 23);
+  DUET_ASSIGN_OR_RETURN(ValueId cap, filled(n, dims, two23, p + "_cap"));
+  ValueId side[2];
+  for (int k = 0; k < 2; ++k) {
+    const std::string q = p + (k == 0 ? "_positive" : "_negative");
+    ValueId s = n.op(OpKind::relu, {k == 0 ? x : scaled(n, x, -1.0, q + "_negated")}, {}, q);
+    DUET_ASSIGN_OR_RETURN(ValueId a, extreme(n, {s, cap}, dims, kFloat, false, q + "_capped/"));
+    DUET_ASSIGN_OR_RETURN(ValueId up, add_scalar(n, a, kFloat, two23, q + "_shifted"));
+    DUET_ASSIGN_OR_RETURN(ValueId ra, add_scalar(n, up, kFloat, -two23, q + "_rounded"));
+    r.fraction[k] = n.op(OpKind::sub, {a, ra}, {}, q + "_fraction");
+    side[k] = n.op(OpKind::sub, {s, r.fraction[k]}, {}, q + "_round");
+  }
+  r.value = n.op(OpKind::sub, {side[0], side[1]}, {}, p);
+  return r;
+}
+
+// A unary op folded by `f` when x is known, else built on x as f32 by `build` and cast back.
+template <typename Build>
+Status exact_unary(Node& n, double (*f)(double), Build build) {
+  if (n.known(0) && f) {
+    DUET_TRY(n.room_for(n.shape(0), n.elem(0), 16));
+    n.set_known(0, fold_unary(n.array(0), f));
+    return {};
+  }
+  DUET_TRY(activation_input(n));
+  const int elem = n.elem(0);
+  DUET_ASSIGN_OR_RETURN(ValueId x0, n.runtime(0));
+  DUET_ASSIGN_OR_RETURN(ValueId x, as_f32(n, x0, elem));
+  DUET_ASSIGN_OR_RETURN(ValueId y, build(x, n.shape(0), elem == kFloat ? "" : "result"));
+  if (elem != kFloat) {
+    OpAttrs at;
+    DUET_ASSIGN_OR_RETURN(at.to, runtime_dtype(elem));
+    y = n.op(OpKind::cast, {y}, at);
+  }
+  n.set(0, y, elem);
+  return {};
+}
+
+Status map_round(Node& n) {
+  return exact_unary(
+      n, [](double v) { return std::nearbyint(v); },
+      [&](ValueId x, const std::vector<int64_t>& dims, std::string p) -> Result<ValueId> {
+        DUET_ASSIGN_OR_RETURN(Rounded r, round_even(n, x, dims, p));
+        return r.value;
+      });
+}
+
+// Floor: round(x) less [round(x) > x]; Ceil: round(x) plus [x > round(x)] (exact: the
+// difference of x and its rounding, from the two sides' fractions, is exact and finite, and so
+// is an integer plus or minus 1 below 2^24).
+double floor_(double v) {
+  return std::floor(v);
+}
+double ceil_(double v) {
+  return std::ceil(v);
+}
+Status floor_or_ceil(Node& n, bool floor) {
+  return exact_unary(
+      n, floor ? floor_ : ceil_,
+      [&](ValueId x, const std::vector<int64_t>& dims, std::string p) -> Result<ValueId> {
+        DUET_ASSIGN_OR_RETURN(Rounded r, round_even(n, x, dims, "rounded"));
+        // x - round(x) = fraction[0] - fraction[1]; Floor steps on its negation.
+        ValueId d = n.op(OpKind::sub, {r.fraction[floor ? 1 : 0], r.fraction[floor ? 0 : 1]}, {},
+                         "rounding_error");
+        DUET_ASSIGN_OR_RETURN(ValueId s, step(n, d, dims, "adjust"));
+        return n.op(floor ? OpKind::sub : OpKind::add, {r.value, s}, {}, p);
+      });
+}
+Status map_floor(Node& n) {
+  return floor_or_ceil(n, true);
+}
+Status map_ceil(Node& n) {
+  return floor_or_ceil(n, false);
+}
+
+// Sign: [x > 0] - [x < 0].
+Status map_sign(Node& n) {
+  return exact_unary(
+      n, [](double v) { return v > 0   ? 1.0
+                               : v < 0 ? -1.0
+                                       : v; },
+      [&](ValueId x, const std::vector<int64_t>& dims, std::string p) -> Result<ValueId> {
+        DUET_ASSIGN_OR_RETURN(ValueId pos, step(n, x, dims, "positive"));
+        DUET_ASSIGN_OR_RETURN(ValueId neg,
+                              step(n, scaled(n, x, -1.0, "negated"), dims, "negative"));
+        return n.op(OpKind::sub, {pos, neg}, {}, p);
+      });
+}
+
+// ThresholdedRelu: x * [x - alpha > 0] (x > alpha exactly: the difference of two floats has
+// their order's sign). An x of -inf gives NaN (inf * 0) where ONNX gives 0.
+Status map_thresholded_relu(Node& n) {
+  const double alpha = n.attr_float("alpha", 1.0f);
+  if (n.known(0)) {
+    DUET_TRY(n.room_for(n.shape(0), n.elem(0), 16));
+    n.set_known(0, fold_unary(n.array(0), [alpha](double v) { return v > alpha ? v : 0.0; }));
+    return {};
+  }
+  return exact_unary(
+      n, nullptr,
+      [&](ValueId x, const std::vector<int64_t>& dims, std::string p) -> Result<ValueId> {
+        DUET_ASSIGN_OR_RETURN(ValueId d, add_scalar(n, x, kFloat, -alpha, "above"));
+        DUET_ASSIGN_OR_RETURN(ValueId s, step(n, d, dims, "kept"));
+        return n.op(OpKind::mul, {x, s}, {}, p);
+      });
+}
+
+// Shrink: (x + bias) * [-lambd - x > 0] + (x - bias) * [x - lambd > 0].
+Status map_shrink(Node& n) {
+  const double bias = n.attr_float("bias", 0.0f), lambd = n.attr_float("lambd", 0.5f);
+  if (n.known(0)) {
+    DUET_TRY(n.room_for(n.shape(0), n.elem(0), 16));
+    n.set_known(0, fold_unary(n.array(0), [=](double v) {
+                  return v < -lambd ? v + bias : v > lambd ? v - bias : 0.0;
+                }));
+    return {};
+  }
+  return exact_unary(
+      n, nullptr,
+      [&](ValueId x, const std::vector<int64_t>& dims, std::string p) -> Result<ValueId> {
+        DUET_ASSIGN_OR_RETURN(ValueId below_d, add_scalar(n, scaled(n, x, -1.0, "negated"), kFloat,
+                                                          -lambd, "below_distance"));
+        DUET_ASSIGN_OR_RETURN(ValueId above_d, add_scalar(n, x, kFloat, -lambd, "above_distance"));
+        DUET_ASSIGN_OR_RETURN(ValueId below, step(n, below_d, dims, "below"));
+        DUET_ASSIGN_OR_RETURN(ValueId above, step(n, above_d, dims, "above"));
+        DUET_ASSIGN_OR_RETURN(ValueId lo, add_scalar(n, x, kFloat, bias, "raised"));
+        DUET_ASSIGN_OR_RETURN(ValueId hi, add_scalar(n, x, kFloat, -bias, "lowered"));
+        return n.op(OpKind::add,
+                    {n.op(OpKind::mul, {lo, below}, {}, "below_part"),
+                     n.op(OpKind::mul, {hi, above}, {}, "above_part")},
+                    {}, p);
+      });
+}
+
 const Mapping kMath[] = {
     {"Add", map_add},
     {"Sub", map_sub},
@@ -1018,6 +1195,12 @@ const Mapping kMath[] = {
     {"ArgMax", map_arg_max},
     {"ArgMin", map_arg_min},
     {"Hardmax", map_hardmax},
+    {"Round", map_round},
+    {"Floor", map_floor},
+    {"Ceil", map_ceil},
+    {"Sign", map_sign},
+    {"ThresholdedRelu", map_thresholded_relu},
+    {"Shrink", map_shrink},
 };
 
 }  // namespace

@@ -1013,6 +1013,30 @@ TEST(OnnxImport, ArgMaxArgMinAndHardmaxFindExactExtremes) {
       << refused.status().message();
 }
 
+// Round (half to even), Floor, Ceil and Sign are exact at every magnitude: halves, values just
+// below 2^23 where the spacing is 0.5, huge values, tiny ones either side of 0, infinities.
+TEST(OnnxImport, RoundFloorCeilAndSignAreExactAtEveryMagnitude) {
+  Model m(13);
+  m.input("x", kF32, {12}).output("round").output("floor").output("ceil").output("sign");
+  m.node("Round", {"x"}, {"round"});
+  m.node("Floor", {"x"}, {"floor"});
+  m.node("Ceil", {"x"}, {"ceil"});
+  m.node("Sign", {"x"}, {"sign"});
+  auto g = m.import();
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  const std::vector<float> x = {2.5f,       -2.5f,       3.5f,        -0.3f,  1e-30f,   -1e-30f,
+                                8388607.5f, -4194304.5f, 16777215.0f, -3e38f, INFINITY, 0.0f};
+  auto out = run_cpu(*g, {{"x", tensor({12}, x)}});
+  ASSERT_EQ(out.size(), 4u);
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double v = x[i];
+    EXPECT_EQ(out.at("round").data<float>()[i], static_cast<float>(std::nearbyint(v))) << v;
+    EXPECT_EQ(out.at("floor").data<float>()[i], static_cast<float>(std::floor(v))) << v;
+    EXPECT_EQ(out.at("ceil").data<float>()[i], static_cast<float>(std::ceil(v))) << v;
+    EXPECT_EQ(out.at("sign").data<float>()[i], v > 0 ? 1.0f : v < 0 ? -1.0f : 0.0f) << v;
+  }
+}
+
 TEST(OnnxImport, InputsKeepTheirNamesAndAliasedOutputsGetCopies) {
   Model m;
   m.input("input.1", kF32, {4}).output("same").output("flat");
