@@ -36,10 +36,11 @@ sudo=""
 if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
 
 # --arm64: the 64-bit ARM cross build (the arm64 preset): Debian's cross compiler, qemu-user to
-# run its tests, and the arm64 libraries it links, from a multiarch install.
+# run its tests, and the arm64 libraries it links, from a multiarch install (libc6:arm64 puts
+# the arm64 loader at /lib, where qemu-aarch64 finds it without -L).
 if [ "${1:-}" = "--arm64" ]; then
   packages+=(g++-aarch64-linux-gnu qemu-user
-    libspdlog-dev:arm64 libfmt-dev:arm64 libgtest-dev:arm64 libgmock-dev:arm64)
+    libc6:arm64 libspdlog-dev:arm64 libfmt-dev:arm64 libgtest-dev:arm64 libgmock-dev:arm64)
   if ! dpkg --print-foreign-architectures | grep -qx arm64; then
     $sudo dpkg --add-architecture arm64
   fi

@@ -10,4 +10,7 @@ set(CMAKE_LIBRARY_ARCHITECTURE aarch64-linux-gnu)
 # Libraries and packages of the target only; programs (cmake helpers) of the host.
 set(CMAKE_FIND_ROOT_PATH /usr/aarch64-linux-gnu)
 set(CMAKE_FIND_ROOT_PATH_MODE_PROGRAM NEVER)
-set(CMAKE_CROSSCOMPILING_EMULATOR qemu-aarch64;-L;/usr/aarch64-linux-gnu)
+# No -L prefix: the multiarch libc6:arm64 puts the loader where the programs name it
+# (/lib/ld-linux-aarch64.so.1), and with -L /usr/aarch64-linux-gnu qemu 7.2 spins forever
+# opening /proc/self/fd/N (Files.AStreamIsReadOnceWithinItsCap).
+set(CMAKE_CROSSCOMPILING_EMULATOR qemu-aarch64)
