@@ -40,7 +40,7 @@ Status VulkanDevice::init() {
   if (caps_.max_allocation) block = std::min(block, caps_.max_allocation);
   core_->allocator =
       std::make_unique<Allocator>(core_->device, core_->info, !staging_, block, core_->id);
-  pipelines_ = std::make_unique<Pipelines>(core_, cache_dir_);
+  pipelines_ = std::make_unique<Pipelines>(core_, cache_dir_, default_pipeline_threads());
   DUET_TRY(pipelines_->init());
   recorder_ = std::make_unique<Recorder>(core_, *pipelines_);
   DUET_TRY(recorder_->init());

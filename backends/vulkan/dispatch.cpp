@@ -2,6 +2,7 @@
 // submitted until synchronize() (or until the parameter ring or the descriptor pool fills). A
 // barrier is recorded only before a dispatch that reads or writes a range that an earlier
 // dispatch since the last barrier wrote, or writes a range one of them read.
+#include <chrono>
 #include <cstring>
 
 #include "duet/internal/log.h"
@@ -20,6 +21,7 @@ Recorder::Recorder(std::shared_ptr<Core> core, Pipelines& pipelines)
 
 Recorder::~Recorder() {
   VkDevice d = core_->device;
+  for (Pipelines::Made& m : waiting_) m.wait();
   if (recording_) {
     vkEndCommandBuffer(cmd_);
     recording_ = false;
@@ -114,7 +116,9 @@ Status Recorder::begin() {
   if (r != VK_SUCCESS) return vk_error("vkBeginCommandBuffer", r, core_->id);
   recording_ = true;
   if (timing_) {
-    vkCmdResetQueryPool(cmd_, queries_, 0, query_capacity_);
+    command([q = queries_, n = query_capacity_](VkCommandBuffer c) {
+      vkCmdResetQueryPool(c, q, 0, n);
+    });
     queries_used_ = 0;
     boundary_ = timestamp();  // the batch's start
     // An op cut by the last submission goes on here.
@@ -131,7 +135,9 @@ Status Recorder::begin() {
 // pipeline at every such timestamp: one per op rather than two halves that cost.)
 uint32_t Recorder::timestamp() {
   const uint32_t q = queries_used_++;
-  vkCmdWriteTimestamp(cmd_, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, queries_, q);
+  command([pool = queries_, q](VkCommandBuffer c) {
+    vkCmdWriteTimestamp(c, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, pool, q);
+  });
   return q;
 }
 
@@ -248,7 +254,11 @@ Status Recorder::record(const Dispatch& d) {
     for (uint32_t k = 0; k < std::size(d.params.td); ++k)
       if (d.params.td[k].dense) *dense |= 1u << k;
   }
-  DUET_ASSIGN_OR_RETURN(VkPipeline pipe, pipelines_.get(d.shader, d.spec, dense));
+  DUET_ASSIGN_OR_RETURN(Pipelines::Made made, pipelines_.request(d.shader, d.spec, dense));
+  // A pipeline made before (or failed before) is used (or reported) now; one being made is
+  // waited for at the submission.
+  const bool ready = made.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+  if (ready && !made.get().ok()) return made.get().status();
   if (sets_left_ == 0) DUET_TRY(flush());
   // Parameters (and any table after them) into the ring.
   const uint64_t pbytes = sizeof(Params);
@@ -292,11 +302,13 @@ Status Recorder::record(const Dispatch& d) {
       hazard = true;
   }
   if (hazard) {
-    VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
-    mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_SHADER_READ_BIT;
-    mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
-    vkCmdPipelineBarrier(cmd_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
-                         VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb, 0, nullptr, 0, nullptr);
+    command([](VkCommandBuffer c) {
+      VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+      mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_SHADER_READ_BIT;
+      mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
+      vkCmdPipelineBarrier(c, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                           VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb, 0, nullptr, 0, nullptr);
+    });
     reads_since_barrier_.clear();
     writes_since_barrier_.clear();
     ++barriers;
@@ -342,10 +354,13 @@ Status Recorder::record(const Dispatch& d) {
   }
   vkUpdateDescriptorSets(core_->device, static_cast<uint32_t>(writes.size()), writes.data(), 0,
                          nullptr);
-  vkCmdBindPipeline(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, pipe);
-  vkCmdBindDescriptorSets(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, pipelines_.layout(), 0, 1, &set, 0,
-                          nullptr);
-  vkCmdDispatch(cmd_, d.groups[0], d.groups[1], d.groups[2]);
+  if (!ready) waiting_.push_back(made);
+  // Played after settle() has seen every waited pipeline made: get() does not block then.
+  command([made, layout = pipelines_.layout(), set, g = d.groups](VkCommandBuffer c) {
+    vkCmdBindPipeline(c, VK_PIPELINE_BIND_POINT_COMPUTE, *made.get());
+    vkCmdBindDescriptorSets(c, VK_PIPELINE_BIND_POINT_COMPUTE, layout, 0, 1, &set, 0, nullptr);
+    vkCmdDispatch(c, g[0], g[1], g[2]);
+  });
   ++dispatches;
   if (recent.size() == 16) recent.erase(recent.begin());
   recent.emplace_back(d.shader, d.spec);
@@ -355,17 +370,27 @@ Status Recorder::record(const Dispatch& d) {
 
 Status Recorder::update(VkBuffer buffer, uint64_t offset, const void* data, uint64_t bytes) {
   DUET_TRY(begin());
-  VkMemoryBarrier before{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
-  before.srcAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
-  before.dstAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
-  vkCmdPipelineBarrier(cmd_, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT,
-                       0, 1, &before, 0, nullptr, 0, nullptr);
-  vkCmdUpdateBuffer(cmd_, buffer, offset, bytes, data);
-  VkMemoryBarrier after{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
-  after.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
-  after.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
-  vkCmdPipelineBarrier(cmd_, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
-                       0, 1, &after, 0, nullptr, 0, nullptr);
+  auto emit = [buffer, offset, bytes](VkCommandBuffer c, const void* bytes_from) {
+    VkMemoryBarrier before{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+    before.srcAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
+    before.dstAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
+    vkCmdPipelineBarrier(c, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_PIPELINE_STAGE_TRANSFER_BIT, 0,
+                         1, &before, 0, nullptr, 0, nullptr);
+    vkCmdUpdateBuffer(c, buffer, offset, bytes, bytes_from);
+    VkMemoryBarrier after{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+    after.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
+    after.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT;
+    vkCmdPipelineBarrier(c, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0,
+                         1, &after, 0, nullptr, 0, nullptr);
+  };
+  if (waiting_.empty()) {
+    emit(cmd_, data);
+  } else {  // on the tape: the data is copied now (vkCmdUpdateBuffer copies when recorded)
+    const auto* p = static_cast<const std::byte*>(data);
+    command([emit, copy = std::vector<std::byte>(p, p + bytes)](VkCommandBuffer c) {
+      emit(c, copy.data());
+    });
+  }
   barriers += 2;
   ++updates;
   reads_since_barrier_.clear();
@@ -374,9 +399,42 @@ Status Recorder::update(VkBuffer buffer, uint64_t offset, const void* data, uint
   return {};
 }
 
+Status Recorder::settle() {
+  if (waiting_.empty()) return {};
+  const auto t0 = std::chrono::steady_clock::now();
+  Status failed;
+  for (const Pipelines::Made& m : waiting_)
+    if (const Result<VkPipeline>& p = m.get(); !p.ok() && failed.ok()) failed = p.status();
+  pipelines_.add_wait(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  waiting_.clear();
+  std::vector<std::function<void(VkCommandBuffer)>> tape;
+  tape.swap(tape_);
+  if (!failed.ok()) {
+    drop_batch();
+    return failed;
+  }
+  for (auto& f : tape) f(cmd_);
+  return {};
+}
+
+void Recorder::drop_batch() {
+  vkEndCommandBuffer(cmd_);
+  vkResetCommandBuffer(cmd_, 0);
+  vkResetDescriptorPool(core_->device, dpool_, 0);
+  destroy_views();
+  recording_ = false;
+  sets_left_ = kSetsPerPool;
+  ring_used_ = 0;
+  reads_since_barrier_.clear();
+  writes_since_barrier_.clear();
+  batch_.clear();
+  error_what_.clear();
+}
+
 Status Recorder::flush() {
   if (!recording_) return {};
   if (timing_ && op_open_) pieces_.back().end = timestamp();
+  DUET_TRY(settle());
   recording_ = false;
   VkResult r = vkEndCommandBuffer(cmd_);
   if (r != VK_SUCCESS) return vk_error("vkEndCommandBuffer", r, core_->id);

@@ -2,14 +2,20 @@
 // compiled form is also kept on disk in a VkPipelineCache file per device UUID and driver
 // version, so a second start of a desktop app skips the driver's shader compiler. A file that is
 // corrupt, truncated or from another driver is ignored with a warning.
+#include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <system_error>
+#include <thread>
 
+#include "duet/internal/env.h"
 #include "duet/internal/log.h"
 #include "vk_internal.h"
 
@@ -25,6 +31,14 @@ extern const int kNumEntries;
 }  // namespace shaders
 
 namespace {
+
+// CPU seconds of the calling thread (a driver that compiles on the calling thread, as lavapipe
+// does, spends them there): on a loaded machine a truer cost than the wall time.
+double thread_cpu_seconds() {
+  timespec t{};
+  if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t) != 0) return 0;
+  return static_cast<double>(t.tv_sec) + static_cast<double>(t.tv_nsec) * 1e-9;
+}
 
 constexpr char kMagic[8] = {'D', 'U', 'E', 'T', 'P', 'C', '0', '1'};
 
@@ -74,13 +88,25 @@ std::string default_cache_dir(const BackendOptions& o) {
   return {};
 }
 
-Pipelines::Pipelines(std::shared_ptr<Core> core, std::string cache_dir)
-    : core_(std::move(core)), dir_(std::move(cache_dir)) {}
+int default_pipeline_threads() {
+  if (auto n = env_int("DUET_VULKAN_PIPELINE_THREADS", 1, 64, "the cores (at most 8)")) {
+    return static_cast<int>(*n);
+  }
+  return static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 8u));
+}
+
+Pipelines::Pipelines(std::shared_ptr<Core> core, std::string cache_dir, int threads)
+    : core_(std::move(core)), dir_(std::move(cache_dir)), threads_(std::max(threads, 1)) {
+  slots_ = std::make_unique<std::counting_semaphore<>>(threads_);
+}
 
 Pipelines::~Pipelines() {
+  for (auto& [k, made] : pipelines_) made.wait();  // workers still making one
+  if (!pipelines_.empty()) log().info("{}: {}", core_->id, summary());
   if (Status s = save(); !s.ok()) log().warn("{}", s.message());
   VkDevice d = core_->device;
-  for (auto& [k, p] : pipelines_) vkDestroyPipeline(d, p, nullptr);
+  for (auto& [k, made] : pipelines_)
+    if (const Result<VkPipeline>& p = made.get(); p.ok()) vkDestroyPipeline(d, *p, nullptr);
   for (auto& [k, m] : modules_) vkDestroyShaderModule(d, m, nullptr);
   if (layout_) vkDestroyPipelineLayout(d, layout_, nullptr);
   if (set_layout_) vkDestroyDescriptorSetLayout(d, set_layout_, nullptr);
@@ -138,7 +164,10 @@ Status Pipelines::init() {
 }
 
 Status Pipelines::save() {
-  if (path_.empty() || !cache_ || pipelines_.empty()) return {};
+  {
+    std::lock_guard<std::mutex> g(m_);
+    if (path_.empty() || !cache_ || pipelines_.empty()) return {};
+  }
   size_t n = 0;
   VkResult r = vkGetPipelineCacheData(core_->device, cache_, &n, nullptr);
   if (r != VK_SUCCESS || n == 0) return {};
@@ -170,11 +199,12 @@ Status Pipelines::save() {
   return {};
 }
 
-Result<VkPipeline> Pipelines::get(const std::string& shader, const std::vector<uint32_t>& spec,
-                                  std::optional<uint32_t> dense) {
-  auto key = std::make_tuple(shader, spec, dense);
+Result<Pipelines::Made> Pipelines::request(const std::string& shader,
+                                           const std::vector<uint32_t>& spec,
+                                           std::optional<uint32_t> dense) {
+  Key key = std::make_tuple(shader, spec, dense);
+  std::unique_lock<std::mutex> lock(m_);
   if (auto it = pipelines_.find(key); it != pipelines_.end()) return it->second;
-  VkDevice d = core_->device;
   VkShaderModule module = VK_NULL_HANDLE;
   if (auto it = modules_.find(shader); it != modules_.end()) {
     module = it->second;
@@ -186,10 +216,41 @@ Result<VkPipeline> Pipelines::get(const std::string& shader, const std::vector<u
     VkShaderModuleCreateInfo mi{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
     mi.codeSize = e->words.size() * 4;
     mi.pCode = e->words.data();
-    VkResult r = vkCreateShaderModule(d, &mi, nullptr, &module);
+    VkResult r = vkCreateShaderModule(core_->device, &mi, nullptr, &module);
     if (r != VK_SUCCESS) return vk_error("vkCreateShaderModule", r, core_->id);
     modules_[shader] = module;
   }
+  Made made;
+  if (threads_ > 1) {
+    try {
+      made = std::async(std::launch::async, [this, key, module] {
+               slots_->acquire();
+               Result<VkPipeline> p = make(key, module);
+               slots_->release();
+               return p;
+             }).share();
+      pipelines_.emplace(std::move(key), made);
+      return made;
+    } catch (const std::system_error& e) {  // no thread to be had: made here instead
+      log().debug("{}: pipeline {} made on the recording thread: {}", core_->id, shader, e.what());
+    }
+  }
+  std::promise<Result<VkPipeline>> now;
+  made = now.get_future().share();
+  pipelines_.emplace(key, made);
+  lock.unlock();
+  now.set_value(make(key, module));
+  return made;
+}
+
+Result<VkPipeline> Pipelines::get(const std::string& shader, const std::vector<uint32_t>& spec,
+                                  std::optional<uint32_t> dense) {
+  DUET_ASSIGN_OR_RETURN(Made made, request(shader, spec, dense));
+  return made.get();
+}
+
+Result<VkPipeline> Pipelines::make(const Key& key, VkShaderModule module) {
+  const auto& [shader, spec, dense] = key;
   std::vector<uint32_t> values = spec;
   std::vector<VkSpecializationMapEntry> entries(spec.size());
   for (uint32_t i = 0; i < spec.size(); ++i) entries[i] = {i, i * 4, 4};
@@ -207,11 +268,48 @@ Result<VkPipeline> Pipelines::get(const std::string& shader, const std::vector<u
   ci.stage.pSpecializationInfo = values.empty() ? nullptr : &si;
   ci.layout = layout_;
   VkPipeline p = VK_NULL_HANDLE;
-  VkResult r = vkCreateComputePipelines(d, cache_, 1, &ci, nullptr, &p);
+  const auto t0 = std::chrono::steady_clock::now();
+  const double cpu0 = thread_cpu_seconds();
+  VkResult r = vkCreateComputePipelines(core_->device, cache_, 1, &ci, nullptr, &p);
+  const double cpu = thread_cpu_seconds() - cpu0;
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  log().debug("{}: pipeline {} made in {:.3f} s ({:.3f} s of this thread's CPU)", core_->id, shader,
+              s, cpu);
+  {
+    std::lock_guard<std::mutex> g(m_);
+    ++stats_.created;
+    stats_.create_s += s;
+    stats_.create_cpu_s += cpu;
+    if (s > stats_.slowest_s) {
+      stats_.slowest_s = s;
+      stats_.slowest = shader;
+    }
+  }
   if (r != VK_SUCCESS)
     return vk_error(("vkCreateComputePipelines(" + shader + ")").c_str(), r, core_->id);
-  pipelines_[key] = p;
   return p;
+}
+
+Pipelines::Stats Pipelines::stats() const {
+  std::lock_guard<std::mutex> g(m_);
+  return stats_;
+}
+
+void Pipelines::add_wait(double seconds) {
+  std::lock_guard<std::mutex> g(m_);
+  stats_.wait_s += seconds;
+}
+
+std::string Pipelines::summary() const {
+  const Stats s = stats();
+  return fmt::format(
+      "{} pipeline{} made in {:.2f} s ({:.2f} s of CPU in the calling threads) on {} thread{} "
+      "(recording waited {:.2f} s; slowest {} {:.2f} s), pipeline cache {}",
+      s.created, s.created == 1 ? "" : "s", s.create_s, s.create_cpu_s, threads_,
+      threads_ == 1 ? "" : "s", s.wait_s, s.slowest.empty() ? "-" : s.slowest, s.slowest_s,
+      path_.empty()   ? "off"
+      : loaded_bytes_ ? "loaded from disk"
+                      : "cold");
 }
 
 }  // namespace duet::vulkan

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 
 #include <fstream>
+#include <thread>
 
 #include "vulkan_test_util.h"
 
@@ -66,6 +67,30 @@ TEST(PipelineCache, ACorruptFileIsIgnored) {
     EXPECT_FALSE(vk(*r->devices[0]).pipelines().loaded_from_disk());
     EXPECT_TRUE(run_relu(*r->devices[0]));
   }
+}
+
+// Pipelines are made on worker threads; requests for one key, however many and from whichever
+// thread, get the one pipeline, made once; an unknown shader is refused by name at once.
+TEST(Pipelines, AreMadeOnceEachWhoeverAsks) {
+  TempDir dir;
+  auto r = open_vulkan({}, dir);
+  if (!r.ok()) GTEST_SKIP() << r.status().message();
+  Pipelines& p = vk(*r->devices[0]).pipelines();
+  std::vector<VkPipeline> got(4, VK_NULL_HANDLE);
+  std::vector<std::thread> askers;
+  for (size_t i = 0; i < got.size(); ++i)
+    askers.emplace_back([&, i] {
+      auto made = p.get("eltwise_f32", {});
+      if (made.ok()) got[i] = *made;
+    });
+  for (std::thread& t : askers) t.join();
+  EXPECT_NE(got[0], VK_NULL_HANDLE);
+  for (VkPipeline g : got) EXPECT_EQ(g, got[0]);
+  EXPECT_EQ(p.stats().created, 1u);
+  auto bad = p.request("no_such_shader", {});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("no_such_shader"), std::string::npos);
+  EXPECT_NE(p.summary().find("1 pipeline made"), std::string::npos) << p.summary();
 }
 
 TEST(PipelineCache, LocationFollowsOptionThenEnvironmentThenXdg) {
