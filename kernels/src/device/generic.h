@@ -308,34 +308,34 @@ DUET_DEV int valid_keys(const int* kv_len, int Lk, unsigned long long* error) {
   return n < 0 ? 0 : Lk;
 }
 
-// Rotary embedding, one thread per output element. Angles in double: positions reach the
+// Rotary embedding, one thread per rotated pair of a row (its angle's pow, cos and sin once for
+// both elements) and per element past rope_dims. Angles in double: positions reach the
 // thousands, where an fp32 angle would already be off by 1e-4 radians.
 DUET_KERNEL rope_kernel(const RopeParams p) {
-  const int64_t total = p.rows * p.D;
-  const int half = p.rope_dims / 2;
+  const int half = p.rope_dims / 2, per_row = half + (p.D - p.rope_dims);
+  const int64_t total = p.rows * per_row;
   const int64_t first = p.offset + (p.pos ? *p.pos : 0);
   if (first < 0) {
     if (grid_tid() == 0) atomic_min_u64(p.error, uint32_t(int32_t(first)));
     return;
   }
   for (int64_t e = grid_tid(); e < total; e += grid_threads()) {
-    const int64_t row = e / p.D;
-    const int d = static_cast<int>(e % p.D);
+    const int64_t row = e / per_row, ob = row * p.D;
+    const int u = static_cast<int>(e % per_row);
     const int64_t xb = offset_of(p.x, p.x.shape, row * p.D), xs = p.x.stride[3];
-    float y;
-    if (d >= p.rope_dims) {
-      y = load_f32(p.x.data, p.x.dtype, xb + d * xs);
-    } else {
-      const int i = p.neox ? (d < half ? d : d - half) : d / 2;
-      const int i0 = p.neox ? i : 2 * i, i1 = p.neox ? i + half : 2 * i + 1;
-      const double pos = static_cast<double>(first + row % p.L);
-      const double freq = pow(static_cast<double>(p.theta), -2.0 * i / p.rope_dims);
-      const double c = cos(pos * freq), s = sin(pos * freq);
-      const double x0 = load_f32(p.x.data, p.x.dtype, xb + i0 * xs);
-      const double x1 = load_f32(p.x.data, p.x.dtype, xb + i1 * xs);
-      y = static_cast<float>(d == i0 ? x0 * c - x1 * s : x0 * s + x1 * c);
+    if (u >= half) {
+      const int d = p.rope_dims + (u - half);
+      store_f32(p.out, p.out_dtype, ob + d, load_f32(p.x.data, p.x.dtype, xb + d * xs));
+      continue;
     }
-    store_f32(p.out, p.out_dtype, e, y);
+    const int i0 = p.neox ? u : 2 * u, i1 = p.neox ? u + half : 2 * u + 1;
+    const double pos = static_cast<double>(first + row % p.L);
+    const double freq = pow(static_cast<double>(p.theta), -2.0 * u / p.rope_dims);
+    const double c = cos(pos * freq), s = sin(pos * freq);
+    const double x0 = load_f32(p.x.data, p.x.dtype, xb + i0 * xs);
+    const double x1 = load_f32(p.x.data, p.x.dtype, xb + i1 * xs);
+    store_f32(p.out, p.out_dtype, ob + i0, static_cast<float>(x0 * c - x1 * s));
+    store_f32(p.out, p.out_dtype, ob + i1, static_cast<float>(x0 * s + x1 * c));
   }
 }
 

@@ -905,7 +905,9 @@ class Planner {
     std::vector<Call> calls;
     p.pos = scalar_ptr();
     DUET_ASSIGN_OR_RETURN(p.error, error_word(calls));
-    calls.push_back(call(Kernel::rope, {blocks_for(p.rows * p.D, 256), 1, 1}, 256, 0, p));
+    // A thread per rotated pair and per element past rope_dims.
+    const int64_t items = p.rows * (p.rope_dims / 2 + p.D - p.rope_dims);
+    calls.push_back(call(Kernel::rope, {blocks_for(items, 256), 1, 1}, 256, 0, p));
     return calls;
   }
 
