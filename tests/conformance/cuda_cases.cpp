@@ -1,5 +1,7 @@
 #include "cuda_cases.h"
 
+#include <array>
+#include <cstdint>
 #include <string>
 
 #include "duet/op.h"
@@ -148,28 +150,38 @@ void add_cuda_cases(std::vector<check::Case>& out) {
   out.push_back(make_case("kernels/qmatmul/q8_0/batch.2x3x1088x6", OpKind::matmul, tb,
                           {dense(DType::bf16, {2, 3, 1088}), dense(DType::q8_0, {6, 1088})},
                           {Fill::unit, Fill::blocks}));
-  // The integer tiers, every format once, small: a decode batch (dp4a) and a prefill tile with
-  // ragged edges over several K chunks (int8 mma: 20 x 70 against 64 x 64 blocks).
+  // The integer tiers, every format, small: decode batches (dp4a; one activation row, whose
+  // instance takes 4 weight rows a block, ragged at 7, and another of 2 to 8 rows, each count
+  // by some format) and a prefill tile with ragged edges over several K chunks (int8 mma: 20 x 70
+  // against 64 x 64 blocks).
+  int i = 0;
   for (DType q : kQuantizedDTypes) {
     const std::string qs(dtype_name(q));
-    const int64_t k = dtype_block_elems(q) == 32 ? 320 : 512;
-    out.push_back(make_case("kernels/qint/" + qs + "/decode.5x" + std::to_string(k) + "x9",
-                            OpKind::matmul, tb, {dense(DType::f32, {5, k}), dense(q, {9, k})},
-                            {Fill::unit, Fill::blocks}));
+    const int64_t k = dtype_block_elems(q) == 32 ? 320 : 512,
+                  m = std::array{5, 2, 3, 4, 6, 7, 8}[i++ % 7];
+    for (int64_t rows : {int64_t{1}, m})
+      out.push_back(make_case("kernels/qint/" + qs + "/decode." + std::to_string(rows) + "x" +
+                                  std::to_string(k) + "x" + std::to_string(rows == 1 ? 7 : 9),
+                              OpKind::matmul, tb,
+                              {dense(DType::f32, {rows, k}), dense(q, {rows == 1 ? 7 : 9, k})},
+                              {Fill::unit, Fill::blocks}));
     out.push_back(make_case("kernels/qint/" + qs + "/prefill.20x" + std::to_string(k) + "x70",
                             OpKind::matmul, tb, {dense(DType::f16, {20, k}), dense(q, {70, k})},
                             {Fill::unit, Fill::blocks}));
   }
-  // Several tiles of 128 rows of A by 128 weight rows, ragged, and a decode batch whose
-  // activations take several shared-memory chunks: a format per kind of scaling.
+  // Several tiles of 128 rows of A by 128 weight rows, ragged; decode batches whose K is more
+  // groups than a block has threads, and not a multiple of them: a format per kind of scaling.
   for (DType q : {DType::q4_0, DType::q6_k}) {
     const std::string qs(dtype_name(q));
     out.push_back(make_case("kernels/qint/" + qs + "/tiles.130x512x140", OpKind::matmul, tb,
                             {dense(DType::f32, {130, 512}), dense(q, {140, 512})},
                             {Fill::unit, Fill::blocks}));
   }
-  out.push_back(make_case("kernels/qint/q4_0/decode.8x8192x3.chunks", OpKind::matmul, tb,
-                          {dense(DType::f32, {8, 8192}), dense(DType::q4_0, {3, 8192})},
+  out.push_back(make_case("kernels/qint/q4_0/decode.8x6400x3.tail", OpKind::matmul, tb,
+                          {dense(DType::f32, {8, 6400}), dense(DType::q4_0, {3, 6400})},
+                          {Fill::unit, Fill::blocks}));
+  out.push_back(make_case("kernels/qint/q6_k/decode.1x4864x5.tail", OpKind::matmul, tb,
+                          {dense(DType::f32, {1, 4864}), dense(DType::q6_k, {5, 4864})},
                           {Fill::unit, Fill::blocks}));
 }
 

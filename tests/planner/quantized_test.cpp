@@ -170,7 +170,7 @@ TEST(QuantizedPlans, WithTheRealRulesAQuantizedMatmulRunsFromItsBlocksOnTheGpu) 
   ASSERT_NE(up, nullptr);
   EXPECT_EQ(up->op.choice.tier, Tier::int_dot) << explain(p);
   EXPECT_EQ(up->op.op.inputs[1].dtype, DType::q4_k);
-  EXPECT_HAS(up->tier_reason, "q4_k rows streamed through shared memory");
+  EXPECT_HAS(up->tier_reason, "q4_k blocks read straight from memory");
   EXPECT_HAS(up->tier_reason, "decoded to int8 in registers");
   EXPECT_HAS(up->tier_reason, "dp4a");
   bool said = false;

@@ -84,7 +84,9 @@ if want profile; then
   timeout 60 $N -k regex:qmv -c 1 --section SpeedOfLight --section Occupancy --section WarpStateStats \
     --section MemoryWorkloadAnalysis --section LaunchStats $D bench --device cuda:0 --op matmul \
     --tier int_dot --dtype q4_0 --min-seconds 0.01 > $O/ncu_qmv.txt 2>&1; echo rc=$?
-  grep -E "Duration|Throughput|Achieved Occupancy|Registers Per|Block Size|Grid Size|Stall|Waves" $O/ncu_qmv.txt | head -40
+  # Mem Busy / Mem Pipes Busy / L1/TEX beside DRAM Throughput: whether the mat-vec's 4-byte
+  # weight loads (quant_mv.h) are bound by the L1 pipeline rather than by DRAM.
+  grep -E "Duration|Throughput|Achieved Occupancy|Registers Per|Block Size|Grid Size|Stall|Waves|Mem Busy|Mem Pipes|L1/TEX|Issued" $O/ncu_qmv.txt | head -40
   timeout 45 $N -k regex:copy -c 1 --section SpeedOfLight --section Occupancy --section LaunchStats \
     $D bench --device cuda:0 --op copy --min-seconds 0.01 > $O/ncu_copy.txt 2>&1; echo rc=$?
   grep -E "Duration|Throughput|Achieved Occupancy|Block Size|Grid Size" $O/ncu_copy.txt | head -12

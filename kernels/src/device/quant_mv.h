@@ -1,22 +1,24 @@
 // The int_dot tier's mat-vec (decode and small batches: up to kQIntRows activation rows per
-// block), for every block format, at the speed of the weight's bytes:
-//   - each warp owns `rpw` weight rows and streams their raw blocks through its own
-//     shared-memory ring of `stages` buffers in 16-byte chunks (cp.async on sm_80+: several
-//     kilobytes in flight per warp, whatever the alignment of the blocks), 32 groups of 32
-//     weights a row and a step, one group a lane;
-//   - the block's activation rows, quantized to int8 per 32, sit in shared memory and each is
-//     read once per group for all of the warp's weight rows. Where they are few and all of K is
-//     one chunk (p.act_fused: decode), the block quantizes them itself from A (q8_group, a
-//     thread a block of 32) and the matmul is one launch; else q8_act_kernel quantized them into
-//     the workspace before, and the block copies its rows;
-//   - a lane decodes its group of each row once (q_group_s8) and takes dp4a with every
-//     activation row; warp sums at the end.
-// The activations go through shared memory in chunks of `kc` groups when all of K does not fit
-// (a block barrier per chunk).
+// block), for every block format, at the speed of the weight's bytes. Its one cost that matters
+// is the number of weight bytes each SM has in flight, and then instructions per byte:
+//   - a block of kQMvThreads threads owns R weight rows (qmv_rows: 4 for one row of A, 2
+//     above) and all of K: thread t takes groups of 32 weights t, t + 128, ... of every row,
+//     reading its blocks' words straight from global memory (aligned 4-byte loads joined by
+//     funnel shifts, quant_words.h: no shared-memory staging, no barrier in the loop). Each
+//     thread has its R rows' words (R x 18 bytes for q4_0) in flight at once, and the grid is
+//     N / R blocks of 4 warps (1024 for N 4096), several blocks an SM;
+//   - the format is a template argument: the decode (q_group_s8, shared with the int8 tiles)
+//     compiles to that format's instructions alone, and the registers of each instance are its
+//     own: at most 64 (8 blocks, 32 warps an SM; qmv_min_blocks);
+//   - A arrives quantized to int8 per 32 by q8_act_kernel (one launch before); each thread reads
+//     its group's Q8Block of each activation row (48 bytes, three 16-byte loads, the same for
+//     every block: L1 and L2 hits) once for its R weight rows, and takes dp4a with each;
+//   - the per-thread sums are reduced by the warps' shuffles, then across the 4 warps through
+//     shared memory (one barrier at the end).
 #pragma once
 
+#include "device/qmv_shape.h"
 #include "device/quant_act.h"
-#include "device/quant_stage.h"
 #include "device/quant_words.h"
 
 DUET_DEV_BEGIN
@@ -33,130 +35,104 @@ DUET_DEV float q_group_dot(const uint32_t (&v)[8], const float (&sc)[2], const f
   return d * (sc[0] * small_i2f(s0) + sc[1] * small_i2f(s1)) + mn[0] * ds0 + mn[1] * ds1;
 }
 
-// Two blocks of 8 warps an SM at least (128 registers a thread): enough copies in flight. The
-// synchronous instance (sm_75) needs more than 128 registers to keep its accumulators and a
-// group's words without spilling, and asks for one block.
-template <class Arch>
-DUET_KERNEL_BOUNDED_MIN(256, Arch::kAsync ? 2 : 1)
+// C[b][m0 + m][n0 + r] for the block's MA (>= its rows of A) activation rows and R weight rows.
+template <QFmt F, int MA>
+DUET_KERNEL_BOUNDED_MIN(kQMvThreads, qmv_min_blocks(F, MA))
 qmv_kernel(const QMatmulParams p) {
-  // cp.async instances run on sm_80+, the synchronous ones before (host/launch_plan.cpp).
-  if constexpr (Arch::kAsync) {
-    if (device_arch_below(80)) return;
-  } else {
-    if (device_arch_at_least(80)) return;
-  }
-  constexpr int MR = kQMvMaxRows, MA = kQIntRows;
-  const int R = p.rpw, S = Arch::kAsync ? p.stages : 1;
-  const int t0 = tid(), w = warp(), ln = lane();
-  const int n0 = (bid_x() * nwarps() + w) * R;
-  const int rows = p.N - n0 < R ? (p.N - n0 > 0 ? p.N - n0 : 0) : R;  // this warp's rows
-  const int m0 = bid_y() * MA, ma = p.M - m0 < MA ? p.M - m0 : MA;
-  const int groups = p.K / 32, qb = q_block_bytes(p.fmt), gpb = q_block_elems(p.fmt) / 32;
-  const bool has_min = q_has_min(p.fmt);
-  const Q8Block* qa = p.act_fused ? nullptr : p.qa + (int64_t(bid_z()) * p.M + m0) * groups;
+  constexpr int R = qmv_rows(MA), NW = kQMvThreads / 32;
+  constexpr bool has_min = q_has_min(F);
+  const int gpb = q_block_elems(F) / 32, qb = q_block_bytes(F);
+  const int n0 = bid_x() * R, rows = p.N - n0 < R ? p.N - n0 : R;
+  const int m0 = bid_y() * kQIntRows, ma = p.M - m0 < MA ? p.M - m0 : MA;
+  const int groups = p.K / 32;
+  const Q8Block* qa = p.qa + (int64_t(bid_z()) * p.M + m0) * groups;
+  // Rows past N read row n0 again (never stored): no branch in the loop.
+  const uint8_t* w = p.w + int64_t(n0) * p.w_row_bytes;
+  int64_t roff[R];
+  DUET_UNROLL for (int r = 0; r < R; ++r) roff[r] = r < rows ? int64_t(r) * p.w_row_bytes : 0;
 
-  // Shared memory: the activation chunk [act_rows][kc] Q8Blocks, then each warp's ring of
-  // `stages` x `rpw` rows of w_pitch bytes.
-  auto* act = reinterpret_cast<Q8Block*>(smem());
-  uint8_t* ring =
-      smem() + int64_t(p.act_rows) * p.kc * sizeof(Q8Block) + int64_t(w) * p.stages * R * p.w_pitch;
+  float acc[R][MA];
+  DUET_UNROLL for (int r = 0; r < R; ++r) DUET_UNROLL for (int m = 0; m < MA; ++m) acc[r][m] = 0.f;
 
-  // Decode (p.act_fused, all of K in one chunk): the block quantizes its activation rows itself,
-  // before its accumulators hold anything; the barrier of the first step publishes them.
-  if (p.act_fused) {
-    const int64_t a0 = int64_t(bid_z()) / p.batch_inner * p.a_batch[0] +
-                       int64_t(bid_z()) % p.batch_inner * p.a_batch[1] + int64_t(m0) * p.a_m;
-    DUET_NO_UNROLL
-    for (int m = 0; m < ma; ++m) {
-      DUET_NO_UNROLL
-      for (int k = t0; k < groups; k += nthreads())
-        q8_group(p.a, p.a_dtype, a0 + int64_t(m) * p.a_m + int64_t(k) * 32 * p.a_k, p.a_k,
-                 act + m * p.kc + k);
-    }
-  }
-
-  float acc[MR][MA];
-  DUET_UNROLL for (int r = 0; r < MR; ++r) DUET_UNROLL for (int m = 0; m < MA; ++m) acc[r][m] = 0.f;
-
-  const int nchunks = (groups + p.kc - 1) / p.kc;
-  for (int c = 0; c < nchunks; ++c) {
-    const int c0 = c * p.kc, c1 = c0 + p.kc < groups ? c0 + p.kc : groups;
-    const int steps = (c1 - c0 + 31) / 32;
-    sync();  // every warp is done with the previous chunk's activations
-    const int n = c1 - c0;
-    if (!p.act_fused) {
-      DUET_NO_UNROLL
-      for (int i = t0; i < ma * n * 3; i += nthreads()) {
-        const int m = i / (3 * n), k = i / 3 % n, part = i % 3;
-        copy16<Arch>(
-            reinterpret_cast<uint8_t*>(act + m * p.kc + k) + 16 * part,
-            reinterpret_cast<const uint8_t*>(qa + int64_t(m) * groups + c0 + k) + 16 * part, 16);
-      }
-      commit<Arch>();
-    }
-    // Stage s of the ring holds step s's bytes of this warp's rows; returns their offsets.
-    auto stage = [&](int step) {
-      const int g0 = c0 + 32 * step, g1 = g0 + 32 < c1 ? g0 + 32 : c1;
-      uint8_t* dst = ring + (step % S) * R * p.w_pitch;
-      DUET_UNROLL for (int r = 0; r < MR; ++r) {
-        if (r >= rows) break;
-        const uint8_t* row = p.w + int64_t(n0 + r) * p.w_row_bytes;
-        stage_bytes<Arch>(dst + r * p.w_pitch, row + int64_t(g0 / gpb) * qb,
-                          row + int64_t(g1 / gpb) * qb, ln, kWarp);
-      }
-      commit<Arch>();
-    };
-    for (int s = 0; s + 1 < S && s < steps; ++s) stage(s);
-    for (int step = 0; step < steps; ++step) {
-      if (step + S - 1 < steps) {
-        // The buffer it overwrites was read in step - 1: every lane is past it.
-        sync_warp();
-        stage(step + S - 1);
-        wait_pending<Arch>(S - 1);
-      } else {
-        wait_groups<Arch, 0>();
-      }
-      if (step == 0)
-        sync();  // the activation chunk, copied by the whole block
-      else
-        sync_warp();
-      const int g0 = c0 + 32 * step, gl = ln;
-      if (g0 + gl >= c1 || rows == 0) continue;
-      const uint8_t* buf = ring + (step % S) * R * p.w_pitch;
-      uint32_t v[MR][8];
-      float sc[MR][2], mn[MR][2];
-      DUET_UNROLL for (int r = 0; r < MR; ++r) {
-        if (r >= rows) break;
-        const uint8_t* row0 = p.w + int64_t(n0 + r) * p.w_row_bytes + int64_t(g0 / gpb) * qb;
-        const uint8_t* blk = buf + r * p.w_pitch + offset16(row0) + (gl / gpb) * qb;
-        q_group_s8(p.fmt, blk, gl % gpb, v[r], sc[r], mn[r]);
-      }
-      const int k = g0 - c0 + gl;
-      DUET_UNROLL for (int m = 0; m < MA; ++m) {
-        if (m >= ma) break;
-        const Q8Block& a = act[m * p.kc + k];
-        uint32_t q[8];
-        q8_words(a, q);
-        const Vec16 f = load16(&a.d);
-        const float d = ffrom(f.w[0]), ds0 = has_min ? ffrom(f.w[1]) : 0.f,
-                    ds1 = has_min ? ffrom(f.w[2]) : 0.f;
-        DUET_UNROLL for (int r = 0; r < MR; ++r) {
-          if (r >= rows) break;
-          acc[r][m] += q_group_dot(v[r], sc[r], mn[r], q, d, ds0, ds1);
-        }
-      }
-    }
-  }
-
-  const int64_t cb = int64_t(bid_z()) * p.M * p.N;
-  DUET_UNROLL for (int r = 0; r < MR; ++r) {
-    if (r >= rows) break;
+  for (int g = tid(); g < groups; g += kQMvThreads) {
+    const int64_t bo = int64_t(g / gpb) * qb;
+    uint32_t v[R][8];
+    float sc[R][2], mn[R][2];
+    DUET_UNROLL for (int r = 0; r < R; ++r)
+        q_group_s8(F, w + roff[r] + bo, g % gpb, v[r], sc[r], mn[r]);
     DUET_UNROLL for (int m = 0; m < MA; ++m) {
       if (m >= ma) break;
-      const float s = warp_sum(acc[r][m]);
-      if (ln == 0) store_f32(p.c, p.c_dtype, cb + int64_t(m0 + m) * p.N + n0 + r, s);
+      const Q8Block& a = qa[int64_t(m) * groups + g];
+      uint32_t q[8];
+      q8_words(a, q);
+      const Vec16 f = load16(&a.d);
+      const float d = ffrom(f.w[0]), ds0 = has_min ? ffrom(f.w[1]) : 0.f,
+                  ds1 = has_min ? ffrom(f.w[2]) : 0.f;
+      DUET_UNROLL for (int r = 0; r < R; ++r) acc[r][m] +=
+          q_group_dot(v[r], sc[r], mn[r], q, d, ds0, ds1);
     }
   }
+
+  // Each warp's sums, then the block's: red[warp][r][m].
+  auto* red = reinterpret_cast<float*>(smem());
+  const int wp = warp(), ln = lane(), t = tid();
+  DUET_UNROLL for (int r = 0; r < R; ++r) DUET_UNROLL for (int m = 0; m < MA; ++m) {
+    const float s = warp_sum(acc[r][m]);
+    if (ln == 0) red[(wp * R + r) * MA + m] = s;
+  }
+  sync();
+  if (t < R * MA) {
+    const int r = t / MA, m = t % MA;
+    if (r < rows && m < ma) {
+      float s = 0.f;
+      DUET_UNROLL for (int i = 0; i < NW; ++i) s += red[(i * R + r) * MA + m];
+      store_f32(p.c, p.c_dtype, int64_t(bid_z()) * p.M * p.N + int64_t(m0 + m) * p.N + n0 + r, s);
+    }
+  }
+}
+
+// use(&qmv_kernel<F, MA>) for format f and a block's activation rows ma (qmv_act_rows): the
+// launchers of the GPU and of the emulator pick their instance through it.
+template <QFmt F, class Use>
+auto qmv_instance_rows(int ma, Use&& use) {
+  switch (ma) {
+    case 1:
+      return use(&qmv_kernel<F, 1>);
+    case 2:
+      return use(&qmv_kernel<F, 2>);
+    case 4:
+      return use(&qmv_kernel<F, 4>);
+    default:
+      return use(&qmv_kernel<F, kQIntRows>);
+  }
+}
+template <class Use>
+auto qmv_instance(QFmt f, int ma, Use&& use) {
+  switch (f) {
+    case QFmt::q8_0:
+      return qmv_instance_rows<QFmt::q8_0>(ma, use);
+    case QFmt::q4_0:
+      return qmv_instance_rows<QFmt::q4_0>(ma, use);
+    case QFmt::q4_1:
+      return qmv_instance_rows<QFmt::q4_1>(ma, use);
+    case QFmt::q5_0:
+      return qmv_instance_rows<QFmt::q5_0>(ma, use);
+    case QFmt::q5_1:
+      return qmv_instance_rows<QFmt::q5_1>(ma, use);
+    case QFmt::q2_k:
+      return qmv_instance_rows<QFmt::q2_k>(ma, use);
+    case QFmt::q3_k:
+      return qmv_instance_rows<QFmt::q3_k>(ma, use);
+    case QFmt::q4_k:
+      return qmv_instance_rows<QFmt::q4_k>(ma, use);
+    case QFmt::q5_k:
+      return qmv_instance_rows<QFmt::q5_k>(ma, use);
+    case QFmt::q6_k:
+      return qmv_instance_rows<QFmt::q6_k>(ma, use);
+    case QFmt::q4_z:
+      break;
+  }
+  return qmv_instance_rows<QFmt::q4_z>(ma, use);
 }
 
 DUET_DEV_END

@@ -4,8 +4,9 @@
 //
 // Blocks of 18, 34, 110 or 210 bytes leave fields on any even address, so words are read as the
 // two aligned words around them joined by a funnel shift (two 32-bit loads and a shift, where
-// byte loads would take four loads and three shifts). The staged bytes must therefore be
-// followed by 4 bytes of shared memory the caller owns (read, never used).
+// byte loads would take four loads and three shifts). Only aligned words holding a byte of the
+// field are read (up to 3 bytes past its end), so the blocks may sit in shared memory (staged)
+// or in global memory (the mat-vec reads them there: allocations end on 4-byte multiples).
 //
 // The zero point of the formats whose element is `d * (q - z)` (q4_0, q5_0, q4_z, q6_k, q3_k:
 // every difference lies in [-32, 31]) is subtracted in the int8 words themselves, so their
@@ -18,8 +19,8 @@
 
 DUET_DEV_BEGIN
 
-// N words from the 2-byte aligned address p: aligned loads and funnel shifts (reads the word
-// after the last).
+// N words from the 2-byte aligned address p: aligned loads and funnel shifts (the word after
+// the last only where p is not 4-byte aligned).
 template <int N>
 DUET_DEV void ldw(const uint8_t* p, uint32_t (&w)[N]) {
   const uintptr_t u = reinterpret_cast<uintptr_t>(p);
@@ -27,7 +28,7 @@ DUET_DEV void ldw(const uint8_t* p, uint32_t (&w)[N]) {
   const int s = static_cast<int>(u & 3) * 8;
   uint32_t lo = load_u32(a);
   DUET_UNROLL for (int i = 0; i < N; ++i) {
-    const uint32_t hi = load_u32(a + 4 * (i + 1));
+    const uint32_t hi = i + 1 < N || s != 0 ? load_u32(a + 4 * (i + 1)) : lo;
     w[i] = funnel_r(lo, hi, s);
     lo = hi;
   }
@@ -61,7 +62,7 @@ DUET_DEV float small_i2f(int v) {
   return ffrom(static_cast<uint32_t>(v) + 0x4B400000u) - 12582912.f;
 }
 
-// Group g (elements [32 g, 32 g + 32)) of the block at b (2-byte aligned, in shared memory):
+// Group g (elements [32 g, 32 g + 32)) of the block at b (2-byte aligned, shared or global):
 // element 4 i + j in byte j of v[i], signed; a scale and a minimum per half of 16.
 DUET_DEV void q_group_s8(QFmt f, const uint8_t* b, int g, uint32_t (&v)[8], float (&sc)[2],
                          float (&mn)[2]) {

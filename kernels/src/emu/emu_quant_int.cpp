@@ -26,9 +26,11 @@ Status quant_int(const detail::Call& c) {
   switch (c.kernel) {
     case Kernel::q8_act:
       return run_kernel(c, &dev::q8_act_kernel);
-    case Kernel::qmv:
-      return c.sm80 ? run_kernel(c, &dev::qmv_kernel<dev::Sm80Arch>)
-                    : run_kernel(c, &dev::qmv_kernel<dev::Sm75Arch>);
+    case Kernel::qmv: {
+      const auto& p = std::get<dev::QMatmulParams>(c.params);
+      return dev::qmv_instance(p.fmt, dev::qmv_act_rows(p.M),
+                               [&](auto k) { return run_kernel(c, k); });
+    }
     case Kernel::mmq:
       return c.sm80 ? mmq<dev::Sm80Arch>(c) : mmq<dev::Sm75Arch>(c);
     default:

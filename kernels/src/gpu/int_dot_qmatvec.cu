@@ -1,6 +1,5 @@
-// The int_dot tier: activation quantization and the quantized mat-vec, synchronous staging
-// (sm_61, sm_75) and cp.async (sm_80+) instances (built for the architectures >= sm_61 of the
-// list; each instance compiles to nothing on the architectures it never runs on).
+// The int_dot tier: activation quantization and the quantized mat-vec, an instance per block
+// format and activation rows a block (built for the architectures >= sm_61 of the list).
 #include "device/quant_mv.h"
 #include "gpu/gpu_launch.h"
 #include "host/runners.h"
@@ -12,9 +11,11 @@ Status int_dot_qmatvec(const detail::Call& c, void* stream) {
   switch (c.kernel) {
     case Kernel::q8_act:
       return launch_on_gpu(c, &dev::q8_act_kernel, stream);
-    case Kernel::qmv:
-      return c.sm80 ? launch_on_gpu(c, &dev::qmv_kernel<dev::Sm80Arch>, stream)
-                    : launch_on_gpu(c, &dev::qmv_kernel<dev::Sm75Arch>, stream);
+    case Kernel::qmv: {
+      const auto& p = std::get<dev::QMatmulParams>(c.params);
+      return dev::qmv_instance(p.fmt, dev::qmv_act_rows(p.M),
+                               [&](auto k) { return launch_on_gpu(c, k, stream); });
+    }
     default:
       return Status(Code::internal, c.name() + " is not an int_dot kernel");
   }

@@ -674,16 +674,14 @@ class Planner {
   }
 
   // The integer tiers: A quantized into the workspace (q8_act), then the mat-vec (int_dot) or the
-  // int8 tensor-core tiles (int8_mma); or the mat-vec alone, quantizing A itself (fused_act).
+  // int8 tensor-core tiles (int8_mma).
   Result<std::vector<Call>> int_qmatmul() {
     const bool mma = tier_ == Tier::int8_mma;
     DUET_TRY(need_arch());
     DUET_ASSIGN_OR_RETURN(dev::QMatmulParams p, qmatmul_params());
     const int64_t batch = batch_count();
-    const kernels::Kernel* kv = launch_.config.variant_as<kernels::Kernel>();
-    const bool fused = !mma && kv && kv->fused_act;
     const uint64_t need = workspace_bytes(tier_, op_, launch_.config);
-    if (!fused && !launch_.workspace)
+    if (!launch_.workspace)
       return fail(Code::invalid_argument, "the " + std::string(tier_name(tier_)) +
                                               " tier needs a workspace of " + std::to_string(need) +
                                               " bytes for the quantized activations");
@@ -699,8 +697,7 @@ class Planner {
     q.batch_inner = p.batch_inner;
     q.rows = batch * p.M;
     q.out = static_cast<dev::Q8Block*>(launch_.workspace);
-    p.qa = fused ? nullptr : q.out;
-    p.act_fused = fused ? 1 : 0;
+    p.qa = q.out;
     const DType f = in_[1].dtype;
     const LaunchConfig& cfg = launch_.config;
     auto bad_config = [&] {
@@ -712,19 +709,14 @@ class Planner {
     const ArchFeatures af = arch_features_of_sm(launch_.sm);
     const bool async = launch_.sm == 0 || (af.cp_async && (!mma || af.mma_s8_m16n8k32));
     std::vector<Call> calls;
-    if (!fused)
-      calls.push_back(
-          call(Kernel::q8_act, {blocks_for(q.rows * (p.K / 32) * 32, 256), 1, 1}, 256, 0, q));
+    calls.push_back(
+        call(Kernel::q8_act, {blocks_for(q.rows * (p.K / 32) * 32, 256), 1, 1}, 256, 0, q));
     if (!mma) {
-      p.rpw = cfg.tile_n / dev::kQMvWarps;
-      p.kc = cfg.tile_k / 32;
-      p.stages = cfg.stages;
-      p.act_rows = static_cast<int>(std::min<int64_t>(p.M, dev::kQIntRows));
-      p.w_pitch = static_cast<int>(shapes::qmv_pitch(f));
-      if (cfg.block_threads != dev::kQMvWarps * 32 || p.rpw < 1 || p.rpw > dev::kQMvMaxRows ||
-          cfg.tile_n != p.rpw * dev::kQMvWarps || cfg.tile_m != dev::kQIntRows || p.kc < 32 ||
-          p.kc % 32 || p.stages < 1 || p.stages > (async ? 4 : 1) || (fused && p.kc < p.K / 32) ||
-          cfg.shared_bytes != shapes::qmv_smem_bytes(f, p.act_rows, p.kc, p.rpw, p.stages))
+      // One instance per format and activation rows a block (qmv_act_rows): the configuration
+      // is that instance's.
+      const int ma = dev::qmv_act_rows(p.M);
+      if (cfg.block_threads != dev::kQMvThreads || cfg.tile_n != dev::qmv_rows(ma) ||
+          cfg.tile_m != dev::kQIntRows || cfg.shared_bytes != shapes::qmv_smem_bytes(ma))
         return bad_config();
       const int64_t gx = (p.N + cfg.tile_n - 1) / cfg.tile_n;
       const int64_t gy = (p.M + dev::kQIntRows - 1) / dev::kQIntRows;
@@ -734,7 +726,6 @@ class Planner {
           call(Kernel::qmv,
                {static_cast<unsigned>(gx), static_cast<unsigned>(gy), static_cast<unsigned>(batch)},
                cfg.block_threads, cfg.shared_bytes, p);
-      c.sm80 = async;
       calls.push_back(c);
       return calls;
     }
@@ -1010,7 +1001,7 @@ std::string Call::name() const {
     case Kernel::q8_act:
       return t + " q8 activations";
     case Kernel::qmv:
-      return std::string("int_dot quantized mat-vec<") + (sm80 ? "cp.async" : "sync") + ">";
+      return "int_dot quantized mat-vec";
     case Kernel::mmq:
       return std::string("int8_mma quantized matmul<") + (sm80 ? "m16n8k32" : "m8n8k16") + ">";
     case Kernel::matvec:
@@ -1061,10 +1052,7 @@ Status data_error(const OpDesc& op, const void* bytes, std::string_view device) 
 uint64_t workspace_bytes(Tier tier, const OpDesc& op, const LaunchConfig& config) {
   const uint64_t eb = error_bytes(op);
   // The integer tiers' quantized activations: a Q8Block per 32 values of A's rows.
-  // None where the mat-vec quantizes A itself.
-  const auto* kv = config.variant_as<Kernel>();
-  const bool fused = tier == Tier::int_dot && kv && kv->fused_act;
-  if (op.kind == OpKind::matmul && (tier == Tier::int_dot || tier == Tier::int8_mma) && !fused &&
+  if (op.kind == OpKind::matmul && (tier == Tier::int_dot || tier == Tier::int8_mma) &&
       op.inputs.size() == 2 && is_quantized(op.inputs[1].dtype)) {
     const uint64_t rows =
         static_cast<uint64_t>(op.output.numel() / std::max<int64_t>(op.output.dim(-1), 1));

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 
+#include "device/qmv_shape.h"
 #include "device/wgmma_shape.h"
 #include "duet/dtype.h"
 #include "duet/op.h"
@@ -85,14 +86,13 @@ inline uint64_t q_span_bytes(DType f, int groups) {
          static_cast<uint64_t>(dtype_block_bytes(f));
 }
 
-// ---- int_dot mat-vec (quant_mv.h): the activation chunk (act_rows x kc Q8Blocks of 48 bytes),
-// then each warp's ring of `stages` x `rpw` rows of one step (32 groups).
+// ---- the staged cast of block formats (quant_dequant.h): a warp's 32 groups of a row.
 inline uint64_t qmv_pitch(DType f) {
   return q_stage_pitch(q_span_bytes(f, 32));
 }
-inline uint64_t qmv_smem_bytes(DType f, int act_rows, int kc, int rpw, int stages) {
-  return static_cast<uint64_t>(act_rows) * static_cast<uint64_t>(kc) * 48 +
-         8ull * static_cast<uint64_t>(stages * rpw) * qmv_pitch(f);
+// ---- int_dot mat-vec (quant_mv.h): its warps' sums, [warps][rows][act_rows] floats.
+inline uint64_t qmv_smem_bytes(int act_rows) {
+  return static_cast<uint64_t>(dev::kQMvThreads / 32 * dev::qmv_rows(act_rows) * act_rows) * 4;
 }
 
 // ---- int8 tensor-core quantized matmul (quant_mmq.h): per stage the activations [4][BM] and

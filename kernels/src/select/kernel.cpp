@@ -33,8 +33,7 @@ std::string Kernel::name() const {
     case Family::int8_mma_qmatmul:
       return std::string("int8_mma_qmatmul_") + (k32 ? "m16n8k32" : "m8n8k16");
     case Family::int_dot_qmatvec:
-      return std::string("int_dot_qmatvec_") + (async ? "cp_async" : "sync") +
-             (fused_act ? "_fused_act" : "");
+      return "int_dot_qmatvec";
     case Family::generic_qmatmul:
       return "generic_qmatmul";
     case Family::generic_qrows:

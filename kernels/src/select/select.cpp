@@ -17,7 +17,7 @@ namespace duet::kernels {
 namespace {
 
 using dev::kQIntRows;
-using dev::kQMvWarps;
+using dev::kQMvThreads;
 
 std::string kib(uint64_t bytes) {
   std::ostringstream s;
@@ -553,44 +553,19 @@ LaunchConfig mmq_config(const DeviceCaps& caps, DType f, int64_t M, bool async) 
   return cfg;
 }
 
-// The int_dot mat-vec: rows per warp from the grid, then the most weight stages in flight (4 on
-// sm_80+) and the longest activation chunk that fit half the device's shared memory per block,
-// so that two blocks share an SM.
-LaunchConfig qmv_config(const DeviceCaps& caps, DType f, int64_t M, int64_t N, int64_t K,
-                        int64_t other_blocks, bool async) {
+// The int_dot mat-vec: the instance of the block's activation rows, its weight rows a block,
+// and shared memory for the warps' sums.
+LaunchConfig qmv_config(int64_t M) {
   LaunchConfig cfg;
   cfg.subgroup = 32;
-  cfg.block_threads = kQMvWarps * 32;
+  cfg.block_threads = kQMvThreads;
   cfg.tile_m = kQIntRows;
-  const int rpw = matvec_rows_per_warp(caps, N, other_blocks, kQMvWarps);
-  cfg.tile_n = kQMvWarps * rpw;
-  const int act_rows = static_cast<int>(std::min<int64_t>(M, kQIntRows));
-  const int all = static_cast<int>((K / 32 + 31) / 32 * 32);
-  const uint64_t budget = std::max<uint64_t>(smem_limit(caps) / 2, caps.shared_mem_per_block);
-  for (int stages = async ? 4 : 1; stages >= 1; --stages)
-    for (int kc = all; kc >= 32; kc = kc > 32 ? std::max(32, kc / 2 / 32 * 32) : 0) {
-      cfg.stages = stages;
-      cfg.tile_k = kc * 32;
-      cfg.shared_bytes = shapes::qmv_smem_bytes(f, act_rows, kc, rpw, stages);
-      if (cfg.shared_bytes <= budget) return cfg;
-      if (kc == 32) break;
-    }
-  return cfg;  // the smallest; refused if it still does not fit
-}
-
-// Where a block of the mat-vec holds few activation rows, and reads at most this much of A, it
-// quantizes them itself: a decode step then spares a launch per matmul (a few microseconds
-// each, several hundred a step) for a read from L2 that costs a block well under a microsecond.
-// Larger batches would quantize A again in every block: one launch quantizes it once.
-constexpr uint64_t kQMvFusedActBytes = 64 * 1024;
-constexpr int64_t kQMvFusedActRows = 4;
-
-uint64_t qmv_act_bytes(DType a, int64_t M, int64_t K) {
-  return static_cast<uint64_t>(std::min<int64_t>(M, kQIntRows) * K) * dtype_size(a);
-}
-
-bool qmv_fuses_act(DType a, int64_t M, int64_t K) {
-  return M <= kQMvFusedActRows && qmv_act_bytes(a, M, K) <= kQMvFusedActBytes;
+  const int ma = dev::qmv_act_rows(M);
+  cfg.tile_n = dev::qmv_rows(ma);
+  cfg.tile_k = 32;
+  cfg.stages = 1;
+  cfg.shared_bytes = shapes::qmv_smem_bytes(ma);
+  return cfg;
 }
 
 void quantized_choices(const DeviceCaps& caps, const OpDesc& op, const BuildArchs& build,
@@ -609,7 +584,6 @@ void quantized_choices(const DeviceCaps& caps, const OpDesc& op, const BuildArch
     const bool grid_ok = batch <= 65535 && (M + kQIntRows - 1) / kQIntRows <= 65535;
     const std::string grid_msg = "grid too large (batch at most 65535, M at most 512K)";
     const DType wf = op.inputs[qi].dtype;
-    const int64_t N = op.output.dim(-1), K = op.inputs[qi].dim(-1);
     // cp.async staging (and, for the int8 tiles, m16n8k32) from sm_80; synchronous before.
     const bool async = arch.cp_async;
     {
@@ -655,30 +629,18 @@ void quantized_choices(const DeviceCaps& caps, const OpDesc& op, const BuildArch
       d.need(grid_ok, grid_msg);
       need_warp32(d, caps);
       need_image(d, caps, arch, build, Tier::int_dot);
-      const int64_t other = (M + kQIntRows - 1) / kQIntRows * batch;
-      LaunchConfig cfg = qmv_config(caps, wf, M, N, K, other, async);
-      d.need(cfg.shared_bytes <= smem_limit(caps),
-             "needs " + kib(cfg.shared_bytes) + " of shared memory per block, the device allows " +
-                 kib(smem_limit(caps)));
-      // Quantizing in the kernel needs all of K in one chunk of shared memory (24 KiB at most).
-      const bool fused = qmv_fuses_act(op.inputs[0].dtype, M, K) && cfg.tile_k >= K;
-      cfg.set_variant(
-          Kernel{.family = Family::int_dot_qmatvec, .async = async, .fused_act = fused});
+      LaunchConfig cfg = qmv_config(M);
+      cfg.set_variant(Kernel{.family = Family::int_dot_qmatvec});
       d.c.launch = cfg;
       d.c.input_dtypes = op_dtypes(op);
       d.c.output_dtype = op.output.dtype;
-      d.why.push_back(f + " rows streamed through shared memory in 16-byte copies" +
-                      (async ? " (cp.async, " + std::to_string(cfg.stages) + " stages a warp)"
-                             : std::string(" (synchronous before sm_80)")) +
-                      ", decoded to int8 in registers, activations quantized to int8 per 32 " +
-                      (fused ? "by each block itself (one launch: " +
-                                   kib(qmv_act_bytes(op.inputs[0].dtype, M, K)) +
-                                   " of A a block, at most " + kib(kQMvFusedActBytes) + ")"
-                             : std::string("by a launch before")) +
-                      " and held in shared memory, dp4a (" + arch.name() +
-                      " >= " + sm_name(tier_min_sm(Tier::int_dot)) + "), " +
-                      std::to_string(cfg.tile_n / kQMvWarps) + " weight row(s) a warp for up to " +
-                      std::to_string(kQIntRows) + " activation rows");
+      d.why.push_back(f + " blocks read straight from memory in aligned words by " +
+                      std::to_string(kQMvThreads) + " threads a block sharing K, " +
+                      std::to_string(cfg.tile_n) +
+                      " weight rows a block, decoded to int8 in registers; activations quantized "
+                      "to int8 per 32 by a launch before, dp4a (" +
+                      arch.name() + " >= " + sm_name(tier_min_sm(Tier::int_dot)) + ") for up to " +
+                      std::to_string(dev::qmv_act_rows(M)) + " activation rows a block");
       out.push_back(d.done("int_dot quantized mat-vec"));
     }
   }
