@@ -123,12 +123,14 @@ bool runs(const Device& d, const check::Case& c, const KernelChoice& k) {
   const bool qcase = c.name.rfind("kernels/q", 0) == 0,
              qint = c.name.rfind("kernels/qint/", 0) == 0;
   const bool int_tier = k.tier == Tier::int_dot || k.tier == Tier::int8_mma;
-  // The large tile case is the mma tiles' (the mat-vec would take it 17 times over); the A100's
-  // mat-vec takes the decode cases (the GTX 1060's, the same kernel, the prefill cases
-  // too).
+  // The large tile case is the mma tiles' (the mat-vec would take it 17 times over); the
+  // mat-vec takes the decode cases, and on the GTX 1060 the prefill cases (more than 8 rows:
+  // blocks along M) of a format per kind of scaling, the kernel being the same code for all.
   if (c.name.find("/tiles.") != std::string::npos && k.tier != Tier::int8_mma) return false;
-  if (d.id() == "emu-a100:0" && k.tier == Tier::int_dot &&
-      c.name.find("/prefill.") != std::string::npos)
+  if (k.tier == Tier::int_dot && c.name.find("/prefill.") != std::string::npos &&
+      (d.id() == "emu-a100:0" ||
+       (c.name.find("/q4_0/") == std::string::npos && c.name.find("/q4_k/") == std::string::npos &&
+        c.name.find("/q6_k/") == std::string::npos)))
     return false;
   return int_tier ? qcase : !qint;
 #else
