@@ -666,6 +666,55 @@ Status map_gather_elements(Node& n) {
   return take_elements(n, 0, idims, flat);
 }
 
+// GatherND with known indices (batch_dims, negative indices counting from the end): each
+// output element's flat position in the data, taken by take_elements.
+Status map_gather_nd(Node& n) {
+  const std::vector<int64_t> dims = n.shape(0), idims = n.shape(1);
+  const int64_t b = n.attr_int("batch_dims", 0);
+  const auto r = static_cast<int64_t>(dims.size()), q = static_cast<int64_t>(idims.size());
+  if (q < 1) return n.invalid("indices of rank 0 (expected >= 1)");
+  const int64_t m = idims.back();
+  if (b < 0 || b >= std::min(r, q))
+    return n.invalid("batch_dims " + std::to_string(b) + " (expected 0 to " +
+                     std::to_string(std::min(r, q) - 1) + ")");
+  if (m < 1 || b + m > r)
+    return n.invalid("index tuples of " + std::to_string(m) + " for data " + dims_str(dims) +
+                     " and batch_dims " + std::to_string(b));
+  for (int64_t k = 0; k < b; ++k)
+    if (idims[static_cast<size_t>(k)] != dims[static_cast<size_t>(k)])
+      return n.invalid("indices " + dims_str(idims) + " and data " + dims_str(dims) +
+                       " differ in the batch dims");
+  if (!n.known(1))
+    return n.unsupported(
+        "GatherND with indices computed at run time (duet gathers at positions known at "
+        "import)");
+  std::vector<int64_t> out(idims.begin(), idims.end() - 1);
+  out.insert(out.end(), dims.begin() + b + m, dims.end());
+  DUET_TRY(n.room_for(out, kInt64, 16));
+  const auto sb = static_cast<size_t>(b), sm = static_cast<size_t>(m);
+  const int64_t slice = product(dims, sb + sm, dims.size()), batches = product(dims, 0, sb),
+                per_batch = product(dims, sb, dims.size()),
+                tuples = product(idims, sb, idims.size() - 1);
+  const std::vector<int64_t> idx = n.array(1).ints();
+  std::vector<int64_t> flat;
+  flat.reserve(static_cast<size_t>(batches * tuples * slice));
+  for (int64_t bi = 0; bi < batches; ++bi)
+    for (int64_t t = 0; t < tuples; ++t) {
+      int64_t base = 0;
+      for (size_t k = 0; k < sm; ++k) {
+        int64_t v = idx[static_cast<size_t>((bi * tuples + t) * m) + k];
+        const int64_t d = dims[sb + k];
+        if (v < -d || v >= d)
+          return n.invalid("index " + std::to_string(v) + " outside [-" + std::to_string(d) + ", " +
+                           std::to_string(d) + ")");
+        if (v < 0) v += d;
+        base = base * d + v;
+      }
+      for (int64_t j = 0; j < slice; ++j) flat.push_back(bi * per_batch + base * slice + j);
+    }
+  return take_elements(n, 0, out, flat);
+}
+
 // DepthToSpace (DCR or CRD) and SpaceToDepth: a fixed permutation of a [N, C, H, W] tensor's
 // elements (its definition's rank-6 reshape and transpose, which duet's rank-4 tensors cannot
 // hold), taken by take_elements.
@@ -835,6 +884,7 @@ const Mapping kShape[] = {
     {"Gather", map_gather},
     {"Tile", map_tile},
     {"GatherElements", map_gather_elements},
+    {"GatherND", map_gather_nd},
     {"DepthToSpace", map_depth_to_space},
     {"SpaceToDepth", map_space_to_depth},
     {"EyeLike", map_eye_like},

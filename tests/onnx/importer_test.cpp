@@ -1037,6 +1037,32 @@ TEST(OnnxImport, RoundFloorCeilAndSignAreExactAtEveryMagnitude) {
   }
 }
 
+// GatherND with known indices picks slices at run time (negative indices from the end); a
+// batch_dims the shapes cannot have is an error naming the node.
+TEST(OnnxImport, GatherNdTakesSlicesAtKnownIndices) {
+  Model m(13);
+  m.input("x", kF32, {2, 3}).output("y");
+  m.init_i64("i", {2, 1}, {-1, 0});
+  m.node("GatherND", {"x", "i"}, {"y"});
+  auto g = m.import();
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  auto out = run_cpu(*g, {{"x", tensor({2, 3}, {1, 2, 3, 4, 5, 6})}});
+  ASSERT_TRUE(out.count("y"));
+  const std::vector<float> want = {4, 5, 6, 1, 2, 3};
+  for (size_t k = 0; k < want.size(); ++k) EXPECT_EQ(out.at("y").data<float>()[k], want[k]) << k;
+
+  Model bad(13);
+  bad.input("x", kF32, {2, 3}).output("y");
+  bad.init_i64("i", {2, 1}, {0, 1});
+  Model::attr(bad.node("GatherND", {"x", "i"}, {"y"}, "gnd"), "batch_dims", int64_t{2});
+  auto refused = bad.import();
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find(
+                "node 'gnd' (GatherND, opset 13): batch_dims 2 (expected 0 to 1)"),
+            std::string::npos)
+      << refused.status().message();
+}
+
 TEST(OnnxImport, InputsKeepTheirNamesAndAliasedOutputsGetCopies) {
   Model m;
   m.input("input.1", kF32, {4}).output("same").output("flat");
