@@ -106,6 +106,38 @@ TEST(DistributedLlama, TwoRanksGiveOneProcesssGreedyIds) {
   EXPECT_EQ(ids_line(split.output), want) << split.output;
 }
 
+// A model neither rank can hold: a memory budget two ranks of one host share (400 KiB, 200 KiB
+// each, of a model of about 310 KiB) makes the planner put the second layer, and so its KV cache,
+// on rank 1, without --every-rank; decoding there reads and writes that cache on rank 1 and gives
+// one process's greedy ids.
+TEST(DistributedLlama, ALayerAndItsCacheOnRank1GiveOneProcesssGreedyIds) {
+  const std::string model = write_random_llama();
+  const std::string args = model + kArgs + " --cache-dtype f32";
+  std::string single;
+  {
+    FILE* pipe = popen((kCpu + " " + DUET_LLAMA_BIN + " " + args + " 2>&1").c_str(), "r");
+    char buf[4096];
+    size_t n = 0;
+    while ((n = fread(buf, 1, sizeof buf, pipe)) > 0) single.append(buf, n);
+    ASSERT_EQ(WEXITSTATUS(pclose(pipe)), 0) << single;
+  }
+  const std::string want = ids_line(single);
+  ASSERT_FALSE(want.empty()) << single;
+  Launch split =
+      mpirun(2, DUET_LLAMA_BIN, args + " --distributed --explain --policy budget=400KiB", kCpu);
+  fs::remove(model);
+  ASSERT_EQ(split.exit_code, 0) << split.output;
+  EXPECT_HAS(split.output, "no rank alone holds the graph's weights and states");
+  // Stage 1 runs nodes of layer 1 that use its caches, and holds them.
+  const size_t at = split.output.find("stage 1 on rank1: nodes ");
+  ASSERT_NE(at, std::string::npos) << split.output;
+  const size_t line2 = split.output.find('\n', at) + 1;
+  const std::string memory = split.output.substr(line2, split.output.find('\n', line2) - line2);
+  EXPECT_HAS(memory, "states 16.0 KiB") << "layer 1's K and V caches (64 x 32 f32 each)";
+  EXPECT_HAS(memory, "rank1/cpu:0");
+  EXPECT_EQ(ids_line(split.output), want) << split.output;
+}
+
 TEST(DistributedLlama, ARankGivenAnotherFileIsRefusedAtStart) {
   // The fixture with one weight of its output norm changed: same shapes, another model.
   auto f = duet::read_gguf(kFixture);
