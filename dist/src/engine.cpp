@@ -83,6 +83,8 @@ std::string record_of(Transport& t, const std::vector<Device*>& devices,
                       const std::map<int, MeasuredLink>& links) {
   nlohmann::json j;
   j["host"] = t.host();
+  j["mpi"] = t.library();
+  j["cuda_aware"] = t.cuda_support();
   j["devices"] = nlohmann::json::array();
   for (Device* d : devices) {
     DeviceCaps caps = d->caps();
@@ -93,6 +95,20 @@ std::string record_of(Transport& t, const std::vector<Device*>& devices,
   for (const auto& [peer, l] : links)
     j["links"].push_back({{"to", peer}, {"latency_us", l.latency_us}, {"gbps", l.gbps}});
   return j.dump();
+}
+
+// Each rank's MPI library and its CUDA-awareness, as --explain prints them.
+std::string transports_of(const std::vector<std::string>& records) {
+  std::string out =
+      "transport (MPI point-to-point; activations cross through host memory on "
+      "every rank: host staging):\n";
+  for (size_t r = 0; r < records.size(); ++r) {
+    nlohmann::json j = nlohmann::json::parse(records[r], nullptr, false);
+    if (j.is_discarded() || !j.is_object()) continue;
+    out += fmt::format("  rank{}: {}; CUDA-aware: {}\n", r, j.value("mpi", std::string("?")),
+                       j.value("cuda_aware", std::string("?")));
+  }
+  return out;
 }
 
 Result<Cluster> cluster_of(const std::vector<std::string>& records) {
@@ -235,7 +251,8 @@ void injected_fault(int rank, int run) {
 }  // namespace
 
 Result<Cluster> gather_cluster(Transport& t, const Graph& graph,
-                               const std::vector<Device*>& devices, const std::string& agree_on) {
+                               const std::vector<Device*>& devices, const std::string& agree_on,
+                               std::string* transports) {
   DUET_TRY(agree_on_start(
       t, DUET_VERSION_STRING,
       agree_on.empty() ? graph_fingerprint(graph) : graph_fingerprint(graph) + " " + agree_on));
@@ -249,6 +266,7 @@ Result<Cluster> gather_cluster(Transport& t, const Graph& graph,
     }
   DUET_ASSIGN_OR_RETURN(auto records,
                         t.all_gather(record_of(t, devices, links), "start: gathering records"));
+  if (transports) *transports = transports_of(records);
   return cluster_of(records);
 }
 
@@ -262,7 +280,9 @@ Result<std::unique_ptr<DistributedEngine>> DistributedEngine::create(Transport& 
   e->t_ = &transport;
   e->graph_ = graph;
   Transport& t = transport;
-  DUET_ASSIGN_OR_RETURN(Cluster cluster, gather_cluster(t, graph, devices, options.agree_on));
+  std::string transports;
+  DUET_ASSIGN_OR_RETURN(Cluster cluster,
+                        gather_cluster(t, graph, devices, options.agree_on, &transports));
 
   // Rank 0 plans; every rank derives its stage from the ranges.
   std::string decided, failure;
@@ -270,7 +290,7 @@ Result<std::unique_ptr<DistributedEngine>> DistributedEngine::create(Transport& 
     auto plan = plan_cluster(graph, cluster, options.policy, options.cluster);
     if (plan.ok()) {
       e->plan_ = std::move(*plan);
-      e->explain_ = duet::explain(e->plan_, graph);
+      e->explain_ = duet::explain(e->plan_, graph) + transports;
       decided = ranges_text(e->plan_.ranges());
     } else {
       failure = plan.status().message();

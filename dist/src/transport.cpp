@@ -95,8 +95,21 @@ Result<std::unique_ptr<Transport>> Transport::open(TransportOptions options) {
   t->library_.assign(lib, static_cast<size_t>(len));
   if (auto nl = t->library_.find_first_of("\r\n"); nl != std::string::npos) t->library_.resize(nl);
   if (auto comma = t->library_.find(','); comma != std::string::npos) t->library_.resize(comma);
-#if defined(MPIX_CUDA_AWARE_SUPPORT) && MPIX_CUDA_AWARE_SUPPORT
+    // Open MPI's CUDA extension (mpi-ext.h): MPIX_CUDA_AWARE_SUPPORT says how the headers were
+    // built, MPIX_Query_cuda_support() what the library loaded now can do (asked either way: the
+    // library at run time may not be the one the headers came with).
+#if defined(OMPI_HAVE_MPI_EXT_CUDA) && OMPI_HAVE_MPI_EXT_CUDA
   t->cuda_aware_ = MPIX_Query_cuda_support() == 1;
+  if (t->cuda_aware_)
+    t->cuda_support_ = "yes (MPIX_Query_cuda_support)";
+  else if (MPIX_CUDA_AWARE_SUPPORT)
+    t->cuda_support_ =
+        "no: the library was built with CUDA support but reports none now "
+        "(MPIX_Query_cuda_support: no CUDA driver, or its CUDA support turned off)";
+  else
+    t->cuda_support_ = "no: the library was built without CUDA support (MPIX_Query_cuda_support)";
+#else
+  t->cuda_support_ = "no: the library has no CUDA extension to ask (mpi-ext.h); taken as none";
 #endif
   t->timeout_s_ = env_timeout(options.timeout_s);
   return t;

@@ -90,14 +90,15 @@ int run_distributed(const CLI::App& cmd, const DistributedArgs& a) {
   Registry reg = open_registry();
   std::vector<Device*> devices = reg.devices();
   if (a.plan_only) {
-    auto cluster = dist::gather_cluster(t, *graph, devices);
+    std::string transports;
+    auto cluster = dist::gather_cluster(t, *graph, devices, {}, &transports);
     if (!cluster.ok()) end_all(cluster.status(), 1);
     if (t.rank() == 0) {
       ClusterOptions co;
       co.every_rank = a.every_rank;
       auto plan = plan_cluster(*graph, *cluster, a.policy.policy, co);
       if (!plan.ok()) end_all(plan.status(), 1);
-      std::printf("%s", explain(*plan, *graph).c_str());
+      std::printf("%s%s", explain(*plan, *graph).c_str(), transports.c_str());
     }
     Status s = t.barrier("finish");
     if (!s.ok()) end_all(s, 1);

@@ -51,10 +51,11 @@ struct MeasuredLink {
 // Collective, the start of every distributed command: checks that every rank runs the same duet
 // build on the same graph, measures the link between every pair of ranks, and gathers every
 // rank's capability records (its devices as it opened them). Every rank gets the whole cluster.
-// `agree_on`: as DistributedOptions::agree_on.
+// `agree_on`: as DistributedOptions::agree_on. `transports`, where given, receives each rank's MPI
+// library and whether it is CUDA-aware, in words (what --explain prints).
 Result<Cluster> gather_cluster(Transport& transport, const Graph& graph,
                                const std::vector<Device*>& devices,
-                               const std::string& agree_on = {});
+                               const std::string& agree_on = {}, std::string* transports = nullptr);
 
 class DistributedEngine {
  public:

@@ -55,9 +55,12 @@ class Transport {
   double timeout_s() const { return timeout_s_; }
   void set_timeout(double seconds) { timeout_s_ = seconds; }
   // The MPI library, as it names itself ("Open MPI v4.1.4, ..."), and whether it says it can
-  // send GPU memory directly (CUDA-aware); duet stages through host memory either way today.
+  // send GPU memory directly (CUDA-aware: Open MPI's MPIX_Query_cuda_support), with how that was
+  // found out ("no: the library was built without CUDA support ..."). Activations cross through
+  // host memory either way today (host staging).
   const std::string& library() const { return library_; }
   bool cuda_aware() const { return cuda_aware_; }
+  const std::string& cuda_support() const { return cuda_support_; }
 
   // Posts a send of `bytes` at `data` to `peer` with `tag` (0 <= tag < 32768), or a receive of
   // exactly `bytes` from it. `what` names the message in errors ("activation 'h3'").
@@ -90,7 +93,7 @@ class Transport {
                 double timeout_s = -1);
 
   int rank_ = 0, size_ = 1;
-  std::string host_, library_;
+  std::string host_, library_, cuda_support_;
   bool cuda_aware_ = false;
   bool initialised_here_ = false;
   double timeout_s_ = 60;
