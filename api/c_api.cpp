@@ -20,14 +20,6 @@
 #include "duet/planner.h"
 #include "duet/safetensors.h"
 
-struct duet_tensor {
-  duet::HostTensor t;  // always dense, offset 0
-};
-
-struct duet_graph {
-  duet::Graph g;
-};
-
 struct duet_plan {
   std::shared_ptr<duet::Registry> registry;  // the devices planned for, when real
   duet::Plan plan;

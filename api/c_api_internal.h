@@ -12,9 +12,19 @@
 
 #include "duet/backends.h"
 #include "duet/duet.h"
+#include "duet/graph.h"
+#include "duet/host_tensor.h"
 #include "duet/policy.h"
 #include "duet/registry.h"
 #include "duet/status.h"
+
+struct duet_tensor {
+  duet::HostTensor t;  // always dense, offset 0
+};
+
+struct duet_graph {
+  duet::Graph g;
+};
 
 namespace duet::capi {
 

@@ -110,6 +110,18 @@ TEST(DistributedRun, TwoRanksGiveOneProcesssOutputsAcrossRunsThatReadTheCaches) 
   EXPECT_EQ(got, want);
 }
 
+// The C API (duet_dist_*), from a C program linking libduet.so alone: its runs over two ranks are
+// one process's engine's, byte for byte, and the plan names each rank's MPI library.
+TEST(DistributedRun, TheCApiRunsTheStagesAsOneProcess) {
+  const Model& m = model();
+  Launch r = mpirun(2, DUET_DIST_C, m.graph.string() + " " + m.inputs.string() + " 3");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_HAS(r.output, "stage 1 on rank1");
+  EXPECT_HAS(r.output, "  rank1: Open MPI");
+  EXPECT_HAS(r.output, "; CUDA-aware: ");
+  EXPECT_HAS(r.output, "c api: 3 runs over 2 ranks, each output identical to one process's");
+}
+
 TEST(DistributedRun, StalledRankEndsTheRunNamingItAndTheRun) {
   const Model& m = model();
   Launch r = mpirun(2, DUET_BIN,

@@ -206,6 +206,48 @@ DUET_C_API const char* duet_engine_output_name(const duet_engine* e, size_t i); 
 /* The engine's current plan in words (as duet_plan_explain). */
 DUET_C_API duet_status duet_engine_explain(duet_engine* e, char** out);
 
+/* ---- distributed runs (docs/distributed.md) ---------------------------------------------
+ *
+ * A graph split in pipeline stages over the ranks of an MPI run: the program is started by
+ * `mpirun -np N app ...`, and every rank calls duet_dist_create with the same graph (checked at
+ * start: same duet build, same graph structure). Rank 0 then calls duet_dist_run (as
+ * duet_engine_run) and, when done, duet_dist_finish; every other rank calls duet_dist_serve,
+ * which follows rank 0's runs and returns when rank 0 finishes. Each rank keeps only its stage's
+ * weights and states (KV caches) on its own devices. In a build without MPI every function fails
+ * with DUET_ERROR_UNSUPPORTED.
+ *
+ * Faults: a wait for another rank longer than the timeout fails with a message naming both ranks
+ * and the step; a rank that cannot go on calls duet_dist_abort, which ends every rank. */
+
+typedef struct duet_dist duet_dist;
+
+/* Collective. Starts MPI unless the application did (then it is the application's to finalize;
+ * otherwise duet_dist_destroy finalizes it). `policy`: as duet_engine_create's, for every rank's
+ * planning. `every_rank`: nonzero puts a stage on every rank even where fewer are estimated
+ * faster. `timeout_s`: the longest wait for another rank once started (<= 0: DUET_DIST_TIMEOUT,
+ * else 120 s). */
+DUET_C_API duet_status duet_dist_create(const duet_graph* g, const char* policy, int every_rank,
+                                        double timeout_s, duet_dist** out);
+DUET_C_API void duet_dist_destroy(duet_dist* d);
+DUET_C_API int duet_dist_rank(const duet_dist* d); /* -1 for NULL */
+DUET_C_API int duet_dist_size(const duet_dist* d); /* 0 for NULL */
+/* Rank 0: one run over every stage, as duet_engine_run (outputs in duet_graph_output_name order).
+ */
+DUET_C_API duet_status duet_dist_run(duet_dist* d, const char* const* input_names,
+                                     const duet_tensor* const* inputs, size_t input_count,
+                                     duet_tensor** outputs, size_t output_count);
+/* Rank 0: every rank's states (KV caches) back to zero. */
+DUET_C_API duet_status duet_dist_reset_states(duet_dist* d);
+/* Rank 0: the other ranks return from duet_dist_serve (collective with them). */
+DUET_C_API duet_status duet_dist_finish(duet_dist* d);
+/* Other ranks: follow rank 0's runs until it calls duet_dist_finish. */
+DUET_C_API duet_status duet_dist_serve(duet_dist* d);
+/* Rank 0: the stage plan in words (ranks, links, stages, crossings, MPI library). */
+DUET_C_API duet_status duet_dist_explain(const duet_dist* d, char** out);
+/* Ends every rank of the run at once (MPI_Abort) after printing `message` as this rank's error;
+ * does not return. */
+DUET_C_API void duet_dist_abort(duet_dist* d, const char* message);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif
