@@ -46,12 +46,22 @@ struct Shared {
                   cache_limit) {}
 };
 
+// A block of the device's allocator, or memory another library allocated on the device
+// (Device::adopt), which the buffer only keeps alive through `keep_`.
 class CudaBuffer final : public Buffer {
  public:
   CudaBuffer(std::shared_ptr<Shared> shared, CachingAllocator::Block block, uint64_t size)
       : shared_(std::move(shared)), block_(block), size_(size) {}
-  ~CudaBuffer() override { shared_->allocator.release(block_); }
+  CudaBuffer(std::shared_ptr<Shared> shared, void* adopted, uint64_t size,
+             std::shared_ptr<const void> keep)
+      : shared_(std::move(shared)), size_(size), keep_(std::move(keep)) {
+    block_.ptr = adopted;
+  }
+  ~CudaBuffer() override {
+    if (!keep_) shared_->allocator.release(block_);
+  }
   uint64_t size() const override { return size_; }
+  uint64_t device_address() const override { return reinterpret_cast<uintptr_t>(block_.ptr); }
   std::byte* ptr() const { return static_cast<std::byte*>(block_.ptr); }
   const Shared* owner() const { return shared_.get(); }
 
@@ -59,6 +69,7 @@ class CudaBuffer final : public Buffer {
   std::shared_ptr<Shared> shared_;
   CachingAllocator::Block block_;
   uint64_t size_;
+  std::shared_ptr<const void> keep_;
 };
 
 // A workspace block, released when the last holder (the device, or a recording that captured
@@ -139,6 +150,25 @@ class Device final : public CudaDevice {
     Result<CachingAllocator::Block> b = shared_->allocator.allocate(bytes);
     if (!b.ok()) return memory_error(b.status(), Err(b.status().code()).device(id_), bytes);
     return std::shared_ptr<Buffer>(std::make_shared<CudaBuffer>(shared_, *b, bytes));
+  }
+
+  Result<std::shared_ptr<Buffer>> adopt(uint64_t address, uint64_t bytes,
+                                        std::shared_ptr<const void> keep) override {
+    DUET_TRY(alive());
+    if (address == 0 || bytes == 0)
+      return Err(Code::invalid_argument)
+          .device(id_)
+          .expected("device memory to use in place")
+          .got(address == 0 ? "a null address" : "0 bytes");
+    if (!keep) keep = std::make_shared<int>(0);  // marks the memory as not the allocator's
+    return std::shared_ptr<Buffer>(std::make_shared<CudaBuffer>(
+        shared_, reinterpret_cast<void*>(static_cast<uintptr_t>(address)), bytes, std::move(keep)));
+  }
+
+  Result<uint64_t> native_queue() override {
+    DUET_TRY(alive());
+    DUET_TRY(start());
+    return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(stream_));
   }
 
   bool owns(const Buffer& b) const override {

@@ -140,6 +140,17 @@ Result<std::shared_ptr<Buffer>> Device::borrow_checked(const HostTensor& host) {
       .got("a backend without borrowed buffers");
 }
 
+Result<std::shared_ptr<Buffer>> Device::adopt(uint64_t address, uint64_t bytes,
+                                              std::shared_ptr<const void> keep) {
+  (void)address;
+  (void)bytes;
+  (void)keep;
+  return Err(Code::unsupported)
+      .device(id())
+      .expected("a device that uses another library's memory in place")
+      .got("the " + std::string(backend_name(caps().backend)) + " backend, which cannot");
+}
+
 Status Device::read(Buffer& src, uint64_t offset, void* dst, uint64_t bytes) {
   DUET_TRY(check_copy(src, offset, bytes, "read"));
   return read_checked(src, offset, dst, bytes);

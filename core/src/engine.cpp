@@ -42,13 +42,18 @@ int Engine::plans_made() const {
   return plans_made_;
 }
 
-Status Engine::replan_for(const std::map<std::string, HostTensor>& inputs) {
+Status Engine::replan_for(const std::map<std::string, HostTensor>& inputs,
+                          const std::map<std::string, DeviceTensor>& device_inputs) {
   std::map<std::string, TensorDesc> changed;
   for (int id : graph_.inputs()) {
     const GraphValue& v = graph_.value(id);
-    auto it = inputs.find(v.name);
-    if (it == inputs.end() || !it->second.defined()) continue;  // the executor says what is missing
-    const TensorDesc& t = it->second.desc();
+    const TensorDesc* given = nullptr;
+    if (auto it = inputs.find(v.name); it != inputs.end() && it->second.defined())
+      given = &it->second.desc();
+    else if (auto dt = device_inputs.find(v.name); dt != device_inputs.end())
+      given = &dt->second.desc;
+    if (!given) continue;  // the executor says what is missing
+    const TensorDesc& t = *given;
     if (t.dtype == v.desc.dtype && !t.same_shape(v.desc))
       changed[v.name] = TensorDesc::contiguous(t.dtype, t.dims());
   }
@@ -66,6 +71,13 @@ Result<std::map<std::string, HostTensor>> Engine::run(
   std::lock_guard<std::mutex> g(mutex_);
   DUET_TRY(replan_for(inputs));
   return executor_->run(inputs);
+}
+
+Result<std::map<std::string, HostTensor>> Engine::run(
+    const std::map<std::string, HostTensor>& inputs, DeviceIo& device) {
+  std::lock_guard<std::mutex> g(mutex_);
+  DUET_TRY(replan_for(inputs, device.inputs));
+  return executor_->run(inputs, device);
 }
 
 Result<std::map<std::string, HostTensor>> Engine::run_timed(

@@ -17,14 +17,8 @@ namespace duet {
 
 namespace {
 
-// One lock per Device in the process: every call into a device holds it.
 std::mutex& device_lock(const Device* d) {
-  static std::mutex table_mutex;
-  static std::map<const Device*, std::unique_ptr<std::mutex>> table;
-  std::lock_guard<std::mutex> g(table_mutex);
-  auto& m = table[d];
-  if (!m) m = std::make_unique<std::mutex>();
-  return *m;
+  return device_mutex(*d);
 }
 
 // Host memory that a copy between two devices (or a state's zeros) passes through. An allocation
@@ -171,6 +165,14 @@ class PlanExecutor final : public Executor {
     return run_steps(inputs, nullptr, nullptr);
   }
 
+  Result<std::map<std::string, HostTensor>> run(const std::map<std::string, HostTensor>& inputs,
+                                                DeviceIo& device) override {
+    device.outputs.clear();
+    auto out = run_steps(inputs, nullptr, nullptr, &device);
+    if (!out.ok()) device.outputs.clear();
+    return out;
+  }
+
   Result<std::map<std::string, HostTensor>> run_timed(
       const std::map<std::string, HostTensor>& inputs, std::vector<StepTime>& times) override {
     std::vector<double> seconds(plan_.steps.size(), -1.0);
@@ -248,10 +250,108 @@ class PlanExecutor final : public Executor {
     return first;
   }
 
+  // The name a message gives a device of the plan, or the host.
+  std::string where(int d) const { return d == kHost ? "the host" : plan_.device_name(d); }
+
+  // A device input (DeviceIo::inputs) checked against the plan: the uploads it replaces are
+  // marked in `skip`, and their outputs read its buffer (in `bound`) for this run.
+  Status bind_device_input(const std::string& name, int id, const DeviceTensor& t,
+                           std::vector<char>& skip, std::vector<std::pair<int, Buffer*>>& bound) {
+    const TensorDesc& want = plan_.values[u(id)].desc;
+    const std::string on = t.device ? t.device->id() : std::string("no device");
+    if (!t.device || !t.buffer || t.desc.dtype != want.dtype || !t.desc.same_shape(want))
+      return Err(Code::invalid_argument)
+          .tensor(name)
+          .expected("input " + want.str() + " in a device's memory")
+          .got(t.buffer && t.device ? t.desc.str() + " on " + on : "no buffer");
+    if (!t.desc.is_contiguous() || t.desc.offset != 0 || !t.device->owns(*t.buffer) ||
+        t.buffer->size() < plan_.values[u(id)].storage_bytes())
+      return Err(Code::invalid_argument)
+          .tensor(name)
+          .device(on)
+          .expected("a dense tensor at the start of a buffer of " + on + " that holds " +
+                    std::to_string(plan_.values[u(id)].storage_bytes()) + " bytes")
+          .got(t.desc.str() +
+               (t.device->owns(*t.buffer) ? "" : " in a buffer " + on + " does not own"));
+    std::vector<int> readers;  // the devices (or kHost) that read the input
+    std::vector<size_t> uploads;
+    for (size_t k = 0; k < plan_.steps.size(); ++k) {
+      const PlanStep& s = plan_.steps[k];
+      if (s.once || std::find(s.inputs.begin(), s.inputs.end(), id) == s.inputs.end()) continue;
+      const bool upload = s.kind == StepKind::transfer && s.src_device == kHost;
+      const int reader = upload ? s.device : kHost;
+      if (std::find(readers.begin(), readers.end(), reader) == readers.end())
+        readers.push_back(reader);
+      if (upload && devs_[u(s.device)] == t.device) uploads.push_back(k);
+    }
+    if (readers.size() != 1 || readers[0] == kHost || uploads.empty()) {
+      std::string planned;
+      for (int r : readers) planned += (planned.empty() ? "" : " and ") + where(r);
+      return Err(Code::invalid_argument)
+          .tensor(name)
+          .expected(readers.size() == 1 && readers[0] != kHost
+                        ? "host memory, or " + planned + "'s memory (where the plan reads it)"
+                        : "host memory (the plan reads it on " +
+                              (planned.empty() ? std::string("no device") : planned) + ")")
+          .got("a tensor on " + on);
+    }
+    for (size_t k : uploads) {
+      skip[k] = 1;
+      bound.emplace_back(plan_.steps[k].output, t.buffer.get());
+    }
+    return {};
+  }
+
+  // Outputs kept on their device (DeviceIo::keep_outputs_on): the download of each is marked in
+  // `skip`, and the root its kernel writes gets a new buffer (in `bound`, kept in `io.outputs`).
+  Status keep_device_outputs(DeviceIo& io, std::vector<char>& skip,
+                             std::vector<std::pair<int, Buffer*>>& bound,
+                             std::map<int, std::shared_ptr<Buffer>>& fresh) {
+    for (const auto& [name, id] : plan_.outputs) {
+      if (plan_.values[u(id)].producer < 0) continue;
+      const PlanStep& st = plan_.steps[u(plan_.values[u(id)].producer)];
+      if (st.kind != StepKind::transfer || st.device != kHost || st.once) continue;
+      const int d = st.src_device;
+      Device* dev = devs_[u(d)];
+      if (std::find(io.keep_outputs_on.begin(), io.keep_outputs_on.end(), dev) ==
+          io.keep_outputs_on.end())
+        continue;
+      const PlanValue& in = plan_.values[u(st.inputs[0])];
+      const PlanValue& root = plan_.values[u(in.root)];
+      if (root.constant || root.state || root.device != d || root.producer < 0) continue;
+      const PlanStep& writer = plan_.steps[u(root.producer)];
+      if (writer.kind != StepKind::kernel || writer.once) continue;
+      std::shared_ptr<Buffer>& buf = fresh[in.root];
+      if (!buf) {
+        auto b =
+            call(d, [&] { return dev->allocate(std::max<uint64_t>(root.storage_bytes(), 1)); });
+        if (!b.ok()) return b.status().with_context("output '" + name + "'");
+        buf = std::move(*b);
+        bound.emplace_back(in.root, buf.get());
+      }
+      skip[u(plan_.values[u(id)].producer)] = 1;
+      io.outputs[name] = DeviceTensor{dev, buf, in.desc};
+    }
+    return {};
+  }
+
   Result<std::map<std::string, HostTensor>> run_steps(
       const std::map<std::string, HostTensor>& inputs, std::vector<double>* seconds,
-      RunProfile* profile) {
+      RunProfile* profile, DeviceIo* io = nullptr) {
     std::lock_guard<std::mutex> g(run_mutex_);
+    // Buffers bound for this run only (device inputs and kept outputs), restored when it ends.
+    std::vector<std::pair<int, Buffer*>> bound;
+    std::vector<Buffer*> saved;
+    struct Restore {
+      PlanExecutor* e;
+      std::vector<std::pair<int, Buffer*>>& bound;
+      std::vector<Buffer*>& saved;
+      ~Restore() {
+        for (size_t i = saved.size(); i-- > 0;) e->buffers_[u(bound[i].first)] = saved[i];
+      }
+    } restore{this, bound, saved};
+    std::vector<char> skip(plan_.steps.size(), 0);
+    std::map<int, std::shared_ptr<Buffer>> fresh;
     // Inputs: every one given, as planned; nothing else.
     std::vector<HostTensor> host(plan_.values.size());
     for (const auto& [name, t] : inputs)
@@ -260,7 +360,18 @@ class PlanExecutor final : public Executor {
             .tensor(name)
             .expected("an input of graph '" + plan_.graph + "'")
             .got("an unknown name");
+    if (io)
+      for (const auto& [name, t] : io->inputs)
+        if (!plan_.inputs.count(name) || inputs.count(name))
+          return Err(Code::invalid_argument)
+              .tensor(name)
+              .expected("an input of graph '" + plan_.graph + "', given once")
+              .got(inputs.count(name) ? "it in host and in device memory" : "an unknown name");
     for (const auto& [name, id] : plan_.inputs) {
+      if (io && io->inputs.count(name)) {
+        DUET_TRY(bind_device_input(name, id, io->inputs.at(name), skip, bound));
+        continue;
+      }
       auto it = inputs.find(name);
       const TensorDesc& want = plan_.values[u(id)].desc;
       if (it == inputs.end())
@@ -273,7 +384,13 @@ class PlanExecutor final : public Executor {
             .got(t.defined() ? t.desc().str() : "no data");
       host[u(id)] = t.desc().is_contiguous() && t.desc().offset == 0 ? t : t.contiguous();
     }
+    if (io && !io->keep_outputs_on.empty()) DUET_TRY(keep_device_outputs(*io, skip, bound, fresh));
+    for (const auto& [id, buf] : bound) {
+      saved.push_back(buffers_[u(id)]);
+      buffers_[u(id)] = buf;
+    }
     for (const auto& [name, id] : plan_.outputs) {
+      if (io && io->outputs.count(name)) continue;
       const PlanValue& v = plan_.values[u(id)];
       const PlanStep& st = plan_.steps[u(v.producer)];
       auto t = HostTensor::with_storage(v.desc, st.bytes);
@@ -287,9 +404,11 @@ class PlanExecutor final : public Executor {
     rs.staged.resize(plan_.steps.size());
     rs.ready.assign(plan_.steps.size(), 0);
     rs.seconds = seconds;
+    rs.skip = &skip;
     // Plain runs replay what was recorded; the second records (the first warms the devices:
-    // workspaces sized, kernels loaded). Timed and profiled runs go step by step.
-    rs.replay = !seconds && !profile;
+    // workspaces sized, kernels loaded). Timed and profiled runs go step by step, and so do runs
+    // with buffers bound for them (recordings name the executor's own).
+    rs.replay = !seconds && !profile && bound.empty();
     rs.record = rs.replay && plain_runs_ >= 1;
     // Which devices have per-run work.
     std::vector<int> active;
@@ -321,6 +440,7 @@ class PlanExecutor final : public Executor {
 
     std::map<std::string, HostTensor> out;
     for (const auto& [name, id] : plan_.outputs) {
+      if (io && io->outputs.count(name)) continue;
       HostTensor& t = host[u(id)];
       out.emplace(name, t.desc().is_contiguous() && t.desc().offset == 0 &&
                                 t.storage_bytes() == static_cast<uint64_t>(t.desc().nbytes())
@@ -340,6 +460,7 @@ class PlanExecutor final : public Executor {
     bool failed = false;
     std::vector<double>* seconds = nullptr;     // per step, when timing (run_timed)
     std::vector<Executed>* executed = nullptr;  // per device, when profiling (run_profiled)
+    const std::vector<char>* skip = nullptr;    // per step: replaced by a buffer bound (DeviceIo)
     bool replay = false;                        // segments recorded may be replayed
     bool record = false;                        // and those not recorded yet recorded
   };
@@ -699,7 +820,7 @@ class PlanExecutor final : public Executor {
         std::lock_guard<std::mutex> g(rs.m);
         if (rs.failed) return;
       }
-      if (s.kind == StepKind::view) continue;
+      if (s.kind == StepKind::view || (*rs.skip)[i]) continue;
       auto t0 = std::chrono::steady_clock::now();
       if (s.kind == StepKind::kernel && s.device == d && rs.replay) {
         Result<bool> replayed = replay_segment(d, i, rs.record);
@@ -784,6 +905,15 @@ class PlanExecutor final : public Executor {
 };
 
 }  // namespace
+
+std::mutex& device_mutex(const Device& d) {
+  static std::mutex table_mutex;
+  static std::map<const Device*, std::unique_ptr<std::mutex>> table;
+  std::lock_guard<std::mutex> g(table_mutex);
+  auto& m = table[&d];
+  if (!m) m = std::make_unique<std::mutex>();
+  return *m;
+}
 
 double RunProfile::kernel_seconds() const {
   double s = 0;

@@ -21,13 +21,13 @@ from .errors import (  # noqa: F401
     ParseError,
     UnsupportedError,
 )
-from ._duet import Graph, GraphBuilder, Tensor, Value, load  # noqa: F401
+from ._duet import DeviceTensor, Graph, GraphBuilder, Tensor, Value, load  # noqa: F401
 from .report import BenchReport, CheckReport
 
 __version__ = _duet.__version__
 
 __all__ = [
-    "BadInputError", "BenchReport", "CheckReport", "DeviceLostError", "Engine",
+    "BadInputError", "BenchReport", "CheckReport", "DeviceLostError", "DeviceTensor", "Engine",
     "EngineClosedError", "Error", "FileError", "Graph", "GraphBuilder", "InternalError",
     "NotFoundError", "OutOfMemoryError", "ParseError", "Tensor", "UnsupportedError", "Value",
     "backends", "bench", "check", "devices", "from_dlpack", "load",
@@ -47,8 +47,8 @@ def backends():
 def from_dlpack(x):
     """A duet.Tensor over the host memory of ``x`` (an object with ``__dlpack__``), no copy.
 
-    Memory on a GPU is refused with the reason (UnsupportedError): duet's engines take host
-    memory. NumPy arrays and other buffers are copied.
+    Memory on a GPU is refused with the reason (UnsupportedError): engine.run takes CUDA tensors
+    as they are, a duet.Tensor is host memory. NumPy arrays and other buffers are copied.
     """
     return _duet._tensor_from(x)
 
@@ -79,18 +79,22 @@ class Engine:
         self._e = _duet._Engine(graph, policy, devices)
         self._dtypes = {o["name"]: o["dtype"] for o in self._e.graph.outputs}
 
-    def run(self, inputs, *, numpy=True):
+    def run(self, inputs, *, numpy=True, device_outputs=False):
         """Runs the graph on ``inputs`` (a dict of input name -> array).
 
         Arrays are NumPy arrays (or anything with the buffer protocol or ``__dlpack__`` in host
         memory), of the dtype the graph declares: float32, float16, bfloat16 (ml_dtypes, or its
         bit patterns as uint16), int8, int32 (int64 ids are narrowed where every value fits).
-        They are read in place when their strides allow it. New shapes re-plan once.
+        They are read in place when their strides allow it. New shapes re-plan once. Contiguous
+        tensors in a CUDA device's memory (a PyTorch CUDA tensor, a duet.DeviceTensor) are read
+        in place on that device, where the plan reads them.
 
         Returns the outputs by name as NumPy arrays over duet's memory (no copy), or as
-        duet.Tensor (``numpy=False``: for DLPack consumers such as torch.from_dlpack).
+        duet.Tensor (``numpy=False``: for DLPack consumers such as torch.from_dlpack). With
+        ``device_outputs=True``, outputs a kernel wrote on a CUDA device stay there, as
+        duet.DeviceTensor (torch.from_dlpack takes them without a copy).
         """
-        return Outputs(self._e.run(inputs, numpy), self._dtypes)
+        return Outputs(self._e.run(inputs, numpy, device_outputs), self._dtypes)
 
     __call__ = run
 

@@ -155,7 +155,7 @@ void bind_check(py::module_& m) {
           for (duet::Device* d : devs) {
             Row r;
             r.device = d->id();
-            auto e = duet::Engine::create(*g, {d}, pol, duet::shared_registry());
+            auto e = duet::Engine::create(*g, {d}, pol, registry());
             auto run_once = [&]() -> duet::Status {
               const auto t0 = std::chrono::steady_clock::now();
               auto out = (*e)->run(in);

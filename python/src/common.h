@@ -13,6 +13,7 @@
 #include "duet/engine.h"
 #include "duet/graph.h"
 #include "duet/host_tensor.h"
+#include "duet/registry.h"
 #include "duet/status.h"
 
 namespace duetpy {
@@ -74,7 +75,27 @@ duet::HostTensor tensor_from_dlpack(py::handle obj, const std::string& what);
 // A capsule of DLPack's "dltensor" over a host tensor's storage (it keeps the storage alive).
 py::capsule dlpack_capsule(const duet::HostTensor& t);
 
+// A tensor in a CUDA device's memory as Python holds it: duet.DeviceTensor (device_memory.cpp).
+struct PyDeviceTensor {
+  duet::DeviceTensor t;
+};
+// Whether `obj` is in CUDA device memory: a duet.DeviceTensor, or __dlpack_device__ says CUDA.
+bool in_device_memory(py::handle obj);
+// Such an object as a tensor of the CUDA device duet opened with its ordinal, read in place (the
+// producer's stream ordered before duet's); `expected` is the dtype the graph declares. Errors
+// name `what`: a dtype not `expected`, a non-contiguous tensor, a device duet has not opened.
+duet::DeviceTensor device_tensor_from_object(py::handle obj, const std::string& what,
+                                             duet::DType expected);
+py::object wrap_device_tensor(duet::DeviceTensor t);
+
+// This process's registry of devices (duet::shared_registry; the test build of the module adds
+// an emulated CUDA card: registry_emulated.cpp).
+std::shared_ptr<duet::Registry> registry();
+// What the registry's build adds to the module (the test build: duet._emulated_copies()).
+void bind_registry(py::module_& m);
+
 void bind_errors(py::module_& m);
+void bind_device_tensors(py::module_& m);
 void bind_tensors(py::module_& m);
 void bind_graph(py::module_& m);
 void bind_engine(py::module_& m);
@@ -84,10 +105,11 @@ void bind_check(py::module_& m);
 GraphPtr graph_from_object(py::handle obj);
 // duet.Graph from the C++ graph.
 py::object wrap_graph(duet::Graph g);
-// Inputs for a graph from a dict of Python objects, checked by name and dtype.
-std::map<std::string, duet::HostTensor> graph_inputs_from_dict(const duet::Graph& g,
-                                                               const py::dict& inputs,
-                                                               Borrowed& keep);
+// Inputs for a graph from a dict of Python objects, checked by name and dtype. Those in CUDA
+// device memory go to `device` (refused, as host memory is expected, when it is null).
+std::map<std::string, duet::HostTensor> graph_inputs_from_dict(
+    const duet::Graph& g, const py::dict& inputs, Borrowed& keep,
+    std::map<std::string, duet::DeviceTensor>* device = nullptr);
 // The policy from Python: None (DUET_POLICY, or none) or its text.
 std::optional<duet::Policy> policy_from_object(py::handle policy);
 // The devices of this process's registry with these ids (all when None).

@@ -1,16 +1,16 @@
-// DLPack (https://dmlc.github.io/dlpack): tensors of other libraries in, duet.Tensor out, without
-// a copy. Host memory only: duet's engines take host tensors, so a tensor in a GPU's memory is
-// refused with the reason before anything is read from it (no stream is synchronised for it).
+// DLPack (https://dmlc.github.io/dlpack): tensors of other libraries in host memory in,
+// duet.Tensor out, without a copy. Device memory is device_memory.cpp's: here a tensor in a GPU's
+// memory is refused with the reason before anything is read from it (no stream is synchronised
+// for it).
 #include <cstring>
 #include <limits>
 
 #include <dlpack/dlpack.h>
 
 #include "common.h"
+#include "dlpack_types.h"
 
 namespace duetpy {
-
-namespace {
 
 const char* device_type_name(int type) {
   switch (type) {
@@ -37,7 +37,6 @@ const char* device_type_name(int type) {
   }
 }
 
-// Host memory a CPU can read in place: plain and pinned host memory.
 bool host_readable(int type) {
   return type == kDLCPU || type == kDLCUDAHost || type == kDLROCMHost;
 }
@@ -64,14 +63,29 @@ std::string dl_type_text(const DLDataType& t) {
   return s;
 }
 
-// Calls the producer's deleter once, with the GIL (a NumPy producer's deleter releases a Python
-// reference).
 void release(DLManagedTensor* m) {
   if (!m || !m->deleter) return;
   if (!Py_IsInitialized()) return;
   py::gil_scoped_acquire gil;
   m->deleter(m);
 }
+
+DLDataType dl_dtype(duet::DType t) {
+  switch (t) {
+    case duet::DType::f32:
+      return {kDLFloat, 32, 1};
+    case duet::DType::f16:
+      return {kDLFloat, 16, 1};
+    case duet::DType::bf16:
+      return {kDLBfloat, 16, 1};
+    case duet::DType::i8:
+      return {kDLInt, 8, 1};
+    default:
+      return {kDLInt, 32, 1};
+  }
+}
+
+namespace {
 
 // What a duet.Tensor exports: the tensor (sharing its storage) and the arrays DLPack points at.
 struct Export {
@@ -94,7 +108,7 @@ duet::HostTensor tensor_from_dlpack(py::handle obj, const std::string& what) {
           duet::Code::unsupported,
           what + ": the tensor is in " + device_type_name(type) + " device memory (DLPack device " +
               std::to_string(type) + ", id " + std::to_string(id) +
-              "); duet's engines take host memory and cannot take device pointers yet: copy it "
+              "); this takes host memory (engine.run takes CUDA device memory in place): copy it "
               "to the host first (torch: tensor.cpu())"));
   }
   // Host memory: no stream to name (DLPack's stream argument is for device memory).
@@ -176,23 +190,7 @@ py::capsule dlpack_capsule(const duet::HostTensor& t) {
       e->strides.push_back(d.stride(i));
     }
     dl.byte_offset = static_cast<uint64_t>(d.offset) * duet::dtype_size(d.dtype);
-    switch (d.dtype) {
-      case duet::DType::f32:
-        dl.dtype = {kDLFloat, 32, 1};
-        break;
-      case duet::DType::f16:
-        dl.dtype = {kDLFloat, 16, 1};
-        break;
-      case duet::DType::bf16:
-        dl.dtype = {kDLBfloat, 16, 1};
-        break;
-      case duet::DType::i8:
-        dl.dtype = {kDLInt, 8, 1};
-        break;
-      default:
-        dl.dtype = {kDLInt, 32, 1};
-        break;
-    }
+    dl.dtype = dl_dtype(d.dtype);
   }
   dl.ndim = static_cast<int>(e->shape.size());
   dl.shape = e->shape.data();

@@ -44,7 +44,7 @@ std::optional<duet::Policy> policy_from_object(py::handle policy) {
 }
 
 std::vector<duet::Device*> select_devices(py::handle ids) {
-  std::shared_ptr<duet::Registry> reg = duet::shared_registry();
+  std::shared_ptr<duet::Registry> reg = registry();
   if (ids.is_none()) return reg->devices();
   if (py::isinstance<py::str>(ids)) bad_input("devices: expected a list of ids such as ['cpu:0']");
   std::vector<duet::Device*> out;
@@ -63,9 +63,9 @@ std::vector<duet::Device*> select_devices(py::handle ids) {
   return out;
 }
 
-std::map<std::string, duet::HostTensor> graph_inputs_from_dict(const duet::Graph& g,
-                                                               const py::dict& inputs,
-                                                               Borrowed& keep) {
+std::map<std::string, duet::HostTensor> graph_inputs_from_dict(
+    const duet::Graph& g, const py::dict& inputs, Borrowed& keep,
+    std::map<std::string, duet::DeviceTensor>* device) {
   auto listing = [&] {
     std::string s;
     for (int id : g.inputs())
@@ -83,10 +83,13 @@ std::map<std::string, duet::HostTensor> graph_inputs_from_dict(const duet::Graph
                                                     "' has no input of that name; it takes " +
                                                     listing()));
     const duet::DType want = g.value(*id).desc.dtype;
-    out[name] = tensor_from_object(v, "input '" + name + "'", &want, keep);
+    if (device && in_device_memory(v))
+      (*device)[name] = device_tensor_from_object(v, "input '" + name + "'", want);
+    else
+      out[name] = tensor_from_object(v, "input '" + name + "'", &want, keep);
   }
   for (int id : g.inputs())
-    if (!out.count(g.value(id).name))
+    if (!out.count(g.value(id).name) && !(device && device->count(g.value(id).name)))
       bad_input("input '" + g.value(id).name + "' is missing: graph '" + g.name() + "' takes " +
                 listing());
   return out;
@@ -96,7 +99,7 @@ void bind_engine(py::module_& m) {
   m.def(
       "_devices_json",
       [] {
-        std::shared_ptr<duet::Registry> reg = duet::shared_registry();
+        std::shared_ptr<duet::Registry> reg = registry();
         return json_loads(duet::devices_json(*reg).dump());
       },
       "This machine's backends and devices (what `duet devices --json` prints).");
@@ -106,24 +109,18 @@ void bind_engine(py::module_& m) {
              PyEngine p;
              p.source = graph_from_object(graph);
              std::optional<duet::Policy> pol = policy_from_object(policy);
-             const bool all = devices.is_none();
              std::vector<duet::Device*> devs = select_devices(devices);
              duet::Result<std::unique_ptr<duet::Engine>> e =
                  duet::Status(duet::Code::internal, "not created");
              {
+               // open_engine's rule: the policy given, else DUET_POLICY's.
                py::gil_scoped_release nogil;
-               duet::Graph g = *p.source;
-               if (all) {
-                 e = duet::open_engine(std::move(g), std::move(pol));
-               } else {
-                 duet::Result<duet::Policy> chosen =
-                     pol ? duet::Result<duet::Policy>(*pol) : duet::policy_from_env();
-                 if (!chosen.ok())
-                   e = chosen.status();
-                 else
-                   e = duet::Engine::create(std::move(g), devs, std::move(*chosen),
-                                            duet::shared_registry());
-               }
+               duet::Result<duet::Policy> chosen =
+                   pol ? duet::Result<duet::Policy>(*pol) : duet::policy_from_env();
+               if (!chosen.ok())
+                 e = chosen.status();
+               else
+                 e = duet::Engine::create(*p.source, devs, std::move(*chosen), registry());
              }
              p.e = unwrap(std::move(e));
              return p;
@@ -131,21 +128,30 @@ void bind_engine(py::module_& m) {
            py::arg("graph"), py::arg("policy") = py::none(), py::arg("devices") = py::none())
       .def(
           "run",
-          [](const PyEngine& p, const py::dict& inputs, bool as_numpy) {
+          [](const PyEngine& p, const py::dict& inputs, bool as_numpy, bool device_outputs) {
             std::shared_ptr<duet::Engine> e = p.get();
             Borrowed keep;
+            duet::DeviceIo io;
             std::map<std::string, duet::HostTensor> in =
-                graph_inputs_from_dict(*p.source, inputs, keep);
+                graph_inputs_from_dict(*p.source, inputs, keep, &io.inputs);
+            if (device_outputs)
+              for (duet::Device* d : registry()->devices())
+                if (d->caps().backend == duet::BackendKind::cuda) io.keep_outputs_on.push_back(d);
+            const bool on_device = !io.inputs.empty() || !io.keep_outputs_on.empty();
             duet::Result<std::map<std::string, duet::HostTensor>> out =
                 duet::Status(duet::Code::internal, "not run");
             {
               py::gil_scoped_release nogil;
-              out = e->run(in);
+              out = on_device ? e->run(in, io) : e->run(in);
             }
             auto result = unwrap(std::move(out));
             py::dict d;
             for (int id : p.source->outputs()) {
               const std::string& name = p.source->value(id).name;
+              if (auto dev = io.outputs.find(name); dev != io.outputs.end()) {
+                d[py::str(name)] = wrap_device_tensor(std::move(dev->second));
+                continue;
+              }
               auto it = result.find(name);
               if (it == result.end()) continue;
               d[py::str(name)] =
@@ -153,7 +159,7 @@ void bind_engine(py::module_& m) {
             }
             return d;
           },
-          py::arg("inputs"), py::arg("as_numpy") = true)
+          py::arg("inputs"), py::arg("as_numpy") = true, py::arg("device_outputs") = false)
       .def("explain",
            [](const PyEngine& p) {
              std::shared_ptr<duet::Engine> e = p.get();

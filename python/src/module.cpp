@@ -7,7 +7,9 @@ PYBIND11_MODULE(_duet, m) {
   m.attr("__version__") = DUET_VERSION_STRING;
   duetpy::bind_errors(m);
   duetpy::bind_tensors(m);
+  duetpy::bind_device_tensors(m);
   duetpy::bind_graph(m);
   duetpy::bind_engine(m);
   duetpy::bind_check(m);
+  duetpy::bind_registry(m);
 }

@@ -10,10 +10,11 @@ torch = pytest.importorskip("torch")
 
 
 class FakeCudaTensor:
-    """What a CUDA tensor shows a consumer before any memory is read: its DLPack device."""
+    """What a CUDA tensor shows a consumer before any memory is read: its DLPack device (one
+    duet has not opened, on any machine)."""
 
     def __dlpack_device__(self):
-        return (2, 0)
+        return (2, 7)
 
     def __dlpack__(self, stream=None):
         raise AssertionError("duet must refuse before asking for the memory (and a stream)")
@@ -67,7 +68,43 @@ def test_from_dlpack_shares_host_memory_and_refuses_device_memory():
 
 
 def test_a_tensor_on_another_device_is_refused_naming_the_input(cpu_engine):
-    with pytest.raises(duet.UnsupportedError, match="input 'x'.*CUDA.*tensor.cpu()"):
+    with pytest.raises(duet.UnsupportedError, match="input 'x'.*CUDA device 7.*tensor.cpu()"):
         cpu_engine.run({"x": FakeCudaTensor(), "w": random((8, 8), 2)})
     with pytest.raises(duet.BadInputError, match="input 'x'.*float64"):
         cpu_engine.run({"x": torch.ones(4, 8, dtype=torch.float64), "w": random((8, 8), 2)})
+
+
+def cuda_device():
+    """duet's id of CUDA device 0 where PyTorch and duet both have it, else None."""
+    if not torch.cuda.is_available():
+        return None
+    ids = [d["id"] for d in duet.devices() if d["id"] == "cuda:0"]
+    return ids[0] if ids else None
+
+
+@pytest.mark.skipif(cuda_device() is None, reason="needs a CUDA GPU that PyTorch and duet see")
+def test_torch_cuda_tensors_go_in_and_come_out_without_a_host_copy(hello):
+    """On a GPU (tools/gpu/run.sh): a CUDA tensor in, read in place on duet's stream after
+    PyTorch's work on it, and the output out to PyTorch in the memory duet's kernel wrote."""
+    x, w = random((4, 8), 1), random((8, 8), 2)
+    with duet.Engine(hello, policy="device=cuda") as e:
+        side = torch.cuda.Stream()
+        with torch.cuda.stream(side):  # produced on a stream of PyTorch's own
+            xc = torch.from_numpy(x).cuda(non_blocking=True) * 1.0
+            wc = torch.from_numpy(w).cuda(non_blocking=True) * 1.0
+            out = e.run({"x": xc, "w": wc}, device_outputs=True)
+        y = out["y"]
+        assert isinstance(y, duet.DeviceTensor) and y.device == "cuda:0"
+        assert y.__dlpack_device__() == (2, 0)
+        t = torch.from_dlpack(y)
+        assert t.is_cuda and t.shape == (4, 8)
+        assert t.data_ptr() == torch.from_dlpack(y).data_ptr()  # the same memory each time
+        want = softmax64(x.astype(np.float64) @ w)
+        np.testing.assert_allclose(t.cpu().numpy(), want, rtol=1e-4, atol=1e-5)
+        # Back in, as PyTorch's tensor and as duet's: no host copy either way.
+        again = e.run({"x": t, "w": wc})["y"]
+        again2 = e.run({"x": y, "w": wc})["y"]
+        np.testing.assert_allclose(again, softmax64(want @ w), rtol=1e-4, atol=1e-5)
+        np.testing.assert_array_equal(again, again2)
+        with pytest.raises(duet.BadInputError, match="input 'x'.*non-contiguous"):
+            e.run({"x": torch.from_numpy(x.T.copy()).cuda().t(), "w": wc})

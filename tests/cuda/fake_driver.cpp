@@ -347,6 +347,7 @@ void FakeDriver::graph_destroy(void* graph) {
 
 Status FakeDriver::copy_to_device(void* dst, const void* src, uint64_t bytes, Stream s) {
   const std::lock_guard<std::recursive_mutex> g(mu_);
+  ++copies_to_device;
   return enqueue(s, [=] {
     std::memcpy(dst, src, static_cast<size_t>(bytes));
     return Status{};

@@ -43,7 +43,8 @@ class FakeDriver final : public Driver {
   std::string blas = "cuBLASLt 13.0.0 (fake)";
   uint64_t capacity = 256ull << 20;  // device memory per device
   bool pinned_works = true;
-  size_t copies_to_host = 0;  // copy_to_host calls
+  size_t copies_to_host = 0;    // copy_to_host calls
+  size_t copies_to_device = 0;  // copy_to_device calls
   bool emulate_kernels = true;
 
   // Injected failures: the next call of that kind returns the status. A device_lost status also

@@ -6,7 +6,7 @@
 # Usage: tools/gpu/pack.sh BUILD_DIR [OUT_DIR]      (OUT_DIR default: gpub/, git-ignored)
 # Build first, e.g. for Hopper and Ampere cubins (see docs/performance.md#gpu-runs):
 #   cmake --preset default -B build-gpu -DDUET_CUDA_ARCHS="80;90a" -DDUET_CUDA_PTX_ARCH=90a
-#   cmake --build build-gpu --target duet duet-llama duet_cuda_gpu_tests duet_cuda_lost_tests
+#   cmake --build build-gpu --target duet duet-llama duet_cuda_gpu_tests duet_cuda_lost_tests duet_python
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 b=$(cd "$1" && pwd); dest=${2:-$PWD/gpub}
@@ -18,7 +18,11 @@ for t in tools/duet examples/llama/duet-llama tools/duet-llama tests/cuda/duet_c
 done
 # Extra binaries named by the caller (benches): PACK_EXTRA="tools/bench/x tools/bench/y"
 for t in ${PACK_EXTRA:-}; do [ -f "$b/$t" ] && cp "$b/$t" "$st/bin/" || echo "pack: no $t"; done
-for f in "$st"/bin/*; do ldd "$f"; done | awk '/=> \//{print $3}' | sort -u | while read -r l; do
+# The Python module (duet_python), when built: tools/gpu/dlpack_cuda.py imports it.
+if ls "$b"/python/duet/_duet*.so > /dev/null 2>&1; then
+  mkdir -p "$st/python/duet" && cp "$b"/python/duet/*.py "$b"/python/duet/_duet*.so "$st/python/duet/"
+fi
+for f in "$st"/bin/* "$st"/python/duet/_duet*.so; do [ -f "$f" ] && ldd "$f"; done | awk '/=> \//{print $3}' | sort -u | while read -r l; do
   case $(basename "$l") in
     libc.so*|libm.so*|libstdc++*|libgcc_s*|ld-linux*|libpthread*|libdl.so*|librt.so*) ;;
     *) cp -L "$l" "$st/lib/" ;;

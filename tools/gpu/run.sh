@@ -6,7 +6,7 @@
 # Usage: BUNDLE=gpub/bundle.tar.xz OUT=dir tools/gpu/run.sh [STEP ...]
 #   (the device tool returns at most eight files from its $OUT: give this script a folder of its
 #   own and pack it afterwards, e.g. OUT=/tmp/o timeout 500 run.sh; tar -czf $OUT/logs.tgz -C /tmp/o .)
-#   steps (default all, in this order): env check onnx bench tiers decode rows profile torch model
+#   steps (default all, in this order): env check onnx pydlpack bench tiers decode rows profile torch model
 #   llama ncudecode longctx vkdecode vkllama vkcheck vkattn vkbench (the Vulkan steps that were never measured
 #   first: on 2026-11-27 the run's time ended inside vkbench)
 #   Budget: on an H200 (2026-11-27) the steps up to vkbench took 7.5 minutes, bench-vulkan stopped
@@ -14,7 +14,7 @@
 #   run needs when its device time is short.
 set -u
 B=/tmp/duet-gpu; O=${OUT:-/tmp/out}; mkdir -p "$O"
-steps=${*:-env check onnx bench tiers decode rows profile torch model llama ncudecode longctx vkdecode vkllama vkcheck vkattn vkbench}
+steps=${*:-env check onnx pydlpack bench tiers decode rows profile torch model llama ncudecode longctx vkdecode vkllama vkcheck vkattn vkbench}
 want() { case " $steps " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 T0=$(date +%s)
 step() { echo; echo "===== $* (t+$(( $(date +%s) - T0 ))s, $(date +%T))"; }
@@ -90,6 +90,13 @@ if want profile; then
   timeout 45 $N -k regex:copy -c 1 --section SpeedOfLight --section Occupancy --section LaunchStats \
     $D bench --device cuda:0 --op copy --min-seconds 0.01 > $O/ncu_copy.txt 2>&1; echo rc=$?
   grep -E "Duration|Throughput|Achieved Occupancy|Block Size|Grid Size" $O/ncu_copy.txt | head -12
+fi
+# PyTorch CUDA tensors in and out of duet's Python module without a host copy (issue 29): PASS or
+# the failed check, then a run's time with CUDA tensors in and out beside host memory in and out.
+# The module in the bundle is built for the build machine's Python (cp311); another interpreter
+# prints SKIP with the import error.
+if want pydlpack; then
+  step pydlpack; PYTHONPATH=$B/python timeout 60 python3 $B/dlpack_cuda.py 2>&1 | tail -8
 fi
 if want torch; then
   step torch; timeout 90 python3 $B/peer_torch.py > $O/torch.jsonl 2>$O/torch.err; echo rc=$?

@@ -189,6 +189,9 @@ class DUET_API Buffer {
   virtual void* host_ptr() { return nullptr; }
   // Memory the device borrowed from the host (Device::borrow): read by kernels, never written.
   virtual bool read_only() const { return false; }
+  // The memory's address in the device's own address space (a CUDA device pointer), for handing
+  // it to another library (DLPack); 0 where the device gives none.
+  virtual uint64_t device_address() const { return 0; }
 };
 
 // A tensor as a kernel sees it: a descriptor (offset in elements) into a buffer.
@@ -256,6 +259,17 @@ class DUET_API Device {
   // cannot read where it lies (misaligned for its dtype), answer unsupported with the reason; the
   // caller then allocates and copies. A borrowed buffer refuses writes.
   Result<std::shared_ptr<Buffer>> borrow(const HostTensor& host);
+
+  // Memory of this device that another library allocated (a PyTorch CUDA tensor's storage), as a
+  // buffer of this device used in place: `bytes` from `address` in the device's address space.
+  // The buffer holds `keep` (what keeps the memory alive) until it is destroyed. The caller orders
+  // the memory's pending writes before this device's work (DLPack: the producer's stream made to
+  // wait for native_queue()). Devices that cannot answer unsupported (the default).
+  virtual Result<std::shared_ptr<Buffer>> adopt(uint64_t address, uint64_t bytes,
+                                                std::shared_ptr<const void> keep);
+  // The queue this device runs its work on, as a number (a cudaStream_t), for another library to
+  // order its work with this device's; 0 where there is none to give (the default).
+  virtual Result<uint64_t> native_queue() { return uint64_t{0}; }
 
   // Copies between host memory and a buffer of this device; the range must lie inside it.
   Status write(Buffer& dst, uint64_t offset, const void* src, uint64_t bytes);

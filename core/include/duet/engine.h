@@ -48,6 +48,9 @@ class DUET_API Engine {
   // Runs the graph. Inputs by name; outputs dense, by name. Inputs of new shapes (same dtypes)
   // re-plan for those shapes first.
   Result<std::map<std::string, HostTensor>> run(const std::map<std::string, HostTensor>& inputs);
+  // run() with inputs and outputs in device memory (Executor::run, DeviceIo).
+  Result<std::map<std::string, HostTensor>> run(const std::map<std::string, HostTensor>& inputs,
+                                                DeviceIo& device);
   // run(), also timing every step of the plan (see Executor::run_timed).
   Result<std::map<std::string, HostTensor>> run_timed(
       const std::map<std::string, HostTensor>& inputs, std::vector<StepTime>& times);
@@ -63,7 +66,8 @@ class DUET_API Engine {
  private:
   Engine() = default;
   Status prepare(const Graph& g);
-  Status replan_for(const std::map<std::string, HostTensor>& inputs);
+  Status replan_for(const std::map<std::string, HostTensor>& inputs,
+                    const std::map<std::string, DeviceTensor>& device_inputs = {});
 
   Graph source_;  // the graph as given
   Graph graph_;   // the graph at the current input shapes

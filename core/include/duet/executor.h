@@ -11,6 +11,7 @@
 
 #include <map>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <vector>
@@ -22,6 +23,10 @@
 #include "duet/plan.h"
 
 namespace duet {
+
+// The lock every executor holds while it calls into `d` (one per Device in the process): a program
+// that calls into a device an engine uses (Device::native_queue, read) holds it too.
+DUET_API std::mutex& device_mutex(const Device& d);
 
 // The time one step of a run took, measured when asked for (run_timed).
 struct DUET_API StepTime {
@@ -48,6 +53,27 @@ struct DUET_API RunProfile {
   double host_seconds() const;     // the sum of the steps' host_seconds
 };
 
+// A tensor in a device's memory: the device, the buffer (which keeps the memory alive) and the
+// tensor in it (offset and strides in elements).
+struct DUET_API DeviceTensor {
+  Device* device = nullptr;
+  std::shared_ptr<Buffer> buffer;
+  TensorDesc desc;
+};
+
+// What a run takes and gives in device memory, beside its host tensors (Executor::run).
+struct DUET_API DeviceIo {
+  // Inputs already in device memory, by name: dense at offset 0 of their buffer, on the device
+  // the plan uploads that input to (and only there); read in place, with no copy. One on another
+  // device, or one the plan reads on the host or on several devices, is an error naming the
+  // input and the devices.
+  std::map<std::string, DeviceTensor> inputs;
+  // Outputs a kernel writes on one of these devices stay there: returned in `outputs`, each in a
+  // new buffer of its own that the kernel wrote (no copy), not among the host outputs.
+  std::vector<const Device*> keep_outputs_on;
+  std::map<std::string, DeviceTensor> outputs;  // filled by the run
+};
+
 class DUET_API Executor {
  public:
   virtual ~Executor() = default;
@@ -66,6 +92,11 @@ class DUET_API Executor {
   // comes back dense, by name. On error no output is returned.
   virtual Result<std::map<std::string, HostTensor>> run(
       const std::map<std::string, HostTensor>& inputs) = 0;
+  // run() with inputs and outputs in device memory (DeviceIo). The work a plain run replays
+  // (recordings) runs step by step instead: recordings name the executor's own buffers. Every
+  // device has finished the run when it returns, so the outputs are ready for any queue.
+  virtual Result<std::map<std::string, HostTensor>> run(
+      const std::map<std::string, HostTensor>& inputs, DeviceIo& device) = 0;
   // run(), also timing every step that runs: each kernel and transfer waits for its device to
   // finish it before the device's next step starts, so a timed run is slower than run(). `times`
   // gets one entry per step that ran, in plan order.

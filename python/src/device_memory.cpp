@@ -1,0 +1,216 @@
+// Device memory through DLPack: a tensor in a CUDA device's memory (a PyTorch CUDA tensor) goes
+// into a run in place, and the outputs a kernel wrote on a CUDA device come back as
+// duet.DeviceTensor, in the buffer the kernel wrote, which DLPack consumers take without a copy.
+//
+// Streams (DLPack's __dlpack__(stream=...)): duet asks a producer to order its pending work on
+// the tensor before duet's stream (Device::native_queue); a run waits for its devices before it
+// returns, so what duet exports is complete on every stream and a consumer's stream has nothing
+// to wait for.
+#include <mutex>
+#include <string>
+
+#include "common.h"
+#include "dlpack_types.h"
+
+namespace duetpy {
+
+namespace {
+
+// The number a device's id ends with: its CUDA ordinal ("cuda:1", "emu-t4:0").
+int ordinal_of(const duet::Device& d) {
+  const std::string& id = d.id();
+  const size_t colon = id.rfind(':');
+  return colon == std::string::npos ? -1 : std::atoi(id.c_str() + colon + 1);
+}
+
+// duet's device for CUDA device `ordinal`, or an UnsupportedError naming `what`.
+duet::Device* cuda_device(int ordinal, const std::string& what) {
+  std::string known;
+  for (duet::Device* d : registry()->devices()) {
+    if (d->caps().backend == duet::BackendKind::cuda && ordinal_of(*d) == ordinal) return d;
+    known += (known.empty() ? "" : ", ") + d->id();
+  }
+  raise(duet::Status(duet::Code::unsupported,
+                     what + ": the tensor is in the memory of CUDA device " +
+                         std::to_string(ordinal) + ", and duet has no CUDA device " +
+                         std::to_string(ordinal) + " open (its devices: " + known +
+                         "); copy it to the host first (torch: tensor.cpu())"));
+}
+
+std::string dtype_text(duet::DType t) {
+  return std::string(duet::dtype_name(t));
+}
+
+// What a duet.DeviceTensor exports: the tensor (its buffer kept alive) and DLPack's arrays.
+struct DeviceExport {
+  duet::DeviceTensor t;
+  std::vector<int64_t> shape, strides;
+  DLManagedTensor m{};
+};
+
+py::capsule device_capsule(const duet::DeviceTensor& t) {
+  auto* e = new DeviceExport{t, {}, {}, {}};
+  const duet::TensorDesc& d = t.desc;
+  DLTensor& dl = e->m.dl_tensor;
+  dl.data = reinterpret_cast<void*>(static_cast<uintptr_t>(t.buffer->device_address()));
+  dl.device = {kDLCUDA, ordinal_of(*t.device)};
+  for (int i = 0; i < d.rank; ++i) {
+    e->shape.push_back(d.dim(i));
+    e->strides.push_back(d.stride(i));
+  }
+  dl.byte_offset = static_cast<uint64_t>(d.offset) * duet::dtype_size(d.dtype);
+  dl.dtype = dl_dtype(d.dtype);
+  dl.ndim = static_cast<int>(e->shape.size());
+  dl.shape = e->shape.data();
+  dl.strides = e->strides.data();
+  e->m.manager_ctx = e;
+  e->m.deleter = [](DLManagedTensor* m) { delete static_cast<DeviceExport*>(m->manager_ctx); };
+  PyObject* cap = PyCapsule_New(&e->m, "dltensor", [](PyObject* c) {
+    if (PyCapsule_IsValid(c, "dltensor")) {  // no consumer took it
+      auto* m = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(c, "dltensor"));
+      m->deleter(m);
+    }
+  });
+  if (!cap) {
+    delete e;
+    throw py::error_already_set();
+  }
+  return py::reinterpret_steal<py::capsule>(cap);
+}
+
+}  // namespace
+
+bool in_device_memory(py::handle obj) {
+  if (py::isinstance<PyDeviceTensor>(obj)) return true;
+  if (!py::hasattr(obj, "__dlpack_device__") || !py::hasattr(obj, "__dlpack__")) return false;
+  py::tuple dev = obj.attr("__dlpack_device__")();
+  return dev[0].cast<int>() == kDLCUDA;
+}
+
+duet::DeviceTensor device_tensor_from_object(py::handle obj, const std::string& what,
+                                             duet::DType expected) {
+  if (py::isinstance<PyDeviceTensor>(obj)) {
+    const duet::DeviceTensor& t = obj.cast<const PyDeviceTensor&>().t;
+    if (t.desc.dtype != expected)
+      bad_input(what + ": expected dtype " + dtype_text(expected) +
+                ", got a duet.DeviceTensor of " + dtype_text(t.desc.dtype));
+    return t;
+  }
+  py::tuple dev = obj.attr("__dlpack_device__")();
+  const int ordinal = dev[1].cast<int>();
+  duet::Device* device = cuda_device(ordinal, what);
+  duet::Result<uint64_t> queue = duet::Status(duet::Code::internal, "not asked");
+  {
+    py::gil_scoped_release nogil;
+    std::lock_guard<std::mutex> lock(duet::device_mutex(*device));
+    queue = device->native_queue();
+  }
+  if (!queue.ok()) raise(queue.status().with_context(what));
+  // DLPack: the producer makes `stream` (duet's) wait for its work on the tensor; 1 is CUDA's
+  // legacy default stream, for a device that names none.
+  py::object cap =
+      obj.attr("__dlpack__")(py::arg("stream") = *queue ? py::int_(*queue) : py::int_(1));
+  if (!PyCapsule_IsValid(cap.ptr(), "dltensor"))
+    bad_input(what + ": __dlpack__ returned no unused \"dltensor\" capsule");
+  auto* m = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(cap.ptr(), "dltensor"));
+  PyCapsule_SetName(cap.ptr(), "used_dltensor");
+  std::shared_ptr<void> owner(m, [](void* p) { release(static_cast<DLManagedTensor*>(p)); });
+  const DLTensor& t = m->dl_tensor;
+  if (t.device.device_type != kDLCUDA || t.device.device_id != ordinal)
+    bad_input(what + ": __dlpack_device__ said CUDA device " + std::to_string(ordinal) +
+              ", the capsule says " + device_type_name(t.device.device_type) + " device " +
+              std::to_string(t.device.device_id));
+  const std::optional<duet::DType> dt = dtype_of(t.dtype);
+  if (!dt)
+    bad_input(what + ": DLPack dtype " + dl_type_text(t.dtype) +
+              " has no duet dtype in device memory (float32, float16, bfloat16, int8 or int32; "
+              "duet narrows int64 ids on the host only)");
+  if (*dt != expected)
+    bad_input(what + ": expected dtype " + dtype_text(expected) + ", got " + dtype_text(*dt));
+  if (t.ndim > duet::kMaxRank)
+    bad_input(what + ": " + std::to_string(t.ndim) + " dimensions, duet's tensors have at most " +
+              std::to_string(duet::kMaxRank));
+  std::vector<int64_t> dims;
+  int64_t dense = 1;
+  for (int i = t.ndim - 1; i >= 0; --i) {
+    if (t.shape[i] <= 0)
+      bad_input(what + ": dimension " + std::to_string(i) + " has size " +
+                std::to_string(t.shape[i]) + "; duet's tensors have at least one element");
+    if (t.strides && t.shape[i] > 1 && t.strides[i] != dense)
+      bad_input(what +
+                ": a non-contiguous tensor in device memory; duet reads device memory in place "
+                "and makes no device copies: make it contiguous first (torch: "
+                "tensor.contiguous())");
+    dense *= t.shape[i];
+  }
+  for (int i = 0; i < t.ndim; ++i) dims.push_back(t.shape[i]);
+  const uint64_t item = duet::dtype_size(*dt);
+  const uint64_t address = reinterpret_cast<uintptr_t>(t.data) + t.byte_offset;
+  if (address % item != 0)
+    bad_input(what + ": device memory at an address not aligned to its " + std::to_string(item) +
+              "-byte elements");
+  duet::Result<std::shared_ptr<duet::Buffer>> b =
+      device->adopt(address, static_cast<uint64_t>(dense) * item, std::move(owner));
+  if (!b.ok()) raise(b.status().with_context(what));
+  return duet::DeviceTensor{device, std::move(*b), duet::TensorDesc::contiguous(*dt, dims)};
+}
+
+py::object wrap_device_tensor(duet::DeviceTensor t) {
+  return py::cast(PyDeviceTensor{std::move(t)});
+}
+
+void bind_device_tensors(py::module_& m) {
+  py::class_<PyDeviceTensor>(m, "DeviceTensor",
+                             R"(A tensor in a CUDA device's memory, written by a duet kernel.
+
+What engine.run(..., device_outputs=True) returns for outputs computed on a CUDA
+device. It keeps its memory alive, goes back into runs in place, and speaks DLPack
+(``torch.from_dlpack(t)``) without a copy.)")
+      .def_property_readonly("dtype",
+                             [](const PyDeviceTensor& p) { return dtype_text(p.t.desc.dtype); })
+      .def_property_readonly("shape",
+                             [](const PyDeviceTensor& p) {
+                               py::tuple s(static_cast<size_t>(p.t.desc.rank));
+                               for (int i = 0; i < p.t.desc.rank; ++i)
+                                 s[static_cast<size_t>(i)] = p.t.desc.dim(i);
+                               return s;
+                             })
+      .def_property_readonly("device", [](const PyDeviceTensor& p) { return p.t.device->id(); })
+      .def(
+          "__dlpack__",
+          [](const PyDeviceTensor& p, py::object stream, py::object max_version,
+             py::object dl_device, py::object copy) {
+            (void)max_version;  // the unversioned capsule, which DLPack lets a producer answer
+            // Any stream DLPack defines for CUDA is ready: the run that wrote the tensor waited
+            // for its device before it returned. 0 is not one (ambiguous, DLPack says).
+            if (!stream.is_none() &&
+                (!py::isinstance<py::int_>(stream) || stream.cast<int64_t>() == 0))
+              bad_input(
+                  "duet.DeviceTensor.__dlpack__: stream must be None, -1, 1, 2 or a CUDA stream "
+                  "(DLPack), got " +
+                  std::string(py::repr(stream)));
+            const py::tuple own = py::make_tuple(int{kDLCUDA}, ordinal_of(*p.t.device));
+            if (!dl_device.is_none() && !dl_device.equal(own))
+              raise(duet::Status(duet::Code::unsupported,
+                                 "duet.DeviceTensor.__dlpack__: the tensor is on " +
+                                     p.t.device->id() + " (DLPack device " +
+                                     std::string(py::repr(own)) + "); duet cannot export it to " +
+                                     std::string(py::repr(dl_device))));
+            if (!copy.is_none() && copy.cast<bool>())
+              raise(duet::Status(duet::Code::unsupported,
+                                 "duet.DeviceTensor.__dlpack__: duet makes no device copies "
+                                 "(copy=True); take it without one and copy it there"));
+            return device_capsule(p.t);
+          },
+          py::kw_only(), py::arg("stream") = py::none(), py::arg("max_version") = py::none(),
+          py::arg("dl_device") = py::none(), py::arg("copy") = py::none())
+      .def("__dlpack_device__",
+           [](const PyDeviceTensor& p) {
+             return py::make_tuple(int{kDLCUDA}, ordinal_of(*p.t.device));
+           })
+      .def("__repr__", [](const PyDeviceTensor& p) {
+        return "duet.DeviceTensor(" + p.t.desc.str() + " on " + p.t.device->id() + ")";
+      });
+}
+
+}  // namespace duetpy

@@ -1,0 +1,107 @@
+"""Device memory in and out without a GPU: the module's test build (ctest python_pytest_emulated_cuda)
+opens an emulated CUDA card, "emu-t4:0" (the CUDA backend over a fake driver, kernels on the host
+emulator), and counts the fake driver's copies between host and device (duet._emulated_copies()).
+Skipped by the plain module. A real GPU runs test_dlpack.py's PyTorch round trip instead."""
+import numpy as np
+import pytest
+
+import duet
+from conftest import random
+
+pytestmark = pytest.mark.skipif(not hasattr(duet._duet, "_emulated_copies"),
+                                reason="the module's test build has the emulated CUDA card")
+
+EMU = "emu-t4:0"
+
+
+def copies():
+    return duet._duet._emulated_copies()  # (to the device, to the host)
+
+
+def silu64(x):
+    x = x.astype(np.float64)
+    return x / (1 + np.exp(-x))
+
+
+class Foreign:
+    """Another library's CUDA tensor, as DLPack shows it: what it was asked for is kept."""
+
+    def __init__(self, inner, device=None):
+        self.inner, self.device, self.streams = inner, device, []
+
+    def __dlpack_device__(self):
+        return self.device or self.inner.__dlpack_device__()
+
+    def __dlpack__(self, stream=None):
+        self.streams.append(stream)
+        return self.inner.__dlpack__(stream=stream)
+
+
+@pytest.fixture(scope="module")
+def emu():
+    b = duet.GraphBuilder("silu")
+    b.output(b.silu(b.input("x", "f32", [3, 8]), name="y"))
+    with duet.Engine(b.build(), devices=[EMU]) as e:
+        yield e
+
+
+def test_an_output_stays_on_the_device_and_goes_back_in_without_a_copy(emu):
+    x = random((3, 8), 11)
+    up, down = copies()
+    y = emu.run({"x": x}, device_outputs=True)["y"]
+    assert copies()[1] == down  # not downloaded
+    assert isinstance(y, duet.DeviceTensor)
+    assert (y.device, y.dtype, y.shape) == (EMU, "f32", (3, 8))
+    assert repr(y) == "duet.DeviceTensor(f32[3,8] on emu-t4:0)"
+    assert y.__dlpack_device__() == (2, 0)
+    up = copies()[0]
+    z = emu.run({"x": y})["y"]  # back in as duet's tensor: no upload
+    assert copies()[0] == up
+    np.testing.assert_allclose(z, silu64(silu64(x)), rtol=1e-5, atol=1e-6)
+
+
+def test_another_librarys_device_tensor_is_read_in_place_after_its_stream(emu):
+    x = random((3, 8), 12)
+    y = emu.run({"x": x}, device_outputs=True)["y"]
+    theirs = Foreign(y)
+    up, down = copies()
+    out = emu.run({"x": theirs}, device_outputs=True)["y"]
+    assert copies() == (up, down)  # neither uploaded nor downloaded
+    # DLPack: duet names its own stream, for the producer to order its work before it.
+    assert len(theirs.streams) == 1 and isinstance(theirs.streams[0], int)
+    assert theirs.streams[0] not in (None, 0, -1)
+    np.testing.assert_allclose(emu.run({"x": out})["y"], silu64(silu64(silu64(x))), rtol=1e-5,
+                               atol=1e-6)
+
+
+def test_dlpack_export_takes_every_stream_dlpack_defines_and_refuses_what_it_cannot(emu):
+    y = emu.run({"x": random((3, 8), 13)}, device_outputs=True)["y"]
+    for stream in (None, -1, 1, 2, 12345):  # the run has finished: ready on every stream
+        assert type(y.__dlpack__(stream=stream)).__name__ == "PyCapsule"
+    with pytest.raises(duet.BadInputError, match="stream must be"):
+        y.__dlpack__(stream=0)
+    with pytest.raises(duet.UnsupportedError, match="emu-t4:0.*\\(1, 0\\)"):
+        y.__dlpack__(dl_device=(1, 0))
+    with pytest.raises(duet.UnsupportedError, match="no device copies"):
+        y.__dlpack__(copy=True)
+
+
+def test_device_tensors_the_plan_cannot_read_there_are_refused_naming_the_input(emu):
+    y = emu.run({"x": random((3, 8), 14)}, device_outputs=True)["y"]
+    b = duet.GraphBuilder("silu_cpu")
+    b.output(b.silu(b.input("x", "f32", [3, 8]), name="y"))
+    with duet.Engine(b.build(), devices=["cpu:0"]) as cpu:
+        with pytest.raises(duet.BadInputError, match="'x'.*host memory, or cpu:0.*emu-t4:0"):
+            cpu.run({"x": y})
+        # Outputs of a CPU plan are host memory, device_outputs or not.
+        assert isinstance(cpu.run({"x": random((3, 8), 1)}, device_outputs=True)["y"],
+                          np.ndarray)
+    with pytest.raises(duet.UnsupportedError, match="input 'x'.*CUDA device 3.*tensor.cpu"):
+        emu.run({"x": Foreign(y, device=(2, 3))})
+    b = duet.GraphBuilder("silu16")
+    b.output(b.silu(b.input("x", "f16", [3, 8]), name="y"))
+    with duet.Engine(b.build(), devices=[EMU]) as e16:
+        with pytest.raises(duet.BadInputError, match="input 'x'.*expected dtype f16.*f32"):
+            e16.run({"x": y})
+        with pytest.raises(duet.BadInputError, match="input 'x'.*expected dtype f16, got f32"):
+            e16.run({"x": Foreign(y)})

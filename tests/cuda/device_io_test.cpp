@@ -1,0 +1,148 @@
+// Inputs and outputs in device memory (DeviceIo) on an emulated CUDA device: an output stays in
+// the buffer its kernel wrote, goes back in as the next run's input, and memory another library
+// allocated is used in place, each with no copy between host and device (the fake driver counts
+// them); a tensor on another device is refused naming the input and both devices.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <vector>
+
+#include "device.h"
+#include "duet/engine.h"
+#include "duet/graph_file.h"
+#include "fake_driver.h"
+#include "support/small_graph.h"
+
+namespace duet::cuda {
+namespace {
+
+using namespace duet::cuda::testing;
+
+constexpr int kRows = 3, kWidth = test_support::kSmallGraphWidth;
+
+struct Card {
+  std::shared_ptr<FakeDriver> driver;
+  std::unique_ptr<CudaDevice> device;
+  std::unique_ptr<Engine> engine;  // the small graph on this card alone
+};
+
+Card card(int ordinal = 0) {
+  Card c;
+  DeviceProps props = t4();
+  props.ordinal = ordinal;
+  c.driver = std::make_shared<FakeDriver>(std::vector<DeviceProps>(ordinal + 1, props));
+  DeviceCaps caps = caps_from_props(props);
+  caps.gemm_library = c.driver->blas;
+  caps.gemm_library_loaded = true;
+  c.device = make_device(c.driver, props, caps, parse_build_archs("75;80", "80"), {});
+  auto g = graph_from_json(test_support::small_graph_json(kRows));
+  EXPECT_TRUE(g.ok()) << g.status().message();
+  auto e = Engine::create(std::move(*g), {c.device.get()});
+  EXPECT_TRUE(e.ok()) << e.status().message();
+  if (e.ok()) c.engine = std::move(*e);
+  return c;
+}
+
+std::vector<float> read_back(Device& d, const DeviceTensor& t) {
+  std::vector<float> v(static_cast<size_t>(t.desc.numel()));
+  EXPECT_TRUE(d.read(*t.buffer, 0, v.data(), v.size() * sizeof(float)).ok());
+  return v;
+}
+
+HostTensor host_input(const std::vector<float>& x) {
+  HostTensor t = HostTensor::empty(DType::f32, std::vector<int64_t>{kRows, kWidth});
+  std::copy(x.begin(), x.end(), t.data<float>());
+  return t;
+}
+
+TEST(DeviceIo, AnOutputStaysOnTheDeviceAndGoesBackInWithNoCopy) {
+  Card c = card();
+  ASSERT_TRUE(c.engine);
+  const std::vector<float> x = test_support::small_graph_input(kRows, 1.5f);
+  DeviceIo io;
+  io.keep_outputs_on = {c.device.get()};
+  const size_t down = c.driver->copies_to_host;
+  auto host = c.engine->run({{"x", host_input(x)}}, io);
+  ASSERT_TRUE(host.ok()) << host.status().message();
+  EXPECT_TRUE(host->empty());
+  EXPECT_EQ(c.driver->copies_to_host, down);  // nothing downloaded
+  ASSERT_EQ(io.outputs.count("y"), 1u);
+  const DeviceTensor y = io.outputs.at("y");
+  EXPECT_EQ(y.device, c.device.get());
+  EXPECT_NE(y.buffer->device_address(), 0u);
+  const std::vector<float> y1 = read_back(*c.device, y);
+  EXPECT_LT(test_support::small_graph_error(x, y1.data(), kRows), 1e-5);
+
+  // y in as x: no upload, no download, and a buffer of its own for the new output.
+  DeviceIo again;
+  again.inputs["x"] = y;
+  again.keep_outputs_on = {c.device.get()};
+  const size_t up = c.driver->copies_to_device;
+  auto none = c.engine->run({}, again);
+  ASSERT_TRUE(none.ok()) << none.status().message();
+  EXPECT_EQ(c.driver->copies_to_device, up);
+  EXPECT_EQ(c.driver->copies_to_host, down);
+  const DeviceTensor y2 = again.outputs.at("y");
+  EXPECT_NE(y2.buffer, y.buffer);
+  EXPECT_LT(test_support::small_graph_error(y1, read_back(*c.device, y2).data(), kRows), 1e-5);
+  EXPECT_EQ(read_back(*c.device, y), y1);  // the first output is left as it was
+
+  // A plain run after them still answers from the engine's own buffers.
+  auto plain = c.engine->run({{"x", host_input(x)}});
+  ASSERT_TRUE(plain.ok()) << plain.status().message();
+  EXPECT_LT(test_support::small_graph_error(x, plain->at("y").data<float>(), kRows), 1e-5);
+}
+
+TEST(DeviceIo, AnotherLibrarysMemoryIsUsedInPlace) {
+  Card c = card();
+  ASSERT_TRUE(c.engine);
+  const std::vector<float> x = test_support::small_graph_input(kRows, -0.5f);
+  const uint64_t bytes = x.size() * sizeof(float);
+  auto theirs = c.device->allocate(bytes);  // as PyTorch's allocator would have
+  ASSERT_TRUE(theirs.ok());
+  ASSERT_TRUE(c.device->write(**theirs, 0, x.data(), bytes).ok());
+  ASSERT_TRUE(c.device->synchronize().ok());
+  auto adopted = c.device->adopt((*theirs)->device_address(), bytes, *theirs);
+  ASSERT_TRUE(adopted.ok()) << adopted.status().message();
+  auto queue = c.device->native_queue();
+  ASSERT_TRUE(queue.ok());
+  EXPECT_NE(*queue, 0u);
+
+  DeviceIo io;
+  io.inputs["x"] = {c.device.get(), *adopted, TensorDesc::contiguous(DType::f32, {kRows, kWidth})};
+  const size_t up = c.driver->copies_to_device;
+  auto out = c.engine->run({}, io);
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  EXPECT_EQ(c.driver->copies_to_device, up);
+  EXPECT_LT(test_support::small_graph_error(x, out->at("y").data<float>(), kRows), 1e-5);
+}
+
+TEST(DeviceIo, ATensorOnAnotherDeviceIsRefusedNamingTheInputAndBothDevices) {
+  Card a = card(0), b = card(1);
+  ASSERT_TRUE(a.engine && b.engine);
+  auto buf = b.device->allocate(kRows * kWidth * sizeof(float));
+  ASSERT_TRUE(buf.ok());
+  DeviceIo io;
+  io.inputs["x"] = {b.device.get(), *buf, TensorDesc::contiguous(DType::f32, {kRows, kWidth})};
+  auto out = a.engine->run({}, io);
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.status().code(), Code::invalid_argument);
+  EXPECT_NE(out.status().message().find("'x'"), std::string::npos) << out.status().message();
+  EXPECT_NE(out.status().message().find("cuda:0"), std::string::npos) << out.status().message();
+  EXPECT_NE(out.status().message().find("cuda:1"), std::string::npos) << out.status().message();
+
+  io.inputs["x"].device = a.device.get();  // claimed to be a's: a does not own the buffer
+  out = a.engine->run({}, io);
+  ASSERT_FALSE(out.ok());
+  EXPECT_NE(out.status().message().find("does not own"), std::string::npos)
+      << out.status().message();
+
+  io.inputs["x"].desc = TensorDesc::contiguous(DType::f16, {kRows, kWidth});
+  out = a.engine->run({{"x", HostTensor()}}, io);
+  ASSERT_FALSE(out.ok());
+  EXPECT_NE(out.status().message().find("given once"), std::string::npos) << out.status().message();
+  EXPECT_TRUE(io.outputs.empty());
+}
+
+}  // namespace
+}  // namespace duet::cuda
