@@ -348,6 +348,7 @@ void FakeDriver::graph_destroy(void* graph) {
 Status FakeDriver::copy_to_device(void* dst, const void* src, uint64_t bytes, Stream s) {
   const std::lock_guard<std::recursive_mutex> g(mu_);
   ++copies_to_device;
+  bytes_to_device += bytes;
   return enqueue(s, [=] {
     std::memcpy(dst, src, static_cast<size_t>(bytes));
     return Status{};
@@ -357,6 +358,7 @@ Status FakeDriver::copy_to_device(void* dst, const void* src, uint64_t bytes, St
 Status FakeDriver::copy_to_host(void* dst, const void* src, uint64_t bytes, Stream s) {
   const std::lock_guard<std::recursive_mutex> g(mu_);
   ++copies_to_host;
+  bytes_to_host += bytes;
   return enqueue(s, [=] {
     std::memcpy(dst, src, static_cast<size_t>(bytes));
     return Status{};

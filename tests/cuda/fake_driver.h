@@ -45,6 +45,8 @@ class FakeDriver final : public Driver {
   bool pinned_works = true;
   size_t copies_to_host = 0;    // copy_to_host calls
   size_t copies_to_device = 0;  // copy_to_device calls
+  uint64_t bytes_to_host = 0;   // and the bytes they moved
+  uint64_t bytes_to_device = 0;
   bool emulate_kernels = true;
 
   // Injected failures: the next call of that kind returns the status. A device_lost status also
