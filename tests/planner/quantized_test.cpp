@@ -190,11 +190,11 @@ TEST(QuantizedPlans, WithTheRealRulesAQuantizedMatmulRunsFromItsBlocksOnTheGpu) 
   EXPECT_HAS(proj->tier_reason, "mma.sync m8n8k16 s8");
 }
 
-// On a Vulkan GPU decode runs the GPU family's mat-vec (the weight read once, in blocks). With it
-// and the cooperative-matrix GEMM denied, the rules take the integer-dot path where the capability
-// record says packed 4x8-bit dot products are accelerated (RADV on RDNA3), and explain names the
-// format and the tier; a device without the extension runs the float path and says why int_dot
-// was skipped.
+// On a Vulkan GPU decode runs the GPU family's mat-vec (the weight read once, in blocks). Prefill
+// with the cooperative-matrix GEMM denied takes the integer-dot path where the capability record
+// says packed 4x8-bit dot products are accelerated (RADV on RDNA3), and explain names the format
+// and the tier; a device without the extension runs the float path and says why int_dot was
+// skipped.
 TEST(QuantizedPlans, OnVulkanTheIntegerDotPathRunsWhereTheDeviceAcceleratesIt) {
   const Graph g = llama_stack(DType::q4_k, DType::f16, 1, 256, 512);
   std::vector<PlanDevice> devs = real_devices({"rx7900xtx"});
@@ -204,15 +204,20 @@ TEST(QuantizedPlans, OnVulkanTheIntegerDotPathRunsWhereTheDeviceAcceleratesIt) {
   ASSERT_NE(mv.step("blk.0.ffn_up"), nullptr);
   EXPECT_EQ(mv.step("blk.0.ffn_up")->op.choice.tier, Tier::matvec) << explain(mv);
   EXPECT_HAS(mv.step("blk.0.ffn_up")->tier_reason, "q4_k weight decoded in registers");
-  Plan p = plan_ok(g, devs, policy("deny=vulkan.matvec,vulkan.coopmat"));
-  expect_compressed_only(g, p);
+  GraphBuilder b("prefill");
+  ValueId x = b.input("x", DType::f16, {512, 4096});
+  b.output(b.matmul(x, b.constant("w", DType::q4_k, {4096, 4096}), true, "blk.0.ffn_up"));
+  auto pg = b.build();
+  ASSERT_TRUE(pg.ok()) << pg.status().message();
+  Plan p = plan_ok(*pg, devs, policy("deny=vulkan.coopmat"));
+  expect_compressed_only(*pg, p);
   const PlanStep* up = p.step("blk.0.ffn_up");
   ASSERT_NE(up, nullptr);
   EXPECT_EQ(up->op.choice.tier, Tier::int_dot) << explain(p);
   EXPECT_HAS(up->tier_reason, "q4_k weight");
   EXPECT_HAS(up->tier_reason, "integer dot products (accelerated)");
   devs[0].caps.int_dot = false;
-  Plan f = plan_ok(g, devs, policy("deny=vulkan.matvec,vulkan.coopmat"));
+  Plan f = plan_ok(*pg, devs, policy("deny=vulkan.coopmat"));
   const PlanStep* up2 = f.step("blk.0.ffn_up");
   ASSERT_NE(up2, nullptr);
   EXPECT_NE(up2->op.choice.tier, Tier::int_dot);
@@ -221,6 +226,58 @@ TEST(QuantizedPlans, OnVulkanTheIntegerDotPathRunsWhereTheDeviceAcceleratesIt) {
     said = said ||
            s.find("int_dot skipped: device lacks packed integer dot products") != std::string::npos;
   EXPECT_TRUE(said) << explain(f);
+}
+
+// A Vulkan record as NVIDIA's driver gives it for an H100/H200 (the fourth H200 run): the h100
+// profile's limits, 132 SMs (VK_NV_shader_sm_builtins), accelerated packed dot products,
+// subgroup arithmetic, and no peaks or bandwidth (Vulkan drivers do not say them).
+PlanDevice nvidia_vulkan() {
+  DeviceCaps c = profile("h100");
+  c.backend = BackendKind::vulkan;
+  c.name = "NVIDIA H100 80GB HBM3 (Vulkan)";
+  c.arch = c.driver_name = "NVIDIA";
+  c.cc_major = c.cc_minor = 0;
+  c.peak_gflops_f32 = c.peak_gflops_f16 = c.peak_gflops_bf16 = 0;
+  c.memory_gbps = 0;
+  c.int_dot_accelerated = true;
+  c.subgroup_arithmetic = true;
+  c.matrix_units.clear();
+  return PlanDevice{"vulkan:0", c, &builtin_rules(BackendKind::vulkan), "h100 via Vulkan", {}};
+}
+
+// Decode on a Vulkan GPU runs the GPU family's mat-vec, whose weight rows stream with a subgroup
+// each, not the integer-dot or texel kernels, whose N / TN invocations each stream whole rows
+// with a few hundred KB of loads in flight where the GPU needs megabytes (and int_dot quantizes
+// its activations in a dispatch before). The H200 measured int_dot 2.6x slower on q4_0 decode.
+// It holds with the record's peaks (rx7900xtx), without them (NVIDIA's driver: the flop rate
+// falls to the default, which made decode look compute-bound and int_dot's efficiency class win)
+// and with a calibration that measured the device's GEMM.
+TEST(QuantizedPlans, VulkanGpuDecodeRunsTheMatvecNotTheIntegerDotKernel) {
+  PlanDevice rx = real_devices({"rx7900xtx"}).at(0);
+  PlanDevice nv = nvidia_vulkan();
+  PlanDevice calibrated = nvidia_vulkan();
+  calibrated.measured.launch_us = 6;
+  calibrated.measured.rates = {
+      {CostFamily::memory, Tier::generic, Precision::f32, 0, 3300, "add", 0.15},
+      {CostFamily::matmul, Tier::shared_memory, Precision::f32, 4000, 0, "gemm", 0.4}};
+  for (const PlanDevice& d : {rx, nv, calibrated})
+    for (DType w : {DType::q4_0, DType::q8_0, DType::f16}) {
+      const Graph g = llama_stack(w, w == DType::f16 ? DType::f16 : DType::f32, 1, 4096, 14336);
+      Plan p = plan_ok(g, {d});
+      const PlanStep* up = p.step("blk.0.ffn_up");
+      ASSERT_NE(up, nullptr);
+      EXPECT_EQ(up->op.choice.tier, Tier::matvec) << d.label << " " << dtype_name(w) << "\n"
+                                                  << explain(p);
+    }
+  // Prefill keeps the GEMM kernels: 512 rows put enough loads in flight.
+  GraphBuilder b("prefill");
+  ValueId x = b.input("x", DType::f32, {512, 4096});
+  b.output(b.matmul(x, b.constant("w", DType::q4_0, {14336, 4096}), true, "up"));
+  auto prefill = b.build();
+  ASSERT_TRUE(prefill.ok()) << prefill.status().message();
+  Plan p = plan_ok(*prefill, {nv});
+  ASSERT_NE(p.step("up"), nullptr);
+  EXPECT_NE(p.step("up")->op.choice.tier, Tier::matvec) << explain(p);
 }
 
 // The VILA failure (MISSION.md, 4): an AWQ model on a GTX 1060 runs on the dp4a tier when the

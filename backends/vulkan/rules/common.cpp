@@ -77,6 +77,26 @@ double efficiency(const DeviceCaps& c, Family f) {
   return 0.1;
 }
 
+// Little's law: a device streams at its bandwidth only with bandwidth x latency bytes of loads
+// outstanding. A loaded GPU's memory latency is about a microsecond, so it needs about
+// memory_gbps x 1000 bytes in flight (an H100: 3.3 MB); where the record states no bandwidth
+// (Vulkan drivers do not), 32 KiB per compute unit (an H100's 3.35 TB/s over 132 SMs is 25 GB/s,
+// 25 KB a microsecond, per SM).
+double streaming_share(const DeviceCaps& c, double bytes_in_flight) {
+  if (on_cpu(c)) return 0;
+  constexpr double kLatencyUs = 1.0;
+  constexpr double kPerUnitBytes = 32768;
+  const double need = c.memory_gbps > 0 ? c.memory_gbps * 1e3 * kLatencyUs
+                                        : std::max(c.compute_units, 32) * kPerUnitBytes;
+  return std::clamp(bytes_in_flight / need, 1e-3, 1.0);
+}
+
+int64_t batch_of(const OpDesc& op) {
+  int64_t batch = 1;
+  for (int i = 0; i + 2 < op.output.rank; ++i) batch *= op.output.dim(i);
+  return batch;
+}
+
 // The storage dtype a choice reads for input i, given the op and the choice's float dtype.
 DType input_storage(const OpDesc& op, size_t i, DType t) {
   const DType in = op.inputs[i].dtype;

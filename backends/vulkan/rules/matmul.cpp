@@ -82,6 +82,13 @@ KernelChoice tiled_choice(const DeviceCaps& c, const OpDesc& op, DType t) {
   l.tile_k = tile->bk;
   l.shared_bytes = tile->shared();
   l.set_variant(Kernel{.family = Family::gemm_tiled, .tm = tile->tm, .tn = tile->tn});
+  // In flight: each workgroup's BM x BK and BN x BK slices, loaded together per step (rows past
+  // M are not loaded).
+  const double wgs = static_cast<double>((M + tile->bm - 1) / tile->bm) *
+                     static_cast<double>((N + tile->bn - 1) / tile->bn) *
+                     static_cast<double>(batch_of(op));
+  const double rows = static_cast<double>(std::min<int64_t>(tile->bm, M) + tile->bn);
+  k.memory_share = streaming_share(c, wgs * rows * tile->bk * static_cast<double>(dtype_size(t)));
   k.reason = "shared-memory GEMM, " + compute_name(t) + ", tile " + std::to_string(tile->bm) + "x" +
              std::to_string(tile->bn) + "x" + std::to_string(tile->bk) + " (" +
              kib(l.shared_bytes) + " of " + kib(c.shared_mem_per_block) +
@@ -102,6 +109,12 @@ KernelChoice blocked_choice(const DeviceCaps& c, const OpDesc& op, DType t) {
   l.tile_n = s.wg * s.tn;
   l.subgroup = c.subgroup_size;
   l.set_variant(Kernel{.family = Family::gemm_blocked, .tm = s.tm, .tn = s.tn});
+  // In flight: each invocation's TM + TN texels (16 bytes at most) of a step along K.
+  const int64_t M = op.output.dim(-2), N = op.output.dim(-1);
+  const double inv = static_cast<double>((N + l.tile_n - 1) / l.tile_n) * s.wg *
+                     static_cast<double>((M + s.tm - 1) / s.tm) * static_cast<double>(batch_of(op));
+  k.memory_share =
+      streaming_share(c, inv * static_cast<double>(std::min<int64_t>(s.tm, M) + s.tn) * 16.0);
   k.reason = "register-blocked GEMM without shared memory, " + compute_name(t) + ", " +
              std::to_string(s.tm) + "x" + std::to_string(s.tn) + " outputs per invocation, " +
              std::to_string(s.wg) + " per workgroup, operands read through texel buffers";
@@ -160,6 +173,19 @@ KernelChoice matvec_choice(const DeviceCaps& c, const OpDesc& op, DType t) {
   l.tile_m = kern.bm;
   l.tile_n = kern.bn;
   l.set_variant(kern);
+  // In flight: a team's loads of one step along a weight row, 16 bytes (or a 32-element group of
+  // a block format) per lane, every row at once: the whole weight streams with T lanes per row.
+  {
+    const int64_t N = op.output.dim(-1), K = op.inputs[0].dim(-1);
+    const int team = kern.shared_sum ? l.block_threads : sg;
+    const double piece = quant ? static_cast<double>(dtype_block_bytes(w)) * 32.0 /
+                                     static_cast<double>(dtype_block_elems(w))
+                               : 16.0;
+    const double row = quant ? static_cast<double>(dtype_bytes(w, K))
+                             : static_cast<double>(K) * static_cast<double>(dtype_size(t));
+    k.memory_share = streaming_share(c, static_cast<double>(N) * static_cast<double>(batch_of(op)) *
+                                            std::min(team * piece, row));
+  }
   k.ok = true;
   k.reason =
       std::string("mat-vec, ") +
@@ -255,6 +281,19 @@ KernelChoice coopmat_choice(const DeviceCaps& c, const OpDesc& op, DType t) {
   l.subgroup = sg;
   l.shared_bytes = shared(tile);
   l.set_variant(Kernel{.family = Family::gemm_coopmat, .bm = tile, .bn = tile});
+  // In flight: each workgroup's 32-deep slices of its rows of A (those below M) and of B (a
+  // block format's groups of 32).
+  {
+    const double esize = static_cast<double>(dtype_size(t));
+    const double b_row = quant ? static_cast<double>(dtype_block_bytes(w)) * 32.0 /
+                                     static_cast<double>(dtype_block_elems(w))
+                               : 32.0 * esize;
+    const double wgs = static_cast<double>((M + tile - 1) / tile) *
+                       static_cast<double>((N + tile - 1) / tile) *
+                       static_cast<double>(batch_of(op));
+    k.memory_share = streaming_share(
+        c, wgs * (static_cast<double>(std::min<int64_t>(tile, M)) * 32.0 * esize + tile * b_row));
+  }
   k.ok = true;
   k.reason = "cooperative matrices 16x16x16 f16 with f32 accumulators, " + std::to_string(tile) +
              "x" + std::to_string(tile) +

@@ -64,6 +64,24 @@ std::optional<QuantTile> pick_quant_tile(const DeviceCaps& c, int64_t M, int64_t
   return pick_tile(c, kQuantTiles, M, N, 4, "quantized GEMM", why_not);
 }
 
+// Bytes of one 32-element group of a block format (what a lane loads per step along K).
+double group_bytes(DType q) {
+  return static_cast<double>(dtype_block_bytes(q)) * 32.0 /
+         static_cast<double>(dtype_block_elems(q));
+}
+
+// The register-blocked and integer-dot kernels' loads in flight: each invocation streams its TN
+// weight rows along K, one 32-element group of each per step (the activations come from the
+// cache). A decode (M = 1) launches N / TN invocations of them: N groups in flight, a few hundred
+// KB, where a GPU needs megabytes (streaming_share).
+double block_share(const DeviceCaps& c, const OpDesc& op, const BlockTile& s, DType q) {
+  const int64_t M = op.output.dim(-2), N = op.output.dim(-1);
+  const int64_t per = static_cast<int64_t>(s.wg) * s.tn;
+  const double inv = static_cast<double>((N + per - 1) / per) * s.wg *
+                     static_cast<double>((M + s.tm - 1) / s.tm) * static_cast<double>(batch_of(op));
+  return streaming_share(c, inv * s.tn * group_bytes(q));
+}
+
 bool int_dot_accelerated(const DeviceCaps& c) {
   return c.int_dot && c.int_dot_accelerated;
 }
@@ -115,6 +133,15 @@ KernelChoice tiled_choice(const DeviceCaps& c, const OpDesc& op, DType t) {
                        .tn = tile->tn,
                        .bm = tile->bm,
                        .bn = tile->bn});
+  // In flight: each workgroup's BN weight groups and BM x 32 activations of a step (rows past M
+  // are not loaded).
+  const int64_t M = op.output.dim(-2), N = op.output.dim(-1);
+  const double wgs = static_cast<double>((M + tile->bm - 1) / tile->bm) *
+                     static_cast<double>((N + tile->bn - 1) / tile->bn) *
+                     static_cast<double>(batch_of(op));
+  const double rows = static_cast<double>(std::min<int64_t>(tile->bm, M));
+  k.memory_share = streaming_share(
+      c, wgs * (tile->bn * group_bytes(q) + rows * 32.0 * static_cast<double>(dtype_size(t))));
   k.ok = true;
   k.reason = std::string(dtype_name(q)) +
              " weight dequantized group by group into shared memory (never expanded in device "
@@ -153,6 +180,10 @@ KernelChoice dot_choice(const DeviceCaps& c, const OpDesc& op, DType t) {
   // byte pairs in 32-bit words instead: q4_0 prefill on lavapipe 1.4x faster (performance.md).
   const bool swar = !int_dot_accelerated(c) && on_cpu(c) && q != DType::q8_0 && q != DType::q3_k;
   l.set_variant(Kernel{.family = Family::qgemm_dot, .tm = s.tm, .tn = s.tn, .swar = swar});
+  k.memory_share = block_share(c, op, s, q);
+  // quantize_q8.comp before every product: a dispatch and a barrier more on a GPU (on a CPU
+  // device both ride one submission).
+  if (!on_cpu(c)) k.extra_launches = 1;
   k.ok = true;
   k.reason = f + " weight unpacked to signed bytes in registers (never expanded in memory), " +
              "activations quantized to 8 bits per 32 (" + std::string(dtype_name(t)) +
@@ -179,6 +210,7 @@ KernelChoice blocked_choice(const DeviceCaps& c, const OpDesc& op, DType t) {
   l.tile_n = s.wg * s.tn;
   l.subgroup = c.subgroup_size;
   l.set_variant(Kernel{.family = Family::qgemm_blocked, .tm = s.tm, .tn = s.tn});
+  k.memory_share = block_share(c, op, s, q);
   k.ok = true;
   k.reason = std::string(dtype_name(q)) +
              " weight read block by block through a texel buffer and dequantized in " +

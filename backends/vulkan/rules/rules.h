@@ -28,6 +28,13 @@ std::string kib(uint64_t b);
 // loops over the lanes there, which is what orders and rates its kernel families.
 bool on_cpu(const DeviceCaps& c);
 
+// The share of a GPU's streaming bandwidth a kernel reaches with `bytes_in_flight` bytes of loads
+// outstanding across the device at once (KernelChoice::memory_share; 0 on CPU devices, which do
+// not say). Rules compute the bytes from what their kernel's invocations load per step.
+double streaming_share(const DeviceCaps& c, double bytes_in_flight);
+// The batch entries of a matmul's output (every dimension but the last two).
+int64_t batch_of(const OpDesc& op);
+
 // The efficiency class of a kernel family on this device (KernelChoice::efficiency): the share
 // of the device's peak it reaches on a large problem.
 double efficiency(const DeviceCaps& c, Family f);

@@ -52,7 +52,10 @@ struct DUET_API Calibration {
   std::string measured_at;  // UTC time of the measurement
   double cost_s = 0;        // how long measuring took (pipeline compilation included)
   std::string source;       // "measured now", "cache <file>", "fixed <file>" (set when loaded)
-  std::string doubt;        // why the measurement looks disturbed ("" when it does not); not kept
+  // Why the measurement looks disturbed ("" when it does not). Kept in the cache (JSON
+  // "not_used") so that later processes do not measure again; a calibration with a doubt is never
+  // used for estimates.
+  std::string doubt;
 
   bool empty() const { return rates.empty() && launch_us <= 0; }
   // The rate of exactly this family, tier and precision (nullptr when not measured).
@@ -94,8 +97,8 @@ DUET_API std::string calibration_cache_file();
 // measured now (those the cache lacks, together) and added to the cache. Remembered for the rest
 // of the process (per device key), so an engine re-planning never measures twice. An empty
 // calibration (with `source` saying why) when calibration is off or failed, or the measurement
-// looked disturbed (then it is not cached either, and the next process measures again): the
-// planner then uses peaks.
+// looked disturbed (cached as such, so that the next process does not measure again; refresh
+// does): the planner then uses peaks.
 DUET_API std::vector<Calibration> calibrations_for(
     std::span<Device* const> devices,
     const CalibrationSettings& settings = CalibrationSettings::from_env());

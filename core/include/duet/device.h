@@ -175,6 +175,14 @@ struct DUET_API KernelChoice {
   // problem: its family's efficiency class on this kind of device, set by the rules and read by
   // the cost model (docs/planner.md, "Cost model"). 0: not said (a choice made by hand).
   double efficiency = 0;
+  // The share of the device's streaming bandwidth (what an element-wise op reaches) the kernel's
+  // reads reach at this launch shape; 0: not said (all of it). A kernel with too few loads in
+  // flight to cover the memory's latency says less (a mat-vec whose invocations each stream a
+  // whole weight row). Read by the cost model.
+  double memory_share = 0;
+  // Kernels the choice dispatches before its own (a pass that prepares an operand), each a launch
+  // in the cost model.
+  int extra_launches = 0;
 
   // Whether the kernel reads every input of `op` in the dtype it has (no cast needed first).
   bool reads_as_given(const OpDesc& op) const;

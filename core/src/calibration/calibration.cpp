@@ -78,11 +78,13 @@ ordered_json to_json(const Calibration& c) {
     j["shape"] = r.shape;
     rates.push_back(std::move(j));
   }
-  return {{"device", c.device_key},
-          {"measured_at", c.measured_at},
-          {"cost_s", c.cost_s},
-          {"launch_us", c.launch_us},
-          {"rates", rates}};
+  ordered_json j = {{"device", c.device_key},
+                    {"measured_at", c.measured_at},
+                    {"cost_s", c.cost_s},
+                    {"launch_us", c.launch_us},
+                    {"rates", rates}};
+  if (!c.doubt.empty()) j["not_used"] = c.doubt;
+  return j;
 }
 
 Result<Calibration> from_json(const ordered_json& j, const std::string& where) {
@@ -94,6 +96,8 @@ Result<Calibration> from_json(const ordered_json& j, const std::string& where) {
   c.measured_at = j.value("measured_at", "");
   c.cost_s = j.value("cost_s", 0.0);
   c.launch_us = j.value("launch_us", 0.0);
+  if (j.contains("not_used") && j["not_used"].is_string())
+    c.doubt = j["not_used"].get<std::string>();
   if (!j.contains("rates") || !j["rates"].is_array()) return bad("\"rates\" must be an array");
   for (const auto& r : j["rates"]) {
     if (!r.is_object()) return bad("a rate must be an object");
@@ -210,6 +214,24 @@ std::optional<Calibration> find_key(const std::vector<Calibration>& all, const s
   return std::nullopt;
 }
 
+// A stored measurement that was doubted is not used: the planner takes the peaks, and the entry
+// says why (a device whose kernels always run far from its peaks, lavapipe, is not measured
+// again by every process; DUET_CALIBRATION=refresh measures again).
+Calibration usable(const Calibration& stored, const std::string& from) {
+  if (stored.doubt.empty()) {
+    Calibration c = stored;
+    c.source = from;
+    return c;
+  }
+  Calibration c;
+  c.device_key = stored.device_key;
+  c.measured_at = stored.measured_at;
+  c.doubt = stored.doubt;
+  c.source = from + ": measured " + stored.measured_at + " but not used: " + stored.doubt +
+             "; estimates from peaks (DUET_CALIBRATION=refresh measures again)";
+  return c;
+}
+
 }  // namespace
 
 std::vector<Calibration> calibrations_for(std::span<Device* const> devices,
@@ -237,8 +259,7 @@ std::vector<Calibration> calibrations_for(std::span<Device* const> devices,
         log().warn("{}; estimates from peaks", all.status().message());
         out[i].source = all.status().message();
       } else if (auto c = find_key(*all, key)) {
-        out[i] = *c;
-        out[i].source = "fixed " + settings.file;
+        out[i] = usable(*c, "fixed " + settings.file);
       } else {
         out[i].source = "fixed " + settings.file + " has no entry for this device";
       }
@@ -248,8 +269,7 @@ std::vector<Calibration> calibrations_for(std::span<Device* const> devices,
       std::optional<Calibration> cached;
       if (file) cached = find_key(*file, key);
       if (cached) {
-        out[i] = *cached;
-        out[i].source = "cache " + settings.file;
+        out[i] = usable(*cached, "cache " + settings.file);
       } else {
         missing.push_back(devices[i]);
         missing_at.push_back(i);
@@ -269,8 +289,14 @@ std::vector<Calibration> calibrations_for(std::span<Device* const> devices,
                  measured.status().message());
       c.source = "calibration failed: " + measured.status().message();
     } else if (!(*measured)[k].doubt.empty()) {
-      log().info("{}: calibration not used nor cached: {}", missing[k]->id(), (*measured)[k].doubt);
-      c.source = "measured now but not used: " + (*measured)[k].doubt;
+      // Cached with its doubt, so that the next process does not measure (and compile) again.
+      const Calibration& doubted = (*measured)[k];
+      log().info("{}: calibration not used: {}", missing[k]->id(), doubted.doubt);
+      if (!settings.file.empty())
+        if (Status s = write_cache(settings.file, doubted); !s.ok()) log().warn("{}", s.message());
+      c = usable(doubted, "measured now");
+      c.source += settings.file.empty() ? std::string(" (no cache folder)")
+                                        : "; cached as not used in " + settings.file;
     } else {
       c = std::move((*measured)[k]);
       log().info("{}: calibrated in {:.2f} s", missing[k]->id(), c.cost_s);

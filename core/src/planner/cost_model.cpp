@@ -94,6 +94,11 @@ double staged_bytes(const OpDesc& op, const KernelChoice& choice) {
          static_cast<double>(dtype_size(precision_storage(choice.precision)));
 }
 
+// The share of the streaming bandwidth a choice's reads reach (KernelChoice::memory_share).
+double memory_share(const KernelChoice& choice) {
+  return choice.memory_share > 0 ? std::min(choice.memory_share, 1.0) : 1.0;
+}
+
 }  // namespace
 
 namespace planning {
@@ -162,8 +167,9 @@ double estimate_kernel_us(const OpDesc& op, const KernelChoice& choice, const De
   const CostFamily f = cost_family(op.kind);
   const planning::Rates r = planning::rates_for(f, choice, caps, measured);
   const double compute = op_flops(op) / (r.gflops * 1e3);
-  const double memory = op_bytes(op) / (r.gbps * 1e3);
-  return std::max(compute, memory) + staged_bytes(op, choice) / (r.gbps * 1e3) + r.launch_us;
+  const double memory = op_bytes(op) / (r.gbps * memory_share(choice) * 1e3);
+  return std::max(compute, memory) + staged_bytes(op, choice) / (r.gbps * 1e3) +
+         r.launch_us * (1 + std::max(choice.extra_launches, 0));
 }
 
 std::string estimate_basis(const OpDesc& op, const KernelChoice& choice, const DeviceCaps& caps,
@@ -172,16 +178,26 @@ std::string estimate_basis(const OpDesc& op, const KernelChoice& choice, const D
   const CostFamily f = cost_family(op.kind);
   const planning::Rates r = planning::rates_for(f, choice, caps, measured);
   const double flops = op_flops(op), bytes = op_bytes(op);
-  const double compute = flops / (r.gflops * 1e3), memory = bytes / (r.gbps * 1e3);
+  const double share = memory_share(choice);
+  const double compute = flops / (r.gflops * 1e3), memory = bytes / (r.gbps * share * 1e3);
   const bool measured_launch = measured && measured->launch_us > 0;
-  std::string s = compute >= memory ? number(flops / 1e9, "GFLOP") + " at " +
-                                          number(r.gflops, "GFLOP/s") + " (" + r.basis + ")"
-                                    : number(bytes / 1e6, "MB") + " at " + number(r.gbps, "GB/s") +
-                                          (measured && !measured->empty() ? " (measured)" : "");
+  std::string notes;
+  if (measured && !measured->empty()) notes = "measured";
+  if (share < 1)
+    notes +=
+        (notes.empty() ? "" : ", ") + number(share * 100, "%") + " of it: too few loads in flight";
+  std::string s = compute >= memory
+                      ? number(flops / 1e9, "GFLOP") + " at " + number(r.gflops, "GFLOP/s") + " (" +
+                            r.basis + ")"
+                      : number(bytes / 1e6, "MB") + " at " + number(r.gbps * share, "GB/s") +
+                            (notes.empty() ? "" : " (" + notes + ")");
   if (const double staged = staged_bytes(op, choice); staged > 0)
     s += " + " + number(staged / 1e6, "MB") + " of dequantized weight tiles at " +
          number(r.gbps, "GB/s");
-  return s + " + " + format_us(r.launch_us) + " launch" + (measured_launch ? " (measured)" : "");
+  const int launches = 1 + std::max(choice.extra_launches, 0);
+  return s + " + " + (launches > 1 ? std::to_string(launches) + " x " : "") +
+         format_us(r.launch_us) + (launches > 1 ? " launches" : " launch") +
+         (measured_launch ? " (measured)" : "");
 }
 
 double estimate_transfer_us(uint64_t bytes, const DeviceCaps* from, const DeviceCaps* to) {
