@@ -5,7 +5,8 @@
 // (T lanes in the team), so neighbouring lanes read neighbouring bytes and the row is read once,
 // 16 bytes per load (4 f32 or 8 16-bit values; one 32-element group of a block format, decoded in
 // registers by quant.glsl); each lane keeps one partial sum per activation row, and the team adds
-// them up at the end of the row. With SMEM_REDUCE undefined a team is a subgroup and subgroupAdd
+// them up at the end of the row. A team takes RT rows at once (RT loads in flight per lane and
+// step, each activation read serving RT rows). With SMEM_REDUCE undefined a team is a subgroup and subgroupAdd
 // reduces (the device has subgroup arithmetic); with it, the team is the whole workgroup and the
 // sums meet in shared memory. The activations (MR rows) are small and come from the cache.
 //
@@ -25,6 +26,8 @@ layout(constant_id = 3) const uint WVEC = 0;  // float weights read 16 bytes at 
 // Activation rows per workgroup (1, 2, 4 or 8): the rows past M are skipped by branches uniform
 // in the workgroup, so that one pipeline serves every batch of MR/2 + 1 .. MR rows.
 layout(constant_id = 4) const uint MR = 1;
+// Weight rows a team takes at once (RW is a multiple of it).
+layout(constant_id = 5) const uint RT = 1;
 
 TENSOR(1, , y)
 layout(std430, set = 0, binding = 2) readonly buffer A4 { uvec4 a4[]; };
@@ -76,80 +79,103 @@ void main() {
   uint ar[MR];
   [[unroll]] for (uint i = 0u; i < MR; ++i) ar[i] = a_base + min(m0 + i, M - 1u) * sam;
 
-  for (uint r = team; r < RW; r += teams) {
-    const uint n = gl_WorkGroupID.x * RW + r;
-    // Uniform in the team: a team whose row is past N still takes part in the reduction.
-    const uint nr = min(n, N - 1u);
-    float acc[MR];
-    [[unroll]] for (uint i = 0u; i < MR; ++i) acc[i] = 0.0;
+  // A team takes RT weight rows at once: RT independent loads in flight per lane and step, and
+  // each activation read serves RT rows.
+  for (uint r0 = team * RT; r0 < RW; r0 += teams * RT) {
+    const uint n0 = gl_WorkGroupID.x * RW + r0;
+    // Uniform in the team: rows past N read row N - 1 (never stored) and still take part in the
+    // reduction.
+    uint nr[RT];
+    [[unroll]] for (uint j = 0u; j < RT; ++j) nr[j] = min(n0 + j, N - 1u);
+    float acc[RT * MR];
+    [[unroll]] for (uint i = 0u; i < RT * MR; ++i) acc[i] = 0.0;
 #if defined(W_FLOAT)
-    const uint w_base = P.td[2].offset + i0 * P.td[2].stride.x + i1 * P.td[2].stride.y +
-                        nr * P.td[2].stride.z;
+    uint w_base[RT];
+    [[unroll]] for (uint j = 0u; j < RT; ++j)
+      w_base[j] = P.td[2].offset + i0 * P.td[2].stride.x + i1 * P.td[2].stride.y +
+                  nr[j] * P.td[2].stride.z;
     if (WVEC != 0u && AVEC != 0u) {
       // K, every row start and both offsets are multiples of VEC.
       for (uint k = lane * VEC; k < K; k += T * VEC) {
-        float w[VEC];
-        unpack_vec(w4[(w_base + k) / VEC], w);
+        float w[RT][VEC];
+        [[unroll]] for (uint j = 0u; j < RT; ++j) unpack_vec(w4[(w_base[j] + k) / VEC], w[j]);
         [[unroll]] for (uint i = 0u; i < MR; ++i) {
           if (i < mr) {
             float a[VEC];
             unpack_vec(a4[(ar[i] + k) / VEC], a);
-            [[unroll]] for (uint e = 0u; e < VEC; ++e) acc[i] = fma(a[e], w[e], acc[i]);
+            [[unroll]] for (uint j = 0u; j < RT; ++j)
+              [[unroll]] for (uint e = 0u; e < VEC; ++e)
+                acc[j * MR + i] = fma(a[e], w[j][e], acc[j * MR + i]);
           }
         }
       }
     } else {
       const uint swk = P.td[2].stride.w;
       for (uint k = lane; k < K; k += T) {
-        const uint we = w_base + k * swk;
-        const float w = elem(w4[we / VEC], we);
-        [[unroll]] for (uint i = 0u; i < MR; ++i)
-          if (i < mr) acc[i] = fma(a_at(ar[i] + k * sak), w, acc[i]);
+        float w[RT];
+        [[unroll]] for (uint j = 0u; j < RT; ++j) {
+          const uint we = w_base[j] + k * swk;
+          w[j] = elem(w4[we / VEC], we);
+        }
+        [[unroll]] for (uint i = 0u; i < MR; ++i) {
+          if (i < mr) {
+            const float a = a_at(ar[i] + k * sak);
+            [[unroll]] for (uint j = 0u; j < RT; ++j) acc[j * MR + i] = fma(a, w[j], acc[j * MR + i]);
+          }
+        }
       }
     }
 #else
-    const uint w_row = P.u2.x + nr * P.u2.y;
+    uint w_row[RT];
+    [[unroll]] for (uint j = 0u; j < RT; ++j) w_row[j] = P.u2.x + nr[j] * P.u2.y;
     for (uint gi = lane; gi < K / 32u; gi += T) {
       const uint k = gi * 32u;
-      float w[32];
-      qblock32(w_row + (k / QK) * QB, (k % QK) / 32u, w);
+      float w[RT][32];
+      [[unroll]] for (uint j = 0u; j < RT; ++j) qblock32(w_row[j] + (k / QK) * QB, (k % QK) / 32u, w[j]);
       [[unroll]] for (uint i = 0u; i < MR; ++i) {
         if (i >= mr) {
         } else if (AVEC != 0u) {
           [[unroll]] for (uint c = 0u; c < 32u; c += VEC) {
             float a[VEC];
             unpack_vec(a4[(ar[i] + k + c) / VEC], a);
-            [[unroll]] for (uint e = 0u; e < VEC; ++e) acc[i] = fma(a[e], w[c + e], acc[i]);
+            [[unroll]] for (uint j = 0u; j < RT; ++j)
+              [[unroll]] for (uint e = 0u; e < VEC; ++e)
+                acc[j * MR + i] = fma(a[e], w[j][c + e], acc[j * MR + i]);
           }
         } else {
           // Not unrolled: this rare path (activations not aligned, or strided) would cost CPU
           // devices seconds of compile time unrolled.
-          [[dont_unroll]] for (uint c = 0u; c < 32u; ++c)
-            acc[i] = fma(a_at(ar[i] + (k + c) * sak), w[c], acc[i]);
+          [[dont_unroll]] for (uint c = 0u; c < 32u; ++c) {
+            const float a = a_at(ar[i] + (k + c) * sak);
+            [[unroll]] for (uint j = 0u; j < RT; ++j) acc[j * MR + i] = fma(a, w[j][c], acc[j * MR + i]);
+          }
         }
       }
     }
 #endif
-    [[unroll]] for (uint i = 0u; i < MR; ++i) {
-      if (i >= mr) break;
+    [[unroll]] for (uint j = 0u; j < RT; ++j) {
+      const uint n = n0 + j;
+      [[unroll]] for (uint i = 0u; i < MR; ++i) {
+        if (i >= mr) break;
 #ifdef SMEM_REDUCE
-      partial[lane] = acc[i];
-      barrier();
-      for (uint s = T / 2u; s > 0u; s >>= 1) {
-        if (lane < s) partial[lane] += partial[lane + s];
+        partial[lane] = acc[j * MR + i];
         barrier();
-      }
-      const float sum = partial[0];
-      barrier();
+        for (uint s = T / 2u; s > 0u; s >>= 1) {
+          if (lane < s) partial[lane] += partial[lane + s];
+          barrier();
+        }
+        const float sum = partial[0];
+        barrier();
 #else
-      const float sum = subgroupAdd(acc[i]);
+        const float sum = subgroupAdd(acc[j * MR + i]);
 #endif
-      if (lane == 0u && n < N && i < mr) {
-        const uvec4 ys = P.td[0].stride;
-        const uint o = P.td[0].offset + i0 * ys.x + i1 * ys.y + (m0 + i) * ys.z + n * ys.w;
-        float v = sum;
-        if (P.u.w != 0u) v += LOADF(y[o]);
-        y[o] = STOREF(v);
+        if (lane == 0u && n < N && i < mr) {
+          const uvec4 ys = P.td[0].stride;
+          const uint o = P.td[0].offset + i0 * ys.x + i1 * ys.y + (m0 + i) * ys.z + n * ys.w;
+          float v = sum;
+          if (P.u.w != 0u) v += LOADF(y[o]);
+          y[o] = STOREF(v);
+        }
       }
     }
   }

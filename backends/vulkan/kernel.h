@@ -35,7 +35,8 @@ enum class Family : uint8_t {
 struct Kernel {
   Family family = Family::flat;
   // gemm_tiled, gemm_blocked, qgemm_*: outputs per invocation (the register block), rows x
-  // columns (qgemm: activation rows x weight rows).
+  // columns (qgemm: activation rows x weight rows). matvec: tn weight rows a team streams at
+  // once.
   int tm = 0, tn = 0;
   // matvec: activation rows x weight rows per workgroup.
   // attention_decode: query rows per workgroup in bm.

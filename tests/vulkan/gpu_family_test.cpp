@@ -90,6 +90,43 @@ TEST_F(GpuFamily, MatvecWithoutSubgroupArithmeticSumsInSharedMemory) {
   vk(dev()).override_caps(real);
 }
 
+// On a GPU a team streams two weight rows at once (matvec.comp's RT) and a workgroup takes up to
+// eight activation rows: run here with this device posing as a GPU, for every float dtype and
+// block format, with weight rows ending in a partial team and workgroup, three activation rows
+// (a partial MR of 4) and operands not aligned to 16 bytes.
+TEST_F(GpuFamily, MatvecOnAGpuStreamsTwoRowsPerTeamInEveryFormat) {
+  constexpr size_t kRt = 5, kMr = 4;  // matvec.comp's constant ids
+  const DeviceCaps real = dev().caps();
+  DeviceCaps c = real;
+  c.type = DeviceType::discrete_gpu;
+  vk(dev()).override_caps(c);
+  OpAttrs tb;
+  tb.transpose_b = true;
+  for (DType t : {DType::f32, DType::f16, DType::bf16}) {
+    const std::string n = "gpu/matvec.r2." + std::string(dtype_name(t));
+    auto [shader, spec] =
+        run(make_case(n, OpKind::matmul, {dense(t, {3, 64}), dense(t, {37, 64})}, tb));
+    ASSERT_GT(spec.size(), kRt) << n;
+    EXPECT_EQ(spec[kRt], 2u) << n;
+    EXPECT_EQ(spec[kMr], 4u) << n;
+  }
+  auto [mshader, mspec] =
+      run(make_case("gpu/matvec.r2.k45", OpKind::matmul,
+                    {dense(DType::f16, {2, 45}), dense(DType::f16, {11, 45})}, tb));
+  ASSERT_GT(mspec.size(), kRt);
+  EXPECT_EQ(mspec[kWvec], 0u);
+  for (DType q : kQuantizedDTypes) {
+    const std::string n = "gpu/matvec.r2." + std::string(dtype_name(q));
+    const int64_t m = q == DType::q4_k ? 3 : 1;
+    auto [shader, spec] =
+        run(make_case(n, OpKind::matmul, {dense(DType::f32, {m, 256}), dense(q, {13, 256})}, tb,
+                      {check::Fill::unit, check::Fill::blocks}));
+    ASSERT_GT(spec.size(), kRt) << n;
+    EXPECT_EQ(spec[kRt], 2u) << n;
+  }
+  vk(dev()).override_caps(real);
+}
+
 TEST_F(GpuFamily, MatvecSplitsAWeightLargerThanAWindow) {
   const uint64_t saved = vk(dev()).max_window();
   vk(dev()).set_max_window(4096);

@@ -163,7 +163,21 @@ if want vkdecode; then
   # The suspect of the silent 75 s: Vulkan's calibration alone, each probe's preparation timed.
   step calibrate-vulkan-alone
   ( time DUET_LOG=debug timeout 60 $D calibrate --device vulkan:0 --refresh ) 2>&1 |
-    grep -E "prepared|calibrat|pipeline|real" | head -30
+    grep -E "prepared|calibrat|pipeline|real|source" | head -30
+  # A second process reads the cached outcome (used or not) and measures nothing: "source: cache"
+  # and well under a second.
+  step calibrate-vulkan-cached
+  ( time timeout 30 $D calibrate --device vulkan:0 ) 2>&1 | grep -E "source|real" | head -5
+  # The decode tier the planner picks on this GPU (issue 25: int_dot was picked, 2.6-5x slower
+  # than matvec): the plan of one q4_0 decode mat-vec on vulkan:0, and the device's own record
+  # (a profile of it: `duet plan --profile FILE`).
+  step vulkan-decode-plan
+  timeout 20 $D devices --profile vulkan:0 > $O/vulkan0_profile.json 2>&1; echo rc=$?
+  printf '%s\n' '{"format":"duet-graph","version":1,"name":"decode","inputs":[{"name":"x","dtype":"f32","shape":[1,4096]}],' \
+    '"constants":[{"name":"w","dtype":"q4_0","shape":[14336,4096]}],' \
+    '"nodes":[{"name":"up","op":"matmul","inputs":["x","w"],"attrs":{"transpose_b":true}}],"outputs":["up"]}' > /tmp/decode_q4.json
+  DUET_CALIBRATION=off timeout 20 $D plan /tmp/decode_q4.json --devices vulkan:0 --explain 2>&1 |
+    grep -E "up|matvec|int_dot|estimate|error" | head -12
 fi
 # duet-llama on vulkan:0 (calibration off: one device needs no placement; DUET_LOG=info for the
 # pipelines' line: a plan's first run makes its pipelines on several threads at once).

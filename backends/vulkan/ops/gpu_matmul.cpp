@@ -27,8 +27,12 @@ Dispatch gpu_matmul_dispatch(const Ctx& c, DType weight) {
   const std::string types = T(c.choice.input_dtypes[0]) + "_" + T(weight);
   if (k.family == Family::matvec) {
     d.shader = std::string(k.shared_sum ? "matvec_smem_" : "matvec_") + types;
-    d.spec = {static_cast<uint32_t>(c.choice.launch.block_threads), static_cast<uint32_t>(k.bn), 0u,
-              0u, static_cast<uint32_t>(k.bm)};
+    d.spec = {static_cast<uint32_t>(c.choice.launch.block_threads),
+              static_cast<uint32_t>(k.bn),
+              0u,
+              0u,
+              static_cast<uint32_t>(k.bm),
+              static_cast<uint32_t>(std::max(k.tn, 1))};
   } else {
     d.shader = "matmul_coopmat_" + std::to_string(k.bm) + "_" + types;
     d.spec = {static_cast<uint32_t>(c.choice.launch.block_threads), 0u, 0u};

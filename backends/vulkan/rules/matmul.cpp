@@ -161,9 +161,13 @@ KernelChoice matvec_choice(const DeviceCaps& c, const OpDesc& op, DType t) {
   // every row more costs LLVM compile time.
   kern.bm =
       on_cpu(c) ? 1 : static_cast<int>(pow2_ceil(static_cast<uint64_t>(std::max<int64_t>(M, 1))));
+  // Weight rows a team streams at once: two on GPUs (twice the loads in flight per lane, each
+  // activation read serving both rows), one on CPU devices (compile time).
+  kern.tn = on_cpu(c) ? 1 : 2;
   if (c.subgroup_arithmetic && sg <= mt) {
-    kern.bn = std::max(1, std::min(4, mt / sg));
-    l.block_threads = kern.bn * sg;
+    const int teams = std::max(1, std::min(4, mt / sg));
+    kern.bn = teams * kern.tn;
+    l.block_threads = teams * sg;
   } else {
     kern.bn = 2;
     kern.shared_sum = true;
@@ -194,8 +198,9 @@ KernelChoice matvec_choice(const DeviceCaps& c, const OpDesc& op, DType t) {
       (kern.shared_sum
            ? "2 weight rows per workgroup of " + std::to_string(l.block_threads) +
                  ", summed in shared memory (no subgroup arithmetic)"
-           : std::to_string(kern.bn) + " weight rows per workgroup, one per subgroup of " +
-                 std::to_string(sg) + ", summed by subgroupAdd") +
+           : std::to_string(kern.bn) + " weight rows per workgroup, " +
+                 (kern.tn > 1 ? std::to_string(kern.tn) + " at once" : std::string("one")) +
+                 " per subgroup of " + std::to_string(sg) + ", summed by subgroupAdd") +
       ", 16-byte loads along K, " + std::to_string(kern.bm) + " activation rows per workgroup";
   return k;
 }
