@@ -79,7 +79,10 @@ TEST(VulkanWindows, EmbeddingTableLargerThanOneBindingRuns) {
 }
 
 // With a 1.5 KiB window every op of the case set is split into many dispatches; each case either
-// gives the reference's answer or is refused with a reason (a single row that cannot fit).
+// gives the reference's answer or is refused with a reason (a single row that cannot fit). Once
+// eight cases of an op kind have run split and passed, its other cases are left to the conformance
+// suite (they run unsplit there): the window arithmetic is per op kind, and this keeps the test
+// short.
 TEST(VulkanWindows, EveryOpGivesTheSameAnswerInSmallWindows) {
   TempDir cache;
   auto r = open_vulkan({}, cache);
@@ -87,12 +90,14 @@ TEST(VulkanWindows, EveryOpGivesTheSameAnswerInSmallWindows) {
   Device& d = *r->devices[0];
   vk(d).set_max_window(1536);
   std::map<OpKind, int> split_and_passed;
-  std::vector<check::Case> cases = check::cases(false);
-  cases.push_back(
-      make_case("window/add", OpKind::add, {dense(DType::f32, {40, 50}), dense(DType::f32, {50})}));
-  cases.push_back(make_case("window/softmax", OpKind::softmax, {dense(DType::f16, {6, 300})}));
+  // The two cases of this test first, then the case set.
+  std::vector<check::Case> cases = {
+      make_case("window/add", OpKind::add, {dense(DType::f32, {40, 50}), dense(DType::f32, {50})}),
+      make_case("window/softmax", OpKind::softmax, {dense(DType::f16, {6, 300})})};
+  for (check::Case& c : check::cases(false)) cases.push_back(std::move(c));
   for (const check::Case& c : cases) {
     if (c.inputs[0].dtype == DType::bf16) continue;  // f32 and f16 keep the run short
+    if (split_and_passed[c.kind] >= 8) continue;
     const uint64_t before = vk(d).recorder().dispatches;
     check::Outcome o = run_on(d, c);
     const uint64_t n = vk(d).recorder().dispatches - before;
