@@ -76,6 +76,108 @@ float pow_of(float x, float e) {
   return x == 0.0 ? (e > 0.0 ? 0.0 : uintBitsToFloat(0x7f800000u)) : r;
 }
 
+// The inverse and hyperbolic functions from exp, log and sqrt (which drivers give to about an
+// ulp), not the driver's own: Vulkan leaves their precision to the driver, and some lower them
+// with errors near 1e-4, or cancel near 0. Series only where they converge to f32's precision.
+
+// atan for |t| <= tan(pi/12): its Taylor series to t^17 (the next term is below 2^-32 of t).
+float atan_small(float t) {
+  float z = t * t;
+  float p = -1.0 / 17.0;
+  p = p * z + 1.0 / 15.0;
+  p = p * z - 1.0 / 13.0;
+  p = p * z + 1.0 / 11.0;
+  p = p * z - 1.0 / 9.0;
+  p = p * z + 1.0 / 7.0;
+  p = p * z - 1.0 / 5.0;
+  p = p * z + 1.0 / 3.0;
+  return t - t * z * p;
+}
+
+// atan(x): |x| > 1 as pi/2 - atan(1/|x|) (an infinite x gives pi/2), then above tan(pi/12) as
+// pi/6 + atan((sqrt(3) a - 1) / (a + sqrt(3))).
+float atan_of(float x) {
+  float a = abs(x);
+  bool inverted = a > 1.0;
+  if (inverted) a = 1.0 / a;
+  float r;
+  if (a > 0.26794919243112270) {
+    r = 0.52359877559829887 + atan_small((1.7320508075688772 * a - 1.0) / (a + 1.7320508075688772));
+  } else {
+    r = atan_small(a);
+  }
+  if (inverted) r = 1.5707963267948966 - r;
+  return x < 0.0 ? -r : r;
+}
+
+// asin(x) = atan(x / sqrt((1 - x)(1 + x))); acos(x) = 2 atan(sqrt((1 - x) / (1 + x))): 1 - x is
+// exact where it cancels, and both are exact at -1, 0 and 1 (NaN outside [-1, 1]).
+float asin_of(float x) {
+  if (abs(x) > 1.0) return uintBitsToFloat(0x7fc00000u);
+  return atan_of(x / sqrt((1.0 - x) * (1.0 + x)));
+}
+float acos_of(float x) {
+  if (abs(x) > 1.0) return uintBitsToFloat(0x7fc00000u);
+  return 2.0 * atan_of(sqrt((1.0 - x) / (1.0 + x)));
+}
+
+// log(1 + u) for u >= -0.5 without the rounding of 1 + u: log(w) * u / (w - 1), w = 1 + u (the
+// classic correction; u itself where w rounds to 1).
+float log1p_of(float u) {
+  float w = 1.0 + u;
+  if (w == 1.0) return u;
+  float r = log(w) * (u / (w - 1.0));
+  return isinf(u) ? u : r;
+}
+
+// sinh: its Taylor series to x^15 below 1 (no cancellation of e^x - e^-x near 0), else
+// (e^|x| - e^-|x|) / 2 with x's sign.
+float sinh_of(float x) {
+  float a = abs(x);
+  float r;
+  if (a < 1.0) {
+    float z = a * a;
+    float p = 1.0 / 1307674368000.0;
+    p = p * z + 1.0 / 6227020800.0;
+    p = p * z + 1.0 / 39916800.0;
+    p = p * z + 1.0 / 362880.0;
+    p = p * z + 1.0 / 5040.0;
+    p = p * z + 1.0 / 120.0;
+    p = p * z + 1.0 / 6.0;
+    r = a + a * z * p;
+  } else {
+    float e = exp(a);
+    r = 0.5 * e - 0.5 / e;
+  }
+  return x < 0.0 ? -r : r;
+}
+float cosh_of(float x) {
+  float e = exp(abs(x));
+  return 0.5 * e + 0.5 / e;
+}
+// asinh(x) = log1p(|x| + x^2 / (1 + sqrt(1 + x^2))) with x's sign; above 2^60 ln 2 + ln |x| (x^2
+// would overflow).
+float asinh_of(float x) {
+  float a = abs(x);
+  float r = a > 1.152921504606847e18 ? 0.69314718055994531 + log(a)
+                                     : log1p_of(a + a * a / (1.0 + sqrt(1.0 + a * a)));
+  return x < 0.0 ? -r : r;
+}
+// acosh(x) = log1p((x - 1) + sqrt((x - 1)(x + 1))) (NaN below 1), ln 2 + ln x above 2^60.
+float acosh_of(float x) {
+  if (x < 1.0) return uintBitsToFloat(0x7fc00000u);
+  if (x > 1.152921504606847e18) return 0.69314718055994531 + log(x);
+  float d = x - 1.0;
+  return log1p_of(d + sqrt(d * (x + 1.0)));
+}
+// atanh(x) = log1p(2|x| / (1 - |x|)) / 2 with x's sign: infinite at 1, NaN beyond.
+float atanh_of(float x) {
+  float a = abs(x);
+  if (a > 1.0) return uintBitsToFloat(0x7fc00000u);
+  float r = a == 1.0 ? uintBitsToFloat(0x7f800000u) : 0.5 * log1p_of(2.0 * a / (1.0 - a));
+  return x < 0.0 ? -r : r;
+}
+
 float apply(float x, float z) {
   switch (OP) {
     case DUET_EW_ADD: return x + z;
@@ -83,6 +185,9 @@ float apply(float x, float z) {
     case DUET_EW_MUL: return x * z;
     case DUET_EW_DIV: return x / z;
     case DUET_EW_SILU_MUL: return x / (1.0 + exp(-x)) * z;
+    case DUET_EW_LESS: return x < z ? 1.0 : 0.0;
+    case DUET_EW_LESS_EQUAL: return x <= z ? 1.0 : 0.0;
+    case DUET_EW_EQUAL: return x == z ? 1.0 : 0.0;
     case DUET_EW_SCALE: return x * P.f.x;
     case DUET_EW_SILU: return x / (1.0 + exp(-x));
     case DUET_EW_GELU: return 0.5 * x * one_plus_erf(x * 0.70710678118654752);
@@ -97,6 +202,17 @@ float apply(float x, float z) {
     case DUET_EW_POW: return pow_of(x, P.f.x);
     case DUET_EW_ABS: return abs(x);
     case DUET_EW_LOG: return log(x);
+    case DUET_EW_SIN: return sin(x);
+    case DUET_EW_COS: return cos(x);
+    case DUET_EW_TAN: return tan(x);
+    case DUET_EW_ASIN: return asin_of(x);
+    case DUET_EW_ACOS: return acos_of(x);
+    case DUET_EW_ATAN: return atan_of(x);
+    case DUET_EW_SINH: return sinh_of(x);
+    case DUET_EW_COSH: return cosh_of(x);
+    case DUET_EW_ASINH: return asinh_of(x);
+    case DUET_EW_ACOSH: return acosh_of(x);
+    case DUET_EW_ATANH: return atanh_of(x);
     default: return uintBitsToFloat(0x7fc00000u);  // never another function: NaN
   }
 }

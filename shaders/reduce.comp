@@ -30,7 +30,7 @@ void main() {
     const uint c1 = o % os.y;
     const uint c0 = o / os.y;
     const uint base = P.td[1].offset + c0 * st.x + c1 * st.y + c2 * st.z + c3 * st.w;
-    float acc = OP == DUET_RED_MAX ? NEG_INF : OP == DUET_RED_MIN ? -NEG_INF : 0.0;
+    float acc = OP == DUET_RED_MAX ? NEG_INF : OP == DUET_RED_MIN ? -NEG_INF : OP == DUET_RED_PROD ? 1.0 : 0.0;
     for (uint a0 = 0u; a0 < rs.x; ++a0)
       for (uint a1 = 0u; a1 < rs.y; ++a1)
         for (uint a2 = 0u; a2 < rs.z; ++a2)
@@ -40,6 +40,8 @@ void main() {
               acc = v > acc || isnan(v) ? v : acc;
             else if (OP == DUET_RED_MIN)
               acc = v < acc || isnan(v) ? v : acc;
+            else if (OP == DUET_RED_PROD)
+              acc *= v;
             else
               acc += v;
           }

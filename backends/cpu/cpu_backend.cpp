@@ -244,6 +244,7 @@ class CpuDevice final : public Device {
       case OpKind::reduce_mean:
       case OpKind::reduce_max:
       case OpKind::reduce_min:
+      case OpKind::reduce_prod:
         return reduce(args);
       case OpKind::cast:
       case OpKind::copy:

@@ -70,7 +70,7 @@ bool is_binary_elementwise(OpKind k) {
 
 bool is_reduction(OpKind k) {
   return k == OpKind::reduce_sum || k == OpKind::reduce_mean || k == OpKind::reduce_max ||
-         k == OpKind::reduce_min;
+         k == OpKind::reduce_min || k == OpKind::reduce_prod;
 }
 
 std::optional<uint32_t> reduce_code(const OpDesc& op) {
@@ -83,6 +83,8 @@ std::optional<uint32_t> reduce_code(const OpDesc& op) {
       return DUET_RED_MAX;
     case OpKind::reduce_min:
       return DUET_RED_MIN;
+    case OpKind::reduce_prod:
+      return DUET_RED_PROD;
     default:
       return std::nullopt;
   }

@@ -113,6 +113,7 @@ Result<DType> runtime_dtype(int elem) {
     case kBfloat16:
       return DType::bf16;
     case kInt8:
+    case kBool:  // 0 or 1 in one byte, as ONNX stores it
       return DType::i8;
     case kInt32:
     case kInt64:
@@ -357,6 +358,9 @@ Result<HostTensor> Array::to_host(std::string_view name) const {
   if (elem_ == kInt64) {
     auto* out = t.data<int32_t>();
     for (int64_t i = 0; i < numel_; ++i) out[i] = static_cast<int32_t>(load<int64_t>(bytes_, i));
+  } else if (elem_ == kBool) {
+    auto* out = t.data<int8_t>();
+    for (int64_t i = 0; i < numel_; ++i) out[i] = bytes_[static_cast<size_t>(i)] != 0 ? 1 : 0;
   } else {
     std::memcpy(t.storage(), bytes_.data(), bytes_.size());
   }

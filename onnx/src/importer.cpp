@@ -22,10 +22,10 @@ constexpr int kMinOpset = 7, kMaxOpset = 18;
 // clang-format off
 constexpr std::string_view kOldOpsetOps[] = {
     "Abs", "Elu", "Exp", "GlobalAveragePool", "GlobalMaxPool", "HardSigmoid", "Identity",
-    "InstanceNormalization", "LeakyRelu", "Log", "LogSoftmax", "MatMul", "Neg", "Reciprocal",
-    "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceMax", "ReduceMean",
-    "ReduceMin", "ReduceSum", "ReduceSumSquare", "Relu", "Selu", "Sigmoid", "Softmax", "Softplus",
-    "Softsign", "Sqrt", "Tanh", "Transpose"};
+    "InstanceNormalization", "LeakyRelu", "Log", "LogSoftmax", "MatMul", "Neg", "Not",
+    "Reciprocal", "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceMax",
+    "ReduceMean", "ReduceMin", "ReduceSum", "ReduceSumSquare", "Relu", "Selu", "Sigmoid", "Softmax",
+    "Softplus", "Softsign", "Sqrt", "Tanh", "Transpose"};
 // clang-format on
 // Known values larger than this stop being known once they are graph constants (weights); shape
 // arithmetic never reads tensors this large.
@@ -419,7 +419,8 @@ Status Importer::declare_inputs(const onnx::GraphProto& g) {
     if (auto f = options_.frozen_inputs.find(in.name()); f != options_.frozen_inputs.end()) {
       const HostTensor t = f->second.contiguous();
       const int elem = in.type().has_tensor_type() ? in.type().tensor_type().elem_type() : 0;
-      if (elem_of(t.dtype()) != elem && !(elem == kInt64 && t.dtype() == DType::i32))
+      if (elem_of(t.dtype()) != elem && !(elem == kInt64 && t.dtype() == DType::i32) &&
+          !(elem == kBool && t.dtype() == DType::i8))
         return fail(Code::invalid_argument,
                     "frozen as " + t.desc().str() + ", the model says " + elem_name(elem));
       std::string bytes(reinterpret_cast<const char*>(t.data<std::byte>()),
@@ -430,7 +431,8 @@ Status Importer::declare_inputs(const onnx::GraphProto& g) {
                             std::move(bytes)));
       Value v;
       v.elem = elem;
-      v.known = std::make_shared<const Array>(elem == kInt64 ? a.cast(kInt64) : std::move(a));
+      v.known = std::make_shared<const Array>(elem == kInt64 || elem == kBool ? a.cast(elem)
+                                                                              : std::move(a));
       values_[in.name()] = std::move(v);
       continue;
     }

@@ -235,17 +235,92 @@ Status map_gelu(Node& n) {
   return unary(n, OpKind::gelu, nullptr, at);
 }
 
+Status map_sin(Node& n) {
+  return unary(n, OpKind::sin, [](double v) { return std::sin(v); });
+}
+Status map_cos(Node& n) {
+  return unary(n, OpKind::cos, [](double v) { return std::cos(v); });
+}
+Status map_tan(Node& n) {
+  return unary(n, OpKind::tan, [](double v) { return std::tan(v); });
+}
+Status map_asin(Node& n) {
+  return unary(n, OpKind::asin, [](double v) { return std::asin(v); });
+}
+Status map_acos(Node& n) {
+  return unary(n, OpKind::acos, [](double v) { return std::acos(v); });
+}
+Status map_atan(Node& n) {
+  return unary(n, OpKind::atan, [](double v) { return std::atan(v); });
+}
+Status map_sinh(Node& n) {
+  return unary(n, OpKind::sinh, [](double v) { return std::sinh(v); });
+}
+Status map_cosh(Node& n) {
+  return unary(n, OpKind::cosh, [](double v) { return std::cosh(v); });
+}
+Status map_asinh(Node& n) {
+  return unary(n, OpKind::asinh, [](double v) { return std::asinh(v); });
+}
+Status map_acosh(Node& n) {
+  return unary(n, OpKind::acosh, [](double v) { return std::acosh(v); });
+}
+Status map_atanh(Node& n) {
+  return unary(n, OpKind::atanh, [](double v) { return std::atanh(v); });
+}
+
 Status map_silu(Node& n) {
   return unary(n, OpKind::silu, nullptr);
 }
 
-// Comparisons and logic give bool tensors, which duet does not have at run time: they fold at
-// import (shape arithmetic, masks made from constant buffers), nothing more.
-Status compare(Node& n, bool (*f)(double, double)) {
-  if (!n.all_known())
-    return n.unsupported(std::string(n.type()) +
-                         " at run time (duet has no boolean tensors; it folds when its inputs are "
-                         "known)");
+// Comparisons and logic give bool tensors. Known inputs fold at import (shape arithmetic, masks
+// made from constant buffers); at run time a bool tensor is an i8 tensor of 0 and 1 (ONNX's own
+// bytes), and comparisons and logic compute on those values in a float dtype (exact for 0 and 1):
+// duet's less, less_equal and equal ops, products and sums.
+
+// Input i at run time as the float dtype `to`: a bool (i8) or f16/bf16 input is cast (exactly).
+Result<ValueId> as_float(Node& n, size_t i, DType to, std::string_view purpose) {
+  DUET_ASSIGN_OR_RETURN(ValueId x, n.runtime(i));
+  if (n.desc(x).dtype == to) return x;
+  OpAttrs at;
+  at.to = to;
+  return n.op(OpKind::cast, {x}, at, purpose);
+}
+
+// Output 0 as a bool: the 0/1 values of `v` cast to i8.
+void set_bool(Node& n, ValueId v) {
+  OpAttrs at;
+  at.to = DType::i8;
+  n.set(0, n.op(OpKind::cast, {v}, at), kBool);
+}
+
+// The float dtype a run-time comparison or logic op computes in: the operands' own float type,
+// f32 for bools. Integer operands are refused: duet's comparisons are float, and int32 values
+// beyond 2^24 do not survive a cast to f32.
+Result<DType> compare_dtype(Node& n) {
+  const int e = n.elem(0);
+  for (size_t i = 0; i < n.num_inputs(); ++i)
+    if (n.elem(i) != e)
+      return n.invalid("operands of types " + elem_name(e) + " and " + elem_name(n.elem(i)));
+  if (e == kBool) return DType::f32;
+  if (!elem_is_float(e) || e == kDouble)
+    return n.unsupported(std::string(n.type()) + " of " + elem_name(e) +
+                         " at run time (duet compares float and bool tensors)");
+  return runtime_dtype(e);
+}
+
+// A comparison at run time: duet's `kind` on (a, b), or on (b, a) when `swap` (a > b is b < a).
+Status compare_runtime(Node& n, OpKind kind, bool swap) {
+  DUET_ASSIGN_OR_RETURN(DType t, compare_dtype(n));
+  DUET_ASSIGN_OR_RETURN(ValueId a, as_float(n, 0, t, "a"));
+  DUET_ASSIGN_OR_RETURN(ValueId b, as_float(n, 1, t, "b"));
+  set_bool(n, n.op(kind, swap ? std::vector<ValueId>{b, a} : std::vector<ValueId>{a, b}, {},
+                   "compared"));
+  return {};
+}
+
+Status compare(Node& n, bool (*f)(double, double), OpKind kind, bool swap) {
+  if (!n.all_known()) return compare_runtime(n, kind, swap);
   DUET_TRY(room_for_broadcast(n, kBool));
   auto r = fold_binary(
       n.array(0), n.array(1), kBool, [f](double a, double b) { return f(a, b) ? 1.0 : 0.0; },
@@ -268,34 +343,92 @@ Status map_equal(Node& n) {
     n.set_known(0, std::move(*r));
     return {};
   }
-  return compare(n, [](double a, double b) { return a == b; });
+  return compare(
+      n, [](double a, double b) { return a == b; }, OpKind::equal, false);
 }
 Status map_less(Node& n) {
-  return compare(n, [](double a, double b) { return a < b; });
+  return compare(
+      n, [](double a, double b) { return a < b; }, OpKind::less, false);
 }
 Status map_less_equal(Node& n) {
-  return compare(n, [](double a, double b) { return a <= b; });
+  return compare(
+      n, [](double a, double b) { return a <= b; }, OpKind::less_equal, false);
 }
 Status map_greater(Node& n) {
-  return compare(n, [](double a, double b) { return a > b; });
+  return compare(
+      n, [](double a, double b) { return a > b; }, OpKind::less, true);
 }
 Status map_greater_equal(Node& n) {
-  return compare(n, [](double a, double b) { return a >= b; });
+  return compare(
+      n, [](double a, double b) { return a >= b; }, OpKind::less_equal, true);
+}
+
+// And, Or and Xor of bools at run time, on their 0/1 values: a * b, 0 < a + b, 0 < |a - b|.
+enum class Logic { and_, or_, xor_ };
+Status logic(Node& n, bool (*f)(double, double), Logic l) {
+  if (n.all_known()) return compare(n, f, OpKind::equal, false);
+  if (n.elem(0) != kBool || n.elem(1) != kBool)
+    return n.invalid(std::string(n.type()) + " of " + elem_name(n.elem(0)) + " and " +
+                     elem_name(n.elem(1)) + " (bool operands)");
+  DUET_ASSIGN_OR_RETURN(ValueId a, as_float(n, 0, DType::f32, "a"));
+  DUET_ASSIGN_OR_RETURN(ValueId b, as_float(n, 1, DType::f32, "b"));
+  if (l == Logic::and_) {
+    set_bool(n, n.op(OpKind::mul, {a, b}, {}, "both"));
+    return {};
+  }
+  DUET_ASSIGN_OR_RETURN(ValueId zero, n.constant(Array::of_reals(kFloat, {1}, {0.0}), "zero"));
+  ValueId d = l == Logic::or_
+                  ? n.op(OpKind::add, {a, b}, {}, "sum")
+                  : n.op(OpKind::abs, {n.op(OpKind::sub, {a, b}, {}, "difference")}, {}, "apart");
+  set_bool(n, n.op(OpKind::less, {zero, d}, {}, "either"));
+  return {};
 }
 Status map_and(Node& n) {
-  return compare(n, [](double a, double b) { return a != 0 && b != 0; });
+  return logic(
+      n, [](double a, double b) { return a != 0 && b != 0; }, Logic::and_);
 }
 Status map_or(Node& n) {
-  return compare(n, [](double a, double b) { return a != 0 || b != 0; });
+  return logic(
+      n, [](double a, double b) { return a != 0 || b != 0; }, Logic::or_);
 }
 Status map_xor(Node& n) {
-  return compare(n, [](double a, double b) { return (a != 0) != (b != 0); });
+  return logic(
+      n, [](double a, double b) { return (a != 0) != (b != 0); }, Logic::xor_);
 }
+
+// Not at run time: [x == 0].
 Status map_not(Node& n) {
-  if (!n.known(0))
-    return n.unsupported("Not at run time (duet has no boolean tensors; it folds when known)");
-  DUET_TRY(n.room_for(n.shape(0), kBool, 16));
-  n.set_known(0, fold_unary(n.array(0), [](double v) { return v == 0 ? 1.0 : 0.0; }).cast(kBool));
+  if (n.known(0)) {
+    DUET_TRY(n.room_for(n.shape(0), kBool, 16));
+    n.set_known(0, fold_unary(n.array(0), [](double v) { return v == 0 ? 1.0 : 0.0; }).cast(kBool));
+    return {};
+  }
+  if (n.elem(0) != kBool) return n.invalid("Not of " + elem_name(n.elem(0)) + " (a bool operand)");
+  DUET_ASSIGN_OR_RETURN(ValueId a, as_float(n, 0, DType::f32, "a"));
+  DUET_ASSIGN_OR_RETURN(ValueId zero, n.constant(Array::of_reals(kFloat, {1}, {0.0}), "zero"));
+  set_bool(n, n.op(OpKind::equal, {a, zero}, {}, "negated"));
+  return {};
+}
+
+// Where(c, x, y) with c computed at run time: x * c + y * [c == 0], with c's 0/1 values in x's
+// float dtype. Exact for finite values; a non-finite value in the branch not taken gives NaN
+// (inf * 0) where ONNX gives the other branch.
+Status where_condition_runtime(Node& n) {
+  for (size_t k : {size_t{1}, size_t{2}})
+    if (!elem_is_float(n.elem(k)) || n.elem(k) == kDouble)
+      return n.unsupported("Where of " + elem_name(n.elem(k)) +
+                           " at run time (duet's element-wise ops are float)");
+  if (n.elem(0) != kBool) return n.invalid("a condition of type " + elem_name(n.elem(0)));
+  const int elem = n.elem(1);
+  DUET_ASSIGN_OR_RETURN(DType t, runtime_dtype(elem));
+  DUET_ASSIGN_OR_RETURN(ValueId c, as_float(n, 0, t, "condition"));
+  DUET_ASSIGN_OR_RETURN(ValueId zero, n.constant(Array::of_reals(elem, {1}, {0.0}), "zero"));
+  DUET_ASSIGN_OR_RETURN(ValueId x, n.runtime(1));
+  DUET_ASSIGN_OR_RETURN(ValueId y, n.runtime(2));
+  ValueId off = n.op(OpKind::equal, {c, zero}, {}, "picks_y");
+  ValueId a = n.op(OpKind::mul, {x, c}, {}, "x_part");
+  ValueId b = n.op(OpKind::mul, {y, off}, {}, "y_part");
+  n.set(0, n.op(OpKind::add, {a, b}), elem);
   return {};
 }
 
@@ -356,11 +489,8 @@ Status map_where(Node& n) {
   DUET_ASSIGN_OR_RETURN(std::vector<int64_t> xy, broadcast(n.shape(1), n.shape(2)));
   DUET_ASSIGN_OR_RETURN(std::vector<int64_t> out, broadcast(n.shape(0), xy));
   if (!n.all_known()) {
-    if (!n.known(0))
-      return n.unsupported(
-          "Where with a condition computed at run time (duet has no boolean tensors; a condition "
-          "known at import, such as a mask made from a constant buffer, works)");
     if (n.elem(1) != n.elem(2)) return n.invalid("X and Y of different types");
+    if (!n.known(0)) return where_condition_runtime(n);
     return where_runtime(n);
   }
   DUET_TRY(n.room_for(out, n.elem(1), 48));
@@ -1167,6 +1297,17 @@ const Mapping kMath[] = {
     {"Dropout", map_dropout},
     {"Gelu", map_gelu},
     {"Silu", map_silu},
+    {"Sin", map_sin},
+    {"Cos", map_cos},
+    {"Tan", map_tan},
+    {"Asin", map_asin},
+    {"Acos", map_acos},
+    {"Atan", map_atan},
+    {"Sinh", map_sinh},
+    {"Cosh", map_cosh},
+    {"Asinh", map_asinh},
+    {"Acosh", map_acosh},
+    {"Atanh", map_atanh},
     {"Equal", map_equal},
     {"Where", map_where},
     {"Less", map_less},

@@ -291,7 +291,7 @@ Status map_rms_norm(Node& n) {
 // The ONNX reductions: duet's reduce_sum, reduce_mean, reduce_max or reduce_min over the axes,
 // with the element-wise ops the composite ones are defined by before (x^2, |x|, exp x) and after
 // (sqrt, log). Folded when x is known.
-enum class Red { sum, mean, max, min, sum_square, l1, l2, log_sum, log_sum_exp };
+enum class Red { sum, mean, max, min, prod, sum_square, l1, l2, log_sum, log_sum_exp };
 
 double red_pre(Red r, double x) {
   switch (r) {
@@ -351,7 +351,10 @@ Status map_reduce(Node& n, Red r) {
   if (n.known(0)) {
     const Array& a = n.array(0);
     DUET_TRY(n.room_for(out, a.elem(), 8));
-    const double init = r == Red::max ? -INFINITY : r == Red::min ? INFINITY : 0.0;
+    const double init = r == Red::max    ? -INFINITY
+                        : r == Red::min  ? INFINITY
+                        : r == Red::prod ? 1.0
+                                         : 0.0;
     std::vector<double> acc(static_cast<size_t>(product(kept, 0, kept.size())), init);
     std::vector<int64_t> at(dims.size(), 0);
     for (int64_t i = 0; i < a.numel(); ++i) {
@@ -359,7 +362,10 @@ Status map_reduce(Node& n, Red r) {
       for (size_t d = 0; d < dims.size(); ++d) o = o * kept[d] + (reduce[d] ? 0 : at[d]);
       const double v = red_pre(r, a.real_at(i));
       double& s = acc[static_cast<size_t>(o)];
-      s = r == Red::max ? std::max(s, v) : r == Red::min ? std::min(s, v) : s + v;
+      s = r == Red::max    ? std::max(s, v)
+          : r == Red::min  ? std::min(s, v)
+          : r == Red::prod ? s * v
+                           : s + v;
       for (size_t d = dims.size(); d-- > 0;) {
         if (++at[d] < dims[d]) break;
         at[d] = 0;
@@ -384,10 +390,11 @@ Status map_reduce(Node& n, Red r) {
   if (!red_axes.empty()) {
     OpAttrs at;
     at.axes = red_axes;
-    const OpKind k = r == Red::mean  ? OpKind::reduce_mean
-                     : r == Red::max ? OpKind::reduce_max
-                     : r == Red::min ? OpKind::reduce_min
-                                     : OpKind::reduce_sum;
+    const OpKind k = r == Red::mean   ? OpKind::reduce_mean
+                     : r == Red::max  ? OpKind::reduce_max
+                     : r == Red::min  ? OpKind::reduce_min
+                     : r == Red::prod ? OpKind::reduce_prod
+                                      : OpKind::reduce_sum;
     y = n.op(k, {x}, at, "reduce");
   }
   if (r == Red::l2) y = unary(OpKind::sqrt, y, "sqrt");
@@ -407,6 +414,9 @@ Status map_reduce_max(Node& n) {
 }
 Status map_reduce_min(Node& n) {
   return map_reduce(n, Red::min);
+}
+Status map_reduce_prod(Node& n) {
+  return map_reduce(n, Red::prod);
 }
 Status map_reduce_sum_square(Node& n) {
   return map_reduce(n, Red::sum_square);
@@ -494,9 +504,8 @@ Status map_attention(Node& n) {
   if (n.has(4)) {
     if (!n.known(4) || !n.known(5))
       return n.unsupported(
-          "masked_fill (Where) with a condition computed at run time (duet has no boolean "
-          "tensors; a condition known at import, such as a mask made from a constant buffer, "
-          "works)");
+          "masked_fill (Where) of attention scores with a condition computed at run time (a "
+          "condition known at import, such as a mask made from a constant buffer, works)");
     if (n.has(3) && !n.known(3))
       return n.unsupported("masked_fill (Where) after an additive mask computed at run time");
     filled = masked_fill_as_mask(n, n.has(3) ? &n.array(3) : nullptr);
@@ -740,6 +749,7 @@ const Mapping kNn[] = {
     {"ReduceSum", map_reduce_sum},
     {"ReduceMax", map_reduce_max},
     {"ReduceMin", map_reduce_min},
+    {"ReduceProd", map_reduce_prod},
     {"ReduceSumSquare", map_reduce_sum_square},
     {"ReduceL1", map_reduce_l1},
     {"ReduceL2", map_reduce_l2},

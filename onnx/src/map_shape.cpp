@@ -108,6 +108,21 @@ Status map_cast(Node& n) {
   auto dtype = runtime_dtype(to);
   if (!dtype.ok()) return n.unsupported("Cast to " + dtype.status().message());
   DUET_ASSIGN_OR_RETURN(ValueId x, n.runtime(0));
+  if (to == kBool && n.elem(0) != kBool) {
+    // x != 0 (NaN is true), as 1 - [x == 0] by two equal ops on x in a float dtype (an integer
+    // x as f32: a nonzero integer stays nonzero), then the 0/1 values as i8.
+    const DType f = is_float(n.desc(x).dtype) ? n.desc(x).dtype : DType::f32;
+    OpAttrs at;
+    at.to = f;
+    if (n.desc(x).dtype != f) x = n.op(OpKind::cast, {x}, at, "as_float");
+    DUET_ASSIGN_OR_RETURN(ValueId zero,
+                          n.constant(Array::of_reals(elem_of(f), {1}, {0.0}), "zero"));
+    ValueId is_zero = n.op(OpKind::equal, {x, zero}, {}, "is_zero");
+    ValueId nonzero = n.op(OpKind::equal, {is_zero, zero}, {}, "nonzero");
+    at.to = DType::i8;
+    n.set(0, n.op(OpKind::cast, {nonzero}, at), to);
+    return {};
+  }
   if (n.desc(x).dtype == *dtype) {  // int64 <-> int32: one duet dtype
     n.set(0, x, to);
     return {};

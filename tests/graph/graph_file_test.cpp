@@ -59,6 +59,15 @@ Graph every_op_graph(bool external_weight) {
   ValueId re = b.op(OpKind::pow, {sq}, pw, "re");
   ValueId ab = b.op(OpKind::abs, {re}, {}, "ab");
   ValueId lg = b.op(OpKind::log, {ab}, {}, "lg");
+  // The comparisons, then the trigonometric and hyperbolic functions, chained.
+  ValueId cmp =
+      b.op(OpKind::equal,
+           {b.op(OpKind::less_equal, {b.op(OpKind::less, {lg, ab}, {}, "lt"), ab}, {}, "le"), ab},
+           {}, "eq");
+  ValueId tg = cmp;
+  for (OpKind k : {OpKind::sin, OpKind::cos, OpKind::tan, OpKind::asin, OpKind::acos, OpKind::atan,
+                   OpKind::sinh, OpKind::cosh, OpKind::asinh, OpKind::acosh, OpKind::atanh})
+    tg = b.op(k, {tg}, {}, std::string(op_name(k)));
   OpAttrs sm;
   sm.scale = 0.7f;
   ValueId so = b.op(OpKind::softmax, {lg}, sm, "so");
@@ -93,6 +102,7 @@ Graph every_op_graph(bool external_weight) {
   ValueId rmean = b.op(OpKind::reduce_mean, {rsum}, rd, "rmean");
   ValueId rmax = b.op(OpKind::reduce_max, {rmean}, rd, "rmax");
   ValueId rmin = b.op(OpKind::reduce_min, {rmax}, rd, "rmin");
+  ValueId rprod = b.op(OpKind::reduce_prod, {rmin}, rd, "rprod");
   OpAttrs all;
   all.transpose_a = true;
   all.transpose_b = true;
@@ -120,7 +130,8 @@ Graph every_op_graph(bool external_weight) {
   b.output(b.copy(sl, "out"));
   b.output(odd);
   b.output(ws);
-  b.output(rmin);
+  b.output(rprod);
+  b.output(tg);
   auto g = b.build();
   EXPECT_TRUE(g.ok()) << g.status().message();
   return std::move(*g);
@@ -128,7 +139,7 @@ Graph every_op_graph(bool external_weight) {
 
 TEST(GraphFile, EveryOpAndAttributeRoundTripsExactly) {
   Graph g = every_op_graph(false);
-  ASSERT_EQ(g.nodes().size(), 38u);
+  ASSERT_EQ(g.nodes().size(), 53u);
   std::set<OpKind> kinds;
   for (const GraphNode& n : g.nodes()) kinds.insert(n.kind());
   EXPECT_EQ(kinds.size(), static_cast<size_t>(kNumOpKinds)) << "the graph must use every op";

@@ -792,16 +792,37 @@ TEST(OnnxImport, WhereWithAKnownConditionSelectsByArithmetic) {
     EXPECT_EQ(out.at("fill").data<float>()[i], fill[i]) << i;
     EXPECT_EQ(out.at("both").data<float>()[i], both[i]) << i;
   }
-  // A condition computed at run time needs bool tensors, which duet does not have.
+}
+
+TEST(OnnxImport, BoolTensorsAtRunTimeAreZeroOrOneInI8) {
+  // A condition computed at run time (Less), logic with a bool input, Cast to bool (x != 0, NaN
+  // true): bools are i8 tensors of 0 and 1, as ONNX stores them.
+  constexpr int kBoolElem = onnx::TensorProto::BOOL;
   Model r;
-  r.input("x", kF32, {3}).output("y");
+  r.input("x", kF32, {4}).input("b", kBoolElem, {4});
+  r.output("y").output("nonzero", kBoolElem).output("either", kBoolElem);
   r.init("zero", {}, {0.0f});
   r.node("Less", {"x", "zero"}, {"neg"});
   r.node("Where", {"neg", "zero", "x"}, {"y"});
-  auto refused = r.import();
-  ASSERT_FALSE(refused.ok());
-  EXPECT_NE(refused.status().message().find("Less at run time"), std::string::npos)
-      << refused.status().message();
+  Model::attr(r.node("Cast", {"x"}, {"nonzero"}), "to", int64_t{kBoolElem});
+  r.node("Or", {"neg", "b"}, {"either"});
+  auto g = r.import();
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  const std::vector<int64_t> four = {4};
+  HostTensor b = HostTensor::empty(DType::i8, four);
+  const int8_t bv[] = {0, 0, 1, 0};
+  std::copy(std::begin(bv), std::end(bv), b.data<int8_t>());
+  auto out = run_cpu(*g, {{"x", tensor({4}, {-1.5f, 0.5f, 0.0f, NAN})}, {"b", b}});
+  ASSERT_EQ(out.size(), 3u);
+  const float y[] = {0.0f, 0.5f, 0.0f};
+  for (size_t i = 0; i < 3; ++i) EXPECT_EQ(out.at("y").data<float>()[i], y[i]) << i;
+  EXPECT_TRUE(std::isnan(out.at("y").data<float>()[3]));
+  ASSERT_EQ(out.at("nonzero").dtype(), DType::i8);
+  const int8_t nonzero[] = {1, 1, 0, 1}, either[] = {1, 0, 1, 0};
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(out.at("nonzero").data<int8_t>()[i], nonzero[i]) << i;
+    EXPECT_EQ(out.at("either").data<int8_t>()[i], either[i]) << i;
+  }
 }
 
 TEST(OnnxImport, PadModesAndNegativePadsMatchTheirDefinitions) {

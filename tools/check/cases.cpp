@@ -96,9 +96,25 @@ void matmul_cases(Builder& b, DType t) {
         {}, "view");
 }
 
+}  // namespace
+
 Fill fill_for(OpKind k, size_t input) {
-  return op_input_range(k, input) == InputRange::positive ? Fill::positive : Fill::unit;
+  switch (op_input_range(k, input)) {
+    case InputRange::positive:
+      return Fill::positive;
+    case InputRange::steps:
+      return Fill::steps;
+    case InputRange::above_one:
+      return Fill::above_one;
+    case InputRange::open_unit:
+      return Fill::open_unit;
+    case InputRange::any:
+      break;
+  }
+  return Fill::unit;
 }
+
+namespace {
 
 // Every element-wise op of the op set (duet/op.h), by its arity: a new one gets these cases.
 void elementwise_cases(Builder& b, DType t) {
@@ -208,7 +224,8 @@ void reduce_cases(Builder& b, DType t) {
       {transposed(t, {5, 33}), {0}, "view.a0"},
       {dense(t, {4, 6}), {1, 0}, "all"},
   };
-  for (OpKind k : {OpKind::reduce_sum, OpKind::reduce_mean, OpKind::reduce_max, OpKind::reduce_min})
+  for (OpKind k : {OpKind::reduce_sum, OpKind::reduce_mean, OpKind::reduce_max, OpKind::reduce_min,
+                   OpKind::reduce_prod})
     for (const R& r : every) {
       OpAttrs a;
       a.axes = r.axes;
@@ -518,6 +535,15 @@ std::vector<HostTensor> case_inputs(const Case& c, uint64_t seed) {
           break;
         case Fill::positive:
           v = 0.5 + 1.5 * u01(rng);
+          break;
+        case Fill::steps:
+          v = sign * std::ldexp(1.0, -static_cast<int>(u01(rng) * 3.0));
+          break;
+        case Fill::above_one:
+          v = 1.0 + 2.0 * u01(rng);
+          break;
+        case Fill::open_unit:
+          v = sign * (0.05 + 0.85 * u01(rng));
           break;
         case Fill::wide:
           v = sign * (0.05 + 299.95 * u01(rng));

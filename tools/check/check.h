@@ -17,6 +17,9 @@ namespace duet::check {
 enum class Fill : uint8_t {
   unit,        // +-[0.05, 1]
   positive,    // [0.5, 2] (divisors, norm weights)
+  steps,       // +-{0.25, 0.5, 1}: comparisons meet ties
+  above_one,   // [1, 3] (acosh)
+  open_unit,   // +-[0.05, 0.9]: inside (-1, 1) in every float dtype (atanh)
   wide,        // +-[0.05, 300] (casts: saturation and rounding)
   mask,        // additive mask: [-2, 0), about 1 in 8 entries -inf
   ids,         // integer ids in [0, ids_range)
@@ -52,6 +55,8 @@ std::vector<Case> cases(bool full = false);
 // The case's op (validated) and its inputs drawn deterministically from the case name.
 Result<OpDesc> case_op(const Case& c);
 std::vector<HostTensor> case_inputs(const Case& c, uint64_t seed = 0);
+// Where the checks draw input `input` of op `k` from (op_input_range, duet/op.h).
+Fill fill_for(OpKind k, size_t input);
 
 // Tolerances depend on the op's class and on the precision actually used by the kernel, and
 // never go below what rounding the output to its dtype costs.

@@ -263,8 +263,7 @@ Result<std::shared_ptr<const HostTensor>> draw_input(const OpDesc& op, size_t i)
   }
   c.inputs = {d};
   // Inside the op's domain, as its checks draw them (log, sqrt and pow of positive values).
-  c.fills = {op_input_range(op.kind, i) == InputRange::positive ? check::Fill::positive
-                                                                : check::Fill::unit};
+  c.fills = {check::fill_for(op.kind, i)};
   if (!is_float(d.dtype)) {
     c.fills = {check::Fill::ids};
     c.ids_range = op.kind == OpKind::embedding && i == 1 ? op.inputs[0].dim(0) : 1;

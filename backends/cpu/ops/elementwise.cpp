@@ -69,6 +69,39 @@ Status unary(const OpArgs& a, uint32_t code, const float* x, float* y, int64_t n
     case DUET_EW_LOG:
       map_unary(x, y, n, a.pool, [](float v) { return std::log(v); });
       return {};
+    case DUET_EW_SIN:
+      map_unary(x, y, n, a.pool, [](float v) { return std::sin(v); });
+      return {};
+    case DUET_EW_COS:
+      map_unary(x, y, n, a.pool, [](float v) { return std::cos(v); });
+      return {};
+    case DUET_EW_TAN:
+      map_unary(x, y, n, a.pool, [](float v) { return std::tan(v); });
+      return {};
+    case DUET_EW_ASIN:
+      map_unary(x, y, n, a.pool, [](float v) { return std::asin(v); });
+      return {};
+    case DUET_EW_ACOS:
+      map_unary(x, y, n, a.pool, [](float v) { return std::acos(v); });
+      return {};
+    case DUET_EW_ATAN:
+      map_unary(x, y, n, a.pool, [](float v) { return std::atan(v); });
+      return {};
+    case DUET_EW_SINH:
+      map_unary(x, y, n, a.pool, [](float v) { return std::sinh(v); });
+      return {};
+    case DUET_EW_COSH:
+      map_unary(x, y, n, a.pool, [](float v) { return std::cosh(v); });
+      return {};
+    case DUET_EW_ASINH:
+      map_unary(x, y, n, a.pool, [](float v) { return std::asinh(v); });
+      return {};
+    case DUET_EW_ACOSH:
+      map_unary(x, y, n, a.pool, [](float v) { return std::acosh(v); });
+      return {};
+    case DUET_EW_ATANH:
+      map_unary(x, y, n, a.pool, [](float v) { return std::atanh(v); });
+      return {};
     case DUET_EW_POW: {
       // The exponents models use as they are (a square, a root) without pow's log and exp.
       const float p = eltwise_param(a.op);
@@ -144,6 +177,15 @@ Status elementwise(const OpArgs& a) {
         break;
       case DUET_EW_DIV:
         map_binary(a, x, z, y.data(), [](float p, float q) { return p / q; });
+        break;
+      case DUET_EW_LESS:
+        map_binary(a, x, z, y.data(), [](float p, float q) { return p < q ? 1.f : 0.f; });
+        break;
+      case DUET_EW_LESS_EQUAL:
+        map_binary(a, x, z, y.data(), [](float p, float q) { return p <= q ? 1.f : 0.f; });
+        break;
+      case DUET_EW_EQUAL:
+        map_binary(a, x, z, y.data(), [](float p, float q) { return p == q ? 1.f : 0.f; });
         break;
       case DUET_EW_SILU_MUL: {
         // Without broadcasting: the vector silu, then the product, in place.

@@ -24,7 +24,7 @@ Status elementwise(const OpArgs& a);  // every function of duet/eltwise.h
 Status softmax(const OpArgs& a);
 Status norm(const OpArgs& a);  // rmsnorm, layernorm
 Status rope(const OpArgs& a);
-Status reduce(const OpArgs& a);  // reduce_sum, reduce_mean, reduce_max, reduce_min
+Status reduce(const OpArgs& a);  // reduce_sum ... reduce_min, reduce_prod
 Status matmul(const OpArgs& a);
 Status attention(const OpArgs& a);
 Status data_movement(const OpArgs& a);  // cast, copy, concat, embedding, write_slice

@@ -1,5 +1,5 @@
-// The reductions over any dims (reduce_sum, reduce_mean, reduce_max, reduce_min): each output
-// element accumulates its slab of x in double, then rounds once to the output dtype.
+// The reductions over any dims (reduce_sum, reduce_mean, reduce_max, reduce_min, reduce_prod): each
+// output element accumulates its slab of x in double, then rounds once to the output dtype.
 #include <algorithm>
 #include <cmath>
 
@@ -43,7 +43,10 @@ Status reduce(const OpArgs& a) {
         base += (rem % kept[k].first) * kept[k].second;
         rem /= kept[k].first;
       }
-      double acc = op == DUET_RED_MAX ? -INFINITY : op == DUET_RED_MIN ? INFINITY : 0.0;
+      double acc = op == DUET_RED_MAX    ? -INFINITY
+                   : op == DUET_RED_MIN  ? INFINITY
+                   : op == DUET_RED_PROD ? 1.0
+                                         : 0.0;
       for (int64_t j = 0; j < count; ++j) {
         int64_t off = base, r = j;
         for (size_t k = red.size(); k-- > 0;) {
@@ -55,6 +58,8 @@ Status reduce(const OpArgs& a) {
           acc = v > acc || std::isnan(v) ? v : acc;
         else if (op == DUET_RED_MIN)
           acc = v < acc || std::isnan(v) ? v : acc;
+        else if (op == DUET_RED_PROD)
+          acc *= v;
         else
           acc += v;
       }

@@ -112,9 +112,10 @@ std::vector<double> reduce(const OpDesc& op, std::span<const HostTensor> in) {
   Values x(in[0]);
   const TensorDesc& out = op.output;
   const OpKind k = op.kind;
-  const double init = k == OpKind::reduce_max   ? -std::numeric_limits<double>::infinity()
-                      : k == OpKind::reduce_min ? std::numeric_limits<double>::infinity()
-                                                : 0.0;
+  const double init = k == OpKind::reduce_max    ? -std::numeric_limits<double>::infinity()
+                      : k == OpKind::reduce_min  ? std::numeric_limits<double>::infinity()
+                      : k == OpKind::reduce_prod ? 1.0
+                                                 : 0.0;
   std::vector<double> y(u(out.numel()), init);
   int64_t i = 0;
   for_each(x.desc, [&](const Dims& idx) {
@@ -127,6 +128,8 @@ std::vector<double> reduce(const OpDesc& op, std::span<const HostTensor> in) {
       acc = v > acc || std::isnan(v) ? v : acc;
     else if (k == OpKind::reduce_min)
       acc = v < acc || std::isnan(v) ? v : acc;
+    else if (k == OpKind::reduce_prod)
+      acc *= v;
     else
       acc += v;
   });
@@ -360,6 +363,7 @@ Result<std::vector<double>> evaluate(const OpDesc& op, std::span<const HostTenso
     case OpKind::reduce_mean:
     case OpKind::reduce_max:
     case OpKind::reduce_min:
+    case OpKind::reduce_prod:
       return reduce(op, inputs);
     case OpKind::attention:
       return attention(op, inputs);

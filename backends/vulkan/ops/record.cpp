@@ -41,6 +41,7 @@ Status record_op(VulkanDevice& dev, const PlannedOp& p, std::span<const TensorRe
     case OpKind::reduce_mean:
     case OpKind::reduce_max:
     case OpKind::reduce_min:
+    case OpKind::reduce_prod:
       return reduce(c, out, in);
     case OpKind::cast:
     case OpKind::copy:

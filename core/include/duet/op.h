@@ -18,6 +18,13 @@
 //   pow(x)                x ^ exponent, elementwise (C's pow: a negative base needs an integral
 //                         exponent, else NaN).
 //   abs, log              elementwise: |x|, ln(x) (NaN below 0, -inf at 0).
+//   less, less_equal, equal(a, b)
+//                         comparisons with numpy broadcasting, one float dtype: 1 where a < b,
+//                         a <= b, a == b, else 0 (NaN compares false), in a's dtype. Booleans
+//                         at run time are these 0/1 values (the ONNX importer holds them as i8).
+//   sin, cos, tan, asin, acos, atan, sinh, cosh, asinh, acosh, atanh
+//                         elementwise, as C's functions (NaN outside the domain of asin, acos,
+//                         acosh and atanh).
 //   softmax(x[, mask])    softmax over the last dim of x * scale + mask; mask broadcasts to x.
 //   rmsnorm(x[, w])       x / sqrt(mean(x^2) + eps) * w over the last dim.
 //   layernorm(x[, w[, b]]) (x - mean) / sqrt(var + eps) * w + b over the last dim.
@@ -26,11 +33,11 @@
 //                         pair i; dims past rope_dims pass through. neox pairs (i, i +
 //                         rope_dims/2), gptj pairs (2i, 2i+1). A negative position is an error of
 //                         the backend.
-//   reduce_sum, reduce_mean, reduce_max, reduce_min (x)
-//                         the sum, mean, largest or smallest value over the dims in attrs.axes
-//                         (any of x's dims, negative counting from the end, each at most once);
-//                         the output keeps x's rank with the reduced dims of size 1 (a reshape
-//                         view drops them). f32 accumulation in the kernels.
+//   reduce_sum, reduce_mean, reduce_max, reduce_min, reduce_prod (x)
+//                         the sum, mean, largest or smallest value, or the product, over the dims
+//                         in attrs.axes (any of x's dims, negative counting from the end, each at
+//                         most once); the output keeps x's rank with the reduced dims of size 1 (a
+//                         reshape view drops them). f32 accumulation in the kernels.
 //   attention(q, k, v[, mask][, kv_len])
 //                         q[B, Hq, Lq, D], k/v[B, Hkv, Lk, D]; Hq a multiple of Hkv (query head
 //                         h reads kv head h / (Hq/Hkv)); out[B, Hq, Lq, D]. scores = q k^T * scale
@@ -101,6 +108,20 @@ enum class OpKind : uint8_t {
   pow,
   abs,
   log,
+  less,
+  less_equal,
+  equal,
+  sin,
+  cos,
+  tan,
+  asin,
+  acos,
+  atan,
+  sinh,
+  cosh,
+  asinh,
+  acosh,
+  atanh,
   softmax,
   rmsnorm,
   layernorm,
@@ -109,6 +130,7 @@ enum class OpKind : uint8_t {
   reduce_mean,
   reduce_max,
   reduce_min,
+  reduce_prod,
   attention,
   cast,
   copy,
@@ -140,7 +162,8 @@ DUET_API bool is_view(OpKind k);
 // scale, silu, gelu, relu, exp, sigmoid, tanh, erf, sqrt, pow, abs, log
 DUET_API bool is_unary_elementwise(OpKind k);
 DUET_API bool is_binary_elementwise(OpKind k);  // add, sub, mul, div, silu_mul
-DUET_API bool is_reduction(OpKind k);           // reduce_sum, reduce_mean, reduce_max, reduce_min
+DUET_API bool is_reduction(
+    OpKind k);  // reduce_sum, reduce_mean, reduce_max, reduce_min, reduce_prod
 
 enum class GeluApprox : uint8_t { none, tanh };  // none = the exact erf form
 enum class RopeMode : uint8_t { neox, gptj };
@@ -240,7 +263,9 @@ DUET_API uint32_t reduce_dims_mask(const OpDesc& op);
 
 // Where an input's values must lie for the op to be well defined and conditioned (a divisor is
 // positive): checks draw their random inputs from it.
-enum class InputRange : uint8_t { any, positive };
+// Where checks draw an op's inputs from: any sign, positive ([0.5, 2]), a few values so that
+// comparisons meet ties (steps), at least 1 (acosh), strictly inside (-1, 1) (atanh).
+enum class InputRange : uint8_t { any, positive, steps, above_one, open_unit };
 DUET_API InputRange op_input_range(OpKind k, size_t input);
 
 // The index of the op's run-time scalar input (rope's pos, attention's kv_len, write_slice's

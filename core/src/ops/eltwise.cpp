@@ -268,6 +268,162 @@ constexpr OpDoc kPowDoc{
  "outputs": ["y"]}
 )"};
 
+constexpr std::string_view kCompareOut = "`a`'s dtype, the broadcast shape of `a` and `b`: 1 or 0";
+constexpr OpDoc kLessDoc{
+    "Element-wise a < b with broadcasting, as 1 or 0.",
+    kABDoc,
+    kCompareOut,
+    {},
+    "`y = a < b ? 1 : 0`, element by element after broadcasting; a NaN compares false. The "
+    "booleans of a graph at run time (masks, conditions) are these values; checks draw inputs from "
+    "a few values so that ties occur.",
+    R"({"format": "duet-graph", "version": 1, "name": "less",
+ "inputs": [{"name": "a", "dtype": "f32", "shape": [2, 3]},
+            {"name": "b", "dtype": "f32", "shape": [3]}],
+ "nodes": [{"name": "y", "op": "less", "inputs": ["a", "b"]}],
+ "outputs": ["y"]}
+)"};
+constexpr OpDoc kLessEqualDoc{
+    "Element-wise a <= b with broadcasting, as 1 or 0.",
+    kABDoc,
+    kCompareOut,
+    {},
+    "`y = a <= b ? 1 : 0`, element by element after broadcasting; a NaN compares false. The "
+    "booleans of a graph at run time (masks, conditions) are these values; checks draw inputs from "
+    "a few values so that ties occur.",
+    R"({"format": "duet-graph", "version": 1, "name": "less_equal",
+ "inputs": [{"name": "a", "dtype": "f32", "shape": [2, 3]},
+            {"name": "b", "dtype": "f32", "shape": [3]}],
+ "nodes": [{"name": "y", "op": "less_equal", "inputs": ["a", "b"]}],
+ "outputs": ["y"]}
+)"};
+constexpr OpDoc kEqualDoc{
+    "Element-wise a == b with broadcasting, as 1 or 0.",
+    kABDoc,
+    kCompareOut,
+    {},
+    "`y = a == b ? 1 : 0`, element by element after broadcasting; a NaN compares false. The "
+    "booleans of a graph at run time (masks, conditions) are these values; checks draw inputs from "
+    "a few values so that ties occur.",
+    R"({"format": "duet-graph", "version": 1, "name": "equal",
+ "inputs": [{"name": "a", "dtype": "f32", "shape": [2, 3]},
+            {"name": "b", "dtype": "f32", "shape": [3]}],
+ "nodes": [{"name": "y", "op": "equal", "inputs": ["a", "b"]}],
+ "outputs": ["y"]}
+)"};
+constexpr OpDoc kSinDoc{"Sine (radians).",
+                        kXDoc,
+                        kSameOut,
+                        {},
+                        "`y = sin(x)`.",
+                        R"({"format": "duet-graph", "version": 1, "name": "sin",
+ "inputs": [{"name": "x", "dtype": "f32", "shape": [2, 3]}],
+ "nodes": [{"name": "y", "op": "sin", "inputs": ["x"]}],
+ "outputs": ["y"]}
+)"};
+constexpr OpDoc kCosDoc{"Cosine (radians).",
+                        kXDoc,
+                        kSameOut,
+                        {},
+                        "`y = cos(x)`.",
+                        R"({"format": "duet-graph", "version": 1, "name": "cos",
+ "inputs": [{"name": "x", "dtype": "f32", "shape": [2, 3]}],
+ "nodes": [{"name": "y", "op": "cos", "inputs": ["x"]}],
+ "outputs": ["y"]}
+)"};
+constexpr OpDoc kTanDoc{"Tangent (radians).",
+                        kXDoc,
+                        kSameOut,
+                        {},
+                        "`y = tan(x)`.",
+                        R"({"format": "duet-graph", "version": 1, "name": "tan",
+ "inputs": [{"name": "x", "dtype": "f32", "shape": [2, 3]}],
+ "nodes": [{"name": "y", "op": "tan", "inputs": ["x"]}],
+ "outputs": ["y"]}
+)"};
+constexpr OpDoc kAsinDoc{"Arcsine.",
+                         kXDoc,
+                         kSameOut,
+                         {},
+                         "`y = asin(x)`, in [-pi/2, pi/2]; NaN outside [-1, 1].",
+                         R"({"format": "duet-graph", "version": 1, "name": "asin",
+ "inputs": [{"name": "x", "dtype": "f32", "shape": [2, 3]}],
+ "nodes": [{"name": "y", "op": "asin", "inputs": ["x"]}],
+ "outputs": ["y"]}
+)"};
+constexpr OpDoc kAcosDoc{"Arccosine.",
+                         kXDoc,
+                         kSameOut,
+                         {},
+                         "`y = acos(x)`, in [0, pi]; NaN outside [-1, 1].",
+                         R"({"format": "duet-graph", "version": 1, "name": "acos",
+ "inputs": [{"name": "x", "dtype": "f32", "shape": [2, 3]}],
+ "nodes": [{"name": "y", "op": "acos", "inputs": ["x"]}],
+ "outputs": ["y"]}
+)"};
+constexpr OpDoc kAtanDoc{"Arctangent.",
+                         kXDoc,
+                         kSameOut,
+                         {},
+                         "`y = atan(x)`, in (-pi/2, pi/2).",
+                         R"({"format": "duet-graph", "version": 1, "name": "atan",
+ "inputs": [{"name": "x", "dtype": "f32", "shape": [2, 3]}],
+ "nodes": [{"name": "y", "op": "atan", "inputs": ["x"]}],
+ "outputs": ["y"]}
+)"};
+constexpr OpDoc kSinhDoc{"Hyperbolic sine.",
+                         kXDoc,
+                         kSameOut,
+                         {},
+                         "`y = sinh(x) = (e^x - e^-x) / 2`.",
+                         R"({"format": "duet-graph", "version": 1, "name": "sinh",
+ "inputs": [{"name": "x", "dtype": "f32", "shape": [2, 3]}],
+ "nodes": [{"name": "y", "op": "sinh", "inputs": ["x"]}],
+ "outputs": ["y"]}
+)"};
+constexpr OpDoc kCoshDoc{"Hyperbolic cosine.",
+                         kXDoc,
+                         kSameOut,
+                         {},
+                         "`y = cosh(x) = (e^x + e^-x) / 2`.",
+                         R"({"format": "duet-graph", "version": 1, "name": "cosh",
+ "inputs": [{"name": "x", "dtype": "f32", "shape": [2, 3]}],
+ "nodes": [{"name": "y", "op": "cosh", "inputs": ["x"]}],
+ "outputs": ["y"]}
+)"};
+constexpr OpDoc kAsinhDoc{"Inverse hyperbolic sine.",
+                          kXDoc,
+                          kSameOut,
+                          {},
+                          "`y = asinh(x) = ln(x + sqrt(x^2 + 1))`.",
+                          R"({"format": "duet-graph", "version": 1, "name": "asinh",
+ "inputs": [{"name": "x", "dtype": "f32", "shape": [2, 3]}],
+ "nodes": [{"name": "y", "op": "asinh", "inputs": ["x"]}],
+ "outputs": ["y"]}
+)"};
+constexpr OpDoc kAcoshDoc{
+    "Inverse hyperbolic cosine.",
+    kXDoc,
+    kSameOut,
+    {},
+    "`y = acosh(x) = ln(x + sqrt(x^2 - 1))`; NaN below 1 (checks draw inputs from [1, 3]).",
+    R"({"format": "duet-graph", "version": 1, "name": "acosh",
+ "inputs": [{"name": "x", "dtype": "f32", "shape": [2, 3]}],
+ "nodes": [{"name": "y", "op": "acosh", "inputs": ["x"]}],
+ "outputs": ["y"]}
+)"};
+constexpr OpDoc kAtanhDoc{"Inverse hyperbolic tangent.",
+                          kXDoc,
+                          kSameOut,
+                          {},
+                          "`y = atanh(x) = ln((1 + x) / (1 - x)) / 2`; infinite at -1 and 1, NaN "
+                          "beyond (checks draw inputs inside (-1, 1)).",
+                          R"({"format": "duet-graph", "version": 1, "name": "atanh",
+ "inputs": [{"name": "x", "dtype": "f32", "shape": [2, 3]}],
+ "nodes": [{"name": "y", "op": "atanh", "inputs": ["x"]}],
+ "outputs": ["y"]}
+)"};
+
 constexpr OpFacts kRows[] = {
     {OpKind::add, "add", kAB, OpClass::elementwise, infer_binary, per_element<1>, &kAddDoc,
      code_of<DUET_EW_ADD>, [](double x, double z, const OpAttrs&) { return x + z; }},
@@ -349,6 +505,79 @@ constexpr OpFacts kRows[] = {
      [](double x, double, const OpAttrs&) { return std::log(x); },
      nullptr,
      {InputRange::positive}},
+    {OpKind::less,
+     "less",
+     kAB,
+     OpClass::elementwise,
+     infer_binary,
+     per_element<1>,
+     &kLessDoc,
+     code_of<DUET_EW_LESS>,
+     [](double x, double z, const OpAttrs&) { return x < z ? 1.0 : 0.0; },
+     nullptr,
+     {InputRange::steps, InputRange::steps}},
+    {OpKind::less_equal,
+     "less_equal",
+     kAB,
+     OpClass::elementwise,
+     infer_binary,
+     per_element<1>,
+     &kLessEqualDoc,
+     code_of<DUET_EW_LESS_EQUAL>,
+     [](double x, double z, const OpAttrs&) { return x <= z ? 1.0 : 0.0; },
+     nullptr,
+     {InputRange::steps, InputRange::steps}},
+    {OpKind::equal,
+     "equal",
+     kAB,
+     OpClass::elementwise,
+     infer_binary,
+     per_element<1>,
+     &kEqualDoc,
+     code_of<DUET_EW_EQUAL>,
+     [](double x, double z, const OpAttrs&) { return x == z ? 1.0 : 0.0; },
+     nullptr,
+     {InputRange::steps, InputRange::steps}},
+    {OpKind::sin, "sin", kX, OpClass::elementwise, infer_unary, per_element<8>, &kSinDoc,
+     code_of<DUET_EW_SIN>, [](double x, double, const OpAttrs&) { return std::sin(x); }},
+    {OpKind::cos, "cos", kX, OpClass::elementwise, infer_unary, per_element<8>, &kCosDoc,
+     code_of<DUET_EW_COS>, [](double x, double, const OpAttrs&) { return std::cos(x); }},
+    {OpKind::tan, "tan", kX, OpClass::elementwise, infer_unary, per_element<8>, &kTanDoc,
+     code_of<DUET_EW_TAN>, [](double x, double, const OpAttrs&) { return std::tan(x); }},
+    {OpKind::asin, "asin", kX, OpClass::elementwise, infer_unary, per_element<8>, &kAsinDoc,
+     code_of<DUET_EW_ASIN>, [](double x, double, const OpAttrs&) { return std::asin(x); }},
+    {OpKind::acos, "acos", kX, OpClass::elementwise, infer_unary, per_element<8>, &kAcosDoc,
+     code_of<DUET_EW_ACOS>, [](double x, double, const OpAttrs&) { return std::acos(x); }},
+    {OpKind::atan, "atan", kX, OpClass::elementwise, infer_unary, per_element<8>, &kAtanDoc,
+     code_of<DUET_EW_ATAN>, [](double x, double, const OpAttrs&) { return std::atan(x); }},
+    {OpKind::sinh, "sinh", kX, OpClass::elementwise, infer_unary, per_element<8>, &kSinhDoc,
+     code_of<DUET_EW_SINH>, [](double x, double, const OpAttrs&) { return std::sinh(x); }},
+    {OpKind::cosh, "cosh", kX, OpClass::elementwise, infer_unary, per_element<8>, &kCoshDoc,
+     code_of<DUET_EW_COSH>, [](double x, double, const OpAttrs&) { return std::cosh(x); }},
+    {OpKind::asinh, "asinh", kX, OpClass::elementwise, infer_unary, per_element<8>, &kAsinhDoc,
+     code_of<DUET_EW_ASINH>, [](double x, double, const OpAttrs&) { return std::asinh(x); }},
+    {OpKind::acosh,
+     "acosh",
+     kX,
+     OpClass::elementwise,
+     infer_unary,
+     per_element<8>,
+     &kAcoshDoc,
+     code_of<DUET_EW_ACOSH>,
+     [](double x, double, const OpAttrs&) { return std::acosh(x); },
+     nullptr,
+     {InputRange::above_one}},
+    {OpKind::atanh,
+     "atanh",
+     kX,
+     OpClass::elementwise,
+     infer_unary,
+     per_element<8>,
+     &kAtanhDoc,
+     code_of<DUET_EW_ATANH>,
+     [](double x, double, const OpAttrs&) { return std::atanh(x); },
+     nullptr,
+     {InputRange::open_unit}},
 };
 
 }  // namespace

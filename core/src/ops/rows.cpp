@@ -216,6 +216,18 @@ constexpr OpDoc kReduceMinDoc{"Smallest value over the given dims.",
  "nodes": [{"name": "y", "op": "reduce_min", "inputs": ["x"], "attrs": {"axes": [0, -1]}}],
  "outputs": ["y"]}
 )"};
+constexpr OpDoc kReduceProdDoc{"Product over the given dims.",
+                               kReduceInputs,
+                               kReduceOut,
+                               kReduceAttrs,
+                               "`y = product of x` over `axes`. Each output element combines the "
+                               "elements of `x` that share its coordinates outside `axes`; kernels "
+                               "multiply in f32 at least and round once to the output dtype.",
+                               R"({"format": "duet-graph", "version": 1, "name": "reduce_prod",
+ "inputs": [{"name": "x", "dtype": "f32", "shape": [2, 3, 4]}],
+ "nodes": [{"name": "y", "op": "reduce_prod", "inputs": ["x"], "attrs": {"axes": [0, -1]}}],
+ "outputs": ["y"]}
+)"};
 
 constexpr OpFacts kRows[] = {
     {OpKind::softmax, "softmax", kSoftmax, OpClass::rows, infer_softmax, per_element<5>,
@@ -232,6 +244,8 @@ constexpr OpFacts kRows[] = {
      &kReduceMaxDoc},
     {OpKind::reduce_min, "reduce_min", kX, OpClass::rows, infer_reduce, reduce_flops,
      &kReduceMinDoc},
+    {OpKind::reduce_prod, "reduce_prod", kX, OpClass::rows, infer_reduce, reduce_flops,
+     &kReduceProdDoc},
 };
 
 }  // namespace

@@ -52,6 +52,12 @@ DUET_DEV float eltwise_apply(uint32_t op, float x, float y, float alpha) {
       return x / y;
     case DUET_EW_SILU_MUL:
       return x / (1.f + expf(-x)) * y;
+    case DUET_EW_LESS:
+      return x < y ? 1.f : 0.f;
+    case DUET_EW_LESS_EQUAL:
+      return x <= y ? 1.f : 0.f;
+    case DUET_EW_EQUAL:
+      return x == y ? 1.f : 0.f;
     case DUET_EW_SCALE:
       return x * alpha;
     case DUET_EW_SILU:
@@ -79,6 +85,28 @@ DUET_DEV float eltwise_apply(uint32_t op, float x, float y, float alpha) {
       return fabsf(x);
     case DUET_EW_LOG:
       return logf(x);
+    case DUET_EW_SIN:
+      return sinf(x);
+    case DUET_EW_COS:
+      return cosf(x);
+    case DUET_EW_TAN:
+      return tanf(x);
+    case DUET_EW_ASIN:
+      return asinf(x);
+    case DUET_EW_ACOS:
+      return acosf(x);
+    case DUET_EW_ATAN:
+      return atanf(x);
+    case DUET_EW_SINH:
+      return sinhf(x);
+    case DUET_EW_COSH:
+      return coshf(x);
+    case DUET_EW_ASINH:
+      return asinhf(x);
+    case DUET_EW_ACOSH:
+      return acoshf(x);
+    case DUET_EW_ATANH:
+      return atanhf(x);
   }
   return __builtin_nanf("");  // never another function (the host refuses unknown codes)
 }
@@ -278,7 +306,10 @@ DUET_KERNEL reduce_kernel(const ReduceParams p) {
       base += (rem % os[d]) * p.x.stride[d];
       rem /= os[d];
     }
-    float acc = p.op == DUET_RED_MAX ? -kGenInf : p.op == DUET_RED_MIN ? kGenInf : 0.f;
+    float acc = p.op == DUET_RED_MAX    ? -kGenInf
+                : p.op == DUET_RED_MIN  ? kGenInf
+                : p.op == DUET_RED_PROD ? 1.f
+                                        : 0.f;
     for (int64_t j = 0; j < p.count; ++j) {
       int64_t off = base, r = j;
       for (int d = 3; d >= 0; --d) {
@@ -290,6 +321,8 @@ DUET_KERNEL reduce_kernel(const ReduceParams p) {
         acc = v > acc || v != v ? v : acc;
       else if (p.op == DUET_RED_MIN)
         acc = v < acc || v != v ? v : acc;
+      else if (p.op == DUET_RED_PROD)
+        acc *= v;
       else
         acc += v;
     }

@@ -103,6 +103,7 @@ class Planner {
       case OpKind::reduce_mean:
       case OpKind::reduce_max:
       case OpKind::reduce_min:
+      case OpKind::reduce_prod:
         return reduce();
       case OpKind::cast:
       case OpKind::copy:
