@@ -453,6 +453,7 @@ Status Importer::declare_inputs(const onnx::GraphProto& g) {
           const std::string& sym = tt.shape().dim(d).dim_param();
           if (sym.empty()) continue;
           const int64_t size = shape[static_cast<size_t>(d)];
+          symbols_.emplace(sym, size);
           if (auto found = options_.dims.find(sym);
               found != options_.dims.end() && found->second != size)
             return fail(Code::invalid_argument,
@@ -474,9 +475,11 @@ Status Importer::declare_inputs(const onnx::GraphProto& g) {
         const std::string& sym = dim.dim_param();
         if (auto found = options_.dims.find(sym); !sym.empty() && found != options_.dims.end()) {
           shape.push_back(found->second);
+          symbols_.emplace(sym, found->second);
           continue;
         }
         shape.push_back(1);
+        if (!sym.empty()) symbols_.emplace(sym, 1);
         note("input '" + in.name() + "' dim " + std::to_string(d) +
              (sym.empty() ? " has no size" : " is '" + sym + "'") + ": set to 1" +
              (sym.empty() ? ""
@@ -615,7 +618,24 @@ Result<Graph> Importer::run(onnx::ModelProto& model) {
     }
   }
   if (Status s = finish_outputs(g); !s.ok()) return ctx(s);
+  b_->shape_note(shape_note());
   return b_->build();
+}
+
+// What a run at other input shapes is told when the graph cannot take them: the shape arithmetic
+// was folded for the sizes of this import, so the model must be imported again.
+std::string Importer::shape_note() const {
+  std::string sizes, example;
+  for (const auto& [sym, size] : symbols_) {
+    sizes += (sizes.empty() ? "" : ", ") + sym + "=" + std::to_string(size);
+    if (example.empty()) example = sym + "=" + std::to_string(size + 1);
+  }
+  if (sizes.empty())
+    return "an ONNX model's shapes are fixed at import: import it again with inputs of the new "
+           "shapes (--inputs, OnnxOptions::input_shapes)";
+  return "an ONNX model's shapes are fixed at import, here " + sizes +
+         ": import it again at the new sizes (--dim " + example +
+         ", duet_graph_load_onnx(path, \"" + example + "\", &graph), or --inputs of those shapes)";
 }
 
 }  // namespace duet::onnx_import

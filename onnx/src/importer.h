@@ -134,6 +134,7 @@ class Importer {
   Status declare_inputs(const onnx::GraphProto& g);
   Status map_node(const onnx::NodeProto& n);
   Status finish_outputs(const onnx::GraphProto& g);
+  std::string shape_note() const;
   void note(std::string text);
 
   // A name not yet used in the duet graph: `base` itself when free, else `base#n`. A graph
@@ -153,10 +154,11 @@ class Importer {
   std::unique_ptr<GraphBuilder> b_;
   std::vector<std::string> names_;  // the duet name of each value id
   std::map<std::string, Value, std::less<>> values_;
-  std::map<std::string, int, std::less<>> readers_;  // how many nodes read each value
-  std::set<std::string, std::less<>> outputs_;       // graph output names
-  std::set<std::string, std::less<>> taken_;         // duet names handed out
-  std::set<std::string, std::less<>> reserved_;      // graph output names, kept for their owner
+  std::map<std::string, int, std::less<>> readers_;      // how many nodes read each value
+  std::set<std::string, std::less<>> outputs_;           // graph output names
+  std::set<std::string, std::less<>> taken_;             // duet names handed out
+  std::set<std::string, std::less<>> reserved_;          // graph output names, kept for their owner
+  std::map<std::string, int64_t, std::less<>> symbols_;  // symbolic dims and the sizes given
 };
 
 }  // namespace duet::onnx_import

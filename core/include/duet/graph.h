@@ -91,8 +91,12 @@ class DUET_API Graph {
   std::vector<std::string> unbound_constants() const;
 
   // The same graph with new input shapes (dtypes fixed), every op re-inferred. Shapes not
-  // given stay as they are.
+  // given stay as they are. A graph with a shape note refuses other shapes, with the note.
   Result<Graph> with_input_shapes(const std::map<std::string, TensorDesc>& shapes) const;
+  // Set where the graph's shapes were fixed when it was made (an ONNX import folds its shape
+  // arithmetic for the sizes it was imported at, so other sizes could run but compute wrong
+  // values): why, and how to make it at other sizes. "" where the shapes may change.
+  const std::string& shape_note() const { return shape_note_; }
 
   // Same structure: names, kinds, descriptors, attributes, wiring, outputs and constant
   // sources. Constant data is compared by value when both sides have it.
@@ -101,6 +105,7 @@ class DUET_API Graph {
  private:
   friend class GraphBuilder;
   std::string name_ = "graph";
+  std::string shape_note_;
   std::vector<GraphValue> values_;
   std::vector<GraphNode> nodes_;
   std::vector<int> inputs_;
@@ -168,6 +173,8 @@ class DUET_API GraphBuilder {
   // The descriptor of a value added so far (nullptr for a handle not of this builder), for code
   // that translates other formats and needs shapes as it goes.
   const TensorDesc* desc(ValueId v) const;
+  // Graph::shape_note of the graph being built.
+  void shape_note(std::string note) { g_.shape_note_ = std::move(note); }
   // The graph, or the first error. Requires at least one output.
   Result<Graph> build();
 
