@@ -142,11 +142,16 @@ class Device final : public CudaDevice {
   const DeviceCaps& caps() const override { return caps_; }
   const BackendRules& rules() const override { return *rules_; }
   AllocatorStats memory_stats() const override { return shared_->allocator.stats(); }
-  void empty_cache() override { shared_->allocator.empty_cache(); }
+  void empty_cache() override {
+    // Held mat-vecs may read blocks the cache would return to the driver.
+    if (!flush().ok()) return;
+    shared_->allocator.empty_cache();
+  }
   const std::string& lost_reason() const override { return lost_; }
 
   Result<std::shared_ptr<Buffer>> allocate(uint64_t bytes) override {
     DUET_TRY(alive());
+    DUET_TRY(flush());  // an allocation may empty the cache of blocks held mat-vecs read
     Result<CachingAllocator::Block> b = shared_->allocator.allocate(bytes);
     if (!b.ok()) return memory_error(b.status(), Err(b.status().code()).device(id_), bytes);
     return std::shared_ptr<Buffer>(std::make_shared<CudaBuffer>(shared_, *b, bytes));
@@ -181,6 +186,7 @@ class Device final : public CudaDevice {
     DUET_TRY(alive());
     auto* b = static_cast<CudaBuffer*>(&dst);
     DUET_TRY(start());
+    DUET_TRY(flush());
     const auto* s = static_cast<const std::byte*>(src);
     std::byte* d = b->ptr() + offset;
     while (bytes > 0) {
@@ -202,6 +208,7 @@ class Device final : public CudaDevice {
     DUET_TRY(alive());
     auto* b = static_cast<CudaBuffer*>(&src);
     DUET_TRY(start());
+    DUET_TRY(flush());
     struct Chunk {
       Slot* slot;
       std::byte* dst;
@@ -233,9 +240,11 @@ class Device final : public CudaDevice {
 
   Status execute_checked(const PlannedOp& p, std::span<const TensorRef> inputs,
                          const TensorRef& output) override {
-    Status s = run_op(p, inputs, output);
-    // Timing: an event after every op (failed or not, so that events and ops stay in step).
-    if (timing_ && lost_.empty()) {
+    bool held = false;
+    Status s = run_op(p, inputs, output, held);
+    // Timing: an event after every op (failed or not, so that events and ops stay in step); a
+    // held mat-vec's comes when its group runs (flush).
+    if (timing_ && lost_.empty() && !held) {
       Status e = record_mark();
       if (s.ok()) s = e;
     }
@@ -246,6 +255,7 @@ class Device final : public CudaDevice {
     DUET_TRY(alive());
     if (!started_) return {};
     DUET_TRY(check(drv().use(ordinal())));
+    const Status flushed = flush();
     Status copied;
     if (error_words_used_ > 0)
       copied = check(drv().copy_to_host(error_host_, error_block_.ptr,
@@ -257,7 +267,13 @@ class Device final : public CudaDevice {
     std::vector<std::pair<const OpDesc*, const std::byte*>> replayed = std::move(replayed_checks_);
     replayed_checks_.clear();
     DUET_TRY(synced);
+    DUET_TRY(flushed);
     DUET_TRY(copied);
+    if (groups_ > 0) {
+      log().debug("{}: {} mat-vecs ran in {} grouped launches since the last synchronize", id_,
+                  grouped_, groups_);
+      groups_ = grouped_ = 0;
+    }
     for (Slot& s : slots_) s.pending = false;
     for (const DataCheck& c : checks) {
       const void* bytes = c.word >= 0 ? static_cast<const void*>(error_host_ + c.word)
@@ -278,6 +294,7 @@ class Device final : public CudaDevice {
     if (timing_) return no("kernel timing is on");
     if (recording_) return no("a recording is already being made");
     DUET_TRY(start());
+    DUET_TRY(flush());
     Recording r;
     Result<void*> host = drv().pinned_alloc(kCheckArenaBytes);
     if (!host.ok()) return no("no pinned host memory for the ops' error bytes");
@@ -295,6 +312,7 @@ class Device final : public CudaDevice {
 
   Result<int> end_recording() override {
     if (!recording_) return duet::Device::end_recording();
+    if (!flush().ok()) recording_failed_ = true;
     std::unique_ptr<Recording> r = std::move(recording_);
     Result<void*> graph = drv().capture_end(stream_);
     if (!graph.ok()) (void)check(graph.status());
@@ -319,6 +337,7 @@ class Device final : public CudaDevice {
     auto it = recordings_.find(id);
     if (it == recordings_.end()) return duet::Device::replay(id);
     DUET_TRY(start());
+    DUET_TRY(flush());
     const Recording& r = it->second;
     DUET_TRY(check(drv().graph_launch(r.graph, stream_)));
     for (const auto& [op, at] : r.checks)
@@ -329,6 +348,7 @@ class Device final : public CudaDevice {
   void release_recording(int id) override {
     auto it = recordings_.find(id);
     if (it == recordings_.end()) return;
+    (void)flush();
     // Queued replays read the graph's error bytes: let them finish first.
     if (started_ && lost_.empty() && drv().use(ordinal()).ok()) (void)drv().stream_sync(stream_);
     replayed_checks_.clear();
@@ -341,6 +361,7 @@ class Device final : public CudaDevice {
   Status begin_kernel_timing() override {
     DUET_TRY(alive());
     DUET_TRY(start());
+    DUET_TRY(flush());
     marks_used_ = 0;
     timing_ = true;
     Status s = record_mark();
@@ -350,7 +371,9 @@ class Device final : public CudaDevice {
 
   Result<std::vector<KernelSpan>> end_kernel_timing() override {
     if (!timing_) return duet::Device::end_kernel_timing();
+    const Status flushed = flush();  // its members' events, while timing is on
     timing_ = false;
+    DUET_TRY(flushed);
     DUET_TRY(synchronize());
     std::vector<KernelSpan> spans;
     if (marks_used_ == 0) return spans;
@@ -366,7 +389,8 @@ class Device final : public CudaDevice {
   }
 
  private:
-  Status run_op(const PlannedOp& p, std::span<const TensorRef> inputs, const TensorRef& output) {
+  Status run_op(const PlannedOp& p, std::span<const TensorRef> inputs, const TensorRef& output,
+                bool& held) {
     const OpDesc& op = p.op;
     const KernelChoice& choice = p.choice;
     auto err = [&](Code c) { return Err(c).op(op_name(op.kind), op.name).device(id_); };
@@ -379,6 +403,17 @@ class Device final : public CudaDevice {
 
     DUET_TRY(start());
     const Tier tier = choice.tier;
+    if (options_.group_matvecs && tier == Tier::int_dot &&
+        kernels::shares_activations(tier, op, in, op, in)) {
+      const bool joins = !held_.empty() && held_.size() < kMaxHeld &&
+                         held_[0].op.choice.launch == choice.launch &&
+                         kernels::shares_activations(tier, held_[0].op.op, held_[0].in, op, in);
+      if (!joins) DUET_TRY(flush());
+      held_.push_back(Held{p, std::move(in), out});
+      held = true;
+      return {};
+    }
+    DUET_TRY(flush());
     if (tier == Tier::cublas)
       return quantized_input(op) ? run_dequant_gemm(op, in, out) : run_gemm(op, in, out);
     if (tier != Tier::generic && tier != Tier::tiled && tier != Tier::flash &&
@@ -389,6 +424,14 @@ class Device final : public CudaDevice {
               "a CUDA kernel tier (cublas, generic, tiled, flash, pipelined, int_dot, "
               "int8_mma, wgmma)")
           .got(std::string(tier_name(tier)));
+    return launch_one(op, choice, in, out);
+  }
+
+  // An op on one of the device's own kernel tiers, its views made.
+  Status launch_one(const OpDesc& op, const KernelChoice& choice, std::span<const kernels::View> in,
+                    const kernels::View& out) {
+    auto err = [&](Code c) { return Err(c).op(op_name(op.kind), op.name).device(id_); };
+    const Tier tier = choice.tier;
     const uint64_t ws = kernels::workspace_bytes(tier, op, choice.launch);
     DUET_ASSIGN_OR_RETURN(void* workspace, ensure_workspace(op, ws));
     kernels::Launch l{choice.launch, stream_, workspace, props_.major * 10 + props_.minor};
@@ -423,6 +466,48 @@ class Device final : public CudaDevice {
       data_checks_.push_back(std::move(c));
     }
     return {};
+  }
+
+  // The held mat-vecs (DeviceOptions::group_matvecs), launched: alone, or as one group. While
+  // timing, each member gets an event after the group (the group's time is its first member's).
+  Status flush() {
+    if (held_.empty()) return {};
+    std::vector<Held> g = std::move(held_);
+    held_.clear();
+    Status s;
+    if (g.size() == 1) {
+      s = launch_one(g[0].op.op, g[0].op.choice, g[0].in, g[0].out);
+    } else {
+      const OpDesc& first = g[0].op.op;
+      const KernelChoice& choice = g[0].op.choice;
+      s = [&]() -> Status {
+        const uint64_t ws = kernels::workspace_bytes(choice.tier, first, choice.launch);
+        DUET_ASSIGN_OR_RETURN(void* workspace, ensure_workspace(first, ws));
+        kernels::Launch l{choice.launch, stream_, workspace, props_.major * 10 + props_.minor};
+        std::vector<kernels::GroupMember> members;
+        for (const Held& h : g) members.push_back({&h.op.op, h.in, h.out});
+        Status st = check(drv().launch_group(choice.tier, members, l));
+        if (!st.ok()) {
+          std::string names;
+          for (size_t i = 1; i < g.size(); ++i)
+            names += (i > 1 ? ", '" : "'") + g[i].op.op.name + "'";
+          return Err(st.code())
+              .op(op_name(first.kind), first.name)
+              .device(id_)
+              .note(std::string(tier_name(choice.tier)) + " kernel, grouped with " + names + ": " +
+                    st.message());
+        }
+        ++groups_;
+        grouped_ += g.size();
+        return {};
+      }();
+    }
+    if (timing_ && lost_.empty())
+      for (size_t i = 0; i < g.size(); ++i) {
+        Status e = record_mark();
+        if (s.ok()) s = e;
+      }
+    return s;
   }
 
   // An op that cannot be recorded: the recording fails at its end.
@@ -687,6 +772,15 @@ class Device final : public CudaDevice {
   std::vector<Slot> slots_;
   size_t next_ = 0;
   std::shared_ptr<Workspace> workspace_;
+  // Mat-vecs held to run as one group (flush), with the views they were given.
+  struct Held {
+    PlannedOp op;
+    std::vector<kernels::View> in;
+    kernels::View out;
+  };
+  static constexpr size_t kMaxHeld = 8;
+  std::vector<Held> held_;
+  uint64_t groups_ = 0, grouped_ = 0;  // since the last synchronize, for the debug log
   std::string lost_;
   std::unique_ptr<Recording> recording_;  // the recording being made
   bool recording_failed_ = false;
@@ -712,6 +806,7 @@ DeviceOptions DeviceOptions::from(const BackendOptions& o) {
   d.cache_limit = option_mib(o, "cuda.cache_limit_mib", "DUET_CUDA_CACHE_LIMIT_MIB", d.cache_limit);
   d.cublas = o.get_bool("cuda.cublas", env_switch("DUET_CUDA_CUBLAS", true));
   d.graphs = o.get_bool("cuda.graphs", env_switch("DUET_CUDA_GRAPHS", true));
+  d.group_matvecs = o.get_bool("cuda.group_matvecs", env_switch("DUET_CUDA_GROUP_MATVECS", true));
   return d;
 }
 

@@ -22,9 +22,14 @@ struct DeviceOptions {
   uint64_t dequant_tile_bytes = 32ull << 20;
   std::string id_prefix = "cuda";  // device ids are "<prefix>:<ordinal>" (emulated: "emu-t4")
   bool graphs = true;  // record work as CUDA graphs when asked (Device::begin_recording)
-  // Reads "cuda.staging_mib", "cuda.staging_slots", "cuda.cache_limit_mib", "cuda.cublas" and
-  // "cuda.graphs" (and the DUET_CUDA_STAGING_MIB, DUET_CUDA_CACHE_LIMIT_MIB, DUET_CUDA_CUBLAS,
-  // DUET_CUDA_GRAPHS environment fallbacks).
+  // Consecutive int_dot mat-vecs that read the same activations (a decode step's q, k and v;
+  // gate and up) run as one group (kernels::launch_group): their execute() calls are held until
+  // an op that cannot join, a copy, a synchronize or a recording's end, then launched together.
+  bool group_matvecs = true;
+  // Reads "cuda.staging_mib", "cuda.staging_slots", "cuda.cache_limit_mib", "cuda.cublas",
+  // "cuda.graphs" and "cuda.group_matvecs" (and the DUET_CUDA_STAGING_MIB,
+  // DUET_CUDA_CACHE_LIMIT_MIB, DUET_CUDA_CUBLAS, DUET_CUDA_GRAPHS, DUET_CUDA_GROUP_MATVECS
+  // environment fallbacks).
   static DeviceOptions from(const BackendOptions& o);
 };
 

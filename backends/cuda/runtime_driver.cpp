@@ -374,6 +374,20 @@ class RuntimeDriver final : public Driver {
 #endif
   }
 
+  Status launch_group(Tier tier, std::span<const kernels::GroupMember> members,
+                      const kernels::Launch& l) override {
+#if DUET_HAVE_KERNELS_GPU
+    Status s = kernels::gpu::launch_group(tier, members, l);
+    if (!s.ok()) return s;
+    return cuda_status(cudaPeekAtLastError(), "kernel launch");
+#else
+    (void)members, (void)l;
+    return Status(Code::unsupported, "this build has no GPU kernels for the " +
+                                         std::string(kernels::tier_name(tier)) +
+                                         " tier (duet_kernels_gpu was not built)");
+#endif
+  }
+
   Status gemm(const GemmCall& g, const void* a, const void* b, void* d, Stream s, void* workspace,
               uint64_t workspace_bytes) override {
     if (!lt_.ok()) return Status(Code::unsupported, "cuBLASLt " + blas_library());

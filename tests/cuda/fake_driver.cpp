@@ -388,6 +388,37 @@ Status FakeDriver::launch(Tier tier, const OpDesc& op, std::span<const kernels::
   });
 }
 
+Status FakeDriver::launch_group(Tier tier, std::span<const kernels::GroupMember> members,
+                                const kernels::Launch& l) {
+  const std::lock_guard<std::recursive_mutex> g(mu_);
+  DUET_TRY(sticky());
+  if (members.empty()) return Status(Code::internal, "fake driver: an empty group");
+  launches.push_back({tier, members[0].op->kind, l.config, l.workspace, l.sm, l.stream});
+  group_launches.push_back(members.size());
+  if (fail_next_launch) {
+    Status s = *fail_next_launch;
+    fail_next_launch.reset();
+    if (s.code() == Code::device_lost) lost_[current_] = s.message();
+    return s;
+  }
+  if (!emulate_kernels) return {};
+  // Copies of what the members point at, for the work queued.
+  struct Member {
+    OpDesc op;
+    std::vector<kernels::View> inputs;
+    kernels::View output;
+  };
+  auto held = std::make_shared<std::vector<Member>>();
+  for (const kernels::GroupMember& m : members)
+    held->push_back(
+        {*m.op, std::vector<kernels::View>(m.inputs.begin(), m.inputs.end()), m.output});
+  return enqueue(static_cast<Stream>(l.stream), [=] {
+    std::vector<kernels::GroupMember> ms;
+    for (const Member& m : *held) ms.push_back({&m.op, m.inputs, m.output});
+    return kernels::emu::launch_group(tier, ms, l);
+  });
+}
+
 Status FakeDriver::gemm(const GemmCall& g, const void* a, const void* b, void* d, Stream s,
                         void* workspace, uint64_t workspace_bytes) {
   const std::lock_guard<std::recursive_mutex> lock(mu_);

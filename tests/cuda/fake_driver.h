@@ -62,6 +62,7 @@ class FakeDriver final : public Driver {
     Stream stream;
   };
   std::vector<LaunchRecord> launches;
+  std::vector<size_t> group_launches;  // members of each launch_group
   std::vector<GemmCall> gemms;
   std::vector<uint64_t> gemm_workspaces;
   int device_allocs = 0, device_frees = 0, pinned_allocs = 0;
@@ -92,6 +93,9 @@ class FakeDriver final : public Driver {
   Status copy_to_host(void* dst, const void* src, uint64_t bytes, Stream s) override;
   Status launch(Tier tier, const OpDesc& op, std::span<const kernels::View> in,
                 const kernels::View& out, const kernels::Launch& l) override;
+  // Recorded in `launches` once, as its first member's op, and counted in `group_launches`.
+  Status launch_group(Tier tier, std::span<const kernels::GroupMember> members,
+                      const kernels::Launch& l) override;
   Status gemm(const GemmCall& g, const void* a, const void* b, void* d, Stream s, void* workspace,
               uint64_t workspace_bytes) override;
   // Graphs: the work queued on a capturing stream is kept, not queued; a launch queues it again.

@@ -3,8 +3,11 @@
 // each replay, give the greedy tokens of the llama.cpp fixture's float64 reference.
 #include <gtest/gtest.h>
 
+#include "cpu/cpu_backend.h"
 #include "device.h"
+#include "duet/gguf.h"
 #include "duet/llama.h"
+#include "duet/quantize.h"
 #include "duet/safetensors.h"
 #include "fake_driver.h"
 
@@ -34,6 +37,48 @@ TEST(CudaLlama, RecordedDecodeStepsGiveTheReferencesTokens) {
   const std::string replayed = (*m)->engine().recording_summary();
   EXPECT_NE(replayed.find("cuda:0: "), std::string::npos) << replayed;
   EXPECT_GE(driver->graphs_launched, 3) << "the later decode steps replay";
+}
+
+// The fixture with its projections in q4_0 (and ffn_down, whose K of 48 is not whole blocks,
+// in f32): a decode step's q, k and v and its gate and up run as grouped int_dot mat-vecs on the
+// emulated card, and greedy decoding gives the CPU's tokens.
+TEST(CudaLlama, GroupedQuantizedMatvecsGiveTheCpusGreedyTokens) {
+  auto f = read_gguf(std::string(DUET_LLAMA_DATA) + "/llamacpp_tiny.gguf");
+  ASSERT_TRUE(f.ok()) << f.status().message();
+  std::vector<std::pair<std::string, HostTensor>> tensors;
+  for (const GgufTensorInfo& t : f->tensors) {
+    HostTensor h = *f->tensor(t.name);
+    if (h.desc().rank == 2 && h.desc().dim(-1) % 32 == 0 && t.name != "token_embd.weight")
+      h = *quantize(h, DType::q4_0, t.name);
+    tensors.emplace_back(t.name, std::move(h));
+  }
+  auto bytes = encode_gguf(f->metadata, tensors);
+  ASSERT_TRUE(bytes.ok()) << bytes.status().message();
+  auto driver = std::make_shared<FakeDriver>(std::vector<DeviceProps>{a100()});
+  std::unique_ptr<CudaDevice> dev =
+      make_device(driver, a100(), caps_from_props(a100()), parse_build_archs("75;80", "80"), {});
+  BackendOptions two;
+  two.values["cpu.threads"] = "2";
+  auto cpu = cpu::factory().open(two);
+  ASSERT_TRUE(cpu.ok() && !cpu->devices.empty());
+  const std::vector<int32_t> prompt = {1, 5, 9, 13};
+  std::vector<int32_t> ids[2];
+  Device* devices[2] = {cpu->devices[0].get(), dev.get()};
+  for (int i = 0; i < 2; ++i) {
+    llama::BuildOptions o;
+    o.max_context = 16;
+    auto m = llama::Model::open(*parse_gguf(*bytes), {devices[i]}, o, Policy{});
+    ASSERT_TRUE(m.ok()) << m.status().message();
+    auto got = (*m)->generate(prompt, 5);
+    ASSERT_TRUE(got.ok()) << got.status().message();
+    ids[i] = *got;
+  }
+  EXPECT_EQ(ids[1], ids[0]);
+  size_t grouped = 0;
+  for (size_t n : driver->group_launches) grouped += n;
+  // Two layers: q, k, v and gate, up in each decode step (the prefill of 4 rows too).
+  EXPECT_GE(driver->group_launches.size(), 4u);
+  EXPECT_GE(grouped, 10u);
 }
 
 }  // namespace

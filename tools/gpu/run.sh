@@ -7,14 +7,14 @@
 #   (the device tool returns at most eight files from its $OUT: give this script a folder of its
 #   own and pack it afterwards, e.g. OUT=/tmp/o timeout 500 run.sh; tar -czf $OUT/logs.tgz -C /tmp/o .)
 #   steps (default all, in this order): env check onnx pydlpack bench tiers decode rows profile torch model
-#   llama ncudecode longctx vkdecode vkllama vkcheck vkattn vkbench (the Vulkan steps that were never measured
+#   llama groups ncudecode longctx vkdecode vkllama vkcheck vkattn vkbench (the Vulkan steps that were never measured
 #   first: on 2026-11-27 the run's time ended inside vkbench)
 #   Budget: on an H200 (2026-11-27) the steps up to vkbench took 7.5 minutes, bench-vulkan stopped
 #   by its timeout; env, check, onnx, torch, llama and longctx alone took 31 s. Name the steps a
 #   run needs when its device time is short.
 set -u
 B=/tmp/duet-gpu; O=${OUT:-/tmp/out}; mkdir -p "$O"
-steps=${*:-env check onnx pydlpack bench tiers decode rows profile torch model llama ncudecode longctx vkdecode vkllama vkcheck vkattn vkbench}
+steps=${*:-env check onnx pydlpack bench tiers decode rows profile torch model llama groups ncudecode longctx vkdecode vkllama vkcheck vkattn vkbench}
 want() { case " $steps " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 T0=$(date +%s)
 step() { echo; echo "===== $* (t+$(( $(date +%s) - T0 ))s, $(date +%T))"; }
@@ -123,6 +123,19 @@ if want llama; then
     DUET_CUDA_GRAPHS=$g timeout 60 $L /tmp/m8.gguf --bench-prompt 512 -n 64 --temp 0 --ignore-eos \
       --ctx 1024 --devices cuda:0 2>&1 >/dev/null | grep -iE 'prefill|decode|replay|stop|error'
   done
+fi
+# Grouped mat-vecs (issue 27: q, k and v in one q8_act and one mat-vec launch, gate and up in
+# another) against one launch each, with and without CUDA graphs: the step time of each pair of
+# settings, and how many mat-vecs ran grouped per synchronize (the debug line). Expect per step
+# about 192 launches fewer (6 a layer of 32: 837 -> 645) and the k/v blocks inside q's launch.
+if want groups; then
+  for gm in 1 0; do for g in 0 1; do
+    step "llama cuda:0 decode, DUET_CUDA_GROUP_MATVECS=$gm DUET_CUDA_GRAPHS=$g"
+    DUET_CUDA_GROUP_MATVECS=$gm DUET_CUDA_GRAPHS=$g DUET_LOG=debug timeout 45 $L /tmp/m8.gguf \
+      --prompt-ids 1,2,3 -n 16 --devices cuda:0 --timing 2>&1 >/dev/null \
+      | grep -E "^timing: (16|plain|device-timed|by op)|grouped launches|error" | sort | uniq -c \
+      | sort -rn | head -8
+  done; done
 fi
 # One decode step's kernels under Nsight Compute (launched one by one, no graphs): each kernel's
 # name, duration and DRAM throughput for about three layers, after skipping the prefill and the first

@@ -274,6 +274,27 @@ struct QMatmulParams {
   int act_fused = 0;  // int_dot: the block quantizes its rows of A itself (qa unused)
 };
 
+// The int_dot mat-vec (quant_mv.h) of up to kQMvGroup mat-vecs that read the same quantized
+// activations (a decode step's q, k and v projections; gate and up), in one launch: the grid's
+// blocks along x are the members' blocks one after the other, and each block reads its member's
+// weight and writes its member's output. One member is an ordinary mat-vec.
+inline constexpr int kQMvGroup = 4;
+struct QMvOut {
+  const uint8_t* w = nullptr;  // row 0's first block
+  void* c = nullptr;           // C[b][m][n], dense
+  int64_t w_row_bytes = 0;
+  int N = 0;
+  int first = 0;  // the member's first block along x
+  Elt c_dtype = Elt::f32;
+};
+struct QMvParams {
+  const Q8Block* qa = nullptr;  // rows b * M + m of K / 32 blocks (q8_act_kernel)
+  QFmt fmt = QFmt::q8_0;        // every member's
+  int M = 0, K = 0;
+  int count = 1;  // members
+  QMvOut out[kQMvGroup];
+};
+
 // Rows of a block-quantized [V, D] tensor dequantized into a dense [rows, D] output: by ids
 // (embedding) or in order (cast, ids.data null).
 struct QRowsParams {

@@ -14,7 +14,12 @@
 //     its group's Q8Block of each activation row (48 bytes, three 16-byte loads, the same for
 //     every block: L1 and L2 hits) once for its R weight rows, and takes dp4a with each;
 //   - the per-thread sums are reduced by the warps' shuffles, then across the 4 warps through
-//     shared memory (one barrier at the end).
+//     shared memory (one barrier at the end);
+//   - one launch may hold up to kQMvGroup mat-vecs of one format that read the same activations
+//     (QMvParams: q, k and v of a decode step; gate and up): the grid's blocks along x are the
+//     members' blocks one after the other, each block reading its member's weight in place and
+//     writing its member's output, so small mat-vecs (k and v: 256 blocks at N 1024) fill the
+//     GPU together and the activations are quantized once.
 #pragma once
 
 #include "device/qmv_shape.h"
@@ -35,21 +40,38 @@ DUET_DEV float q_group_dot(const uint32_t (&v)[8], const float (&sc)[2], const f
   return d * (sc[0] * small_i2f(s0) + sc[1] * small_i2f(s1)) + mn[0] * ds0 + mn[1] * ds1;
 }
 
-// C[b][m0 + m][n0 + r] for the block's MA (>= its rows of A) activation rows and R weight rows.
+// The block's member: the last whose first block is at or before bid_x(). Computed where it is
+// needed (before the loop and after it) rather than held through the loop; its fields are read
+// from the parameter space by index where they are used (ld.param, no copy to local memory): the
+// instances of four rows of the k formats have no register to spare.
+DUET_DEV int qmv_member(const QMvParams& p) {
+  const int bx = bid_x();
+  int mi = 0;
+  DUET_UNROLL for (int j = 1; j < kQMvGroup; ++j) if (j < p.count && bx >= p.out[j].first) mi = j;
+  return mi;
+}
+
+// C[b][m0 + m][n0 + r] for the block's MA (>= its rows of A) activation rows and R weight rows
+// of its member of the group (QMvParams: the last member whose first block is at or before
+// bid_x()).
 template <QFmt F, int MA>
 DUET_KERNEL_BOUNDED_MIN(kQMvThreads, qmv_min_blocks(F, MA))
-qmv_kernel(const QMatmulParams p) {
+qmv_kernel(const QMvParams p) {
   constexpr int R = qmv_rows(MA), NW = kQMvThreads / 32;
   constexpr bool has_min = q_has_min(F);
   const int gpb = q_block_elems(F) / 32, qb = q_block_bytes(F);
-  const int n0 = bid_x() * R, rows = p.N - n0 < R ? p.N - n0 : R;
+  const int mi = qmv_member(p);
+  const int n0 = (bid_x() - p.out[mi].first) * R;
+  const int rows = p.out[mi].N - n0 < R ? p.out[mi].N - n0 : R;
   const int m0 = bid_y() * kQIntRows, ma = p.M - m0 < MA ? p.M - m0 : MA;
   const int groups = p.K / 32;
   const Q8Block* qa = p.qa + (int64_t(bid_z()) * p.M + m0) * groups;
   // Rows past N read row n0 again (never stored): no branch in the loop.
-  const uint8_t* w = p.w + int64_t(n0) * p.w_row_bytes;
-  int64_t roff[R];
-  DUET_UNROLL for (int r = 0; r < R; ++r) roff[r] = r < rows ? int64_t(r) * p.w_row_bytes : 0;
+  const int64_t wrb = p.out[mi].w_row_bytes;
+  const uint8_t* w = p.out[mi].w + int64_t(n0) * wrb;
+  // The rows' byte offsets from row n0 fit 32 bits (the launch plan checks (R - 1) rows' bytes).
+  int roff[R];
+  DUET_UNROLL for (int r = 0; r < R; ++r) roff[r] = r < rows ? int(r * wrb) : 0;
 
   float acc[R][MA];
   DUET_UNROLL for (int r = 0; r < R; ++r) DUET_UNROLL for (int m = 0; m < MA; ++m) acc[r][m] = 0.f;
@@ -86,7 +108,10 @@ qmv_kernel(const QMatmulParams p) {
     if (r < rows && m < ma) {
       float s = 0.f;
       DUET_UNROLL for (int i = 0; i < NW; ++i) s += red[(i * R + r) * MA + m];
-      store_f32(p.c, p.c_dtype, int64_t(bid_z()) * p.M * p.N + int64_t(m0 + m) * p.N + n0 + r, s);
+      const int me = qmv_member(p);
+      const int64_t N = p.out[me].N;
+      store_f32(p.out[me].c, p.out[me].c_dtype,
+                int64_t(bid_z()) * p.M * N + int64_t(m0 + m) * N + n0 + r, s);
     }
   }
 }

@@ -27,7 +27,7 @@ Status quant_int(const detail::Call& c) {
     case Kernel::q8_act:
       return run_kernel(c, &dev::q8_act_kernel);
     case Kernel::qmv: {
-      const auto& p = std::get<dev::QMatmulParams>(c.params);
+      const auto& p = std::get<dev::QMvParams>(c.params);
       return dev::qmv_instance(p.fmt, dev::qmv_act_rows(p.M),
                                [&](auto k) { return run_kernel(c, k); });
     }

@@ -1,13 +1,12 @@
-// emu::launch: the same launches as gpu::launch, run by the host emulator.
+// emu::launch and launch_group: the same launches as the GPU's, run by the host emulator.
 #include "host/launch_plan.h"
 #include "host/runners.h"
 
 namespace duet::kernels::emu {
 
-Status launch(Tier tier, const OpDesc& op, std::span<const View> inputs, const View& output,
-              const Launch& launch) {
-  DUET_ASSIGN_OR_RETURN(std::vector<detail::Call> calls,
-                        detail::plan(tier, op, inputs, output, launch, "emulator"));
+namespace {
+
+Status run_calls(const std::vector<detail::Call>& calls) {
   for (const detail::Call& c : calls) {
     switch (c.kernel) {
       case detail::Kernel::attention_tc:
@@ -38,10 +37,26 @@ Status launch(Tier tier, const OpDesc& op, std::span<const View> inputs, const V
         break;
     }
   }
+  return {};
+}
+
+}  // namespace
+
+Status launch(Tier tier, const OpDesc& op, std::span<const View> inputs, const View& output,
+              const Launch& launch) {
+  DUET_ASSIGN_OR_RETURN(std::vector<detail::Call> calls,
+                        detail::plan(tier, op, inputs, output, launch, "emulator"));
+  DUET_TRY(run_calls(calls));
   if (error_bytes(op))
     return launch_result(
         op, launch.error ? static_cast<const void*>(launch.error) : launch.workspace, "emulator");
   return {};
+}
+
+Status launch_group(Tier tier, std::span<const GroupMember> members, const Launch& launch) {
+  DUET_ASSIGN_OR_RETURN(std::vector<detail::Call> calls,
+                        detail::plan_group(tier, members, launch, "emulator"));
+  return run_calls(calls);
 }
 
 }  // namespace duet::kernels::emu

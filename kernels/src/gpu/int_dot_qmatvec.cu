@@ -12,7 +12,7 @@ Status int_dot_qmatvec(const detail::Call& c, void* stream) {
     case Kernel::q8_act:
       return launch_on_gpu(c, &dev::q8_act_kernel, stream);
     case Kernel::qmv: {
-      const auto& p = std::get<dev::QMatmulParams>(c.params);
+      const auto& p = std::get<dev::QMvParams>(c.params);
       return dev::qmv_instance(p.fmt, dev::qmv_act_rows(p.M),
                                [&](auto k) { return launch_on_gpu(c, k, stream); });
     }

@@ -1,13 +1,13 @@
-// gpu::launch: plans the launches (host/launch_plan.cpp) and hands each to its tier's launcher.
+// gpu::launch and launch_group: plan the launches (host/launch_plan.cpp) and hand each to its
+// tier's launcher.
 #include "host/launch_plan.h"
 #include "host/runners.h"
 
 namespace duet::kernels::gpu {
 
-Status launch(Tier tier, const OpDesc& op, std::span<const View> inputs, const View& output,
-              const Launch& launch) {
-  DUET_ASSIGN_OR_RETURN(std::vector<detail::Call> calls,
-                        detail::plan(tier, op, inputs, output, launch, "cuda"));
+namespace {
+
+Status run_calls(const std::vector<detail::Call>& calls, const Launch& launch) {
   for (const detail::Call& c : calls) {
     switch (c.kernel) {
       case detail::Kernel::attention_tc:
@@ -77,6 +77,21 @@ Status launch(Tier tier, const OpDesc& op, std::span<const View> inputs, const V
     }
   }
   return {};
+}
+
+}  // namespace
+
+Status launch(Tier tier, const OpDesc& op, std::span<const View> inputs, const View& output,
+              const Launch& launch) {
+  DUET_ASSIGN_OR_RETURN(std::vector<detail::Call> calls,
+                        detail::plan(tier, op, inputs, output, launch, "cuda"));
+  return run_calls(calls, launch);
+}
+
+Status launch_group(Tier tier, std::span<const GroupMember> members, const Launch& launch) {
+  DUET_ASSIGN_OR_RETURN(std::vector<detail::Call> calls,
+                        detail::plan_group(tier, members, launch, "cuda"));
+  return run_calls(calls, launch);
 }
 
 }  // namespace duet::kernels::gpu

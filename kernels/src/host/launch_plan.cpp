@@ -723,11 +723,27 @@ class Planner {
       const int64_t gy = (p.M + dev::kQIntRows - 1) / dev::kQIntRows;
       if (batch > 65535 || gy > 65535)
         return fail(Code::unsupported, "grid too large (batch at most 65535)");
-      Call c =
+      if (gx > std::numeric_limits<int>::max())
+        return fail(Code::unsupported, "grid too large (N at most 2^31 rows)");
+      // A block's rows are addressed by 32-bit offsets from its first (quant_mv.h).
+      if (p.w_row_bytes * (cfg.tile_n - 1) > std::numeric_limits<int>::max())
+        return fail(Code::unsupported,
+                    "weight rows of more than 2^31 / " + std::to_string(cfg.tile_n - 1) + " bytes");
+      dev::QMvParams v;
+      v.qa = p.qa;
+      v.fmt = p.fmt;
+      v.M = p.M;
+      v.K = p.K;
+      v.count = 1;
+      v.out[0].w = p.w;
+      v.out[0].c = p.c;
+      v.out[0].w_row_bytes = p.w_row_bytes;
+      v.out[0].N = p.N;
+      v.out[0].c_dtype = p.c_dtype;
+      calls.push_back(
           call(Kernel::qmv,
                {static_cast<unsigned>(gx), static_cast<unsigned>(gy), static_cast<unsigned>(batch)},
-               cfg.block_threads, cfg.shared_bytes, p);
-      calls.push_back(c);
+               cfg.block_threads, cfg.shared_bytes, v));
       return calls;
     }
     p.warps_m = cfg.tile_m / 32;
@@ -1001,8 +1017,11 @@ std::string Call::name() const {
       return std::string("generic quantized cast<") + (sm80 ? "cp.async" : "sync") + ">";
     case Kernel::q8_act:
       return t + " q8 activations";
-    case Kernel::qmv:
-      return "int_dot quantized mat-vec";
+    case Kernel::qmv: {
+      const int n = std::get<dev::QMvParams>(params).count;
+      return n > 1 ? "int_dot quantized mat-vec (" + std::to_string(n) + " grouped)"
+                   : "int_dot quantized mat-vec";
+    }
     case Kernel::mmq:
       return std::string("int8_mma quantized matmul<") + (sm80 ? "m16n8k32" : "m8n8k16") + ">";
     case Kernel::matvec:
@@ -1016,6 +1035,72 @@ std::string Call::name() const {
 Result<std::vector<Call>> plan(Tier tier, const OpDesc& op, std::span<const View> inputs,
                                const View& output, const Launch& launch, std::string_view device) {
   return Planner(tier, op, inputs, output, launch, device).run();
+}
+
+namespace {
+
+bool same_q8(const dev::Q8ActParams& a, const dev::Q8ActParams& b) {
+  return a.a == b.a && a.a_dtype == b.a_dtype && a.M == b.M && a.K == b.K && a.a_m == b.a_m &&
+         a.a_k == b.a_k && a.a_batch[0] == b.a_batch[0] && a.a_batch[1] == b.a_batch[1] &&
+         a.batch_inner == b.batch_inner && a.rows == b.rows && a.out == b.out;
+}
+
+std::string member_names(std::span<const GroupMember> members) {
+  std::string s;
+  for (const GroupMember& m : members) s += (s.empty() ? "'" : ", '") + m.op->name + "'";
+  return s;
+}
+
+}  // namespace
+
+Result<std::vector<Call>> plan_group(Tier tier, std::span<const GroupMember> members,
+                                     const Launch& launch, std::string_view device) {
+  auto bad = [&](const std::string& why) {
+    return Err(Code::invalid_argument)
+        .op("matmul", members.empty() ? std::string() : members[0].op->name)
+        .device(device)
+        .note("group of mat-vecs " + member_names(members) + ": " + why);
+  };
+  if (members.empty()) return bad("no member");
+  std::vector<Call> calls, mvs;
+  for (size_t i = 0; i < members.size(); ++i) {
+    const GroupMember& m = members[i];
+    if (i > 0 && !shares_activations(tier, *members[0].op, members[0].inputs, *m.op, m.inputs))
+      return bad("'" + m.op->name + "' does not read the same activations as '" +
+                 members[0].op->name + "' at the int_dot tier");
+    DUET_ASSIGN_OR_RETURN(std::vector<Call> c,
+                          plan(tier, *m.op, m.inputs, m.output, launch, device));
+    if (c.size() != 2 || c[0].kernel != Kernel::q8_act || c[1].kernel != Kernel::qmv)
+      return bad("'" + m.op->name + "' is not an int_dot mat-vec");
+    if (i == 0)
+      calls.push_back(c[0]);
+    else if (!same_q8(std::get<dev::Q8ActParams>(c[0].params),
+                      std::get<dev::Q8ActParams>(calls[0].params)))
+      return bad("'" + m.op->name + "' quantizes its activations differently");
+    mvs.push_back(c[1]);
+  }
+  // The members of each block format, in order, at most kQMvGroup a launch.
+  std::vector<char> taken(mvs.size(), 0);
+  for (size_t i = 0; i < mvs.size(); ++i) {
+    if (taken[i]) continue;
+    Call g = mvs[i];
+    auto& gp = std::get<dev::QMvParams>(g.params);
+    uint64_t blocks = g.grid.x;
+    for (size_t j = i + 1; j < mvs.size() && gp.count < dev::kQMvGroup; ++j) {
+      const auto& jp = std::get<dev::QMvParams>(mvs[j].params);
+      if (taken[j] || jp.fmt != gp.fmt || mvs[j].grid.y != g.grid.y || mvs[j].grid.z != g.grid.z)
+        continue;
+      if (blocks + mvs[j].grid.x > static_cast<uint64_t>(std::numeric_limits<int>::max())) break;
+      dev::QMvOut o = jp.out[0];
+      o.first = static_cast<int>(blocks);
+      gp.out[gp.count++] = o;
+      blocks += mvs[j].grid.x;
+      taken[j] = 1;
+    }
+    g.grid.x = static_cast<unsigned>(blocks);
+    calls.push_back(g);
+  }
+  return calls;
 }
 
 Status data_error(const OpDesc& op, const void* bytes, std::string_view device) {
@@ -1077,6 +1162,29 @@ uint64_t workspace_bytes(Tier tier, const OpDesc& op, const LaunchConfig& config
   const uint64_t s = static_cast<uint64_t>(splits);
   return detail::round_up(eb) + detail::round_up(s * rows * static_cast<uint64_t>(D) * 4) +
          s * rows * 4;
+}
+
+static_assert(kGroupRows == dev::kQIntRows, "a group's rows of A are one block's");
+
+bool shares_activations(Tier tier, const OpDesc& a, std::span<const View> a_in, const OpDesc& b,
+                        std::span<const View> b_in) {
+  auto member = [&](const OpDesc& o, std::span<const View> in) {
+    if (o.kind != OpKind::matmul || o.inputs.size() != 2 || in.size() != 2 ||
+        !is_quantized(o.inputs[1].dtype) || o.output.rank < 1)
+      return false;
+    const int64_t n = o.output.dim(-1);
+    return n > 0 && o.output.numel() / n <= kGroupRows;
+  };
+  if (tier != Tier::int_dot || !member(a, a_in) || !member(b, b_in)) return false;
+  const View &x = a_in[0], &y = b_in[0];
+  bool same = x.data == y.data && x.dtype == y.dtype && x.rank == y.rank &&
+              a.attrs.transpose_a == b.attrs.transpose_a && a.inputs[0].same_shape(b.inputs[0]) &&
+              a.output.rank == b.output.rank;
+  for (int d = 0; same && d < x.rank; ++d)
+    same = x.shape[d] == y.shape[d] && x.strides[d] == y.strides[d];
+  for (int d = 0; same && d + 1 < a.output.rank; ++d)
+    same = a.output.shape[static_cast<size_t>(d)] == b.output.shape[static_cast<size_t>(d)];
+  return same;
 }
 
 uint64_t error_bytes(const OpDesc& op) {

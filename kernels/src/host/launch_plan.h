@@ -43,11 +43,11 @@ struct Dim3 {
   unsigned x = 1, y = 1, z = 1;
 };
 
-using Params =
-    std::variant<dev::AttnParams, dev::WgAttnParams, dev::CombineParams, dev::MatmulParams,
-                 dev::EltwiseParams, dev::CopyParams, dev::RowParams, dev::RopeParams,
-                 dev::GenAttnParams, dev::EmbedParams, dev::WriteParams, dev::FillParams,
-                 dev::QMatmulParams, dev::QRowsParams, dev::Q8ActParams, dev::ReduceParams>;
+using Params = std::variant<dev::AttnParams, dev::WgAttnParams, dev::CombineParams,
+                            dev::MatmulParams, dev::EltwiseParams, dev::CopyParams, dev::RowParams,
+                            dev::RopeParams, dev::GenAttnParams, dev::EmbedParams, dev::WriteParams,
+                            dev::FillParams, dev::QMatmulParams, dev::QMvParams, dev::QRowsParams,
+                            dev::Q8ActParams, dev::ReduceParams>;
 
 struct Call {
   Kernel kernel = Kernel::eltwise;
@@ -67,6 +67,11 @@ struct Call {
 
 Result<std::vector<Call>> plan(Tier tier, const OpDesc& op, std::span<const View> inputs,
                                const View& output, const Launch& launch, std::string_view device);
+
+// The launches of a group of mat-vecs sharing their activations (launch.h, launch_group): one
+// q8_act, then a grouped qmv per block format (at most dev::kQMvGroup members each).
+Result<std::vector<Call>> plan_group(Tier tier, std::span<const GroupMember> members,
+                                     const Launch& launch, std::string_view device);
 
 // Error from a kernel-found data error (embedding ids, run-time scalars out of range), given the
 // error bytes.

@@ -640,7 +640,11 @@ void quantized_choices(const DeviceCaps& caps, const OpDesc& op, const BuildArch
                       " weight rows a block, decoded to int8 in registers; activations quantized "
                       "to int8 per 32 by a launch before, dp4a (" +
                       arch.name() + " >= " + sm_name(tier_min_sm(Tier::int_dot)) + ") for up to " +
-                      std::to_string(dev::qmv_act_rows(M)) + " activation rows a block");
+                      std::to_string(dev::qmv_act_rows(M)) + " activation rows a block" +
+                      (M <= dev::kQIntRows ? "; grouped at run time with the mat-vecs next to it "
+                                             "that read the same activations (one q8_act, one "
+                                             "launch a format; cuda.group_matvecs)"
+                                           : ""));
       out.push_back(d.done("int_dot quantized mat-vec"));
     }
   }

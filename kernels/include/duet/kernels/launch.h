@@ -49,6 +49,24 @@ uint64_t workspace_bytes(Tier tier, const OpDesc& op, const LaunchConfig& config
 uint64_t error_bytes(const OpDesc& op);
 Status launch_result(const OpDesc& op, const void* error_bytes_on_host, std::string_view device);
 
+// Mat-vecs that read the same activations, launched together (launch_group): a decode step's
+// q, k and v projections, or gate and up. The activations are quantized once for all of them,
+// and the members of one block format share one mat-vec launch whose blocks span the union of
+// their output rows, each block reading its member's weight in place and writing its member's
+// output (no weight is copied or joined).
+struct GroupMember {
+  const OpDesc* op = nullptr;
+  std::span<const View> inputs;
+  View output;
+};
+// Whether `b` (inputs `b_in`) may join a group whose first member is `a` (inputs `a_in`), both at
+// `tier`: block-quantized matmuls at the int_dot tier, at most kGroupRows rows of A, reading the
+// same view of the same activations with the same shapes of A and of the output's rows. Their
+// block formats and N may differ.
+inline constexpr int kGroupRows = 8;
+bool shares_activations(Tier tier, const OpDesc& a, std::span<const View> a_in, const OpDesc& b,
+                        std::span<const View> b_in);
+
 // Launches the kernels computing `op` at tier `tier` with the choice's launch configuration.
 // Inputs are views in the op's input order (strided as op.inputs say), the output is dense.
 // Errors name the op and what was wrong (wrong dtype for the tier, unaligned rows, a missing
@@ -56,6 +74,9 @@ Status launch_result(const OpDesc& op, const void* error_bytes_on_host, std::str
 namespace gpu {
 Status launch(Tier tier, const OpDesc& op, std::span<const View> inputs, const View& output,
               const Launch& launch);
+// A group (each pair of members passing shares_activations), with the first member's launch
+// configuration and a workspace of its workspace_bytes().
+Status launch_group(Tier tier, std::span<const GroupMember> members, const Launch& launch);
 }  // namespace gpu
 
 // The same kernels run by the host emulator (kernels/src/emu/emu.h): the views point to host
@@ -64,6 +85,7 @@ Status launch(Tier tier, const OpDesc& op, std::span<const View> inputs, const V
 namespace emu {
 Status launch(Tier tier, const OpDesc& op, std::span<const View> inputs, const View& output,
               const Launch& launch);
+Status launch_group(Tier tier, std::span<const GroupMember> members, const Launch& launch);
 }  // namespace emu
 
 }  // namespace duet::kernels
