@@ -84,16 +84,22 @@ struct Workspace {
   CachingAllocator::Block block;
 };
 
-// A recording (CUDA graph) and what it needs while it may be replayed: the workspace it captured
-// and pinned host memory its ops' data-error bytes are copied into on every replay.
+// A recording (CUDA graph) and what it needs while it may be replayed: the workspace it captured,
+// the error words of its ops that check run-time values (one device block, so that a replay
+// copies them back in one copy at its end and presets them in another, rather than a reset
+// kernel and a copy for each op: 160 of each in an 8B decode step), and pinned host memory they
+// are copied into on every replay (the first half) and preset from (the second, all "no error").
 struct Recording {
   void* graph = nullptr;
   std::shared_ptr<Workspace> workspace;
   void* checks_host = nullptr;                      // pinned, kCheckArenaBytes
   std::vector<std::pair<OpDesc, uint64_t>> checks;  // op, offset into checks_host
+  CachingAllocator::Block words;                    // kRecordWords error words on the device
+  size_t words_used = 0;
 };
 
 constexpr uint64_t kCheckArenaBytes = 64 << 10;
+constexpr size_t kRecordWords = kCheckArenaBytes / 2 / sizeof(unsigned long long);
 
 struct Slot {
   void* host = nullptr;
@@ -300,8 +306,22 @@ class Device final : public CudaDevice {
     if (!host.ok()) return no("no pinned host memory for the ops' error bytes");
     r.checks_host = *host;
     r.workspace = workspace_;
-    Status begun = check(drv().capture_begin(stream_));
+    auto* preset = static_cast<unsigned long long*>(r.checks_host) + kRecordWords;
+    std::fill_n(preset, kRecordWords, ~0ull);
+    Result<CachingAllocator::Block> words =
+        shared_->allocator.allocate(kRecordWords * sizeof(unsigned long long));
+    if (!words.ok()) {
+      drv().pinned_free(r.checks_host);
+      return no("no device memory for the recorded ops' error words");
+    }
+    r.words = *words;
+    // "No error" in every word before the first replay; each replay presets the words it used
+    // again at its end.
+    Status preset_copied = check(drv().copy_to_device(
+        r.words.ptr, preset, kRecordWords * sizeof(unsigned long long), stream_));
+    Status begun = preset_copied.ok() ? check(drv().capture_begin(stream_)) : preset_copied;
     if (!begun.ok()) {
+      shared_->allocator.release(r.words);
       drv().pinned_free(r.checks_host);
       if (begun.code() == Code::unsupported) return no(begun.message());
       return Err(begun.code()).device(id_).note("beginning a CUDA graph: " + begun.message());
@@ -313,6 +333,16 @@ class Device final : public CudaDevice {
   Result<int> end_recording() override {
     if (!recording_) return duet::Device::end_recording();
     if (!flush().ok()) recording_failed_ = true;
+    if (const size_t n = recording_->words_used; n > 0 && !recording_failed_) {
+      Recording& r = *recording_;
+      const uint64_t bytes = n * sizeof(unsigned long long);
+      Status copied = check(drv().copy_to_host(r.checks_host, r.words.ptr, bytes, stream_));
+      if (copied.ok())
+        copied = check(drv().copy_to_device(
+            r.words.ptr, static_cast<unsigned long long*>(r.checks_host) + kRecordWords, bytes,
+            stream_));
+      if (!copied.ok()) recording_failed_ = true;
+    }
     std::unique_ptr<Recording> r = std::move(recording_);
     Result<void*> graph = drv().capture_end(stream_);
     if (!graph.ok()) (void)check(graph.status());
@@ -437,7 +467,12 @@ class Device final : public CudaDevice {
     kernels::Launch l{choice.launch, stream_, workspace, props_.major * 10 + props_.minor};
     const uint64_t eb = kernels::error_bytes(op);
     int word = -1;
-    if (eb == sizeof(unsigned long long) && !recording_) {
+    if (eb == sizeof(unsigned long long) && recording_) {
+      Recording& r = *recording_;
+      if (r.words_used == kRecordWords) return recording_error(op, "too many ops report errors");
+      word = static_cast<int>(r.words_used++);
+      l.error = static_cast<unsigned long long*>(r.words.ptr) + word;
+    } else if (eb == sizeof(unsigned long long)) {
       DUET_ASSIGN_OR_RETURN(word, next_error_word());
       if (word >= 0) l.error = error_words() + word;
     }
@@ -445,22 +480,15 @@ class Device final : public CudaDevice {
     if (!s.ok())
       return err(s.code()).note(std::string(tier_name(tier)) + " kernel: " + s.message());
     // Data errors (an embedding id out of range): in the batch's error words, copied back at
-    // synchronize; else at the start of the workspace, copied out on the stream before a later
-    // op reuses the workspace (while recording: into the recording's pinned bytes, read after
-    // every replay; the batch's words are preset by a copy a graph cannot repeat). Judged at
-    // synchronize.
-    if (word >= 0) {
+    // synchronize (while recording: in the recording's words, copied back into its pinned bytes
+    // at the end of every replay and read at synchronize; the batch's words are preset by a copy
+    // a graph cannot repeat); else at the start of the workspace, copied out on the stream
+    // before a later op reuses the workspace. Judged at synchronize.
+    if (word >= 0 && recording_) {
+      recording_->checks.emplace_back(op, static_cast<uint64_t>(word) * sizeof(unsigned long long));
+    } else if (word >= 0) {
       data_checks_.push_back(DataCheck{op, {}, word});
     } else if (eb > 0) {
-      if (recording_) {
-        Recording& r = *recording_;
-        const uint64_t at = r.checks.empty() ? 0 : r.checks.back().second + 64;
-        if (at + eb > kCheckArenaBytes) return recording_error(op, "too many ops report errors");
-        DUET_TRY(check(drv().copy_to_host(static_cast<std::byte*>(r.checks_host) + at, workspace,
-                                          eb, stream_)));
-        r.checks.emplace_back(op, at);
-        return {};
-      }
       DataCheck c{op, std::vector<std::byte>(eb), -1};
       DUET_TRY(check(drv().copy_to_host(c.bytes.data(), workspace, eb, stream_)));
       data_checks_.push_back(std::move(c));
@@ -521,6 +549,7 @@ class Device final : public CudaDevice {
 
   void free_recording(Recording& r) {
     if (r.graph) drv().graph_destroy(r.graph);
+    if (r.words.ptr) shared_->allocator.release(r.words);
     if (r.checks_host) drv().pinned_free(r.checks_host);
     r = Recording();
   }

@@ -498,6 +498,58 @@ TEST(CudaDevice, ARecordingIsAGraphThatReplaysWithoutLaunchingAgain) {
   EXPECT_EQ(r.driver->graphs_alive, 0);
 }
 
+// A recording's ops that check run-time values write one block of error words, which each replay
+// copies back in one copy at its end (not a reset and a copy per op: five of each a layer of a
+// decode step) and presets again: the op with a bad value is named, and a good replay after it is
+// good.
+TEST(CudaDevice, ARecordingCopiesItsErrorWordsBackInOneCopy) {
+  Rig r = rig(a100());
+  OpAttrs w;
+  w.axis = 0;
+  const TensorDesc cache = TensorDesc::contiguous(DType::f32, {8, 4});
+  const TensorDesc row = TensorDesc::contiguous(DType::f32, {1, 4});
+  const TensorDesc pos = TensorDesc::contiguous(DType::i32, {1});
+  std::vector<OpDesc> ops;
+  for (int i = 0; i < 5; ++i)
+    ops.push_back(*make_op(OpKind::write_slice, w, {cache, row, pos}, {"cache", "row", "pos"},
+                           "k_write." + std::to_string(i)));
+  KernelChoice k;
+  for (const KernelChoice& c : r.device->choices(ops[0]))
+    if (c.ok && c.tier == Tier::generic) k = c;
+  ASSERT_TRUE(k.ok);
+  Args a = buffers_for(*r.device, ops[0]);
+  auto other = *r.device->allocate(4);
+  const int32_t good = 3, bad = 8;
+  ASSERT_TRUE(r.device->write(*a.buffers[2], 0, &good, 4).ok());
+  ASSERT_TRUE(r.device->write(*other, 0, &good, 4).ok());
+  ASSERT_TRUE(r.device->execute({ops[0], k}, a.inputs, a.output).ok());  // the workspace
+  ASSERT_TRUE(r.device->synchronize().ok());
+  const size_t copies = r.driver->copies_to_host;
+  ASSERT_TRUE(r.device->begin_recording().ok());
+  for (int i = 0; i < 5; ++i) {
+    std::vector<TensorRef> in = a.inputs;
+    if (i == 2) in[2] = {pos, other.get()};
+    ASSERT_TRUE(r.device->execute({ops[static_cast<size_t>(i)], k}, in, a.output).ok());
+  }
+  auto id = r.device->end_recording();
+  ASSERT_TRUE(id.ok()) << id.status().message();
+  EXPECT_EQ(r.driver->copies_to_host - copies, 1u) << "one copy back for the five ops";
+  for (int32_t p : {bad, good}) {
+    ASSERT_TRUE(r.device->write(*other, 0, &p, 4).ok());
+    ASSERT_TRUE(r.device->replay(*id).ok());
+    const Status s = r.device->synchronize();
+    if (p == bad) {
+      ASSERT_FALSE(s.ok());
+      EXPECT_NE(s.message().find("k_write.2"), std::string::npos) << s.message();
+      EXPECT_NE(s.message().find("offset 8"), std::string::npos) << s.message();
+    } else {
+      EXPECT_TRUE(s.ok()) << s.message();
+    }
+  }
+  r.device->release_recording(*id);
+  EXPECT_EQ(r.driver->graphs_alive, 0);
+}
+
 TEST(CudaDevice, RecordingIsRefusedWithTheReasonWhenItCannotBeMade) {
   {
     Rig r = rig(a100());
