@@ -69,6 +69,55 @@ const char* name_at(const duet::Graph& g, const std::vector<int>& ids, size_t i)
 
 }  // namespace
 
+namespace duet::capi {
+
+duet::Result<std::map<std::string, duet::HostTensor>> run_inputs(
+    const char* fn, const char* const* input_names, const duet_tensor* const* inputs,
+    size_t input_count, duet_tensor* const* outputs, size_t output_count, size_t graph_outputs) {
+  if (input_count > 0) {
+    DUET_REQUIRE(fn, input_names);
+    DUET_REQUIRE(fn, inputs);
+  }
+  if (output_count != graph_outputs)
+    return Status(Code::invalid_argument,
+                  std::string(fn) + ": output_count " + std::to_string(output_count) +
+                      ", but the graph has " + std::to_string(graph_outputs) + " outputs");
+  if (output_count > 0) DUET_REQUIRE(fn, outputs);
+  std::map<std::string, duet::HostTensor> in;
+  for (size_t i = 0; i < input_count; ++i) {
+    if (!input_names[i] || !inputs[i])
+      return Status(Code::invalid_argument,
+                    std::string(fn) + ": input name or tensor " + std::to_string(i) + " is NULL");
+    if (!in.emplace(input_names[i], inputs[i]->t).second)
+      return duet::Err(Code::invalid_argument)
+          .tensor(input_names[i])
+          .expected("each input given once")
+          .got("twice");
+  }
+  return in;
+}
+
+Status hand_out_outputs(const char* fn, const std::map<std::string, duet::HostTensor>& result,
+                        const std::vector<std::string>& names, duet_tensor** outputs) {
+  // Wrap every output first, so that nothing is handed out when one is missing.
+  std::vector<std::unique_ptr<duet_tensor>> wrapped;
+  for (const std::string& name : names) {
+    auto it = result.find(name);
+    if (it == result.end())
+      return Status(Code::internal,
+                    std::string(fn) + ": the run returned no output '" + name + "'");
+    auto t = std::make_unique<duet_tensor>();
+    t->t = it->second.desc().is_contiguous() && it->second.desc().offset == 0
+               ? it->second
+               : it->second.contiguous();
+    wrapped.push_back(std::move(t));
+  }
+  for (size_t i = 0; i < wrapped.size(); ++i) outputs[i] = wrapped[i].release();
+  return {};
+}
+
+}  // namespace duet::capi
+
 extern "C" {
 
 const char* duet_last_error(void) {
@@ -421,44 +470,12 @@ duet_status duet_engine_run(duet_engine* e, const char* const* input_names,
                             duet_tensor** outputs, size_t output_count) {
   return guard("duet_engine_run", [&]() -> Status {
     DUET_REQUIRE("duet_engine_run", e);
-    if (input_count > 0) {
-      DUET_REQUIRE("duet_engine_run", input_names);
-      DUET_REQUIRE("duet_engine_run", inputs);
-    }
-    if (output_count != e->outputs.size())
-      return Status(Code::invalid_argument,
-                    "duet_engine_run: output_count " + std::to_string(output_count) +
-                        ", but the graph has " + std::to_string(e->outputs.size()) + " outputs");
-    if (output_count > 0) DUET_REQUIRE("duet_engine_run", outputs);
-    std::map<std::string, duet::HostTensor> in;
-    for (size_t i = 0; i < input_count; ++i) {
-      if (!input_names[i] || !inputs[i])
-        return Status(Code::invalid_argument,
-                      "duet_engine_run: input name or tensor " + std::to_string(i) + " is NULL");
-      if (!in.emplace(input_names[i], inputs[i]->t).second)
-        return duet::Err(Code::invalid_argument)
-            .tensor(input_names[i])
-            .expected("each input given once")
-            .got("twice");
-    }
+    DUET_ASSIGN_OR_RETURN(auto in, run_inputs("duet_engine_run", input_names, inputs, input_count,
+                                              outputs, output_count, e->outputs.size()));
     std::unique_lock<std::mutex> lock(e->m);
     DUET_ASSIGN_OR_RETURN(auto result, e->engine->run(in));
     lock.unlock();
-    // Wrap every output first, so that nothing is handed out when one is missing.
-    std::vector<std::unique_ptr<duet_tensor>> wrapped;
-    for (const std::string& name : e->outputs) {
-      auto it = result.find(name);
-      if (it == result.end())
-        return Status(Code::internal,
-                      "duet_engine_run: the engine returned no output '" + name + "'");
-      auto t = std::make_unique<duet_tensor>();
-      t->t = it->second.desc().is_contiguous() && it->second.desc().offset == 0
-                 ? it->second
-                 : it->second.contiguous();
-      wrapped.push_back(std::move(t));
-    }
-    for (size_t i = 0; i < wrapped.size(); ++i) outputs[i] = wrapped[i].release();
-    return {};
+    return hand_out_outputs("duet_engine_run", result, e->outputs, outputs);
   });
 }
 

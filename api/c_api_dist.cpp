@@ -122,38 +122,10 @@ duet_status duet_dist_run(duet_dist* d, const char* const* input_names,
     return no_mpi("duet_dist_run");
 #else
     DUET_TRY(only_rank0(d, "duet_dist_run"));
-    if (input_count > 0) {
-      DUET_REQUIRE("duet_dist_run", input_names);
-      DUET_REQUIRE("duet_dist_run", inputs);
-    }
-    if (output_count != d->outputs.size())
-      return Status(Code::invalid_argument,
-                    "duet_dist_run: output_count " + std::to_string(output_count) +
-                        ", but the graph has " + std::to_string(d->outputs.size()) + " outputs");
-    if (output_count > 0) DUET_REQUIRE("duet_dist_run", outputs);
-    std::map<std::string, duet::HostTensor> in;
-    for (size_t i = 0; i < input_count; ++i) {
-      if (!input_names[i] || !inputs[i])
-        return Status(Code::invalid_argument,
-                      "duet_dist_run: input name or tensor " + std::to_string(i) + " is NULL");
-      if (!in.emplace(input_names[i], inputs[i]->t).second)
-        return Status(Code::invalid_argument, "duet_dist_run: input '" +
-                                                  std::string(input_names[i]) + "' given twice");
-    }
+    DUET_ASSIGN_OR_RETURN(auto in, duet::capi::run_inputs("duet_dist_run", input_names, inputs, input_count,
+                                              outputs, output_count, d->outputs.size()));
     DUET_ASSIGN_OR_RETURN(auto result, d->engine->run(in));
-    std::vector<std::unique_ptr<duet_tensor>> wrapped;
-    for (const std::string& name : d->outputs) {
-      auto it = result.find(name);
-      if (it == result.end())
-        return Status(Code::internal, "duet_dist_run: the run returned no output '" + name + "'");
-      auto t = std::make_unique<duet_tensor>();
-      t->t = it->second.desc().is_contiguous() && it->second.desc().offset == 0
-                 ? it->second
-                 : it->second.contiguous();
-      wrapped.push_back(std::move(t));
-    }
-    for (size_t i = 0; i < wrapped.size(); ++i) outputs[i] = wrapped[i].release();
-    return {};
+    return duet::capi::hand_out_outputs("duet_dist_run", result, d->outputs, outputs);
 #endif
   });
 }

@@ -4,6 +4,7 @@
 
 #include <cstring>
 #include <exception>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <new>
@@ -117,6 +118,18 @@ inline std::vector<std::string> split_commas(const char* text) {
   if (!cur.empty()) out.push_back(cur);
   return out;
 }
+
+// A run's inputs by name for `fn` (duet_engine_run, duet_dist_run): the arrays given where their
+// counts say so, no NULL name or tensor, each name once, and `output_count` equal to the graph's
+// `graph_outputs`.
+duet::Result<std::map<std::string, duet::HostTensor>> run_inputs(
+    const char* fn, const char* const* input_names, const duet_tensor* const* inputs,
+    size_t input_count, duet_tensor* const* outputs, size_t output_count, size_t graph_outputs);
+
+// Hands a run's outputs to `outputs` in the graph's order (`names`), dense: all of them, or none
+// when one is missing.
+Status hand_out_outputs(const char* fn, const std::map<std::string, duet::HostTensor>& result,
+                        const std::vector<std::string>& names, duet_tensor** outputs);
 
 // This machine's devices, opened when the first engine or plan needs them and closed when the
 // last handle using them is destroyed. Not a process-lifetime object: destroying Vulkan devices
