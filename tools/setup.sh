@@ -26,7 +26,8 @@ packages=(
   gnuplot-nox
   # distributed runs over MPI (docs/distributed.md): Open MPI's library, headers and mpirun
   libopenmpi-dev openmpi-bin
-  # the fuzz preset: clang with libFuzzer and its sanitizer runtimes
+  # the sanitizer presets CI runs (debug-cpu-vulkan, tsan) and the fuzz preset: clang with its
+  # sanitizer runtimes and libFuzzer
   clang libclang-rt-14-dev
   # the coverage preset's reports (tools/coverage.py): llvm-profdata-14 and llvm-cov-14
   llvm-14
