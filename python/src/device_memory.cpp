@@ -41,41 +41,18 @@ std::string dtype_text(duet::DType t) {
   return std::string(duet::dtype_name(t));
 }
 
-// What a duet.DeviceTensor exports: the tensor (its buffer kept alive) and DLPack's arrays.
-struct DeviceExport {
+// What a duet.DeviceTensor exports: the tensor, whose buffer it keeps alive.
+struct DeviceExport : Export {
+  explicit DeviceExport(duet::DeviceTensor d) : t(std::move(d)) {}
   duet::DeviceTensor t;
-  std::vector<int64_t> shape, strides;
-  DLManagedTensor m{};
 };
 
 py::capsule device_capsule(const duet::DeviceTensor& t) {
-  auto* e = new DeviceExport{t, {}, {}, {}};
-  const duet::TensorDesc& d = t.desc;
-  DLTensor& dl = e->m.dl_tensor;
-  dl.data = reinterpret_cast<void*>(static_cast<uintptr_t>(t.buffer->device_address()));
-  dl.device = {kDLCUDA, ordinal_of(*t.device)};
-  for (int i = 0; i < d.rank; ++i) {
-    e->shape.push_back(d.dim(i));
-    e->strides.push_back(d.stride(i));
-  }
-  dl.byte_offset = static_cast<uint64_t>(d.offset) * duet::dtype_size(d.dtype);
-  dl.dtype = dl_dtype(d.dtype);
-  dl.ndim = static_cast<int>(e->shape.size());
-  dl.shape = e->shape.data();
-  dl.strides = e->strides.data();
-  e->m.manager_ctx = e;
-  e->m.deleter = [](DLManagedTensor* m) { delete static_cast<DeviceExport*>(m->manager_ctx); };
-  PyObject* cap = PyCapsule_New(&e->m, "dltensor", [](PyObject* c) {
-    if (PyCapsule_IsValid(c, "dltensor")) {  // no consumer took it
-      auto* m = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(c, "dltensor"));
-      m->deleter(m);
-    }
-  });
-  if (!cap) {
-    delete e;
-    throw py::error_already_set();
-  }
-  return py::reinterpret_steal<py::capsule>(cap);
+  auto* e = new DeviceExport(t);
+  describe(*e, t.desc);
+  return export_capsule(e,
+                        reinterpret_cast<void*>(static_cast<uintptr_t>(t.buffer->device_address())),
+                        {kDLCUDA, ordinal_of(*t.device)});
 }
 
 }  // namespace

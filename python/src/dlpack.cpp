@@ -88,10 +88,9 @@ DLDataType dl_dtype(duet::DType t) {
 namespace {
 
 // What a duet.Tensor exports: the tensor (sharing its storage) and the arrays DLPack points at.
-struct Export {
+struct HostExport : Export {
+  explicit HostExport(duet::HostTensor h) : t(std::move(h)) {}
   duet::HostTensor t;
-  std::vector<int64_t> shape, strides;
-  DLManagedTensor m{};
 };
 
 }  // namespace
@@ -174,27 +173,28 @@ duet::HostTensor tensor_from_dlpack(py::handle obj, const std::string& what) {
   return std::move(*h);
 }
 
-py::capsule dlpack_capsule(const duet::HostTensor& t) {
-  auto* e = new Export{t, {}, {}, {}};
-  const duet::TensorDesc& d = e->t.desc();
-  DLTensor& dl = e->m.dl_tensor;
-  dl.data = e->t.storage();
-  dl.device = {kDLCPU, 0};
-  if (duet::is_quantized(d.dtype)) {  // no DLPack type: the bytes of its blocks
-    e->shape = {static_cast<int64_t>(e->t.storage_bytes())};
-    e->strides = {1};
+void describe(Export& e, const duet::TensorDesc& d, std::optional<uint64_t> block_bytes) {
+  DLTensor& dl = e.m.dl_tensor;
+  if (block_bytes) {
+    e.shape = {static_cast<int64_t>(*block_bytes)};
+    e.strides = {1};
     dl.dtype = {kDLUInt, 8, 1};
   } else {
     for (int i = 0; i < d.rank; ++i) {
-      e->shape.push_back(d.dim(i));
-      e->strides.push_back(d.stride(i));
+      e.shape.push_back(d.dim(i));
+      e.strides.push_back(d.stride(i));
     }
     dl.byte_offset = static_cast<uint64_t>(d.offset) * duet::dtype_size(d.dtype);
     dl.dtype = dl_dtype(d.dtype);
   }
-  dl.ndim = static_cast<int>(e->shape.size());
-  dl.shape = e->shape.data();
-  dl.strides = e->strides.data();
+  dl.ndim = static_cast<int>(e.shape.size());
+  dl.shape = e.shape.data();
+  dl.strides = e.strides.data();
+}
+
+py::capsule export_capsule(Export* e, void* data, DLDevice device) {
+  e->m.dl_tensor.data = data;
+  e->m.dl_tensor.device = device;
   e->m.manager_ctx = e;
   e->m.deleter = [](DLManagedTensor* m) { delete static_cast<Export*>(m->manager_ctx); };
   PyObject* cap = PyCapsule_New(&e->m, "dltensor", [](PyObject* c) {
@@ -209,6 +209,16 @@ py::capsule dlpack_capsule(const duet::HostTensor& t) {
     throw py::error_already_set();
   }
   return py::reinterpret_steal<py::capsule>(cap);
+}
+
+py::capsule dlpack_capsule(const duet::HostTensor& t) {
+  auto* e = new HostExport(t);
+  const duet::TensorDesc& d = e->t.desc();
+  // Block-quantized tensors have no DLPack type: the bytes of their blocks.
+  describe(
+      *e, d,
+      duet::is_quantized(d.dtype) ? std::optional<uint64_t>(e->t.storage_bytes()) : std::nullopt);
+  return export_capsule(e, e->t.storage(), {kDLCPU, 0});
 }
 
 }  // namespace duetpy

@@ -2,8 +2,10 @@
 // device_memory.cpp): DLPack's device types and dtypes in duet's words.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <dlpack/dlpack.h>
 
@@ -19,6 +21,20 @@ bool host_readable(int type);
 std::optional<duet::DType> dtype_of(const DLDataType& t);
 DLDataType dl_dtype(duet::DType t);
 std::string dl_type_text(const DLDataType& t);
+// What duet exports through DLPack: the DLManagedTensor, its shape and strides, and (in a
+// subclass) what keeps the memory alive; freed by the tensor's deleter.
+struct Export {
+  std::vector<int64_t> shape, strides;
+  DLManagedTensor m{};
+  virtual ~Export() = default;
+};
+// Fills e's shape, strides, byte offset and dtype from `d`; with `block_bytes`, the bytes of a
+// block-quantized tensor (no DLPack dtype) as a flat uint8 array of that length.
+void describe(Export& e, const duet::TensorDesc& d, std::optional<uint64_t> block_bytes = {});
+// `e` (taken) with `data` on `device` in a "dltensor" capsule, freed by the capsule unless a
+// consumer took it.
+py::capsule export_capsule(Export* e, void* data, DLDevice device);
+
 // Calls the producer's deleter once, with the GIL (a NumPy producer's deleter releases a Python
 // reference).
 void release(DLManagedTensor* m);
