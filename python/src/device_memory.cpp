@@ -85,13 +85,9 @@ duet::DeviceTensor device_tensor_from_object(py::handle obj, const std::string& 
   if (!queue.ok()) raise(queue.status().with_context(what));
   // DLPack: the producer makes `stream` (duet's) wait for its work on the tensor; 1 is CUDA's
   // legacy default stream, for a device that names none.
-  py::object cap =
-      obj.attr("__dlpack__")(py::arg("stream") = *queue ? py::int_(*queue) : py::int_(1));
-  if (!PyCapsule_IsValid(cap.ptr(), "dltensor"))
-    bad_input(what + ": __dlpack__ returned no unused \"dltensor\" capsule");
-  auto* m = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(cap.ptr(), "dltensor"));
-  PyCapsule_SetName(cap.ptr(), "used_dltensor");
-  std::shared_ptr<void> owner(m, [](void* p) { release(static_cast<DLManagedTensor*>(p)); });
+  DLManagedTensor* m = nullptr;
+  std::shared_ptr<void> owner = take_capsule(
+      obj.attr("__dlpack__")(py::arg("stream") = *queue ? py::int_(*queue) : py::int_(1)), what, m);
   const DLTensor& t = m->dl_tensor;
   if (t.device.device_type != kDLCUDA || t.device.device_id != ordinal)
     bad_input(what + ": __dlpack_device__ said CUDA device " + std::to_string(ordinal) +

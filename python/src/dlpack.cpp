@@ -111,13 +111,8 @@ duet::HostTensor tensor_from_dlpack(py::handle obj, const std::string& what) {
               "to the host first (torch: tensor.cpu())"));
   }
   // Host memory: no stream to name (DLPack's stream argument is for device memory).
-  py::object cap = obj.attr("__dlpack__")();
-  if (!PyCapsule_IsValid(cap.ptr(), "dltensor"))
-    bad_input(what + ": __dlpack__ returned no unused \"dltensor\" capsule");
-  auto* m = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(cap.ptr(), "dltensor"));
-  // Consumed: the capsule's destructor must not free it; `owner` calls its deleter once.
-  PyCapsule_SetName(cap.ptr(), "used_dltensor");
-  std::shared_ptr<void> owner(m, [](void* p) { release(static_cast<DLManagedTensor*>(p)); });
+  DLManagedTensor* m = nullptr;
+  std::shared_ptr<void> owner = take_capsule(obj.attr("__dlpack__")(), what, m);
   const DLTensor& t = m->dl_tensor;
   if (!host_readable(t.device.device_type))
     raise(duet::Status(duet::Code::unsupported,
@@ -171,6 +166,15 @@ duet::HostTensor tensor_from_dlpack(py::handle obj, const std::string& what) {
   // Misaligned data (a byte offset into a buffer) is copied: kernels read whole elements.
   if (reinterpret_cast<uintptr_t>(base) % item != 0) return h->contiguous();
   return std::move(*h);
+}
+
+std::shared_ptr<void> take_capsule(const py::object& cap, const std::string& what,
+                                   DLManagedTensor*& m) {
+  if (!PyCapsule_IsValid(cap.ptr(), "dltensor"))
+    bad_input(what + ": __dlpack__ returned no unused \"dltensor\" capsule");
+  m = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(cap.ptr(), "dltensor"));
+  PyCapsule_SetName(cap.ptr(), "used_dltensor");
+  return std::shared_ptr<void>(m, [](void* p) { release(static_cast<DLManagedTensor*>(p)); });
 }
 
 void describe(Export& e, const duet::TensorDesc& d, std::optional<uint64_t> block_bytes) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -34,6 +35,12 @@ void describe(Export& e, const duet::TensorDesc& d, std::optional<uint64_t> bloc
 // `e` (taken) with `data` on `device` in a "dltensor" capsule, freed by the capsule unless a
 // consumer took it.
 py::capsule export_capsule(Export* e, void* data, DLDevice device);
+
+// Takes the DLManagedTensor out of a producer's "dltensor" capsule (renamed "used_dltensor", so
+// that its destructor no longer frees it); the returned owner calls its deleter once. `what`
+// names the input in the error when the capsule is not an unused "dltensor".
+std::shared_ptr<void> take_capsule(const py::object& cap, const std::string& what,
+                                   DLManagedTensor*& m);
 
 // Calls the producer's deleter once, with the GIL (a NumPy producer's deleter releases a Python
 // reference).
