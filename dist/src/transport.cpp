@@ -10,6 +10,9 @@
 #include <mpi-ext.h>
 #endif
 
+#include <sched.h>
+
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -112,6 +115,7 @@ Result<std::unique_ptr<Transport>> Transport::open(TransportOptions options) {
   t->cuda_support_ = "no: the library has no CUDA extension to ask (mpi-ext.h); taken as none";
 #endif
   t->timeout_s_ = env_timeout(options.timeout_s);
+  t->wait_ = options.wait;
   return t;
 }
 
@@ -168,8 +172,13 @@ Status Transport::waited(void* request, int peer, std::string_view what, std::st
   const double limit = timeout_s < 0 ? timeout_s_ : timeout_s;
   const bool bounded = std::isfinite(limit);
   const auto start = clock::now();
-  const auto deadline = start + std::chrono::duration_cast<clock::duration>(
-                                    std::chrono::duration<double>(bounded ? limit : 0.0));
+  // The window of polls with yields: twice the longest of the recent waits, within the bounds.
+  double yield_us = wait_.yield_min_us;
+  if (wait_.adaptive) {
+    const double longest = *std::max_element(recent_.begin(), recent_.end());
+    yield_us = std::clamp(2 * longest, wait_.yield_min_us, wait_.yield_max_us);
+  }
+  bool contended = false;
   MPI_Status st;
   for (long polls = 0;; ++polls) {
     int done = 0;
@@ -182,13 +191,15 @@ Status Transport::waited(void* request, int peer, std::string_view what, std::st
                                 step, what, peer_name(peer), mpi_error(rc), peer_name(peer)));
     }
     if (done) {
-      // A received message shorter than posted is a protocol mismatch between the ranks.
+      const double waited_us =
+          std::chrono::duration<double, std::micro>(clock::now() - start).count();
+      recent_[next_recent_++ % recent_.size()] = waited_us;
       return Status::ok_status();
     }
-    // Poll hard for the first messages (a crossing's latency is the point), then give the CPU
-    // back: ranks may share cores (mpirun --oversubscribe).
-    if (polls > 2000) std::this_thread::sleep_for(std::chrono::microseconds(50));
-    if (bounded && (polls & 63) == 0 && clock::now() > deadline) {
+    if (polls < 16) continue;  // the first polls back to back
+    const double waited_us =
+        std::chrono::duration<double, std::micro>(clock::now() - start).count();
+    if (bounded && waited_us > limit * 1e6) {
       MPI_Cancel(req);
       MPI_Request_free(req);
       return Status(Code::device_lost,
@@ -196,6 +207,18 @@ Status Transport::waited(void* request, int peer, std::string_view what, std::st
                                 "stalled, or the link did; DUET_DIST_TIMEOUT sets the limit)",
                                 rank_, host_, step, what, peer_name(peer), limit, peer_name(peer)));
     }
+    if (waited_us < wait_.spin_us) continue;
+    if (!contended && waited_us < wait_.spin_us + yield_us) {
+      // A yield that took long means other threads wanted this core (a loaded machine, ranks
+      // sharing cores): a yielding rank then waits behind them for whole time slices, while one
+      // that sleeps is woken at once when its time is up. It sleeps for the rest of this wait.
+      const auto before = clock::now();
+      sched_yield();
+      contended = clock::now() - before > std::chrono::microseconds(50);
+      continue;
+    }
+    const double sleep_us = std::clamp(waited_us / 16, wait_.sleep_min_us, wait_.sleep_max_us);
+    std::this_thread::sleep_for(std::chrono::duration<double, std::micro>(sleep_us));
   }
 }
 

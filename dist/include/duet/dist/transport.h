@@ -7,6 +7,7 @@
 // what includes this header does not need mpi.h.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <memory>
 #include <span>
@@ -18,10 +19,28 @@
 
 namespace duet::dist {
 
+// How a rank waits for a message (MPI's own waits cannot time out, and Open MPI's poll a core
+// anyway): MPI_Test back to back for `spin_us`, then MPI_Test with sched_yield() between polls
+// (the core goes to any other thread that wants it) while the wait is no longer than the recent
+// ones (twice the longest of the last 8 waits, at least `yield_min_us`, at most `yield_max_us`),
+// then sleeps between polls, each 1/16 of the time waited so far, from `sleep_min_us` up to
+// `sleep_max_us`; a yield that kept the rank off the core for over 50 us (other threads want it:
+// a loaded machine) ends the yielding phase at once. A pipeline's steady waits (a stage waiting for
+// the previous one's kernels) are met within microseconds; a rank left waiting longer than usual
+// (rank 0's user, a dead peer) costs a wake-up per `sleep_max_us`. Every phase checks the wait's
+// deadline. tools/bench/dist measures each strategy (docs/performance.md).
+struct WaitPolicy {
+  double spin_us = 20;
+  double yield_min_us = 1000, yield_max_us = 20000;
+  double sleep_min_us = 20, sleep_max_us = 1000;
+  bool adaptive = true;  // false: yield for exactly yield_min_us
+};
+
 struct TransportOptions {
   // The longest any one wait (a message, a collective) may take before the run is ended with an
   // error; DUET_DIST_TIMEOUT (seconds) overrides it.
   double timeout_s = 60;
+  WaitPolicy wait;
 };
 
 // A message posted and not yet finished. Move-only; finish it with Transport::wait (the buffer it
@@ -54,6 +73,11 @@ class Transport {
   const std::string& host() const { return host_; }  // the processor name MPI reports
   double timeout_s() const { return timeout_s_; }
   void set_timeout(double seconds) { timeout_s_ = seconds; }
+  const WaitPolicy& wait_policy() const { return wait_; }
+  void set_wait_policy(const WaitPolicy& policy) {
+    wait_ = policy;
+    recent_.fill(0);
+  }
   // The MPI library, as it names itself ("Open MPI v4.1.4, ..."), and whether it says it can
   // send GPU memory directly (CUDA-aware: Open MPI's MPIX_Query_cuda_support), with how that was
   // found out ("no: the library was built without CUDA support ..."). Activations cross through
@@ -97,6 +121,9 @@ class Transport {
   bool cuda_aware_ = false;
   bool initialised_here_ = false;
   double timeout_s_ = 60;
+  WaitPolicy wait_;
+  std::array<double, 8> recent_{};  // the last waits' lengths (us), for the yield window
+  size_t next_recent_ = 0;
 };
 
 // Whether this process was started by an MPI launcher (mpirun sets OMPI_COMM_WORLD_SIZE, Hydra
