@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <limits>
 #include <set>
 #include <span>
@@ -333,87 +334,128 @@ Result<std::unique_ptr<DistributedEngine>> DistributedEngine::create(Transport& 
   return e;
 }
 
-Status DistributedEngine::run_stage(int run, const std::map<std::string, HostTensor>* caller,
-                                    std::map<std::string, HostTensor>* outputs) {
-  Transport& t = *t_;
-  const int me = t.rank();
+// A run's messages still going out (a stage's activations and outputs, rank 0's inputs), with
+// what rank 0 gathers of its outputs; finished in order, by finish_run.
+struct DistributedEngine::InFlight {
+  int run = 0;
   std::vector<std::unique_ptr<Outgoing>> sending;
+  std::map<std::string, HostTensor> outputs;
+};
+
+Status DistributedEngine::start_run(InFlight& f, const std::map<std::string, HostTensor>* caller) {
+  Transport& t = *t_;
+  const int me = t.rank(), run = f.run;
   // Rank 0 first sends every other stage its graph inputs.
   if (me == 0)
     for (const Stage& s : plan_.stages) {
       if (s.range.rank == 0) continue;
       for (int v : s.inputs)
         DUET_TRY(post_tensor(t, s.range.rank, v, graph_.value(v).name,
-                             caller->at(graph_.value(v).name), sending));
+                             caller->at(graph_.value(v).name), f.sending));
     }
-  if (stage_ >= 0) {
-    const Stage& s = plan_.stages[u(stage_)];
-    const std::string step = fmt::format("run {}, stage {} on rank {}", run, stage_, me);
-    std::map<std::string, HostTensor> have;
-    for (int v : s.inputs) {
-      const GraphValue& gv = graph_.value(v);
-      if (me == 0) {
-        have[gv.name] = caller->at(gv.name);
-      } else {
-        DUET_ASSIGN_OR_RETURN(have[gv.name], recv_tensor(t, 0, v, gv, step + ": input"));
-      }
-    }
-    const int prev = stage_ > 0 ? plan_.stages[u(stage_ - 1)].range.rank : -1;
-    for (int v : s.receives) {
-      const GraphValue& gv = graph_.value(v);
-      DUET_ASSIGN_OR_RETURN(have[gv.name], recv_tensor(t, prev, v, gv, step + ": activation"));
-    }
-    std::map<std::string, HostTensor> ins;
-    for (int in : engine_->graph().inputs()) {
-      const std::string& name = engine_->graph().value(in).name;
-      ins[name] = have.at(name);
-    }
-    auto out = engine_->run(ins);
-    if (!out.ok()) return out.status().with_context(fmt::format("rank {}, {}", me, step));
-    for (auto& [name, tensor] : *out) have[name] = std::move(tensor);
-    if (u(stage_) + 1 < plan_.stages.size()) {
-      const int next = plan_.stages[u(stage_) + 1].range.rank;
-      for (int v : s.sends)
-        DUET_TRY(
-            post_tensor(t, next, v, graph_.value(v).name, have.at(graph_.value(v).name), sending));
-    }
-    for (int v : s.outputs) {
-      const std::string& name = graph_.value(v).name;
-      if (me == 0)
-        (*outputs)[name] = have.at(name);
-      else
-        DUET_TRY(post_tensor(t, 0, v, name, have.at(name), sending));
+  if (stage_ < 0) return Status::ok_status();
+  const Stage& s = plan_.stages[u(stage_)];
+  const std::string step = fmt::format("run {}, stage {} on rank {}", run, stage_, me);
+  std::map<std::string, HostTensor> have;
+  for (int v : s.inputs) {
+    const GraphValue& gv = graph_.value(v);
+    if (me == 0) {
+      have[gv.name] = caller->at(gv.name);
+    } else {
+      DUET_ASSIGN_OR_RETURN(have[gv.name], recv_tensor(t, 0, v, gv, step + ": input"));
     }
   }
-  if (me == 0)
+  const int prev = stage_ > 0 ? plan_.stages[u(stage_ - 1)].range.rank : -1;
+  for (int v : s.receives) {
+    const GraphValue& gv = graph_.value(v);
+    DUET_ASSIGN_OR_RETURN(have[gv.name], recv_tensor(t, prev, v, gv, step + ": activation"));
+  }
+  std::map<std::string, HostTensor> ins;
+  for (int in : engine_->graph().inputs()) {
+    const std::string& name = engine_->graph().value(in).name;
+    ins[name] = have.at(name);
+  }
+  auto out = engine_->run(ins);
+  if (!out.ok()) return out.status().with_context(fmt::format("rank {}, {}", me, step));
+  for (auto& [name, tensor] : *out) have[name] = std::move(tensor);
+  if (u(stage_) + 1 < plan_.stages.size()) {
+    const int next = plan_.stages[u(stage_) + 1].range.rank;
+    for (int v : s.sends)
+      DUET_TRY(
+          post_tensor(t, next, v, graph_.value(v).name, have.at(graph_.value(v).name), f.sending));
+  }
+  for (int v : s.outputs) {
+    const std::string& name = graph_.value(v).name;
+    if (me == 0)
+      f.outputs[name] = have.at(name);
+    else
+      DUET_TRY(post_tensor(t, 0, v, name, have.at(name), f.sending));
+  }
+  return Status::ok_status();
+}
+
+Status DistributedEngine::finish_run(InFlight& f) {
+  Transport& t = *t_;
+  if (t.rank() == 0)
     for (const Stage& s : plan_.stages) {
       if (s.range.rank == 0) continue;
       for (int v : s.outputs) {
         const GraphValue& gv = graph_.value(v);
-        DUET_ASSIGN_OR_RETURN((*outputs)[gv.name], recv_tensor(t, s.range.rank, v, gv,
-                                                               fmt::format("run {}: output", run)));
+        DUET_ASSIGN_OR_RETURN(
+            f.outputs[gv.name],
+            recv_tensor(t, s.range.rank, v, gv, fmt::format("run {}: output", f.run)));
       }
     }
-  return wait_all(t, sending, fmt::format("run {}: sending", run));
+  return wait_all(t, f.sending, fmt::format("run {}: sending", f.run));
+}
+
+Status DistributedEngine::finish_sends(size_t keep) {
+  while (sending_.size() > keep) {
+    DUET_TRY(finish_run(*sending_.front()));
+    sending_.pop_front();
+  }
+  return Status::ok_status();
 }
 
 Result<std::map<std::string, HostTensor>> DistributedEngine::run(
     const std::map<std::string, HostTensor>& inputs) {
+  DUET_ASSIGN_OR_RETURN(auto outs, run_pipelined(std::span(&inputs, 1)));
+  return std::move(outs[0]);
+}
+
+Result<std::vector<std::map<std::string, HostTensor>>> DistributedEngine::run_pipelined(
+    std::span<const std::map<std::string, HostTensor>> requests, int depth) {
   Transport& t = *t_;
   if (t.rank() != 0)
     return Status(Code::invalid_argument, "distributed run: only rank 0 runs; the others serve()");
-  for (int in : graph_.inputs())
-    if (!inputs.count(graph_.value(in).name))
-      return Status(Code::invalid_argument,
-                    "distributed run: input '" + graph_.value(in).name + "' not given");
-  const int run = runs_++;
-  const std::string command = fmt::format("run {}", run);
-  for (int r = 1; r < t.size(); ++r)
-    DUET_TRY(t.send_blob(r, kTagControl, std::as_bytes(std::span(command)), command));
-  std::map<std::string, HostTensor> outputs;
-  DUET_TRY(run_stage(run, &inputs, &outputs));
+  for (const auto& inputs : requests)
+    for (int in : graph_.inputs())
+      if (!inputs.count(graph_.value(in).name))
+        return Status(Code::invalid_argument,
+                      "distributed run: input '" + graph_.value(in).name + "' not given");
+  depth = std::max(depth, 1);
+  std::vector<std::map<std::string, HostTensor>> results;
+  std::deque<std::unique_ptr<InFlight>> flying;
+  auto land = [&]() -> Status {
+    DUET_TRY(finish_run(*flying.front()));
+    results.push_back(std::move(flying.front()->outputs));
+    flying.pop_front();
+    return Status::ok_status();
+  };
+  for (const auto& inputs : requests) {
+    auto f = std::make_unique<InFlight>();
+    f->run = runs_++;
+    const std::string command = fmt::format("run {}", f->run);
+    for (int r = 1; r < t.size(); ++r)
+      DUET_TRY(t.send_blob(r, kTagControl, std::as_bytes(std::span(command)), command));
+    DUET_TRY(start_run(*f, &inputs));
+    flying.push_back(std::move(f));
+    // The next request starts on rank 0's stage while the later stages still run this one.
+    if (flying.size() >= u(depth)) DUET_TRY(land());
+  }
+  while (!flying.empty()) DUET_TRY(land());
   // In the graph's order of outputs, as Engine::run returns them (by name).
-  return outputs;
+  return results;
 }
 
 Status DistributedEngine::reset_states() {
@@ -443,8 +485,12 @@ Status DistributedEngine::serve() {
                           t.recv_blob(0, kTagControl, "waiting for rank 0's next request", 4096,
                                       std::numeric_limits<double>::infinity()));
     const std::string command(reinterpret_cast<const char*>(blob.data()), blob.size());
-    if (command == "finish") return t.barrier("finish");
+    if (command == "finish") {
+      DUET_TRY(finish_sends(0));
+      return t.barrier("finish");
+    }
     if (command == "reset") {
+      DUET_TRY(finish_sends(0));
       if (engine_) DUET_TRY(engine_->reset_states());
       DUET_TRY(t.barrier("reset states"));
       continue;
@@ -454,7 +500,14 @@ Status DistributedEngine::serve() {
       return Status(Code::internal, fmt::format("rank {}: rank 0 sent '{}'", t.rank(), command));
     runs_ = run + 1;
     injected_fault(t.rank(), run);
-    DUET_TRY(run_stage(run, nullptr, nullptr));
+    auto f = std::make_unique<InFlight>();
+    f->run = run;
+    DUET_TRY(start_run(*f, nullptr));
+    sending_.push_back(std::move(f));
+    // This run's activations and outputs go out while the next request is awaited: the stage
+    // takes the next run as soon as it comes (rank 0 may still be gathering an earlier one's
+    // outputs). Two runs' messages at most are kept.
+    DUET_TRY(finish_sends(1));
   }
 }
 

@@ -436,6 +436,11 @@ class DistributedRunner final : public llama::Runner {
       const std::map<std::string, HostTensor>& inputs) override {
     return e_->run(inputs);
   }
+  // A prompt's chunks pipelined over the stages (rank 0 starts chunk i+1 while rank 1 runs i).
+  Result<std::vector<std::map<std::string, HostTensor>>> run_all(
+      std::span<const std::map<std::string, HostTensor>> runs) override {
+    return e_->run_pipelined(runs);
+  }
   Status reset_states() override { return e_->reset_states(); }
   std::string explain() const override { return e_->explain(); }
   dist::DistributedEngine& engine() { return *e_; }

@@ -323,20 +323,32 @@ Result<HostTensor> Model::forward(std::span<const int32_t> tokens) {
       return bad(file_.what, "tokens", "ids in [0, " + std::to_string(cfg_.vocab) + ")",
                  std::to_string(t));
   const int64_t chunk = opts_.prefill_chunk > 0 ? opts_.prefill_chunk : n;
-  std::vector<HostTensor> parts;
+  std::vector<std::map<std::string, HostTensor>> runs;
   for (int64_t at = 0; at < n; at += chunk) {
     const int64_t rows = std::min(chunk, n - at);
     HostTensor ids = HostTensor::empty(DType::i32, std::vector<int64_t>{rows});
     std::copy(tokens.begin() + at, tokens.begin() + at + rows, ids.data<int32_t>());
     HostTensor p = HostTensor::empty(DType::i32, std::vector<int64_t>{1});
     HostTensor l = HostTensor::empty(DType::i32, std::vector<int64_t>{1});
-    p.data<int32_t>()[0] = static_cast<int32_t>(pos_);
-    l.data<int32_t>()[0] = static_cast<int32_t>(pos_ + rows);
-    DUET_ASSIGN_OR_RETURN(auto out, runner_->run({{"tokens", ids}, {"pos", p}, {"len", l}}));
-    pos_ += rows;
-    parts.push_back(std::move(out.at("logits")));
-    if (!opts_.all_logits && at + rows < n) parts.clear();  // only the last row is wanted
+    p.data<int32_t>()[0] = static_cast<int32_t>(pos_ + at);
+    l.data<int32_t>()[0] = static_cast<int32_t>(pos_ + at + rows);
+    runs.push_back({{"tokens", ids}, {"pos", p}, {"len", l}});
   }
+  // The chunks in one call: a runner over pipeline stages overlaps them.
+  Result<std::vector<std::map<std::string, HostTensor>>> outs =
+      std::vector<std::map<std::string, HostTensor>>{};
+  if (runs.size() == 1) {
+    auto one = runner_->run(runs[0]);
+    if (!one.ok()) return one.status();
+    outs->push_back(std::move(*one));
+  } else {
+    outs = runner_->run_all(runs);
+  }
+  if (!outs.ok()) return outs.status();
+  pos_ += n;
+  std::vector<HostTensor> parts;
+  for (auto& out : *outs) parts.push_back(std::move(out.at("logits")));
+  if (!opts_.all_logits) parts.erase(parts.begin(), parts.end() - 1);  // only the last row
   if (parts.size() == 1) return std::move(parts[0]);
   // Every row's logits, the chunks' rows one after another.
   const int64_t vocab = parts[0].desc().dim(-1);

@@ -1,6 +1,7 @@
 // `duet run --distributed` and `duet plan` over ranks: a graph with per-layer caches split over two
 // ranks of this machine gives what one process gives, bit for bit, across runs that read the
-// caches the runs before them wrote; a rank that stops answering ends the run with its name.
+// caches the runs before them wrote (pipelined over the stages or one by one); a rank that stops
+// answering ends the run with its name.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -97,14 +98,17 @@ TEST(DistributedRun, TwoRanksGiveOneProcesssOutputsAcrossRunsThatReadTheCaches) 
   fs::remove(two);
   Launch single = one_process(common + one.string());
   ASSERT_EQ(single.exit_code, 0) << single.output;
-  Launch split =
-      mpirun(2, DUET_BIN, common + two.string() + " --distributed --every-rank --explain");
+  // The three runs pipelined (rank 0 starts run i+1 while rank 1 runs run i; the C API's test
+  // below runs them one by one): each still reads what the runs before it left in the caches.
+  Launch split = mpirun(
+      2, DUET_BIN, common + two.string() + " --distributed --every-rank --explain --pipelined");
   ASSERT_EQ(split.exit_code, 0) << split.output;
   EXPECT_HAS(split.output, "stage 0: rank0");
   EXPECT_HAS(split.output, "stage 1: rank1");
   EXPECT_HAS(split.output, "links:\n  rank0 -> rank1: ");
   EXPECT_HAS(split.output, "(measured)");
   EXPECT_HAS(split.output, "slower than rank");  // two ranks of one machine: said plainly
+  EXPECT_HAS(split.output, "3 runs pipelined over the stages");
   const std::vector<double> want = output_of(one), got = output_of(two);
   ASSERT_EQ(want.size(), 64u);
   EXPECT_EQ(got, want);

@@ -17,6 +17,7 @@ struct DistributedArgs {
   std::string inputs_path, outputs_path;
   ChosenPolicy policy;
   bool every_rank = false;
+  bool pipelined = false;  // duet run: the repeats pipelined over the stages
   bool explain = false;
   bool plan_only = false;  // duet plan: print the stage plan and stop
   int repeats = 1;
@@ -26,7 +27,7 @@ struct DistributedArgs {
 // Runs the command as this process's rank; returns its exit status (ends every rank on an error).
 int run_distributed(const CLI::App& cmd, const DistributedArgs& args);
 
-// Adds --distributed, --every-rank and --timeout to a command.
+// Adds --distributed, --every-rank, --pipelined and --timeout to a command.
 void add_distributed_options(CLI::App& cmd, bool& distributed, DistributedArgs& args);
 
 }  // namespace duet::cli

@@ -258,11 +258,13 @@ int run_graph(const CLI::App& cmd, const Options& o) {
     a.explain = o.explain;
     return run_distributed(cmd, a);
   }
-  if (o.dist.every_rank || o.explain)
-    return fail(
-        cmd,
-        std::string(o.explain ? "--explain" : "--every-rank") + " applies to --distributed runs",
-        2);
+  if (o.dist.every_rank || o.dist.pipelined || o.explain)
+    return fail(cmd,
+                std::string(o.explain          ? "--explain"
+                            : o.dist.pipelined ? "--pipelined"
+                                               : "--every-rank") +
+                    " applies to --distributed runs",
+                2);
   if (o.print_limit < 0) return fail(cmd, "--print-limit must be 0 (no limit) or more", 2);
   auto model = load_model_and_inputs(o.model, o.inputs_path);
   if (!model.ok()) return fail(cmd, model.status().message(), 2);

@@ -80,6 +80,20 @@ class DUET_API Runner {
   virtual ~Runner() = default;
   virtual Result<std::map<std::string, HostTensor>> run(
       const std::map<std::string, HostTensor>& inputs) = 0;
+  // Several runs one after another (a prompt's chunks), each seeing the cache its predecessors
+  // left; the outputs are run()'s in a loop. A runner over pipeline stages overlaps them
+  // (duet-llama
+  // --distributed: a rank starts chunk i+1 while the next rank runs chunk i).
+  virtual Result<std::vector<std::map<std::string, HostTensor>>> run_all(
+      std::span<const std::map<std::string, HostTensor>> runs) {
+    std::vector<std::map<std::string, HostTensor>> out;
+    for (const auto& inputs : runs) {
+      auto r = run(inputs);
+      if (!r.ok()) return r.status();
+      out.push_back(std::move(*r));
+    }
+    return out;
+  }
   virtual Status reset_states() = 0;  // the KV cache back to zero
   virtual std::string explain() const = 0;
 };

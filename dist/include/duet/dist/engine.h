@@ -14,9 +14,11 @@
 // go on calls Transport::abort, which ends every rank at once with its message.
 #pragma once
 
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -74,6 +76,13 @@ class DistributedEngine {
 
   // Rank 0: one run over every stage; inputs by name, outputs by name.
   Result<std::map<std::string, HostTensor>> run(const std::map<std::string, HostTensor>& inputs);
+  // Rank 0: several runs one after another, pipelined over the stages (micro-batches): rank 0's
+  // stage starts run i+1 while the later stages still work on run i, up to `depth` runs in
+  // flight. Each run sees the states (KV caches) its predecessors left, as run() one by one
+  // would: the outputs are those of run() in a loop, bit for bit (a prompt's chunks). Outputs in
+  // the order of `requests`.
+  Result<std::vector<std::map<std::string, HostTensor>>> run_pipelined(
+      std::span<const std::map<std::string, HostTensor>> requests, int depth = 4);
   // Rank 0: every rank's states (KV caches) back to zero.
   Status reset_states();
   // Rank 0: tells the other ranks to return from serve().
@@ -84,8 +93,12 @@ class DistributedEngine {
 
  private:
   DistributedEngine() = default;
-  Status run_stage(int run, const std::map<std::string, HostTensor>* caller_inputs,
-                   std::map<std::string, HostTensor>* outputs);
+  struct InFlight;
+  // A run's part on this rank, without waiting for its messages to go out; then the outputs
+  // gathered (rank 0) and every message finished.
+  Status start_run(InFlight& run, const std::map<std::string, HostTensor>* caller_inputs);
+  Status finish_run(InFlight& run);
+  Status finish_sends(size_t keep);  // serving ranks: all but the last `keep` runs finished
 
   Transport* t_ = nullptr;
   Graph graph_;
@@ -95,6 +108,7 @@ class DistributedEngine {
   std::unique_ptr<Engine> engine_;
   int runs_ = 0;
   bool finished_ = false;
+  std::deque<std::unique_ptr<InFlight>> sending_;
 };
 
 }  // namespace duet::dist
