@@ -1251,6 +1251,45 @@ Status map_thresholded_relu(Node& n) {
       });
 }
 
+// IsNaN: [x != x], as [[x == x] == 0]; IsInf: [|x| == inf], or [x == inf] or [x == -inf] when
+// only one sign is detected (and all false when neither is). Bools as i8, as comparisons give.
+Status map_is_nan(Node& n) {
+  if (n.known(0)) {
+    DUET_TRY(n.room_for(n.shape(0), kBool, 16));
+    n.set_known(
+        0, fold_unary(n.array(0), [](double v) { return std::isnan(v) ? 1.0 : 0.0; }).cast(kBool));
+    return {};
+  }
+  DUET_TRY(activation_input(n));
+  DUET_ASSIGN_OR_RETURN(ValueId x, n.runtime(0));
+  DUET_ASSIGN_OR_RETURN(ValueId zero, n.constant(Array::of_reals(n.elem(0), {1}, {0.0}), "zero"));
+  ValueId same = n.op(OpKind::equal, {x, x}, {}, "is_number");
+  set_bool(n, n.op(OpKind::equal, {same, zero}, {}, "is_nan"));
+  return {};
+}
+
+Status map_is_inf(Node& n) {
+  const bool pos = n.attr_int("detect_positive", 1) != 0;
+  const bool neg = n.attr_int("detect_negative", 1) != 0;
+  if (n.known(0)) {
+    DUET_TRY(n.room_for(n.shape(0), kBool, 16));
+    n.set_known(0, fold_unary(n.array(0), [pos, neg](double v) {
+                     return std::isinf(v) && (v > 0 ? pos : neg) ? 1.0 : 0.0;
+                   }).cast(kBool));
+    return {};
+  }
+  DUET_TRY(activation_input(n));
+  DUET_ASSIGN_OR_RETURN(ValueId x, n.runtime(0));
+  const double inf = std::numeric_limits<double>::infinity();
+  // Neither sign: compared with NaN, which nothing equals.
+  const double target = pos ? inf : neg ? -inf : std::numeric_limits<double>::quiet_NaN();
+  DUET_ASSIGN_OR_RETURN(ValueId t,
+                        n.constant(Array::of_reals(n.elem(0), {1}, {target}), "infinity"));
+  if (pos && neg) x = n.op(OpKind::abs, {x}, {}, "magnitude");
+  set_bool(n, n.op(OpKind::equal, {x, t}, {}, "is_inf"));
+  return {};
+}
+
 // Shrink: (x + bias) * [-lambd - x > 0] + (x - bias) * [x - lambd > 0].
 Status map_shrink(Node& n) {
   const double bias = n.attr_float("bias", 0.0f), lambd = n.attr_float("lambd", 0.5f);
@@ -1342,6 +1381,8 @@ const Mapping kMath[] = {
     {"Sign", map_sign},
     {"ThresholdedRelu", map_thresholded_relu},
     {"Shrink", map_shrink},
+    {"IsNaN", map_is_nan},
+    {"IsInf", map_is_inf},
 };
 
 }  // namespace
