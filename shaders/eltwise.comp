@@ -178,6 +178,26 @@ float atanh_of(float x) {
   return x < 0.0 ? -r : r;
 }
 
+// C's fmod, exactly, by long division in binary: y scaled by a power of two to the largest
+// multiple not above the remainder r (t <= r < 2t) and subtracted, which is exact (Sterbenz)
+// and at least halves r, so at most one step per binade between r and |y|. Not x - y trunc(x/y),
+// whose rounded quotient is off by one near integers and off by far more beyond 2^24.
+float fmod_of(float x, float y) {
+  float ay = abs(y);
+  if (isnan(x) || isnan(y) || isinf(x) || ay == 0.0) return uintBitsToFloat(0x7fc00000u);
+  float r = abs(x);
+  if (isinf(ay)) return x;
+  while (r >= ay) {
+    int er, ey;
+    frexp(r, er);
+    frexp(ay, ey);
+    float t = ldexp(ay, er - ey);
+    if (t > r) t = ldexp(ay, er - ey - 1);
+    r -= t;
+  }
+  return (floatBitsToUint(x) & 0x80000000u) != 0u ? -r : r;  // x's sign, -0 too
+}
+
 float apply(float x, float z) {
   switch (OP) {
     case DUET_EW_ADD: return x + z;
@@ -188,6 +208,7 @@ float apply(float x, float z) {
     case DUET_EW_LESS: return x < z ? 1.0 : 0.0;
     case DUET_EW_LESS_EQUAL: return x <= z ? 1.0 : 0.0;
     case DUET_EW_EQUAL: return x == z ? 1.0 : 0.0;
+    case DUET_EW_FMOD: return fmod_of(x, z);
     case DUET_EW_SCALE: return x * P.f.x;
     case DUET_EW_SILU: return x / (1.0 + exp(-x));
     case DUET_EW_GELU: return 0.5 * x * one_plus_erf(x * 0.70710678118654752);

@@ -1290,6 +1290,34 @@ Status map_is_inf(Node& n) {
   return {};
 }
 
+// Mod: with fmod=1 C's fmod, the remainder with the dividend's sign; with fmod=0 (integers only)
+// the remainder with the divisor's sign, as Python's %. Folded when both operands are known; at
+// run time duet's fmod, for float operands (duet's element-wise ops are float).
+int64_t int_mod(int64_t a, int64_t b, bool fmod) {
+  if (b == 0 || b == -1) return 0;  // ONNX leaves b = 0 undefined; b = -1 divides every a
+  const int64_t r = a % b;
+  return !fmod && r != 0 && (r < 0) != (b < 0) ? r + b : r;
+}
+
+Status map_mod(Node& n) {
+  const bool fmod = n.attr_int("fmod", 0) != 0;
+  if (!fmod && elem_is_float(n.elem(0)))
+    return n.invalid("Mod of " + elem_name(n.elem(0)) +
+                     " with fmod=0 (float operands need fmod=1)");
+  if (n.all_known()) {
+    DUET_TRY(room_for_broadcast(n, n.elem(0)));
+    auto r = fold_binary(
+        n.array(0), n.array(1), n.elem(0), [](double a, double b) { return std::fmod(a, b); },
+        [fmod](int64_t a, int64_t b) { return int_mod(a, b, fmod); });
+    if (!r.ok()) return n.invalid(r.status().message());
+    n.set_known(0, std::move(*r));
+    return {};
+  }
+  DUET_ASSIGN_OR_RETURN(auto ab, float_operands(n));
+  n.set(0, n.op(OpKind::fmod, {ab.first, ab.second}), n.elem(0));
+  return {};
+}
+
 // Shrink: (x + bias) * [-lambd - x > 0] + (x - bias) * [x - lambd > 0].
 Status map_shrink(Node& n) {
   const double bias = n.attr_float("bias", 0.0f), lambd = n.attr_float("lambd", 0.5f);
@@ -1383,6 +1411,7 @@ const Mapping kMath[] = {
     {"Shrink", map_shrink},
     {"IsNaN", map_is_nan},
     {"IsInf", map_is_inf},
+    {"Mod", map_mod},
 };
 
 }  // namespace

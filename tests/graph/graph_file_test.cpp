@@ -59,12 +59,12 @@ Graph every_op_graph(bool external_weight) {
   ValueId re = b.op(OpKind::pow, {sq}, pw, "re");
   ValueId ab = b.op(OpKind::abs, {re}, {}, "ab");
   ValueId lg = b.op(OpKind::log, {ab}, {}, "lg");
-  // The comparisons, then the trigonometric and hyperbolic functions, chained.
+  // The comparisons, fmod, then the trigonometric and hyperbolic functions, chained.
   ValueId cmp =
       b.op(OpKind::equal,
            {b.op(OpKind::less_equal, {b.op(OpKind::less, {lg, ab}, {}, "lt"), ab}, {}, "le"), ab},
            {}, "eq");
-  ValueId tg = cmp;
+  ValueId tg = b.op(OpKind::fmod, {cmp, ab}, {}, "fm");
   for (OpKind k : {OpKind::sin, OpKind::cos, OpKind::tan, OpKind::asin, OpKind::acos, OpKind::atan,
                    OpKind::sinh, OpKind::cosh, OpKind::asinh, OpKind::acosh, OpKind::atanh})
     tg = b.op(k, {tg}, {}, std::string(op_name(k)));
@@ -139,7 +139,7 @@ Graph every_op_graph(bool external_weight) {
 
 TEST(GraphFile, EveryOpAndAttributeRoundTripsExactly) {
   Graph g = every_op_graph(false);
-  ASSERT_EQ(g.nodes().size(), 53u);
+  ASSERT_EQ(g.nodes().size(), 54u);
   std::set<OpKind> kinds;
   for (const GraphNode& n : g.nodes()) kinds.insert(n.kind());
   EXPECT_EQ(kinds.size(), static_cast<size_t>(kNumOpKinds)) << "the graph must use every op";

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 #include "check/graph_check.h"
 #include "duet/backends.h"
@@ -832,6 +833,46 @@ TEST(OnnxImport, BoolTensorsAtRunTimeAreZeroOrOneInI8) {
     EXPECT_EQ(out.at("nonzero").data<int8_t>()[i], nonzero[i]) << i;
     EXPECT_EQ(out.at("either").data<int8_t>()[i], either[i]) << i;
   }
+}
+
+// Mod: known integers fold with the divisor's sign (fmod 0, Python's %) or the dividend's (fmod 1,
+// C's), INT64_MIN % -1 without overflow; floats at run time are duet's fmod, exact where the
+// rounded quotient is an integer too many (0.3 / 0.1) and far beyond 2^24; float Mod with fmod 0
+// is invalid ONNX.
+TEST(OnnxImport, ModFoldsIntegersEitherWayAndIsExactForFloats) {
+  Model m;
+  m.input("x", kF32, {6});
+  m.output("y").output("python").output("c");
+  const std::vector<float> d = {0.1f, -0.1f, 3.0f, -3.0f, 1e-3f, 0.75f};
+  m.init("d", {6}, d);
+  Model::attr(m.node("Mod", {"x", "d"}, {"y"}), "fmod", int64_t{1});
+  m.init_i64("a", {4}, {7, -7, 7, std::numeric_limits<int64_t>::min()});
+  m.init_i64("b", {4}, {-3, 3, 3, -1});
+  m.node("Mod", {"a", "b"}, {"py"});
+  Model::attr(m.node("Mod", {"a", "b"}, {"cm"}), "fmod", int64_t{1});
+  Model::attr(m.node("Cast", {"py"}, {"python"}), "to", int64_t{kF32});
+  Model::attr(m.node("Cast", {"cm"}, {"c"}), "to", int64_t{kF32});
+  auto g = m.import();
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  EXPECT_EQ(count_kind(*g, OpKind::fmod), 1);
+  const std::vector<float> x = {0.3f, 0.3f, -7.5f, 7.5f, 3e5f, -1e30f};
+  auto out = run_cpu(*g, {{"x", tensor({6}, x)}});
+  ASSERT_EQ(out.size(), 3u);
+  for (size_t i = 0; i < x.size(); ++i)
+    EXPECT_EQ(out.at("y").data<float>()[i], std::fmod(x[i], d[i])) << i;
+  const float python[] = {-2, 2, 1, 0}, c[] = {1, -1, 1, 0};
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(out.at("python").data<float>()[i], python[i]) << i;
+    EXPECT_EQ(out.at("c").data<float>()[i], c[i]) << i;
+  }
+  Model bad;
+  bad.input("x", kF32, {2}).output("y");
+  bad.init("d", {2}, {1.0f, 2.0f});
+  bad.node("Mod", {"x", "d"}, {"y"});
+  auto refused = bad.import();
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("fmod=0"), std::string::npos)
+      << refused.status().message();
 }
 
 TEST(OnnxImport, PadModesAndNegativePadsMatchTheirDefinitions) {

@@ -187,6 +187,9 @@ Status elementwise(const OpArgs& a) {
       case DUET_EW_EQUAL:
         map_binary(a, x, z, y.data(), [](float p, float q) { return p == q ? 1.f : 0.f; });
         break;
+      case DUET_EW_FMOD:
+        map_binary(a, x, z, y.data(), [](float p, float q) { return std::fmod(p, q); });
+        break;
       case DUET_EW_SILU_MUL: {
         // Without broadcasting: the vector silu, then the product, in place.
         const int64_t n = a.op.output.numel();

@@ -22,6 +22,9 @@
 //                         comparisons with numpy broadcasting, one float dtype: 1 where a < b,
 //                         a <= b, a == b, else 0 (NaN compares false), in a's dtype. Booleans
 //                         at run time are these 0/1 values (the ONNX importer holds them as i8).
+//   fmod(a, b)            C's fmod with numpy broadcasting, one float dtype: a - b * trunc(a / b),
+//                         exactly (the remainder has a's sign; NaN where b is 0 or a infinite, a
+//                         where b is infinite).
 //   sin, cos, tan, asin, acos, atan, sinh, cosh, asinh, acosh, atanh
 //                         elementwise, as C's functions (NaN outside the domain of asin, acos,
 //                         acosh and atanh).
@@ -111,6 +114,7 @@ enum class OpKind : uint8_t {
   less,
   less_equal,
   equal,
+  fmod,
   sin,
   cos,
   tan,

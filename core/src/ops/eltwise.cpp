@@ -311,6 +311,21 @@ constexpr OpDoc kEqualDoc{
  "nodes": [{"name": "y", "op": "equal", "inputs": ["a", "b"]}],
  "outputs": ["y"]}
 )"};
+constexpr OpDoc kFmodDoc{
+    "Element-wise remainder of a / b with a's sign (C's fmod), with broadcasting.",
+    kABDoc,
+    kBroadcastOut,
+    {},
+    "`y = a - b * trunc(a / b)`, computed exactly (every such remainder is representable), element "
+    "by element after broadcasting: the result has `a`'s sign and is smaller than `b` in "
+    "magnitude; NaN where `b` is 0 or `a` is infinite, `a` where `b` is infinite. ONNX's Mod with "
+    "fmod=1.",
+    R"({"format": "duet-graph", "version": 1, "name": "fmod",
+ "inputs": [{"name": "a", "dtype": "f32", "shape": [2, 3]},
+            {"name": "b", "dtype": "f32", "shape": [3]}],
+ "nodes": [{"name": "y", "op": "fmod", "inputs": ["a", "b"]}],
+ "outputs": ["y"]}
+)"};
 constexpr OpDoc kSinDoc{"Sine (radians).",
                         kXDoc,
                         kSameOut,
@@ -538,6 +553,8 @@ constexpr OpFacts kRows[] = {
      [](double x, double z, const OpAttrs&) { return x == z ? 1.0 : 0.0; },
      nullptr,
      {InputRange::steps, InputRange::steps}},
+    {OpKind::fmod, "fmod", kAB, OpClass::elementwise, infer_binary, per_element<8>, &kFmodDoc,
+     code_of<DUET_EW_FMOD>, [](double x, double z, const OpAttrs&) { return std::fmod(x, z); }},
     {OpKind::sin, "sin", kX, OpClass::elementwise, infer_unary, per_element<8>, &kSinDoc,
      code_of<DUET_EW_SIN>, [](double x, double, const OpAttrs&) { return std::sin(x); }},
     {OpKind::cos, "cos", kX, OpClass::elementwise, infer_unary, per_element<8>, &kCosDoc,

@@ -58,6 +58,8 @@ DUET_DEV float eltwise_apply(uint32_t op, float x, float y, float alpha) {
       return x <= y ? 1.f : 0.f;
     case DUET_EW_EQUAL:
       return x == y ? 1.f : 0.f;
+    case DUET_EW_FMOD:
+      return fmodf(x, y);
     case DUET_EW_SCALE:
       return x * alpha;
     case DUET_EW_SILU:
