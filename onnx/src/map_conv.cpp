@@ -774,7 +774,9 @@ Status map_pad(Node& n) {
 // (the other products are x * 0).
 Result<std::vector<double>> resize_weights(Node& n, int64_t in, int64_t out, double scale,
                                            const std::string& mode, const std::string& ctm) {
-  const std::string nearest = n.attr_string("nearest_mode", "round_prefer_floor");
+  // Upsample (opset 7 to 9) samples the nearest by flooring: Resize's asymmetric mode and floor.
+  const std::string nearest =
+      n.attr_string("nearest_mode", n.type() == "Upsample" ? "floor" : "round_prefer_floor");
   const double a = n.attr_float("cubic_coeff_a", -0.75f);
   const bool exclude = n.attr_int("exclude_outside", 0) != 0;
   std::vector<double> m(static_cast<size_t>(out * in), 0.0);
@@ -941,6 +943,16 @@ Status map_resize(Node& n) {
   return {};
 }
 
+// Upsample (opset 7 to 9, scales an input from opset 9): Resize of opset 10's meaning with the
+// nearest sample floored. Its linear mode is refused.
+Status map_upsample(Node& n) {
+  if (n.attr_string("mode", "nearest") != "nearest")
+    return n.unsupported("Upsample in mode '" + n.attr_string("mode", "nearest") +
+                         "' (nearest only)");
+  if (n.opset() < 9) return n.unsupported("Upsample below opset 9 (scales as an attribute)");
+  return map_resize(n);
+}
+
 const Mapping kConv[] = {
     {"MaxPool", map_max_pool},
     {"AveragePool", map_average_pool},
@@ -952,6 +964,7 @@ const Mapping kConv[] = {
     {"Pad", map_pad},
     {"ConvTranspose", map_conv_transpose},
     {"Resize", map_resize},
+    {"Upsample", map_upsample},
 };
 
 }  // namespace

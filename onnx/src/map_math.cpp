@@ -1290,6 +1290,91 @@ Status map_is_inf(Node& n) {
   return {};
 }
 
+// OneHot with known depth and values: folded when the indices are known; at run time
+// `off + (on - off) * ([i == k] + [i == k - depth])` for the classes k in [0, depth): the indices
+// in f32 with a trailing dim of 1, compared by duet's equal with known rows of the classes (and of
+// the classes less depth, for negative indices), broadcast; a new axis other than the last is a
+// permute view. Exact for integral indices (below 2^24 in magnitude); an index outside
+// [-depth, depth) gives a row of `off`, and a float index with a fraction matches no class where
+// ONNX truncates it first.
+Status map_one_hot(Node& n) {
+  if (!n.known(1) || !n.known(2))
+    return n.unsupported("OneHot with its depth or values computed at run time");
+  if (n.array(1).numel() != 1 || n.array(2).numel() != 2)
+    return n.invalid("a depth of " + std::to_string(n.array(1).numel()) + " values and " +
+                     std::to_string(n.array(2).numel()) + " values (1 and 2)");
+  const double depth_value = std::trunc(n.array(1).real_at(0));
+  if (!(depth_value >= 1 && depth_value <= 1 << 24))
+    return n.invalid("depth " + std::to_string(depth_value) + " outside [1, 2^24]");
+  const auto depth = static_cast<int64_t>(depth_value);
+  const double off = n.array(2).real_at(0), on = n.array(2).real_at(1);
+  const int elem = n.elem(2);
+  std::vector<int64_t> out = n.shape(0);
+  const int r = static_cast<int>(out.size()) + 1;
+  DUET_ASSIGN_OR_RETURN(int axis, normalize_axis(n.attr_int("axis", -1), r));
+  out.insert(out.begin() + axis, depth);
+  DUET_TRY(n.room_for(out, elem, 16));
+  if (n.known(0)) {
+    const std::vector<double> idx = n.array(0).reals();
+    int64_t inner = 1;
+    for (size_t d = static_cast<size_t>(axis) + 1; d < out.size(); ++d) inner *= out[d];
+    std::vector<double> v(idx.size() * static_cast<size_t>(depth));
+    for (size_t e = 0; e < v.size(); ++e) {
+      const auto o = static_cast<int64_t>(e) / (depth * inner),
+                 k = static_cast<int64_t>(e) / inner % depth;
+      double i = std::trunc(idx[static_cast<size_t>(o * inner + static_cast<int64_t>(e) % inner)]);
+      if (i < 0) i += static_cast<double>(depth);
+      v[e] = i == static_cast<double>(k) ? on : off;
+    }
+    n.set_known(0, Array::of_reals(elem, out, v));
+    return {};
+  }
+  if (!elem_is_float(elem) || elem == kDouble)
+    return n.unsupported("OneHot of " + elem_name(elem) +
+                         " values at run time (duet's element-wise ops are float)");
+  if (n.elem(0) == kDouble || n.elem(0) == kBool)
+    return n.unsupported("OneHot of " + elem_name(n.elem(0)) + " indices at run time");
+  DUET_ASSIGN_OR_RETURN(DType t, runtime_dtype(elem));
+  DUET_ASSIGN_OR_RETURN(ValueId i, as_float(n, 0, DType::f32, "indices"));
+  std::vector<int64_t> column = n.shape(0);
+  column.push_back(1);
+  i = n.reshape(i, column, "column");
+  std::vector<double> classes(static_cast<size_t>(depth)), below(static_cast<size_t>(depth));
+  for (int64_t k = 0; k < depth; ++k) {
+    classes[static_cast<size_t>(k)] = static_cast<double>(k);
+    below[static_cast<size_t>(k)] = static_cast<double>(k - depth);
+  }
+  DUET_ASSIGN_OR_RETURN(ValueId c,
+                        n.constant(Array::of_reals(kFloat, {depth}, classes), "classes"));
+  DUET_ASSIGN_OR_RETURN(ValueId cb,
+                        n.constant(Array::of_reals(kFloat, {depth}, below), "from_end"));
+  ValueId hot = n.op(OpKind::add,
+                     {n.op(OpKind::equal, {i, c}, {}, "is_class"),
+                      n.op(OpKind::equal, {i, cb}, {}, "is_class_from_end")},
+                     {}, "hot");
+  if (on - off != 1) {
+    OpAttrs at;
+    at.alpha = static_cast<float>(on - off);
+    hot = n.op(OpKind::scale, {hot}, at, "on_less_off");
+  }
+  if (off != 0) {
+    DUET_ASSIGN_OR_RETURN(ValueId o, n.constant(Array::of_reals(kFloat, {1}, {off}), "off"));
+    hot = n.op(OpKind::add, {hot, o}, {}, "with_off");
+  }
+  if (t != DType::f32) {
+    OpAttrs at;
+    at.to = t;
+    hot = n.op(OpKind::cast, {hot}, at, "as_values");
+  }
+  if (axis != r - 1) {
+    OpAttrs p;
+    for (int d = 0; d < r; ++d) p.perm.push_back(d < axis ? d : d == axis ? r - 1 : d - 1);
+    hot = n.op(OpKind::permute, {hot}, p, "axis");
+  }
+  n.set(0, hot, elem);
+  return {};
+}
+
 // Mod: with fmod=1 C's fmod, the remainder with the dividend's sign; with fmod=0 (integers only)
 // the remainder with the divisor's sign, as Python's %. Folded when both operands are known; at
 // run time duet's fmod, for float operands (duet's element-wise ops are float).
@@ -1412,6 +1497,7 @@ const Mapping kMath[] = {
     {"IsNaN", map_is_nan},
     {"IsInf", map_is_inf},
     {"Mod", map_mod},
+    {"OneHot", map_one_hot},
 };
 
 }  // namespace

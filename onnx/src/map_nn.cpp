@@ -1,6 +1,8 @@
 // Contractions, normalisations and softmax.
 #include <algorithm>
 #include <cmath>
+#include <optional>
+#include <string>
 
 #include "fold.h"
 #include "importer.h"
@@ -735,6 +737,240 @@ Status map_softmax_cross_entropy(Node& n) {
   return {};
 }
 
+// LRN: x / (bias + alpha / size * s)^beta, s the sum of the squares over the channels
+// [c - floor((size - 1) / 2), c + ceil((size - 1) / 2)] (those that exist): pow 2, then a matmul
+// by a known 0/1 band matrix [C, C] with x viewed as [N, C, pixels] (batch broadcast), scale, add,
+// pow -beta, mul.
+Status map_lrn(Node& n) {
+  DUET_TRY(float_input(n, 0));
+  const std::vector<int64_t> dims = n.shape(0);
+  if (dims.size() < 3) return n.invalid("an input of rank " + std::to_string(dims.size()));
+  const int64_t size = n.attr_int("size", 0);
+  if (size < 1) return n.invalid("size " + std::to_string(size));
+  const double alpha = n.attr_float("alpha", 1e-4f), beta = n.attr_float("beta", 0.75f);
+  const double bias = n.attr_float("bias", 1.0f);
+  const int64_t c = dims[1], before = (size - 1) / 2, after = size - 1 - before;
+  DUET_TRY(n.room_for({c, c}, n.elem(0), 8));
+  std::vector<double> band(static_cast<size_t>(c * c), 0.0);
+  for (int64_t i = 0; i < c; ++i)
+    for (int64_t j = std::max<int64_t>(0, i - before); j <= std::min(c - 1, i + after); ++j)
+      band[static_cast<size_t>(i * c + j)] = 1.0;
+  DUET_ASSIGN_OR_RETURN(ValueId x, n.runtime(0));
+  DUET_ASSIGN_OR_RETURN(ValueId w, n.constant(Array::of_reals(n.elem(0), {c, c}, band), "band"));
+  OpAttrs sq, scaled, power;
+  sq.exponent = 2.0f;
+  scaled.alpha = static_cast<float>(alpha / static_cast<double>(size));
+  power.exponent = static_cast<float>(-beta);
+  ValueId squares = n.reshape(n.op(OpKind::pow, {x}, sq, "squared"),
+                              {dims[0], c, product(dims, 2, dims.size())}, "pixels");
+  ValueId sums = n.reshape(n.op(OpKind::matmul, {w, squares}, {}, "window_sums"), dims, "sums");
+  DUET_ASSIGN_OR_RETURN(ValueId b, n.constant(Array::of_reals(n.elem(0), {1}, {bias}), "bias"));
+  ValueId base = n.op(OpKind::add, {n.op(OpKind::scale, {sums}, scaled, "scaled"), b}, {}, "base");
+  n.set(0, n.op(OpKind::mul, {x, n.op(OpKind::pow, {base}, power, "divisor")}), n.elem(0));
+  return {};
+}
+
+// RNN, GRU and LSTM in one direction (forward or reverse), unrolled over the sequence into
+// matmuls and element-wise ops as ONNX defines them, with the default activations (sigmoid for
+// the gates, tanh for the rest): X W^T for every step in one matmul (plus the biases), then per
+// step H R^T added and the gates taken as slice views, and Y stacked by concat. GRU's
+// linear_before_reset both ways, LSTM's peepholes. sequence_lens must be known and every
+// sequence full length; bidirectional, other activations, clip and input_forget are refused.
+enum class Cell { rnn, gru, lstm };
+
+Status recurrent(Node& n, Cell cell) {
+  const std::string type(n.type());
+  const int64_t gates = cell == Cell::rnn ? 1 : cell == Cell::gru ? 3 : 4;
+  for (size_t i = 0; i < 3; ++i) DUET_TRY(float_input(n, i));
+  const std::string dir = n.attr_string("direction", "forward");
+  if (dir != "forward" && dir != "reverse")
+    return n.unsupported(type + " with direction '" + dir + "' (forward or reverse only)");
+  if (const auto* a = n.attr("activations")) {
+    static const char* const kDefaults[3][3] = {
+        {"Tanh"}, {"Sigmoid", "Tanh"}, {"Sigmoid", "Tanh", "Tanh"}};
+    const int want = cell == Cell::rnn ? 1 : cell == Cell::gru ? 2 : 3;
+    bool same = a->strings_size() == want;
+    for (int k = 0; same && k < want; ++k)
+      same = a->strings(k) == kDefaults[static_cast<int>(cell)][k];
+    if (!same) return n.unsupported(type + " with activations other than the defaults");
+  }
+  if (n.has_attr("clip")) return n.unsupported(type + " with clip");
+  if (n.attr_int("input_forget", 0) != 0) return n.unsupported(type + " with input_forget");
+  const bool batch_first = n.attr_int("layout", 0) != 0;
+  const bool lbr = n.attr_int("linear_before_reset", 0) != 0;
+  const std::vector<int64_t> xd = n.shape(0), wd = n.shape(1), rd = n.shape(2);
+  if (xd.size() != 3 || wd.size() != 3 || rd.size() != 3 || wd[0] != 1 || rd[0] != 1)
+    return n.invalid("X, W and R of shapes " + dims_str(xd) + ", " + dims_str(wd) + ", " +
+                     dims_str(rd) + " (rank 3, one direction)");
+  const int64_t steps = xd[batch_first ? 1 : 0], batch = xd[batch_first ? 0 : 1], in = xd[2];
+  const int64_t hidden = n.attr_int("hidden_size", rd[2]), gh = gates * hidden;
+  if (wd[1] != gh || wd[2] != in || rd[1] != gh || rd[2] != hidden)
+    return n.invalid("W " + dims_str(wd) + " and R " + dims_str(rd) + " for hidden_size " +
+                     std::to_string(hidden) + " and " + std::to_string(in) + " inputs");
+  if (n.has(4)) {
+    DUET_ASSIGN_OR_RETURN(std::vector<int64_t> lens, n.ints(4, "sequence_lens"));
+    for (int64_t l : lens)
+      if (l != steps)
+        return n.unsupported(type + " with a sequence length of " + std::to_string(l) +
+                             " in a sequence of " + std::to_string(steps) +
+                             " (duet runs every sequence to its full length)");
+  }
+  for (size_t i = 3; i < n.num_inputs(); ++i)
+    if (i != 4 && n.has(i)) DUET_TRY(float_input(n, i));
+  const int elem = n.elem(0);
+  auto cut = [&](ValueId v, int axis, int64_t start, int64_t stop, std::string_view what) {
+    OpAttrs at;
+    at.axis = axis;
+    at.start = start;
+    at.stop = stop;
+    return n.op(OpKind::slice, {v}, at, what);
+  };
+  auto apply1 = [&](OpKind k, ValueId v, std::string_view what) { return n.op(k, {v}, {}, what); };
+  auto apply2 = [&](OpKind k, ValueId a, ValueId b, std::string_view what) {
+    return n.op(k, {a, b}, {}, what);
+  };
+  DUET_ASSIGN_OR_RETURN(ValueId x, n.runtime(0));
+  DUET_ASSIGN_OR_RETURN(ValueId w, n.runtime(1));
+  DUET_ASSIGN_OR_RETURN(ValueId r, n.runtime(2));
+  w = n.reshape(w, {gh, in}, "w");
+  r = n.reshape(r, {gh, hidden}, "r");
+  OpAttrs tb;
+  tb.transpose_b = true;
+  // X W^T for every step: [steps * batch, gh] viewed as X's leading dims.
+  ValueId xw = n.op(OpKind::matmul, {n.reshape(x, {xd[0] * xd[1], in}, "rows"), w}, tb, "xw");
+  xw = n.reshape(xw, {xd[0], xd[1], gh}, "xw_steps");
+  std::optional<ValueId> rbh;  // GRU: R's bias of the h gate, added apart
+  if (n.has(3)) {
+    DUET_ASSIGN_OR_RETURN(ValueId b, n.runtime(3));
+    if (n.shape(3) != std::vector<int64_t>{1, 2 * gh})
+      return n.invalid("B of shape " + dims_str(n.shape(3)) + " (expected [1, " +
+                       std::to_string(2 * gh) + "])");
+    ValueId wb = cut(b, 1, 0, gh, "wb"), rb = cut(b, 1, gh, 2 * gh, "rb");
+    ValueId bias;
+    if (cell == Cell::gru) {
+      ValueId zr = apply2(OpKind::add, cut(wb, 1, 0, 2 * hidden, "wb_zr"),
+                          cut(rb, 1, 0, 2 * hidden, "rb_zr"), "b_zr");
+      OpAttrs cat;
+      cat.axis = 1;
+      bias = n.op(OpKind::concat, {zr, cut(wb, 1, 2 * hidden, gh, "wb_h")}, cat, "bias");
+      rbh = cut(rb, 1, 2 * hidden, gh, "rb_h");
+    } else {
+      bias = apply2(OpKind::add, wb, rb, "bias");
+    }
+    xw = apply2(OpKind::add, xw, bias, "xw_b");
+  }
+  auto state = [&](size_t i, std::string_view what) -> Result<std::optional<ValueId>> {
+    if (!n.has(i)) return std::optional<ValueId>{};
+    const std::vector<int64_t> want = batch_first ? std::vector<int64_t>{batch, 1, hidden}
+                                                  : std::vector<int64_t>{1, batch, hidden};
+    if (n.shape(i) != want)
+      return n.invalid(std::string(what) + " of shape " + dims_str(n.shape(i)) + " (expected " +
+                       dims_str(want) + ")");
+    DUET_ASSIGN_OR_RETURN(ValueId v, n.runtime(i));
+    return std::optional<ValueId>{n.reshape(v, {batch, hidden}, what)};
+  };
+  DUET_ASSIGN_OR_RETURN(std::optional<ValueId> h, state(5, "initial_h"));
+  std::optional<ValueId> c, pi, po, pf;
+  if (cell == Cell::lstm) {
+    DUET_ASSIGN_OR_RETURN(c, state(6, "initial_c"));
+    if (n.has(7)) {
+      if (n.shape(7) != std::vector<int64_t>{1, 3 * hidden})
+        return n.invalid("P of shape " + dims_str(n.shape(7)));
+      DUET_ASSIGN_OR_RETURN(ValueId p, n.runtime(7));
+      pi = cut(p, 1, 0, hidden, "p_i");
+      po = cut(p, 1, hidden, 2 * hidden, "p_o");
+      pf = cut(p, 1, 2 * hidden, 3 * hidden, "p_f");
+    }
+  }
+  ValueId one;
+  if (cell == Cell::gru) {
+    DUET_ASSIGN_OR_RETURN(one, n.constant(Array::of_reals(elem, {1}, {1.0}), "one"));
+  }
+  const ValueId r_h = cell == Cell::gru ? cut(r, 0, 2 * hidden, gh, "r_h") : r;
+  std::vector<ValueId> ys(static_cast<size_t>(steps));
+  for (int64_t k = 0; k < steps; ++k) {
+    const int64_t t = dir == "forward" ? k : steps - 1 - k;
+    const std::string at = "t" + std::to_string(t);
+    ValueId g = n.reshape(cut(xw, batch_first ? 1 : 0, t, t + 1, at + "_x"), {batch, gh}, at);
+    std::optional<ValueId> hr;
+    if (h) hr = n.op(OpKind::matmul, {*h, r}, tb, at + "_hr");
+    if (cell == Cell::rnn) {
+      h = apply1(OpKind::tanh, hr ? apply2(OpKind::add, g, *hr, at + "_sum") : g, at + "_h");
+    } else if (cell == Cell::lstm) {
+      if (hr) g = apply2(OpKind::add, g, *hr, at + "_sum");
+      ValueId gi = cut(g, 1, 0, hidden, at + "_i"), go = cut(g, 1, hidden, 2 * hidden, at + "_o");
+      ValueId gf = cut(g, 1, 2 * hidden, 3 * hidden, at + "_f");
+      ValueId gc = cut(g, 1, 3 * hidden, gh, at + "_c");
+      if (pi && c) {
+        gi = apply2(OpKind::add, gi, apply2(OpKind::mul, *pi, *c, at + "_pic"), at + "_ip");
+        gf = apply2(OpKind::add, gf, apply2(OpKind::mul, *pf, *c, at + "_pfc"), at + "_fp");
+      }
+      ValueId ig = apply2(OpKind::mul, apply1(OpKind::sigmoid, gi, at + "_is"),
+                          apply1(OpKind::tanh, gc, at + "_ct"), at + "_in");
+      c = c ? apply2(OpKind::add,
+                     apply2(OpKind::mul, apply1(OpKind::sigmoid, gf, at + "_fs"), *c, at + "_keep"),
+                     ig, at + "_cell")
+            : ig;
+      if (po) go = apply2(OpKind::add, go, apply2(OpKind::mul, *po, *c, at + "_poc"), at + "_op");
+      h = apply2(OpKind::mul, apply1(OpKind::sigmoid, go, at + "_os"),
+                 apply1(OpKind::tanh, *c, at + "_cs"), at + "_h");
+    } else {
+      ValueId zr = cut(g, 1, 0, 2 * hidden, at + "_zr_x");
+      if (hr) zr = apply2(OpKind::add, zr, cut(*hr, 1, 0, 2 * hidden, at + "_zr_h"), at + "_zr");
+      zr = apply1(OpKind::sigmoid, zr, at + "_zrs");
+      ValueId z = cut(zr, 1, 0, hidden, at + "_z"), rg = cut(zr, 1, hidden, 2 * hidden, at + "_r");
+      ValueId hx = cut(g, 1, 2 * hidden, gh, at + "_hx");
+      std::optional<ValueId> hh;  // what R adds to the h gate
+      if (lbr) {
+        std::optional<ValueId> rh;
+        if (hr) rh = cut(*hr, 1, 2 * hidden, gh, at + "_rh");
+        if (rh && rbh) rh = apply2(OpKind::add, *rh, *rbh, at + "_rhb");
+        if (!rh) rh = rbh;
+        if (rh) hh = apply2(OpKind::mul, rg, *rh, at + "_hh");
+      } else {
+        if (h)
+          hh = n.op(OpKind::matmul, {apply2(OpKind::mul, rg, *h, at + "_rh"), r_h}, tb, at + "_hh");
+        if (hh && rbh) hh = apply2(OpKind::add, *hh, *rbh, at + "_hhb");
+        if (!hh) hh = rbh;
+      }
+      ValueId cand =
+          apply1(OpKind::tanh, hh ? apply2(OpKind::add, hx, *hh, at + "_hs") : hx, at + "_ht");
+      ValueId next =
+          apply2(OpKind::mul, apply2(OpKind::sub, one, z, at + "_1z"), cand, at + "_new");
+      h = h ? apply2(OpKind::add, next, apply2(OpKind::mul, z, *h, at + "_old"), at + "_h") : next;
+    }
+    ys[static_cast<size_t>(t)] = *h;
+  }
+  const std::vector<int64_t> one_step = batch_first ? std::vector<int64_t>{batch, 1, 1, hidden}
+                                                    : std::vector<int64_t>{1, 1, batch, hidden};
+  const std::vector<int64_t> last =
+      batch_first ? std::vector<int64_t>{batch, 1, hidden} : std::vector<int64_t>{1, batch, hidden};
+  if (n.output_used(0)) {
+    if (ys.size() == 1) {
+      n.set(0, n.reshape(ys[0], one_step), elem);
+    } else {
+      std::vector<ValueId> parts;
+      for (size_t t = 0; t < ys.size(); ++t)
+        parts.push_back(n.reshape(ys[t], one_step, "y" + std::to_string(t)));
+      OpAttrs cat;
+      cat.axis = batch_first ? 1 : 0;
+      n.set(0, n.op(OpKind::concat, parts, cat), elem);
+    }
+  }
+  if (n.output_used(1)) n.set(1, n.reshape(*h, last, "", 1), elem);
+  if (cell == Cell::lstm && n.output_used(2)) n.set(2, n.reshape(*c, last, "", 2), elem);
+  return {};
+}
+Status map_rnn(Node& n) {
+  return recurrent(n, Cell::rnn);
+}
+Status map_gru(Node& n) {
+  return recurrent(n, Cell::gru);
+}
+Status map_lstm(Node& n) {
+  return recurrent(n, Cell::lstm);
+}
+
 const Mapping kNn[] = {
     {"Attention", map_attention},
     {"MatMul", map_matmul},
@@ -743,6 +979,10 @@ const Mapping kNn[] = {
     {"LogSoftmax", map_log_softmax},
     {"LayerNormalization", map_layer_norm},
     {"InstanceNormalization", map_instance_norm},
+    {"LRN", map_lrn},
+    {"RNN", map_rnn},
+    {"GRU", map_gru},
+    {"LSTM", map_lstm},
     {"MeanVarianceNormalization", map_mvn},
     {"RmsNormalization", map_rms_norm},
     {"ReduceMean", map_reduce_mean},

@@ -663,6 +663,73 @@ Status map_scatter_nd(Node& n) {
   return select_elements(n, 0, 2, ids);
 }
 
+// GatherElements with indices computed at run time: each element's flat position in the data,
+// `index * stride + base` in f32 (the index made positive by `+ d * [index < 0]`, base the known
+// flat position of its other coordinates), cast to i32 ids that pick from the data viewed as a
+// one-column table [numel, 1] (embedding). An index outside [-d, d) becomes the id numel, which
+// the embedding reports as an error of the run. Exact: every position is an integer below 2^23.
+Status gather_elements_runtime(Node& n, const std::vector<int64_t>& dims,
+                               const std::vector<int64_t>& idims, int axis) {
+  if (!elem_is_float(n.elem(0)) || n.elem(0) == kDouble)
+    return n.unsupported("GatherElements of " + elem_name(n.elem(0)) +
+                         " with indices computed at run time");
+  if (n.elem(1) != kInt32 && n.elem(1) != kInt64)
+    return n.invalid("indices of type " + elem_name(n.elem(1)));
+  const int64_t numel = product(dims, 0, dims.size()), count = product(idims, 0, idims.size());
+  if (numel >= (int64_t{1} << 23))
+    return n.unsupported(
+        "GatherElements with indices computed at run time into 2^23 elements or more (duet "
+        "computes the positions in f32)");
+  DUET_TRY(n.room_for(idims, kInt64, 16));
+  DUET_ASSIGN_OR_RETURN(
+      const std::vector<int64_t> base_pos,
+      element_offsets(n, dims, idims, axis, std::vector<int64_t>(static_cast<size_t>(count), 0)));
+  const auto a = static_cast<size_t>(axis);
+  const double d = static_cast<double>(dims[a]);
+  const double stride = static_cast<double>(product(dims, a + 1, dims.size()));
+  std::vector<double> base(base_pos.begin(), base_pos.end());
+  DUET_ASSIGN_OR_RETURN(ValueId x, n.runtime(0));
+  DUET_ASSIGN_OR_RETURN(ValueId idx, n.runtime(1));
+  ValueId table = n.reshape(x, {numel, 1}, "table");
+  OpAttrs f32;
+  f32.to = DType::f32;
+  ValueId i = n.op(OpKind::cast, {idx}, f32, "index");
+  auto scalar = [&](double v, std::string_view what) {
+    return n.constant(Array::of_reals(kFloat, {1}, {v}), what);
+  };
+  DUET_ASSIGN_OR_RETURN(ValueId zero, scalar(0.0, "zero"));
+  DUET_ASSIGN_OR_RETURN(ValueId lo, scalar(-d, "minus_d"));
+  DUET_ASSIGN_OR_RETURN(ValueId hi, scalar(d, "d"));
+  DUET_ASSIGN_OR_RETURN(ValueId past, scalar(static_cast<double>(numel), "past_the_table"));
+  DUET_ASSIGN_OR_RETURN(ValueId offsets, n.constant(Array::of_reals(kFloat, idims, base), "base"));
+  auto scaled = [&](ValueId v, double by, std::string_view what) {
+    OpAttrs at;
+    at.alpha = static_cast<float>(by);
+    return n.op(OpKind::scale, {v}, at, what);
+  };
+  ValueId positive =
+      n.op(OpKind::add, {i, scaled(n.op(OpKind::less, {i, zero}, {}, "negative"), d, "wrap")}, {},
+           "positive");
+  ValueId pos =
+      n.op(OpKind::add, {scaled(positive, stride, "along_axis"), offsets}, {}, "position");
+  ValueId bad = n.op(
+      OpKind::add,
+      {n.op(OpKind::less, {i, lo}, {}, "below"), n.op(OpKind::less_equal, {hi, i}, {}, "above")},
+      {}, "outside");
+  ValueId good = n.op(OpKind::equal, {bad, zero}, {}, "inside");
+  pos =
+      n.op(OpKind::add,
+           {n.op(OpKind::mul, {pos, good}, {}, "kept"), n.op(OpKind::mul, {bad, past}, {}, "sent")},
+           {}, "checked");
+  OpAttrs i32;
+  i32.to = DType::i32;
+  ValueId ids = n.op(OpKind::cast, {pos}, i32, "ids");
+  if (idims.size() > 3) ids = n.reshape(ids, {count}, "flat_ids");
+  ValueId rows = n.op(OpKind::embedding, {table, ids}, {}, "elements");
+  n.set(0, n.reshape(rows, idims), n.elem(0));
+  return {};
+}
+
 // GatherElements with known indices (any axis, negative ones counting from the end).
 Status map_gather_elements(Node& n) {
   const std::vector<int64_t> dims = n.shape(0), idims = n.shape(1);
@@ -671,10 +738,7 @@ Status map_gather_elements(Node& n) {
   if (static_cast<int>(idims.size()) != r)
     return n.invalid("indices of rank " + std::to_string(idims.size()) + " for data of rank " +
                      std::to_string(r));
-  if (!n.known(1))
-    return n.unsupported(
-        "GatherElements with indices computed at run time (duet gathers "
-        "elements at positions known at import)");
+  if (!n.known(1)) return gather_elements_runtime(n, dims, idims, axis);
   DUET_TRY(n.room_for(idims, kInt64, 16));
   DUET_ASSIGN_OR_RETURN(const std::vector<int64_t> flat,
                         element_offsets(n, dims, idims, axis, n.array(1).ints()));
@@ -880,10 +944,151 @@ Status map_range(Node& n) {
   return {};
 }
 
+// Compress with a known condition: the slices along `axis` (or the elements of the flattened
+// input, without an axis) whose condition is true, taken by take_elements (a condition shorter
+// than the axis leaves the rest out). A condition computed at run time is refused: the result's
+// shape depends on it.
+Status map_compress(Node& n) {
+  if (!n.known(1))
+    return n.unsupported(
+        "Compress with a condition computed at run time (the result's shape depends on it)");
+  if (n.rank(1) != 1) return n.invalid("a condition of rank " + std::to_string(n.rank(1)));
+  std::vector<int64_t> dims = n.shape(0);
+  int axis = 0;
+  if (n.has_attr("axis")) {
+    DUET_ASSIGN_OR_RETURN(axis,
+                          normalize_axis(n.attr_int("axis", 0), static_cast<int>(dims.size())));
+  } else {
+    dims = {product(dims, 0, dims.size())};
+  }
+  const size_t a = static_cast<size_t>(axis);
+  const std::vector<int64_t> cond = n.array(1).ints();
+  if (static_cast<int64_t>(cond.size()) > dims[a])
+    return n.invalid("a condition of " + std::to_string(cond.size()) + " values for an axis of " +
+                     std::to_string(dims[a]));
+  std::vector<int64_t> picked;
+  for (size_t k = 0; k < cond.size(); ++k)
+    if (cond[k] != 0) picked.push_back(static_cast<int64_t>(k));
+  if (picked.empty())
+    return n.unsupported("Compress that selects nothing (duet has no empty tensors)");
+  std::vector<int64_t> out = dims;
+  out[a] = static_cast<int64_t>(picked.size());
+  DUET_TRY(n.room_for(out, kInt64, 16));
+  const int64_t outer = product(dims, 0, a), inner = product(dims, a + 1, dims.size());
+  std::vector<int64_t> flat;
+  flat.reserve(static_cast<size_t>(product(out, 0, out.size())));
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t p : picked)
+      for (int64_t i = 0; i < inner; ++i) flat.push_back((o * dims[a] + p) * inner + i);
+  return take_elements(n, 0, out, flat);
+}
+
+// ReverseSequence with known sequence_lens: element (b, t) of the result is the input's
+// (b, len[b] - 1 - t) for t < len[b], else (b, t) (time_axis and batch_axis 0 and 1, either
+// way), taken by take_elements: a copy, exact.
+Status map_reverse_sequence(Node& n) {
+  const std::vector<int64_t> dims = n.shape(0);
+  if (dims.size() < 2) return n.invalid("an input of rank " + std::to_string(dims.size()));
+  const int64_t ta = n.attr_int("time_axis", 0), ba = n.attr_int("batch_axis", 1);
+  if (!((ta == 0 && ba == 1) || (ta == 1 && ba == 0)))
+    return n.invalid("time_axis " + std::to_string(ta) + " and batch_axis " + std::to_string(ba) +
+                     " (0 and 1, either way)");
+  DUET_ASSIGN_OR_RETURN(std::vector<int64_t> lens, n.ints(1, "sequence_lens"));
+  const int64_t steps = dims[static_cast<size_t>(ta)];
+  if (static_cast<int64_t>(lens.size()) != dims[static_cast<size_t>(ba)])
+    return n.invalid(std::to_string(lens.size()) + " sequence lengths for a batch of " +
+                     std::to_string(dims[static_cast<size_t>(ba)]));
+  for (int64_t l : lens)
+    if (l < 0 || l > steps)
+      return n.invalid("a sequence length of " + std::to_string(l) + " outside [0, " +
+                       std::to_string(steps) + "]");
+  DUET_TRY(n.room_for(dims, kInt64, 16));
+  const int64_t inner = product(dims, 2, dims.size());
+  std::vector<int64_t> flat(static_cast<size_t>(product(dims, 0, dims.size())));
+  for (int64_t i = 0; i < dims[0]; ++i)
+    for (int64_t j = 0; j < dims[1]; ++j) {
+      const int64_t b = ta == 0 ? j : i, t = ta == 0 ? i : j;
+      const int64_t len = lens[static_cast<size_t>(b)];
+      const int64_t from = t < len ? len - 1 - t : t;
+      const int64_t i2 = ta == 0 ? from : i, j2 = ta == 0 ? j : from;
+      for (int64_t k = 0; k < inner; ++k)
+        flat[static_cast<size_t>((i * dims[1] + j) * inner + k)] = (i2 * dims[1] + j2) * inner + k;
+    }
+  return take_elements(n, 0, dims, flat);
+}
+
+// NonZero of a known input, folded: the coordinates of its nonzero elements (NaN counts), one
+// column each. At run time it is refused: the result's shape depends on the values.
+Status map_non_zero(Node& n) {
+  if (!n.known(0))
+    return n.unsupported(
+        "op type 'NonZero' is mapped only for a known input (its result's shape depends on the "
+        "values)");
+  const Array& x = n.array(0);
+  const std::vector<int64_t> dims = x.dims();
+  std::vector<int64_t> hits;
+  for (int64_t e = 0; e < x.numel(); ++e)
+    if (x.real_at(e) != 0) hits.push_back(e);
+  const auto r = static_cast<int64_t>(dims.size()), k = static_cast<int64_t>(hits.size());
+  if (r == 0 || k == 0)
+    return n.unsupported("NonZero with an empty result (duet has no empty tensors)");
+  DUET_TRY(n.room_for({r, k}, kInt64, 8));
+  std::vector<int64_t> v(static_cast<size_t>(r * k));
+  for (int64_t j = 0; j < k; ++j) {
+    int64_t rem = hits[static_cast<size_t>(j)];
+    for (int64_t d = r - 1; d >= 0; --d) {
+      v[static_cast<size_t>(d * k + j)] = rem % dims[static_cast<size_t>(d)];
+      rem /= dims[static_cast<size_t>(d)];
+    }
+  }
+  n.set_known(0, Array::of_ints(kInt64, {r, k}, v));
+  return {};
+}
+
+// HannWindow, HammingWindow, BlackmanWindow: folded at import (the size must be known), as ONNX
+// defines them: a0 - a1 cos(2 pi k / N) + a2 cos(4 pi k / N) for k in [0, size), N the size
+// (periodic) or the size - 1 (symmetric).
+Status window(Node& n, double a0, double a1, double a2) {
+  DUET_ASSIGN_OR_RETURN(std::vector<int64_t> sizes, n.ints(0, "size"));
+  if (sizes.size() != 1)
+    return n.invalid("a size of " + std::to_string(sizes.size()) + " values (a scalar)");
+  const int64_t size = sizes[0];
+  if (size < 0 || size > kMaxFoldedElements)
+    return n.invalid("size " + std::to_string(size) + " outside [0, 2^28]");
+  const int elem = static_cast<int>(n.attr_int("output_datatype", kFloat));
+  if (!elem_is_float(elem) && elem != kInt64 && elem != kInt32)
+    return n.unsupported(std::string(n.type()) + " of " + elem_name(elem));
+  DUET_TRY(n.room_for({size}, elem, 8));
+  const double period = static_cast<double>(n.attr_int("periodic", 1) != 0 ? size : size - 1);
+  const double pi = 3.14159265358979323846;
+  std::vector<double> v(static_cast<size_t>(size));
+  for (int64_t k = 0; k < size; ++k) {
+    const double t = 2 * pi * static_cast<double>(k) / period;
+    v[static_cast<size_t>(k)] = a0 - a1 * std::cos(t) + a2 * std::cos(2 * t);
+  }
+  n.set_known(0, Array::of_reals(elem, std::vector<int64_t>{size}, v));
+  return {};
+}
+Status map_hann_window(Node& n) {
+  return window(n, 0.5, 0.5, 0.0);
+}
+Status map_hamming_window(Node& n) {
+  return window(n, 25.0 / 46.0, 21.0 / 46.0, 0.0);
+}
+Status map_blackman_window(Node& n) {
+  return window(n, 0.42, 0.5, 0.08);
+}
+
 const Mapping kShape[] = {
     {"Identity", map_identity},
     {"Constant", map_constant},
     {"ConstantOfShape", map_constant_of_shape},
+    {"HannWindow", map_hann_window},
+    {"Compress", map_compress},
+    {"ReverseSequence", map_reverse_sequence},
+    {"NonZero", map_non_zero},
+    {"HammingWindow", map_hamming_window},
+    {"BlackmanWindow", map_blackman_window},
     {"Shape", map_shape},
     {"Size", map_size},
     {"Cast", map_cast},
