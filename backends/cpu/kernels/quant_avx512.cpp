@@ -122,7 +122,8 @@ void qgemm_tile(const QTile& t, int g, int64_t s0, int64_t s1, const Q8Rows& x, 
 
 // How far ahead of the weights a row dot prefetches: with several activation rows the hardware
 // prefetchers track the activations' streams and lose the weights' (measured: 8 rows through a
-// 33 MB q4_0 weight ran 5x slower than the same work from L3 without this).
+// 33 MB q4_0 weight ran 5x slower than the same work from L3 without this); with one row the
+// weights' stream alone still ran 1.2-1.5x slower without it (decode M1 from memory, every format).
 constexpr int kPrefetch = 1024;
 
 // Bytes of a group of 256 weights (one super-block, or eight 32-blocks).
@@ -153,7 +154,10 @@ __m512i step_bytes(const uint8_t* p, int c, bool two) {
 
 // One group of a row: kNch chunks (8, a whole group, known when compiling), or nch (the last,
 // partial group of a row whose K is not a multiple of 256).
-template <typename F, int M, int kNch>
+// Steps of whole groups go round kAcc independent accumulators per activation row (acc[i * kAcc
+// + step % kAcc]): one row's chain of fused multiply-adds would otherwise wait out each one's
+// latency; the partial group uses the first.
+template <typename F, int M, int kNch, int kAcc>
 inline void row_dot_group(const uint8_t* p, int64_t g, int nch, const Q8Rows& x, __m512* acc,
                           __m512* off) {
   constexpr int kGB = group_bytes<F>(), kSG = 256 / F::kSub, kStepSubs = 64 / F::kSub;
@@ -161,9 +165,8 @@ inline void row_dot_group(const uint8_t* p, int64_t g, int nch, const Q8Rows& x,
   const __m512i lane_sub = F::kSub == 32
                                ? _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0)
                                : _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
-  if constexpr (M > 1)
-    for (int l = 0; l < kGB; l += 64)
-      _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetch + l), _MM_HINT_T0);
+  for (int l = 0; l < kGB; l += 64)
+    _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetch + l), _MM_HINT_T0);
   __m512 sc, of;
   group_scales<F>(p, nch, &sc, &of);
   const __mmask16 subs = kNch > 0 && kSG == 16
@@ -183,7 +186,8 @@ inline void row_dot_group(const uint8_t* p, int64_t g, int nch, const Q8Rows& x,
       const int8_t* xp = x.xq + i * x.ldq + g * 256 + 32 * c;
       const __m512i xv = two ? _mm512_loadu_si512(xp) : _mm512_maskz_loadu_epi8(0xFFFFFFFF, xp);
       const __m512i dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u, xv);
-      acc[i] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_permutexvar_ps(idx, s[i]), acc[i]);
+      __m512& a = acc[i * kAcc + (kNch > 0 ? c / 2 % kAcc : 0)];
+      a = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), _mm512_permutexvar_ps(idx, s[i]), a);
     }
   }
 }
@@ -197,14 +201,19 @@ void row_dot_m(const uint8_t* w, int64_t row_bytes, int rows, int64_t k, const Q
   constexpr int kGB = group_bytes<F>();
   const int64_t full = k / 256;
   const int tail = static_cast<int>(k % 256 / 32);
+  constexpr int kAcc = M == 1 ? 4 : M == 2 ? 2 : 1;
   for (int r = 0; r < rows; ++r) {
     const uint8_t* wr = w + r * row_bytes;
-    __m512 acc[M], off[M];
-    for (int i = 0; i < M; ++i) acc[i] = _mm512_setzero_ps(), off[i] = _mm512_setzero_ps();
-    for (int64_t g = 0; g < full; ++g) row_dot_group<F, M, 8>(wr + g * kGB, g, 8, x, acc, off);
-    if (tail) row_dot_group<F, M, 0>(wr + full * kGB, full, tail, x, acc, off);
+    __m512 acc[M * kAcc], off[M];
+    for (int i = 0; i < M * kAcc; ++i) acc[i] = _mm512_setzero_ps();
+    for (int i = 0; i < M; ++i) off[i] = _mm512_setzero_ps();
+    for (int64_t g = 0; g < full; ++g)
+      row_dot_group<F, M, 8, kAcc>(wr + g * kGB, g, 8, x, acc, off);
+    if (tail) row_dot_group<F, M, 0, kAcc>(wr + full * kGB, full, tail, x, acc, off);
     for (int i = 0; i < M; ++i) {
-      const float v = _mm512_reduce_add_ps(acc[i]) + _mm512_reduce_add_ps(off[i]);
+      __m512 t = off[i];
+      for (int a = 0; a < kAcc; ++a) t = _mm512_add_ps(t, acc[i * kAcc + a]);
+      const float v = _mm512_reduce_add_ps(t);
       out[i * ldo + r] = accumulate ? out[i * ldo + r] + v : v;
     }
   }
