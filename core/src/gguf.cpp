@@ -96,7 +96,7 @@ bool known_type(uint32_t t) {
   return t <= static_cast<uint32_t>(GgufType::f64);
 }
 
-std::string quoted(std::string_view s, size_t max = 60) {
+std::string in_quotes(std::string_view s, size_t max = 60) {
   std::string out = "\"";
   for (size_t i = 0; i < s.size() && i < max; ++i) {
     const unsigned char c = static_cast<unsigned char>(s[i]);
@@ -190,7 +190,7 @@ Status Parser::header(uint64_t* n_tensors, uint64_t* n_kv) {
   char magic[4] = {};
   if (!r_.get(&magic)) return bad("header", "the magic \"GGUF\"", std::to_string(size_) + " bytes");
   if (std::memcmp(magic, "GGUF", 4) != 0)
-    return bad("header", "the magic \"GGUF\"", quoted(std::string_view(magic, 4)));
+    return bad("header", "the magic \"GGUF\"", in_quotes(std::string_view(magic, 4)));
   if (!r_.get(&f_.version)) return truncated("header version");
   if (f_.version == 1)
     return bad("header version", "version 2 or 3 (GGUF v1 is obsolete: convert the file again)",
@@ -316,7 +316,7 @@ Status Parser::metadata(uint64_t n_kv) {
       return bad(at, too_long ? "a key of at most 64 KiB" : "a key string inside the file",
                  too_long ? "a longer one" : "a length past its end");
     if (key.empty()) return bad(at, "a non-empty key", "\"\"");
-    const std::string where = "key " + quoted(key);
+    const std::string where = "key " + in_quotes(key);
     held_ += 160 + 2 * key.size();  // the value, and the key in the list and the set of keys
     if (held_ > budget_)
       return bad(where,
@@ -380,7 +380,7 @@ Status Parser::tensor_infos(uint64_t n_tensors) {
       return bad(at, too_long ? "a name of at most 64 KiB" : "a name string inside the file",
                  too_long ? "a longer one" : "a length past its end");
     if (t.name.empty()) return bad(at, "a non-empty tensor name", "\"\"");
-    const std::string where = "tensor " + quoted(t.name);
+    const std::string where = "tensor " + in_quotes(t.name);
     held_ += 192 + 2 * t.name.size();  // the info, and its name in the set of names
     if (held_ > budget_)
       return bad(where,
@@ -438,7 +438,7 @@ Status Parser::data_section() {
   std::vector<const GgufTensorInfo*> order;
   for (const GgufTensorInfo& t : f_.tensors) {
     if (t.offset > data_size || t.bytes > data_size - t.offset)
-      return bad("tensor " + quoted(t.name) + " data",
+      return bad("tensor " + in_quotes(t.name) + " data",
                  "bytes inside the data section of " + std::to_string(data_size) + " bytes",
                  "offset " + std::to_string(t.offset) + " + " + std::to_string(t.bytes) + " bytes");
     order.push_back(&t);
@@ -449,8 +449,8 @@ Status Parser::data_section() {
   for (size_t i = 1; i < order.size(); ++i) {
     const GgufTensorInfo* prev = order[i - 1];
     if (order[i]->offset < prev->offset + prev->bytes)
-      return bad("tensor " + quoted(order[i]->name) + " data",
-                 "no overlap with tensor " + quoted(prev->name) + " (ending at " +
+      return bad("tensor " + in_quotes(order[i]->name) + " data",
+                 "no overlap with tensor " + in_quotes(prev->name) + " (ending at " +
                      std::to_string(prev->offset + prev->bytes) + ")",
                  "offset " + std::to_string(order[i]->offset));
   }
@@ -589,7 +589,7 @@ std::string GgufValue::str(size_t max_items) const {
   auto item = [&](size_t i) -> std::string {
     switch (value_type()) {
       case GgufType::string:
-        return quoted(strings[i]);
+        return in_quotes(strings[i]);
       case GgufType::f32:
       case GgufType::f64: {
         char b[32];

@@ -22,7 +22,7 @@ std::string slurp(const fs::path& p) {
   return std::string(std::istreambuf_iterator<char>(f), {});
 }
 
-std::string quoted(const std::string& s) {
+std::string in_quotes(const std::string& s) {
   std::string q = "'";
   for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
   return q + "'";
@@ -32,7 +32,7 @@ TEST(Hostile, EveryReproducerIsAClearErrorNeverACrashOrAHang) {
   const fs::path dir = fs::temp_directory_path() / ("duet-hostile-" + std::to_string(::getpid()));
   fs::remove_all(dir);
   const std::string make = "/usr/bin/python3 " + std::string(DUET_TOOLS_DIR) +
-                           "/hostile/hostile.py " + quoted(dir.string());
+                           "/hostile/hostile.py " + in_quotes(dir.string());
   ASSERT_EQ(std::system(make.c_str()), 0) << make;
   const auto cases = nlohmann::json::parse(slurp(dir / "cases.json"));
   ASSERT_GT(cases.size(), 20u);
@@ -43,17 +43,17 @@ TEST(Hostile, EveryReproducerIsAClearErrorNeverACrashOrAHang) {
     if (c["onnx"].get<bool>()) continue;  // this build reads no ONNX
 #endif
     SCOPED_TRACE("case " + name);
-    std::string cmd = "cd " + quoted(dir.string()) + " && ";
+    std::string cmd = "cd " + in_quotes(dir.string()) + " && ";
     if (c["stdin"] == "blanks") cmd += "yes ' ' | ";
     cmd += "env -u DUET_POLICY";
-    for (const auto& [k, v] : c["env"].items()) cmd += " " + k + "=" + quoted(v);
+    for (const auto& [k, v] : c["env"].items()) cmd += " " + k + "=" + in_quotes(v);
     cmd += " timeout -s KILL 60 " + std::string(DUET_CLI);
-    for (const auto& a : c["args"]) cmd += " " + quoted(a);
+    for (const auto& a : c["args"]) cmd += " " + in_quotes(a);
     if (c["stdin"].is_string() && c["stdin"] != "blanks")
-      cmd += " < " + quoted(c["stdin"]);
+      cmd += " < " + in_quotes(c["stdin"]);
     else if (c["stdin"].is_null())
       cmd += " < /dev/null";
-    cmd += " > " + quoted((dir / ".out").string()) + " 2> " + quoted((dir / ".err").string());
+    cmd += " > " + in_quotes((dir / ".out").string()) + " 2> " + in_quotes((dir / ".err").string());
     const int rc = std::system(cmd.c_str());
     const std::string out = slurp(dir / ".out"), err = slurp(dir / ".err");
     ASSERT_TRUE(WIFEXITED(rc)) << "the shell died: " << cmd;
