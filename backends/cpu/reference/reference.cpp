@@ -20,15 +20,23 @@ struct Values {
   explicit Values(const HostTensor& t)
       : desc(TensorDesc::contiguous(DType::f32, t.desc().dims())), v(t.to_doubles()) {}
 
-  // Element at a multi-index of `shape` (right-aligned numpy broadcasting).
-  double at(const Dims& idx, int rank) const {
+  // Where the element at a multi-index of a rank-`rank` shape is in `v` (right-aligned numpy
+  // broadcasting).
+  int64_t offset(const Dims& idx, int rank) const {
     int64_t off = 0;
     const int lead = rank - desc.rank;
     for (int d = 0; d < desc.rank; ++d) {
       int64_t i = desc.shape[u(d)] == 1 ? 0 : idx[u(d + lead)];
       off += i * desc.strides[u(d)];
     }
-    return v[u(off)];
+    return off;
+  }
+  double at(const Dims& idx, int rank) const { return v[u(offset(idx, rank))]; }
+  // How far offset() moves when coordinate `dim` of a rank-`rank` index grows by one (0 where
+  // that coordinate is broadcast).
+  int64_t step(int dim, int rank) const {
+    const int d = dim - (rank - desc.rank);
+    return d < 0 || desc.shape[u(d)] == 1 ? 0 : desc.strides[u(d)];
   }
 };
 
@@ -77,17 +85,20 @@ std::vector<double> matmul(const OpDesc& op, std::span<const HostTensor> in) {
   const int64_t K = op.attrs.transpose_a ? in[0].desc().dim(-2) : in[0].desc().dim(-1);
   std::vector<double> y(u(out.numel()));
   int64_t o = 0;
+  // The coordinates k runs along, and how far each operand's offset moves a step of k.
+  const int ka = op.attrs.transpose_a ? r - 2 : r - 1;
+  const int kb = op.attrs.transpose_b ? r - 1 : r - 2;
+  const int64_t sa = a.step(ka, r), sb = b.step(kb, r);
   for_each(out, [&](const Dims& idx) {
     Dims ia = idx, ib = idx;
+    ia[u(r - 2)] = op.attrs.transpose_a ? 0 : idx[u(r - 2)];
+    ia[u(r - 1)] = op.attrs.transpose_a ? idx[u(r - 2)] : 0;
+    ib[u(r - 2)] = op.attrs.transpose_b ? idx[u(r - 1)] : 0;
+    ib[u(r - 1)] = op.attrs.transpose_b ? 0 : idx[u(r - 1)];
+    // offset() right-aligns, so the operands' own batch ranks are handled there.
+    const int64_t a0 = a.offset(ia, r), b0 = b.offset(ib, r);
     double acc = 0;
-    for (int64_t k = 0; k < K; ++k) {
-      ia[u(r - 2)] = op.attrs.transpose_a ? k : idx[u(r - 2)];
-      ia[u(r - 1)] = op.attrs.transpose_a ? idx[u(r - 2)] : k;
-      ib[u(r - 2)] = op.attrs.transpose_b ? idx[u(r - 1)] : k;
-      ib[u(r - 1)] = op.attrs.transpose_b ? k : idx[u(r - 1)];
-      // Values::at right-aligns, so the operands' own batch ranks are handled there.
-      acc += a.at(ia, r) * b.at(ib, r);
-    }
+    for (int64_t k = 0; k < K; ++k) acc += a.v[u(a0 + k * sa)] * b.v[u(b0 + k * sb)];
     (void)M, (void)N;
     y[u(o++)] = acc;
   });
