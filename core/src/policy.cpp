@@ -314,8 +314,8 @@ Result<Policy> parse_policy(std::string_view text, Policy base, std::string_view
     ++index;
     auto fail = [&](const std::string& why) {
       return Status(Code::invalid_argument, std::string(origin) + ": term " +
-                                                std::to_string(index) + " " + in_quotes(term) + ": " +
-                                                why);
+                                                std::to_string(index) + " " + in_quotes(term) +
+                                                ": " + why);
     };
     if (term.empty())
       return fail(
