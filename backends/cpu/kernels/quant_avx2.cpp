@@ -158,39 +158,42 @@ __m256 load_subs(const float* p, int n) {
   return _mm256_maskload_ps(p, _mm256_cmpgt_epi32(_mm256_set1_epi32(n), lane));
 }
 
-// One group of a row: kNch chunks (8, a whole group, known when compiling), or nch (the last,
-// partial group of a row whose K is not a multiple of 256).
-// Chunks of whole groups go round kAcc independent accumulators per activation row (acc[i * kAcc
-// + c % kAcc]): one row's chain of fused multiply-adds would otherwise wait out each one's
-// latency; the partial group uses the first.
-template <typename F, int M, int kNch, int kAcc>
-inline void row_dot_group(const uint8_t* p, int64_t g, int nch, const Q8Rows& x, __m256* acc,
+// One group of R rows (their groups at p[0..R)): kNch chunks (8, a whole group, known when
+// compiling), or nch (the last, partial group of a row whose K is not a multiple of 256). Several
+// rows share each activation load and keep several weight streams in flight.
+// Chunks of whole groups go round kAcc independent accumulators per weight and activation row
+// (acc[(r * M + i) * kAcc + c % kAcc]): one chain of fused multiply-adds would otherwise wait out
+// each one's latency; the partial group uses the first.
+template <typename F, int M, int R, int kNch, int kAcc>
+inline void row_dot_group(const uint8_t* const* p, int64_t g, int nch, const Q8Rows& x, __m256* acc,
                           __m256* off) {
   constexpr int kSG = 256 / F::kSub;
   constexpr int kOctetChunks = 8 * F::kSub / 32;  // chunks per octet of sub-blocks: 8 or 4
   if constexpr (kNch > 0) nch = kNch;
-  for (int l = 0; l < F::kBytes * (F::kElems == 32 ? 8 : 1); l += 64)
-    _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetch + l), _MM_HINT_T0);
-  const GroupScales gs = F::scales(p, nch);
+  for (int r = 0; r < R; ++r)
+    for (int l = 0; l < F::kBytes * (F::kElems == 32 ? 8 : 1); l += 64)
+      _mm_prefetch(reinterpret_cast<const char*>(p[r] + kPrefetch + l), _MM_HINT_T0);
+  GroupScales gs[R];
+  for (int r = 0; r < R; ++r) gs[r] = F::scales(p[r], nch);
   const int nsub = nch * 32 / F::kSub;
 #pragma GCC unroll 2
   for (int h = 0; h * 8 < nsub; ++h) {
     const int n = nsub - 8 * h < 8 ? nsub - 8 * h : 8;
-    __m256 s[M];
+    __m256 s[R * M];
     for (int i = 0; i < M; ++i) {
       const int64_t so = i * x.lds + g * kSG + 8 * h;
-      if constexpr (kNch > 0) {
-        s[i] = _mm256_mul_ps(gs.sc[h], _mm256_loadu_ps(x.dsub + so));
-        off[i] = _mm256_fmadd_ps(gs.of[h], _mm256_loadu_ps(x.dxs + so), off[i]);
-      } else {
-        s[i] = _mm256_mul_ps(gs.sc[h], load_subs(x.dsub + so, n));
-        off[i] = _mm256_fmadd_ps(gs.of[h], load_subs(x.dxs + so, n), off[i]);
+      const __m256 ds = kNch > 0 ? _mm256_loadu_ps(x.dsub + so) : load_subs(x.dsub + so, n);
+      const __m256 dx = kNch > 0 ? _mm256_loadu_ps(x.dxs + so) : load_subs(x.dxs + so, n);
+      for (int r = 0; r < R; ++r) {
+        s[r * M + i] = _mm256_mul_ps(gs[r].sc[h], ds);
+        off[r * M + i] = _mm256_fmadd_ps(gs[r].of[h], dx, off[r * M + i]);
       }
     }
     const int c1 = (h + 1) * kOctetChunks < nch ? (h + 1) * kOctetChunks : nch;
 #pragma GCC unroll 8
     for (int c = h * kOctetChunks; c < c1; ++c) {
-      const __m256i u = F::chunk(p, c);
+      __m256i u[R];
+      for (int r = 0; r < R; ++r) u[r] = F::chunk(p[r], c);
       const int cs = c - h * kOctetChunks;
       const __m256i idx = F::kSub == 32
                               ? _mm256_set1_epi32(cs)
@@ -199,39 +202,58 @@ inline void row_dot_group(const uint8_t* p, int64_t g, int nch, const Q8Rows& x,
       for (int i = 0; i < M; ++i) {
         const __m256i xv = _mm256_loadu_si256(
             reinterpret_cast<const __m256i*>(x.xq + i * x.ldq + g * 256 + 32 * c));
-        __m256& a = acc[i * kAcc + (kNch > 0 ? c % kAcc : 0)];
-        a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(chunk_dot<F>(u, xv)),
-                            _mm256_permutevar8x32_ps(s[i], idx), a);
+        for (int r = 0; r < R; ++r) {
+          __m256& a = acc[(r * M + i) * kAcc + (kNch > 0 ? c % kAcc : 0)];
+          a = _mm256_fmadd_ps(_mm256_cvtepi32_ps(chunk_dot<F>(u[r], xv)),
+                              _mm256_permutevar8x32_ps(s[r * M + i], idx), a);
+        }
       }
     }
   }
 }
 
-// Weight rows through few activation rows: per row and group the scales once; per 32-weight
-// chunk one product per activation row, its int32 lanes scaled by their sub-block's scale times
-// the activation block's. Groups are taken in octets of sub-blocks (8 lanes of scales).
-template <typename F, int M>
-void row_dot_m(const uint8_t* w, int64_t row_bytes, int rows, int64_t k, const Q8Rows& x,
-               float* out, int64_t ldo, bool accumulate) {
+// R weight rows from w through M activation rows: per row and group the scales once; per
+// 32-weight chunk one product per activation row, its int32 lanes scaled by their sub-block's
+// scale times the activation block's. Groups are taken in octets of sub-blocks (8 lanes of scales).
+template <typename F, int M, int R>
+inline void row_dot_rows(const uint8_t* w, int64_t row_bytes, int64_t k, const Q8Rows& x,
+                         float* out, int64_t ldo, bool accumulate) {
   constexpr int kGB = F::kElems == 32 ? 8 * F::kBytes : F::kBytes;
+  constexpr int kAcc = R * M == 1 ? 4 : R * M == 2 ? 2 : 1;
   const int64_t full = k / 256;
   const int tail = static_cast<int>(k % 256 / 32);
-  constexpr int kAcc = M == 1 ? 4 : M == 2 ? 2 : 1;
-  for (int r = 0; r < rows; ++r) {
-    const uint8_t* wr = w + r * row_bytes;
-    __m256 acc[M * kAcc], off[M];
-    for (int i = 0; i < M * kAcc; ++i) acc[i] = _mm256_setzero_ps();
-    for (int i = 0; i < M; ++i) off[i] = _mm256_setzero_ps();
-    for (int64_t g = 0; g < full; ++g)
-      row_dot_group<F, M, 8, kAcc>(wr + g * kGB, g, 8, x, acc, off);
-    if (tail) row_dot_group<F, M, 0, kAcc>(wr + full * kGB, full, tail, x, acc, off);
+  __m256 acc[R * M * kAcc], off[R * M];
+  for (int i = 0; i < R * M * kAcc; ++i) acc[i] = _mm256_setzero_ps();
+  for (int i = 0; i < R * M; ++i) off[i] = _mm256_setzero_ps();
+  const uint8_t* p[R];
+  for (int r = 0; r < R; ++r) p[r] = w + r * row_bytes;
+  for (int64_t g = 0; g < full; ++g) {
+    row_dot_group<F, M, R, 8, kAcc>(p, g, 8, x, acc, off);
+    for (int r = 0; r < R; ++r) p[r] += kGB;
+  }
+  if (tail) row_dot_group<F, M, R, 0, kAcc>(p, full, tail, x, acc, off);
+  for (int r = 0; r < R; ++r)
     for (int i = 0; i < M; ++i) {
-      __m256 t = off[i];
-      for (int a = 0; a < kAcc; ++a) t = _mm256_add_ps(t, acc[i * kAcc + a]);
+      __m256 t = off[r * M + i];
+      for (int a = 0; a < kAcc; ++a) t = _mm256_add_ps(t, acc[(r * M + i) * kAcc + a]);
       const float v = hsum(t);
       out[i * ldo + r] = accumulate ? out[i * ldo + r] + v : v;
     }
-  }
+}
+
+// One activation row takes weight rows in pairs (two streams from memory, one activation load
+// for both: decode M1 from memory took 1.1-1.3x less CPU time on q4_0, q5_1, q8_0 and q6_k);
+// q2_k and q3_k, whose decode is the most work per byte read, ran slower so and take one weight
+// row at a time, as more activation rows do.
+template <typename F, int M>
+void row_dot_m(const uint8_t* w, int64_t row_bytes, int rows, int64_t k, const Q8Rows& x,
+               float* out, int64_t ldo, bool accumulate) {
+  constexpr int R = M == 1 && F::kMaxByte > 7 ? 2 : 1;
+  int r = 0;
+  for (; r + R <= rows; r += R)
+    row_dot_rows<F, M, R>(w + r * row_bytes, row_bytes, k, x, out + r, ldo, accumulate);
+  for (; r < rows; ++r)
+    row_dot_rows<F, M, 1>(w + r * row_bytes, row_bytes, k, x, out + r, ldo, accumulate);
 }
 
 template <typename F>
