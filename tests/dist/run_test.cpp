@@ -156,5 +156,17 @@ TEST(DistributedPlan, ProfilesOfSeveralHostsArePlannedWithoutThem) {
   Launch bad = one_process("plan " + model().graph.string() + " --profile rank1/ryzen9-7950x");
   EXPECT_EQ(bad.exit_code, 2) << bad.output;
   EXPECT_HAS(bad.output, "rank0 has no profile");
+  // Planned for pipelined runs: the estimate per run is the slowest stage's.
+  Launch piped =
+      one_process("plan " + model().graph.string() +
+                  " --profile rank0/ryzen9-7950x,rank1/ryzen9-7950x --every-rank --pipelined");
+  ASSERT_EQ(piped.exit_code, 0) << piped.output;
+  EXPECT_HAS(piped.output, "per run pipelined (");
+  EXPECT_HAS(piped.output, "with the runs pipelined");
+  // A cluster's options without a cluster are refused, not ignored.
+  Launch alone =
+      one_process("plan " + model().graph.string() + " --profile ryzen9-7950x --pipelined");
+  EXPECT_EQ(alone.exit_code, 2) << alone.output;
+  EXPECT_HAS(alone.output, "--pipelined plans a cluster: give every profile its rank");
 }
 }  // namespace

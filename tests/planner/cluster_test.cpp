@@ -115,6 +115,26 @@ TEST(ClusterPlanner, SeventyBillionOnTwo48GbGpuHostsStaysOnOneGpu) {
   ASSERT_EQ(p->stages.size(), 1u) << text;
   EXPECT_EQ(p->stages[0].range.rank, 0) << text;
   EXPECT_HAS(text, "alone: every split over several ranks is estimated slower");
+
+  // Runs pipelined over the stages (a prompt's chunks, a batch): the two GPUs compute at the
+  // same time, so the layers are split by rate, about half on each GPU, each stage within its
+  // GPU's memory and none on a CPU; one run alone is slower than on one GPU, pipelined runs
+  // nearly twice as fast.
+  ClusterOptions piped;
+  piped.pipelined = true;
+  auto pp = plan_cluster(g, c, {}, piped);
+  ASSERT_TRUE(pp.ok()) << pp.status().message();
+  const std::string ptext = explain(*pp, g);
+  ASSERT_EQ(pp->stages.size(), 2u) << ptext;
+  for (const Stage& s : pp->stages) {
+    ASSERT_EQ(s.devices_used.size(), 1u) << ptext;
+    EXPECT_HAS(s.devices_used[0], "/cuda:0");
+    EXPECT_NEAR(s.compute_us, p->single_us / 2, p->single_us / 10) << ptext;
+  }
+  EXPECT_LT(pp->pipelined_us, 0.6 * p->single_us) << ptext;
+  EXPECT_GT(pp->est_us, p->single_us) << ptext;
+  EXPECT_HAS(ptext, "per run pipelined (");
+  EXPECT_HAS(ptext, "with the runs pipelined (the slowest stage or link bounds it)");
 }
 
 TEST(ClusterPlanner, RanksOnOneHostShareItsMemory) {
@@ -130,6 +150,22 @@ TEST(ClusterPlanner, RanksOnOneHostShareItsMemory) {
   auto two_hosts = plan_cluster(g, cluster_of({rank_of("h", {cpu}), rank_of("k", {cpu})}, 5, 10));
   ASSERT_TRUE(two_hosts.ok()) << two_hosts.status().message();
   EXPECT_EQ(two_hosts->stages.size(), 1u) << explain(*two_hosts, g);
+
+  // Pipelined runs: two hosts' CPUs compute at once, so a model either holds is split by rate;
+  // two ranks of one host share its cores as well as its memory, so one rank computes as fast.
+  const Graph small = decoder(4, 1024, 4096, 256, 256, DType::f32);
+  ClusterOptions piped;
+  piped.pipelined = true;
+  auto apart =
+      plan_cluster(small, cluster_of({rank_of("h", {cpu}), rank_of("k", {cpu})}, 5, 10), {}, piped);
+  ASSERT_TRUE(apart.ok()) << apart.status().message();
+  EXPECT_EQ(apart->stages.size(), 2u) << explain(*apart, small);
+  EXPECT_LT(apart->pipelined_us, apart->single_us) << explain(*apart, small);
+  auto together =
+      plan_cluster(small, cluster_of({rank_of("h", {cpu}), rank_of("h", {cpu})}, 5, 10), {}, piped);
+  ASSERT_TRUE(together.ok()) << together.status().message();
+  EXPECT_EQ(together->stages.size(), 1u) << explain(*together, small);
+  EXPECT_HAS(explain(*together, small), "even pipelined");
 }
 
 TEST(ClusterPlanner, ForcedSplitIsReportedSlowerThanOneRank) {

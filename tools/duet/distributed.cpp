@@ -26,9 +26,11 @@ void add_distributed_options(CLI::App& cmd, bool& distributed, DistributedArgs& 
                "With --distributed: a stage on every rank, even where fewer ranks are estimated "
                "faster (the plan says by how much)");
   cmd.add_flag("--pipelined", args.pipelined,
-               "With --distributed and --repeats: the runs pipelined over the stages (rank 0 "
-               "starts run i+1 while rank 1 works on run i; each sees the states the runs before "
-               "it left); the time printed is the batch's per run");
+               "With --distributed (or rankN/NAME profiles): the stages planned for runs "
+               "pipelined over them, the split of least time per run in the steady state; duet "
+               "run pipelines its --repeats (rank 0 starts run i+1 while rank 1 works on run i; "
+               "each sees the states the runs before it left) and prints the batch's time per "
+               "run");
   cmd.add_option("--timeout", args.timeout_s,
                  "With --distributed: seconds any rank waits for another before the run is ended "
                  "with an error naming it, once started (default: $DUET_DIST_TIMEOUT, else 120)");
@@ -84,6 +86,7 @@ int run_distributed(const CLI::App& cmd, const DistributedArgs& a) {
   dist::DistributedOptions options;
   options.policy = a.policy.policy;
   options.cluster.every_rank = a.every_rank;
+  options.cluster.pipelined = a.pipelined;
   if (!onnx && !a.plan_only) {
     const std::string base = folder_of(a.model.path);
     options.load_stage = [base](const Graph& stage) -> Result<Graph> {
@@ -100,6 +103,7 @@ int run_distributed(const CLI::App& cmd, const DistributedArgs& a) {
     if (t.rank() == 0) {
       ClusterOptions co;
       co.every_rank = a.every_rank;
+      co.pipelined = a.pipelined;
       auto plan = plan_cluster(*graph, *cluster, a.policy.policy, co);
       if (!plan.ok()) end_all(plan.status(), 1);
       std::printf("%s%s", explain(*plan, *graph).c_str(), transports.c_str());

@@ -28,6 +28,7 @@ struct Options {
   bool distributed = false;
   DistributedArgs dist;
   std::string link = "50,1.25";
+  const CLI::Option* link_given = nullptr;
 };
 
 // Profiles named "rankN/NAME": a cluster of ranks, one host each, joined by `link` ("LATENCY_US,
@@ -97,6 +98,8 @@ int run_plan(const CLI::App& cmd, const Options& o) {
   auto policy = choose_policy(o.policy_given->count() ? std::optional(o.policy) : std::nullopt);
   if (!policy.ok()) return fail(cmd, policy.status().message(), 2);
   const std::vector<std::string> profiles = split_list(o.profiles);
+  if (o.json && (o.distributed || o.dist.every_rank || o.dist.pipelined))
+    return fail(cmd, "--json: a cluster plan is printed as text only", 2);
   if (o.distributed) {
     DistributedArgs a = o.dist;
     a.model = o.model;
@@ -104,8 +107,18 @@ int run_plan(const CLI::App& cmd, const Options& o) {
     a.plan_only = true;
     return run_distributed(cmd, a);
   }
+  if (o.dist.timeout_s > 0)
+    return fail(cmd, "--timeout applies to --distributed (the ranks of an MPI run)", 2);
   auto cluster = profile_cluster(profiles, o.link);
   if (!cluster.ok()) return fail(cmd, cluster.status().message(), 2);
+  if (!*cluster && (o.dist.every_rank || o.dist.pipelined || o.link_given->count()))
+    return fail(cmd,
+                std::string(o.dist.every_rank  ? "--every-rank"
+                            : o.dist.pipelined ? "--pipelined"
+                                               : "--link") +
+                    " plans a cluster: give every profile its rank (--profile "
+                    "rank0/NAME,rank1/NAME) or plan the ranks of an MPI run (--distributed)",
+                2);
   // Planning needs shapes, not weights: constants' files are not read.
   std::vector<std::string> notes;
   auto graph = load_graph_file(o.model, false, nullptr, &notes);
@@ -114,6 +127,7 @@ int run_plan(const CLI::App& cmd, const Options& o) {
   if (*cluster) {
     ClusterOptions co;
     co.every_rank = o.dist.every_rank;
+    co.pipelined = o.dist.pipelined;
     auto plan = plan_cluster(*graph, **cluster, policy->policy, co);
     if (!plan.ok()) return fail(cmd, plan.status().message(), 1);
     std::cout << explain(*plan, *graph);
@@ -161,9 +175,10 @@ Command add_plan(CLI::App& app) {
   sub->add_flag("--explain", o->explain, "Print every decision with its reason and alternatives");
   sub->add_flag("--json", o->json, "Print the plan as JSON");
   add_distributed_options(*sub, o->distributed, o->dist);
-  sub->add_option("--link", o->link,
-                  "With rankN/NAME profiles: the link between ranks, LATENCY_US,GBPS")
-      ->capture_default_str();
+  o->link_given =
+      sub->add_option("--link", o->link,
+                      "With rankN/NAME profiles: the link between ranks, LATENCY_US,GBPS")
+          ->capture_default_str();
   auto run = std::make_shared<std::function<int()>>([sub, o] { return run_plan(*sub, *o); });
   return {sub, run};
 }

@@ -258,11 +258,12 @@ int run_graph(const CLI::App& cmd, const Options& o) {
     a.explain = o.explain;
     return run_distributed(cmd, a);
   }
-  if (o.dist.every_rank || o.dist.pipelined || o.explain)
+  if (o.dist.every_rank || o.dist.pipelined || o.explain || o.dist.timeout_s > 0)
     return fail(cmd,
-                std::string(o.explain          ? "--explain"
-                            : o.dist.pipelined ? "--pipelined"
-                                               : "--every-rank") +
+                std::string(o.explain           ? "--explain"
+                            : o.dist.pipelined  ? "--pipelined"
+                            : o.dist.every_rank ? "--every-rank"
+                                                : "--timeout") +
                     " applies to --distributed runs",
                 2);
   if (o.print_limit < 0) return fail(cmd, "--print-limit must be 0 (no limit) or more", 2);

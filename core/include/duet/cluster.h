@@ -45,6 +45,12 @@ struct DUET_API ClusterOptions {
   // user knows better than the memory figures, and what the tests of one machine use). The plan
   // says how much slower than the best single rank it is estimated.
   bool every_rank = false;
+  // The runs will be pipelined over the stages (many runs given at once: a prompt's chunks,
+  // DistributedEngine::run_pipelined): the split of least time per run in the steady state, which
+  // the slowest stage or link bounds, rather than of least time for one run alone. Ranks of one
+  // host then compute at the same time, so a stage on its CPU (or integrated GPU) is estimated at
+  // the host's rate divided among them.
+  bool pipelined = false;
 };
 
 // The nodes [begin, end) of the graph (Graph::nodes order) on one rank.
@@ -89,7 +95,12 @@ struct DUET_API ClusterPlan {
   std::vector<Stage> stages;       // in pipeline order (rank order), none empty
   std::vector<Crossing> crossings;
   double est_us = 0;  // one run: every stage and crossing one after the other
-  // The best single rank that holds the whole graph (-1: none does) and its estimate.
+  // Runs pipelined over the stages, in the steady state: the time per run of the slowest stage
+  // (its kernels and its crossings to and from rank 0) or link between two stages.
+  double pipelined_us = 0;
+  bool planned_pipelined = false;  // chosen by pipelined_us (ClusterOptions::pipelined)
+  // The best single rank that holds the whole graph (-1: none does) and its estimate (the same
+  // pipelined or not: one stage overlaps with nothing).
   int single_rank = -1;
   double single_us = 0;
   std::string why;  // why these stages
@@ -103,7 +114,8 @@ DUET_API std::string rank_device_id(int rank, std::string_view id);
 
 // Plans the stages: every split of the graph into contiguous ranges, one per rank in rank order
 // (a rank may get none unless options.every_rank), whose weights and states fit each rank's
-// budget, the one of the least estimated time per run. Errors say why no split fits.
+// budget, the one of the least estimated time per run (one run alone, or pipelined runs with
+// options.pipelined). Errors say why no split fits.
 DUET_API Result<ClusterPlan> plan_cluster(const Graph& graph, const Cluster& cluster,
                                           const Policy& policy = {},
                                           const ClusterOptions& options = {});

@@ -197,7 +197,10 @@ std::vector<Crossing> crossings_of(const Graph& g, const std::vector<Stage>& sta
 // where each node runs. Planned with memory lifted: the split checks each stage's weights and
 // states against the memory pools of the devices its nodes run on.
 struct Variant {
-  std::vector<double> prefix;    // prefix sums of node costs (empty: cannot plan the graph)
+  std::vector<double> prefix;  // prefix sums of node costs (empty: cannot plan the graph)
+  // The same while the other ranks of its host compute too (pipelined runs): a node on the CPU
+  // or an integrated GPU at the host's rate divided among its ranks.
+  std::vector<double> shared_prefix;
   std::vector<int> pool;         // per node: the memory pool of the device it runs on (-1: none)
   std::vector<uint64_t> budget;  // per pool (0: no stated limit)
   std::vector<std::string> pool_names;
@@ -243,22 +246,31 @@ Variant plan_variant(const Graph& g, std::vector<PlanDevice> devices, const Poli
     v.why = plan.status().message();
     return v;
   }
-  std::vector<double> cost(g.nodes().size(), 0.0);
+  std::vector<double> cost(g.nodes().size(), 0.0), shared(g.nodes().size(), 0.0);
   v.pool.assign(g.nodes().size(), -1);
   double pending = 0;
   for (const PlanStep& st : plan->steps) {
     if (st.kind == StepKind::kernel && st.node >= 0) v.pool[u(st.node)] = pool_of[u(st.device)];
     if (st.once) continue;
     if (st.node >= 0 && st.kind == StepKind::kernel) {
+      const bool host = plan->devices[u(st.device)].caps.type != DeviceType::discrete_gpu;
       cost[u(st.node)] += st.est_us + pending;
+      shared[u(st.node)] += (st.est_us + pending) * (host ? sharing : 1);
       pending = 0;
     } else {
       pending += st.est_us;
     }
   }
-  if (!cost.empty()) cost.back() += pending;
+  if (!cost.empty()) {
+    cost.back() += pending;
+    shared.back() += pending;
+  }
   v.prefix.assign(cost.size() + 1, 0.0);
-  for (size_t n = 0; n < cost.size(); ++n) v.prefix[n + 1] = v.prefix[n] + cost[n];
+  v.shared_prefix.assign(cost.size() + 1, 0.0);
+  for (size_t n = 0; n < cost.size(); ++n) {
+    v.prefix[n + 1] = v.prefix[n] + cost[n];
+    v.shared_prefix[n + 1] = v.shared_prefix[n] + shared[n];
+  }
   v.plan = std::move(*plan);
   return v;
 }
@@ -403,12 +415,15 @@ Result<ClusterPlan> plan_cluster(const Graph& graph, const Cluster& cluster, con
   }
   // The least time of [b, e) on rank r among its variants whose memory holds the stage, and
   // which variant (-1: none holds it).
-  auto stage_on = [&](int r, int b, int e, const StageMemory& m) -> std::pair<double, int> {
+  // With `shared`, at the rate its host's CPU gives it while the host's other ranks compute too.
+  auto stage_on = [&](int r, int b, int e, const StageMemory& m,
+                      bool shared = false) -> std::pair<double, int> {
     std::pair<double, int> best_v{kInf, -1};
     const auto& vs = variants[u(r)];
     for (size_t i = 0; i < vs.size(); ++i) {
       if (!m.fits(i)) continue;
-      const double t = vs[i].prefix[u(e)] - vs[i].prefix[u(b)];
+      const auto& prefix = shared ? vs[i].shared_prefix : vs[i].prefix;
+      const double t = prefix[u(e)] - prefix[u(b)];
       if (t < best_v.first) best_v = {t, static_cast<int>(i)};
     }
     return best_v;
@@ -428,9 +443,23 @@ Result<ClusterPlan> plan_cluster(const Graph& graph, const Cluster& cluster, con
   std::vector<char> is_output(graph.values().size(), 0);
   for (int o : graph.outputs()) is_output[u(o)] = 1;
 
-  // best[r][i]: least time with the last stage on rank r ending at node i; from[r][i] its stage's
-  // start and the rank before it (-1: the first stage).
-  std::vector<std::vector<double>> best(u(R), std::vector<double>(u(N) + 1, kInf));
+  // A split's figures so far: one run's time (stages and crossings one after the other) and, runs
+  // pipelined, the time per run of its slowest stage or link. Ordered by the one planned for
+  // (options.pipelined), ties broken by the other.
+  struct Cost {
+    double run = kInf, pipe = kInf;
+  };
+  const bool piped = options.pipelined;
+  auto better = [piped](const Cost& a, const Cost& b) {
+    const double ka = piped ? a.pipe : a.run, kb = piped ? b.pipe : b.run;
+    return ka < kb || (ka == kb && (piped ? a.run < b.run : a.pipe < b.pipe));
+  };
+  auto then = [](const Cost& a, double run, double pipe) {
+    return Cost{a.run + run, std::max(a.pipe, pipe)};
+  };
+  // best[r][i]: the least cost with the last stage on rank r ending at node i; from[r][i] its
+  // stage's start and the rank before it (-1: the first stage).
+  std::vector<std::vector<Cost>> best(u(R), std::vector<Cost>(u(N) + 1));
   std::vector<std::vector<std::pair<int, int>>> from(
       u(R), std::vector<std::pair<int, int>>(u(N) + 1, {-1, -1}));
   std::vector<double> single(u(R), kInf);
@@ -438,13 +467,16 @@ Result<ClusterPlan> plan_cluster(const Graph& graph, const Cluster& cluster, con
     if (b > 0 && !cut_allowed(f, b)) continue;
     for (int r = 0; r < R; ++r) {
       // Predecessors: the start (b == 0), or a stage on a rank before r ending at b.
-      std::vector<std::pair<double, int>> preds;
+      std::vector<std::pair<Cost, int>> preds;
       if (b == 0) {
-        if (!options.every_rank || r == 0) preds.emplace_back(0.0, -1);
+        if (!options.every_rank || r == 0) preds.emplace_back(Cost{0, 0}, -1);
       } else {
         for (int k = 0; k < r; ++k) {
           if (options.every_rank && k != r - 1) continue;
-          if (best[u(k)][u(b)] < kInf) preds.emplace_back(best[u(k)][u(b)] + cut_us(b, k, r), k);
+          if (best[u(k)][u(b)].run < kInf) {
+            const double cut = cut_us(b, k, r);
+            preds.emplace_back(then(best[u(k)][u(b)], cut, cut), k);
+          }
         }
       }
       // A rank with no way in is still tried from the start, for its single-rank estimate.
@@ -466,12 +498,18 @@ Result<ClusterPlan> plan_cluster(const Graph& graph, const Cluster& cluster, con
         if (variant < 0) break;  // what it holds only grows with e
         if (e < N && !cut_allowed(f, e)) continue;
         const double stage = compute + io;
+        // Pipelined, the host's other ranks compute at the same time (a stage of the whole graph
+        // has none beside it).
+        const double piped_stage =
+            b == 0 && e == N ? stage : stage_on(r, b, e, memory, true).first + io;
         if (b == 0 && e == N) single[u(r)] = stage;
-        for (const auto& [t, k] : preds)
-          if (t + stage < best[u(r)][u(e)]) {
-            best[u(r)][u(e)] = t + stage;
+        for (const auto& [t, k] : preds) {
+          const Cost c = then(t, stage, piped_stage);
+          if (better(c, best[u(r)][u(e)])) {
+            best[u(r)][u(e)] = c;
             from[u(r)][u(e)] = {b, k};
           }
+        }
       }
     }
   }
@@ -479,7 +517,8 @@ Result<ClusterPlan> plan_cluster(const Graph& graph, const Cluster& cluster, con
   int last = -1;
   for (int r = 0; r < R; ++r) {
     if (options.every_rank && r != R - 1) continue;
-    if (best[u(r)][u(N)] < kInf && (last < 0 || best[u(r)][u(N)] < best[u(last)][u(N)])) last = r;
+    if (best[u(r)][u(N)].run < kInf && (last < 0 || better(best[u(r)][u(N)], best[u(last)][u(N)])))
+      last = r;
   }
   if (last < 0) {
     std::string why = options.every_rank ? "no split with a stage on every rank fits"
@@ -506,7 +545,9 @@ Result<ClusterPlan> plan_cluster(const Graph& graph, const Cluster& cluster, con
   std::reverse(ranges.begin(), ranges.end());
   p.stages = flows(graph, f, ranges);
   p.crossings = crossings_of(graph, p.stages, &cluster);
-  p.est_us = best[u(last)][u(N)];
+  p.est_us = best[u(last)][u(N)].run;
+  p.pipelined_us = best[u(last)][u(N)].pipe;
+  p.planned_pipelined = piped;
 
   for (Stage& s : p.stages) {
     const int r = s.range.rank;
@@ -547,21 +588,27 @@ Result<ClusterPlan> plan_cluster(const Graph& graph, const Cluster& cluster, con
       p.single_rank = r;
       p.single_us = single[u(r)];
     }
+  const std::string per_run =
+      piped ? "time per run with the runs pipelined (the slowest stage or link bounds it)"
+            : "time per run";
   if (options.every_rank)
-    p.why = "a stage on every rank (every_rank), cut where the estimated time per run is least";
+    p.why = "a stage on every rank (every_rank), cut where the estimated " + per_run + " is least";
   else if (p.stages.size() == 1)
     p.why = "rank" + std::to_string(p.stages[0].range.rank) +
             " alone: every split over several ranks is estimated slower (crossings cost more than "
-            "they save) or does not fit";
+            "they save" +
+            (piped ? std::string(", even pipelined") : std::string()) + ") or does not fit";
   else
-    p.why =
-        "the split of least estimated time per run, among the splits in rank order whose "
-        "stages fit their ranks' memory";
+    p.why = "the split of least estimated " + per_run +
+            ", among the splits in rank order whose stages fit their ranks' memory";
+  // What the plan is compared with the best single rank by: one run, or pipelined runs.
+  const double mine = piped ? p.pipelined_us : p.est_us;
   if (p.single_rank < 0)
     p.notes.push_back("no rank alone holds the graph's weights and states: it must be split");
-  else if (p.stages.size() > 1 && p.est_us > p.single_us)
+  else if (p.stages.size() > 1 && mine > p.single_us)
     p.notes.push_back("slower than rank" + std::to_string(p.single_rank) + " alone (" +
-                      format_us(p.single_us) + " per run) by " + format_us(p.est_us - p.single_us) +
+                      format_us(p.single_us) + " per run) by " + format_us(mine - p.single_us) +
+                      (piped ? " even pipelined" : "") +
                       ": split only because every rank was "
                       "asked to hold a stage");
   return p;
@@ -624,8 +671,15 @@ Result<Graph> stage_graph(const Graph& graph, const Stage& stage) {
 
 std::string explain(const ClusterPlan& p, const Graph& g) {
   std::string out = "cluster plan for graph '" + p.graph + "': " + std::to_string(p.stages.size()) +
-                    (p.stages.size() == 1 ? " stage" : " stages") + ", estimated " +
-                    format_us(p.est_us) + " per run\n";
+                    (p.stages.size() == 1 ? " stage" : " stages") + ", estimated ";
+  if (p.stages.size() == 1)
+    out += format_us(p.est_us) + " per run\n";
+  else if (p.planned_pipelined)
+    out += format_us(p.pipelined_us) + " per run pipelined (" + format_us(p.est_us) +
+           " for one run alone)\n";
+  else
+    out += format_us(p.est_us) + " per run (" + format_us(p.pipelined_us) +
+           " per run if runs were pipelined)\n";
   out += "why: " + p.why + "\n";
   out += "ranks:\n";
   for (const std::string& r : p.ranks) out += "  " + r + "\n";
