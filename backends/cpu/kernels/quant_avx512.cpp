@@ -142,9 +142,12 @@ void group_scales(const uint8_t* p, int nch, __m512* sc, __m512* of) {
     *of = _mm512_fnmadd_ps(*sc, _mm512_set1_ps(128.0f), *of);
 }
 
-// Chunks c and c + 1 of a group as 64 unsigned bytes (c + 1 only when `two`).
+// Chunks c and c + 1 of a group as 64 unsigned bytes (c + 1 only when `two`); in one decode
+// where the format has one (F::chunk2, the k-quants).
 template <typename F>
 __m512i step_bytes(const uint8_t* p, int c, bool two) {
+  if constexpr (requires { F::chunk2(p, c); })
+    if (two) return F::chunk2(p, c);
   const __m256i lo = F::chunk(p, c);
   __m512i u = two ? _mm512_inserti64x4(_mm512_castsi256_si512(lo), F::chunk(p, c + 1), 1)
                   : _mm512_zextsi256_si512(lo);
