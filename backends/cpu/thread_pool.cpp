@@ -1,5 +1,9 @@
 #include "thread_pool.h"
 
+#if defined(__linux__)
+#include <sched.h>
+#endif
+
 #include <algorithm>
 #include <atomic>
 #include <utility>
@@ -19,6 +23,15 @@ struct InPool {
 }  // namespace
 
 int ThreadPool::default_threads() {
+#if defined(__linux__)
+  // The cores this process may run on, not the machine's: a process bound to some of them
+  // (mpirun binds each rank to a core by default, taskset, a container's cpuset) would otherwise
+  // time-slice a worker per machine core on its few, and every parallel region would wait for
+  // the workers that are not running.
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
+#endif
   unsigned n = std::thread::hardware_concurrency();
   return n == 0 ? 1 : static_cast<int>(n);
 }

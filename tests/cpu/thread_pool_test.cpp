@@ -1,4 +1,7 @@
 #include <gtest/gtest.h>
+#if defined(__linux__)
+#include <sched.h>
+#endif
 
 #include <atomic>
 #include <new>
@@ -8,6 +11,28 @@
 
 namespace duet::cpu {
 namespace {
+
+#if defined(__linux__)
+TEST(ThreadPool, DefaultSizeIsTheCoresTheProcessMayRunOn) {
+  // A process bound to one core (mpirun binds each rank to one by default; taskset) gets one
+  // thread, not one per core of the machine time-sliced on it.
+  cpu_set_t all, one;
+  ASSERT_EQ(sched_getaffinity(0, sizeof all, &all), 0);
+  EXPECT_EQ(ThreadPool::default_threads(), CPU_COUNT(&all));
+  CPU_ZERO(&one);
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &all)) {
+      CPU_SET(c, &one);
+      break;
+    }
+  ASSERT_EQ(sched_setaffinity(0, sizeof one, &one), 0);
+  const int bound = ThreadPool::default_threads();
+  const int bound_pool = ThreadPool(0).size();
+  ASSERT_EQ(sched_setaffinity(0, sizeof all, &all), 0);
+  EXPECT_EQ(bound, 1);
+  EXPECT_EQ(bound_pool, 1);
+}
+#endif
 
 TEST(ThreadPool, ParallelForCoversEveryIndexOnce) {
   ThreadPool pool(3);
