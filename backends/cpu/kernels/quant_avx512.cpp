@@ -234,13 +234,13 @@ inline void row_dot_rows(const uint8_t* w, int64_t row_bytes, int64_t k, const Q
 }
 
 // One activation row takes weight rows in pairs (two streams from memory, one activation load
-// for both: decode M1 from memory took 1.1-1.3x less CPU time on q4_0, q5_1, q8_0 and q6_k);
-// q2_k and q3_k, whose decode is the most work per byte read, ran slower so and take one weight
-// row at a time, as more activation rows do.
+// for both: decode M1 from memory took 1.1-1.3x less CPU time on q4_0, q5_1, q8_0, q6_k and, once
+// its decode had become one 512-bit step, q3_k); q2_k, whose decode is the most work per byte
+// read, ran slower so and takes one weight row at a time, as more activation rows do.
 template <typename F, int M>
 void row_dot_m(const uint8_t* w, int64_t row_bytes, int rows, int64_t k, const Q8Rows& x,
                float* out, int64_t ldo, bool accumulate) {
-  constexpr int R = M == 1 && F::kMaxByte > 7 ? 2 : 1;
+  constexpr int R = M == 1 && F::kMaxByte > 3 ? 2 : 1;
   int r = 0;
   for (; r + R <= rows; r += R)
     row_dot_rows<F, M, R>(w + r * row_bytes, row_bytes, k, x, out + r, ldo, accumulate);
