@@ -130,7 +130,9 @@ Status check_arity(const onnx::NodeProto& n, int opset) {
     return Status(Code::invalid_argument, "expected at least " +
                                               std::to_string(std::max(1, s->min_output())) +
                                               " output(s), got " + std::to_string(n.output_size()));
-  for (int i = 0; i < std::min(n.output_size(), std::max(1, s->min_output())); ++i)
+  // The outputs the schema requires are named; where it makes every output optional (RNN, GRU,
+  // LSTM: a model may read Y_h alone), output 0 may be unnamed too.
+  for (int i = 0; i < std::min(n.output_size(), s->min_output()); ++i)
     if (n.output(i).empty())
       return Status(Code::invalid_argument,
                     "output " + std::to_string(i) + " is required and has no name");
