@@ -258,6 +258,11 @@ TEST_F(Cli, RunTakesAFolderOfNpyFilesOnePerInputAndNamesAFileThatDoesNotFit) {
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("[[2.5,   4,   1],"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("inputs: " + path("npy")), std::string::npos) << r.out;
+  // One .npy file for the graph's one input, whatever its name.
+  fs::copy_file(path("npy/x.npy"), path("mine.npy"));
+  r = duet("run " + g + " --inputs " + path("mine.npy") + " --policy device=cpu --print y");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("[[2.5,   4,   1],"), std::string::npos) << r.out;
   // A file that is not an input, a misnamed file (the input then has none), a wrong shape.
   fs::copy_file(path("npy/x.npy"), path("npy/z.npy"));
   r = duet("run " + g + " --inputs " + path("npy"));

@@ -120,6 +120,21 @@ Result<LoadedModel> load_model_and_inputs(const ModelArgs& model, const std::str
     DUET_ASSIGN_OR_RETURN(auto read, read_inputs(inputs_path, source));
     given = std::move(read);
   }
+  // One .npy file given for a graph of one input is that input, whatever the file is named
+  // (docs/cli.md): the graph's inputs are read first (shapes only), then the tensor renamed, so
+  // that an ONNX model's symbolic dims take its sizes.
+  if (given && !source.folder && !source.files.empty() && given->size() == 1) {
+    DUET_ASSIGN_OR_RETURN(Graph peek, load_graph_file(model, false, nullptr, nullptr));
+    if (peek.inputs().size() == 1) {
+      const std::string& name = peek.value(peek.inputs()[0]).name;
+      if (!given->count(name)) {
+        auto one = given->extract(given->begin());
+        one.key() = name;
+        given->insert(std::move(one));
+        source.files = {{name, source.files.begin()->second}};
+      }
+    }
+  }
   LoadedModel m;
   DUET_ASSIGN_OR_RETURN(m.graph, load_graph_file(model, true, given ? &*given : nullptr, &m.notes));
   if (auto missing = m.graph.unbound_constants(); !missing.empty()) {
