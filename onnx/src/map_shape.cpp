@@ -598,6 +598,243 @@ Result<std::vector<int64_t>> element_offsets(Node& n, const std::vector<int64_t>
   return flat;
 }
 
+// Run-time indices `i` (f32) checked against the sizes `d` (a known f32 tensor that broadcasts
+// with `i`, `minus_d` its negation): `positive` counts negative ones from the end (`i + d * [i <
+// 0]`), `outside` is 1 where an index lies outside [-d, d), else 0.
+struct Wrapped {
+  ValueId positive, outside;
+};
+Wrapped wrap_indices(Node& n, ValueId i, ValueId d, ValueId minus_d, ValueId zero) {
+  Wrapped w;
+  w.positive =
+      n.op(OpKind::add,
+           {i, n.op(OpKind::mul, {n.op(OpKind::less, {i, zero}, {}, "negative"), d}, {}, "wrap")},
+           {}, "positive");
+  w.outside = n.op(OpKind::add,
+                   {n.op(OpKind::less, {i, minus_d}, {}, "below"),
+                    n.op(OpKind::less_equal, {d, i}, {}, "above")},
+                   {}, "outside");
+  return w;
+}
+
+ValueId reduce(Node& n, OpKind kind, ValueId x, std::vector<int> axes, std::string_view what) {
+  OpAttrs at;
+  at.axes = std::move(axes);
+  return n.op(kind, {x}, at, what);
+}
+
+// Run-time indices as f32 (exact: they are checked to lie within sizes below 2^23).
+Result<ValueId> float_indices(Node& n, size_t i) {
+  if (n.elem(i) != kInt32 && n.elem(i) != kInt64)
+    return n.invalid("indices of type " + elem_name(n.elem(i)));
+  DUET_ASSIGN_OR_RETURN(ValueId idx, n.runtime(i));
+  OpAttrs f32;
+  f32.to = DType::f32;
+  return n.op(OpKind::cast, {idx}, f32, "index");
+}
+
+Result<ValueId> f32_constant(Node& n, std::vector<int64_t> dims, std::vector<double> v,
+                             std::string_view what) {
+  return n.constant(Array::of_reals(kFloat, std::move(dims), std::move(v)), what);
+}
+
+// Output 0 as input 0 (the data, `na` elements) with the elements of input 2 (the updates, `nb`)
+// written at their flat positions `pos` in the data (f32, `nb` of them, computed at run time);
+// `bad` ([1]) is 1 when an index was outside its range. Each data element takes the last update
+// aimed at it: E = [pos == p] as [na, nb], last = max over j of E * (j + 1), and the element is
+// picked (embedding) from the data's and the updates' elements in a row: id p where last is 0,
+// na + last - 1 where not. A bad index moves every id past that table, which the embedding
+// reports as an error of the run. Exact (every number an integer below 2^24); na * nb
+// comparisons, so for small tensors (a scatter kernel would be the way for large ones).
+Status scatter_runtime(Node& n, ValueId pos, ValueId bad, int64_t na, int64_t nb) {
+  const std::vector<int64_t> dims = n.shape(0);
+  if (n.elem(0) != n.elem(2))
+    return n.invalid("data and updates of types " + elem_name(n.elem(0)) + " and " +
+                     elem_name(n.elem(2)));
+  if (!elem_is_float(n.elem(0)) || n.elem(0) == kDouble)
+    return n.unsupported(std::string(n.type()) + " of " + elem_name(n.elem(0)) +
+                         " with indices computed at run time");
+  if (na + nb >= (int64_t{1} << 23) || na * nb > (int64_t{1} << 22))
+    return n.unsupported(std::string(n.type()) + " with indices computed at run time of " +
+                         std::to_string(nb) + " updates into " + std::to_string(na) +
+                         " elements (duet compares every position with every element: at most "
+                         "2^22 pairs)");
+  DUET_TRY(n.room_for({na, nb}, kFloat, 8));
+  std::vector<double> p(static_cast<size_t>(na)), j(static_cast<size_t>(nb));
+  std::iota(p.begin(), p.end(), 0.0);
+  std::iota(j.begin(), j.end(), 1.0);
+  DUET_ASSIGN_OR_RETURN(ValueId pcol, f32_constant(n, {na, 1}, p, "element_column"));
+  DUET_ASSIGN_OR_RETURN(ValueId prow, f32_constant(n, {na}, p, "elements"));
+  DUET_ASSIGN_OR_RETURN(ValueId number, f32_constant(n, {nb}, j, "update_numbers"));
+  DUET_ASSIGN_OR_RETURN(ValueId zero, f32_constant(n, {1}, {0.0}, "zero"));
+  DUET_ASSIGN_OR_RETURN(ValueId before,
+                        f32_constant(n, {1}, {static_cast<double>(na - 1)}, "na_minus_1"));
+  ValueId aimed = n.op(OpKind::equal, {n.reshape(pos, {1, nb}, "position_row"), pcol}, {}, "aimed");
+  ValueId last = n.reshape(reduce(n, OpKind::reduce_max,
+                                  n.op(OpKind::mul, {aimed, number}, {}, "numbered"), {1}, "last"),
+                           {na}, "last_update");
+  ValueId hit = n.op(OpKind::less, {zero, last}, {}, "hit");
+  ValueId moved = n.op(
+      OpKind::mul,
+      {hit,
+       n.op(OpKind::sub, {n.op(OpKind::add, {last, before}, {}, "update_id"), prow}, {}, "offset")},
+      {}, "moved");
+  OpAttrs past;
+  past.alpha = static_cast<float>(na + nb);
+  ValueId id = n.op(OpKind::add,
+                    {n.op(OpKind::add, {prow, moved}, {}, "picked"),
+                     n.op(OpKind::scale, {bad}, past, "past_the_table")},
+                    {}, "checked");
+  OpAttrs i32;
+  i32.to = DType::i32;
+  ValueId ids = n.op(OpKind::cast, {id}, i32, "ids");
+  DUET_ASSIGN_OR_RETURN(ValueId x, n.runtime(0));
+  DUET_ASSIGN_OR_RETURN(ValueId u, n.runtime(2));
+  OpAttrs cat;
+  cat.axis = 0;
+  ValueId table =
+      n.op(OpKind::concat,
+           {n.reshape(x, {na, 1}, "data_column"), n.reshape(u, {nb, 1}, "updates_column")}, cat,
+           "table");
+  n.set(0, n.reshape(n.op(OpKind::embedding, {table, ids}, {}, "elements"), dims), n.elem(0));
+  return {};
+}
+
+// Whether any of the 0/1 values of `outside` (of rank r) is 1, as [1].
+ValueId any_outside(Node& n, ValueId outside, int r) {
+  std::vector<int> all(static_cast<size_t>(r));
+  std::iota(all.begin(), all.end(), 0);
+  return n.reshape(reduce(n, OpKind::reduce_max, outside, all, "any_outside"), {1}, "bad");
+}
+
+// ScatterElements with indices computed at run time: each update's flat position in the data,
+// `index * stride + base` (base the known position of its other coordinates), then
+// scatter_runtime.
+Status scatter_elements_runtime(Node& n, const std::vector<int64_t>& dims,
+                                const std::vector<int64_t>& idims, int axis) {
+  const int64_t na = product(dims, 0, dims.size()), nb = product(idims, 0, idims.size());
+  if (na >= (int64_t{1} << 23))
+    return n.unsupported(std::string(n.type()) +
+                         " with indices computed at run time into 2^23 elements or more");
+  DUET_TRY(n.room_for(idims, kInt64, 16));
+  DUET_ASSIGN_OR_RETURN(
+      const std::vector<int64_t> base_pos,
+      element_offsets(n, dims, idims, axis, std::vector<int64_t>(static_cast<size_t>(nb), 0)));
+  const auto a = static_cast<size_t>(axis);
+  const double d = static_cast<double>(dims[a]);
+  DUET_ASSIGN_OR_RETURN(ValueId i, float_indices(n, 1));
+  DUET_ASSIGN_OR_RETURN(ValueId zero, f32_constant(n, {1}, {0.0}, "zero"));
+  DUET_ASSIGN_OR_RETURN(ValueId dv, f32_constant(n, {1}, {d}, "d"));
+  DUET_ASSIGN_OR_RETURN(ValueId minus_d, f32_constant(n, {1}, {-d}, "minus_d"));
+  DUET_ASSIGN_OR_RETURN(
+      ValueId base,
+      f32_constant(n, idims, std::vector<double>(base_pos.begin(), base_pos.end()), "base"));
+  const Wrapped w = wrap_indices(n, i, dv, minus_d, zero);
+  OpAttrs stride;
+  stride.alpha = static_cast<float>(product(dims, a + 1, dims.size()));
+  ValueId pos = n.op(OpKind::add, {n.op(OpKind::scale, {w.positive}, stride, "along_axis"), base},
+                     {}, "position");
+  return scatter_runtime(n, pos, any_outside(n, w.outside, static_cast<int>(idims.size())), na, nb);
+}
+
+// The row of each index tuple (the last dim of `i`, f32 [tuples, m], coordinates of dims[b, b +
+// m)) in the data viewed as [batches * those dims' product, the rest], with `outside` per tuple
+// ([tuples, 1]): sum over k of coordinate k (made positive) times the product of the indexed dims
+// after k, plus the tuple's batch times the indexed dims' product.
+struct Rows {
+  ValueId row, outside;
+};
+Result<Rows> tuple_rows(Node& n, ValueId i, const std::vector<int64_t>& dims, int64_t b, int64_t m,
+                        int64_t tuples) {
+  const auto sb = static_cast<size_t>(b), sm = static_cast<size_t>(m);
+  std::vector<double> d(sm), minus(sm), stride(sm), base(static_cast<size_t>(tuples));
+  for (size_t k = 0; k < sm; ++k) {
+    d[k] = static_cast<double>(dims[sb + k]);
+    minus[k] = -d[k];
+    stride[k] = static_cast<double>(product(dims, sb + k + 1, sb + sm));
+  }
+  const int64_t per_batch = product(dims, sb, sb + sm), batches = product(dims, 0, sb);
+  const int64_t per = tuples / batches;  // tuples of each batch
+  for (int64_t t = 0; t < tuples; ++t)
+    base[static_cast<size_t>(t)] = static_cast<double>((t / per) * per_batch);
+  DUET_ASSIGN_OR_RETURN(ValueId zero, f32_constant(n, {1}, {0.0}, "zero"));
+  DUET_ASSIGN_OR_RETURN(ValueId dv, f32_constant(n, {m}, d, "d"));
+  DUET_ASSIGN_OR_RETURN(ValueId minus_d, f32_constant(n, {m}, minus, "minus_d"));
+  DUET_ASSIGN_OR_RETURN(ValueId strides, f32_constant(n, {m}, stride, "strides"));
+  DUET_ASSIGN_OR_RETURN(ValueId bases, f32_constant(n, {tuples}, base, "batch_rows"));
+  const Wrapped w = wrap_indices(n, i, dv, minus_d, zero);
+  ValueId within =
+      n.reshape(reduce(n, OpKind::reduce_sum,
+                       n.op(OpKind::mul, {w.positive, strides}, {}, "scaled"), {1}, "within"),
+                {tuples}, "within_batch");
+  return Rows{n.op(OpKind::add, {within, bases}, {}, "row"),
+              reduce(n, OpKind::reduce_max, w.outside, {1}, "tuple_outside")};
+}
+
+// ScatterND with indices computed at run time: each tuple's row of slices, its slice's elements'
+// flat positions, then scatter_runtime.
+Status scatter_nd_runtime(Node& n, const std::vector<int64_t>& dims,
+                          const std::vector<int64_t>& idims) {
+  const int64_t q = idims.back(), tuples = product(idims, 0, idims.size() - 1);
+  const int64_t slice = product(dims, static_cast<size_t>(q), dims.size());
+  const int64_t na = product(dims, 0, dims.size()), nb = tuples * slice;
+  if (na >= (int64_t{1} << 23))
+    return n.unsupported("ScatterND with indices computed at run time into 2^23 elements or more");
+  DUET_ASSIGN_OR_RETURN(ValueId i, float_indices(n, 1));
+  i = n.reshape(i, {tuples, q}, "tuples");
+  DUET_ASSIGN_OR_RETURN(Rows r, tuple_rows(n, i, dims, 0, q, tuples));
+  std::vector<double> j(static_cast<size_t>(slice));
+  std::iota(j.begin(), j.end(), 0.0);
+  DUET_ASSIGN_OR_RETURN(ValueId within, f32_constant(n, {slice}, j, "within_slice"));
+  OpAttrs by;
+  by.alpha = static_cast<float>(slice);
+  ValueId first =
+      n.op(OpKind::scale, {n.reshape(r.row, {tuples, 1}, "row_column")}, by, "slice_start");
+  ValueId pos = n.op(OpKind::add, {first, within}, {}, "position");
+  return scatter_runtime(n, pos, any_outside(n, r.outside, 2), na, nb);
+}
+
+// GatherND with indices computed at run time: each tuple's row (tuple_rows) picks a row of the
+// data viewed as [rows, slice] (embedding); a tuple with a coordinate outside its range becomes
+// the id `rows`, which the embedding reports as an error of the run. Exact: every row number is
+// an integer below 2^23.
+Status gather_nd_runtime(Node& n, const std::vector<int64_t>& dims,
+                         const std::vector<int64_t>& idims, int64_t b, int64_t m,
+                         const std::vector<int64_t>& out) {
+  if (!elem_is_float(n.elem(0)) || n.elem(0) == kDouble)
+    return n.unsupported("GatherND of " + elem_name(n.elem(0)) +
+                         " with indices computed at run time");
+  const auto sb = static_cast<size_t>(b), sm = static_cast<size_t>(m);
+  const int64_t rows = product(dims, 0, sb + sm), slice = product(dims, sb + sm, dims.size());
+  const int64_t tuples = product(idims, 0, idims.size() - 1);
+  if (rows >= (int64_t{1} << 23))
+    return n.unsupported(
+        "GatherND with indices computed at run time into 2^23 rows or more (duet computes the rows "
+        "in f32)");
+  if (out.size() > 4)
+    return n.unsupported("GatherND with indices computed at run time into a result of rank " +
+                         std::to_string(out.size()) + " (duet tensors have rank <= 4)");
+  DUET_ASSIGN_OR_RETURN(ValueId i, float_indices(n, 1));
+  i = n.reshape(i, {tuples, m}, "tuples");
+  DUET_ASSIGN_OR_RETURN(Rows r, tuple_rows(n, i, dims, b, m, tuples));
+  DUET_ASSIGN_OR_RETURN(ValueId zero, f32_constant(n, {1}, {0.0}, "zero"));
+  DUET_ASSIGN_OR_RETURN(ValueId past,
+                        f32_constant(n, {1}, {static_cast<double>(rows)}, "past_the_table"));
+  ValueId bad = n.reshape(r.outside, {tuples}, "bad");
+  ValueId good = n.op(OpKind::equal, {bad, zero}, {}, "inside");
+  ValueId pos = n.op(
+      OpKind::add,
+      {n.op(OpKind::mul, {r.row, good}, {}, "kept"), n.op(OpKind::mul, {bad, past}, {}, "sent")},
+      {}, "checked");
+  OpAttrs i32;
+  i32.to = DType::i32;
+  ValueId ids = n.op(OpKind::cast, {pos}, i32, "ids");
+  DUET_ASSIGN_OR_RETURN(ValueId x, n.runtime(0));
+  ValueId table = n.reshape(x, {rows, slice}, "table");
+  n.set(0, n.reshape(n.op(OpKind::embedding, {table, ids}, {}, "rows"), out), n.elem(0));
+  return {};
+}
+
 // ScatterElements (and Scatter before opset 11) with known indices and no reduction.
 Status map_scatter_elements(Node& n) {
   const std::string red = n.attr_string("reduction", "none");
@@ -608,10 +845,7 @@ Status map_scatter_elements(Node& n) {
   if (static_cast<int>(idims.size()) != r || n.shape(2) != idims)
     return n.invalid("indices " + dims_str(idims) + " and updates " + dims_str(n.shape(2)) +
                      " for data " + dims_str(dims));
-  if (!n.known(1))
-    return n.unsupported(std::string(n.type()) +
-                         " with indices computed at run time (duet scatters to positions known "
-                         "at import)");
+  if (!n.known(1)) return scatter_elements_runtime(n, dims, idims, axis);
   const int64_t na = product(dims, 0, dims.size());
   DUET_TRY(n.room_for({na}, kInt64, 16));
   std::vector<int64_t> ids(static_cast<size_t>(na));
@@ -632,16 +866,13 @@ Status map_scatter_nd(Node& n) {
   if (idims.empty()) return n.invalid("indices of rank 0");
   const auto q = static_cast<size_t>(idims.back());
   if (q < 1 || q > dims.size()) return n.invalid("index tuples of " + std::to_string(q));
-  if (!n.known(1))
-    return n.unsupported(
-        "ScatterND with indices computed at run time (duet scatters to "
-        "positions known at import)");
   const int64_t na = product(dims, 0, dims.size());
   const int64_t slice_size = product(dims, q, dims.size());
   const int64_t tuples = product(idims, 0, idims.size() - 1);
   if (product(n.shape(2), 0, n.shape(2).size()) != tuples * slice_size)
     return n.invalid("updates " + dims_str(n.shape(2)) + " for indices " + dims_str(idims) +
                      " and data " + dims_str(dims));
+  if (!n.known(1)) return scatter_nd_runtime(n, dims, idims);
   DUET_TRY(n.room_for({na}, kInt64, 16));
   std::vector<int64_t> ids(static_cast<size_t>(na));
   std::iota(ids.begin(), ids.end(), int64_t{0});
@@ -763,12 +994,9 @@ Status map_gather_nd(Node& n) {
     if (idims[static_cast<size_t>(k)] != dims[static_cast<size_t>(k)])
       return n.invalid("indices " + dims_str(idims) + " and data " + dims_str(dims) +
                        " differ in the batch dims");
-  if (!n.known(1))
-    return n.unsupported(
-        "GatherND with indices computed at run time (duet gathers at positions known at "
-        "import)");
   std::vector<int64_t> out(idims.begin(), idims.end() - 1);
   out.insert(out.end(), dims.begin() + b + m, dims.end());
+  if (!n.known(1)) return gather_nd_runtime(n, dims, idims, b, m, out);
   DUET_TRY(n.room_for(out, kInt64, 16));
   const auto sb = static_cast<size_t>(b), sm = static_cast<size_t>(m);
   const int64_t slice = product(dims, sb + sm, dims.size()), batches = product(dims, 0, sb),

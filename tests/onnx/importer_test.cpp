@@ -380,6 +380,64 @@ TEST(OnnxImport, GatherOfRowsMapsOntoEmbeddingWithNegativeIndicesMadePositive) {
 
 // Run-time ids count from the end below 0 (ONNX's meaning); one outside [-4, 4) is an error of
 // the run naming the op's range and the id, not a crash.
+// GatherND, ScatterND and ScatterElements with indices given at run time (negative ones count
+// from the end); an index outside its range is an error of the run, never a silent pick.
+TEST(OnnxImport, GathersAndScattersTakeIndicesComputedAtRunTime) {
+  static Registry reg = open_registry();
+  auto ints = [](std::vector<int64_t> shape, std::vector<int32_t> v) {
+    HostTensor t = HostTensor::empty(DType::i32, shape);
+    std::copy(v.begin(), v.end(), t.data<int32_t>());
+    return t;
+  };
+  auto values = [](const HostTensor& t) {
+    const float* p = t.data<float>();
+    return std::vector<float>(p, p + t.numel());
+  };
+  Model gnd(13);
+  gnd.input("x", kF32, {2, 3}).input("i", kI64, {2, 1}).output("y");
+  gnd.node("GatherND", {"x", "i"}, {"y"});
+  Model snd(13);
+  snd.input("x", kF32, {4}).input("i", kI64, {2, 1}).input("u", kF32, {2}).output("y");
+  snd.node("ScatterND", {"x", "i", "u"}, {"y"});
+  Model sel(13);
+  sel.input("x", kF32, {2, 3}).input("i", kI64, {2, 1}).input("u", kF32, {2, 1}).output("y");
+  Model::attr(sel.node("ScatterElements", {"x", "i", "u"}, {"y"}), "axis", int64_t{1});
+  struct Case {
+    const Model& m;
+    std::map<std::string, HostTensor> in;
+    std::vector<float> want;
+    HostTensor bad;
+  } cases[] = {
+      {gnd,
+       {{"x", tensor({2, 3}, {1, 2, 3, 4, 5, 6})}, {"i", ints({2, 1}, {-1, 0})}},
+       {4, 5, 6, 1, 2, 3},
+       ints({2, 1}, {2, 0})},
+      {snd,
+       {{"x", tensor({4}, {1, 2, 3, 4})},
+        {"i", ints({2, 1}, {3, -4})},
+        {"u", tensor({2}, {-7, -8})}},
+       {-8, 2, 3, -7},
+       ints({2, 1}, {0, -5})},
+      {sel,
+       {{"x", tensor({2, 3}, {1, 2, 3, 4, 5, 6})},
+        {"i", ints({2, 1}, {2, -3})},
+        {"u", tensor({2, 1}, {-7, -8})}},
+       {1, 2, -7, -8, 5, 6},
+       ints({2, 1}, {3, 0})},
+  };
+  for (Case& c : cases) {
+    auto g = c.m.import();
+    ASSERT_TRUE(g.ok()) << g.status().message();
+    auto e = Engine::create(*g, {reg.find("cpu:0")});
+    ASSERT_TRUE(e.ok()) << e.status().message();
+    auto out = (*e)->run(c.in);
+    ASSERT_TRUE(out.ok()) << out.status().message();
+    EXPECT_EQ(values(out->at("y")), c.want) << g->name();
+    c.in["i"] = c.bad;
+    EXPECT_FALSE((*e)->run(c.in).ok()) << "an index outside its range";
+  }
+}
+
 TEST(OnnxImport, GatherWithRunTimeNegativeIdsCountsFromTheEnd) {
   Model m;
   m.input("table", kF32, {4, 2}).input("ids", kI64, {3}).output("y");
