@@ -295,25 +295,68 @@ void set_bool(Node& n, ValueId v) {
 }
 
 // The float dtype a run-time comparison or logic op computes in: the operands' own float type,
-// f32 for bools. Integer operands are refused: duet's comparisons are float, and int32 values
-// beyond 2^24 do not survive a cast to f32.
+// f32 for bools and for int32/int64 (held as i32), whose values are exact in f32 below 2^24 in
+// magnitude (exact_integer checks it).
 Result<DType> compare_dtype(Node& n) {
   const int e = n.elem(0);
   for (size_t i = 0; i < n.num_inputs(); ++i)
     if (n.elem(i) != e)
       return n.invalid("operands of types " + elem_name(e) + " and " + elem_name(n.elem(i)));
-  if (e == kBool) return DType::f32;
+  if (e == kBool || e == kInt32 || e == kInt64) return DType::f32;
   if (!elem_is_float(e) || e == kDouble)
     return n.unsupported(std::string(n.type()) + " of " + elem_name(e) +
-                         " at run time (duet compares float and bool tensors)");
+                         " at run time (duet compares float, bool, int32 and int64 tensors)");
   return runtime_dtype(e);
+}
+
+constexpr double kExactInF32 = 16777216.0;  // 2^24: every integer of smaller magnitude is an f32
+
+// Integer operand i as f32 for a comparison at run time, exactly: a known one must lie below 2^24
+// in magnitude; one computed at run time is checked when it runs: a value of 2^24 or more makes
+// the run fail (a zero looked up in a one-row table at row 1, an error naming the step
+// "<output>/beyond_2^24/check") rather than be compared rounded.
+Result<ValueId> exact_integer(Node& n, size_t i, std::string_view purpose) {
+  if (n.known(i)) {
+    for (int64_t v : n.array(i).ints())
+      if (v <= -static_cast<int64_t>(kExactInF32) || v >= static_cast<int64_t>(kExactInF32))
+        return n.unsupported(std::string(n.type()) + " at run time with the integer " +
+                             std::to_string(v) +
+                             " (duet compares integers in f32, exact below 2^24 in magnitude)");
+    return as_float(n, i, DType::f32, purpose);
+  }
+  DUET_ASSIGN_OR_RETURN(ValueId x, as_float(n, i, DType::f32, purpose));
+  const std::string what = std::string(purpose) + "/beyond_2^24";
+  std::vector<int> all(n.desc(x).dims().size());
+  std::iota(all.begin(), all.end(), 0);
+  OpAttrs reduce;
+  reduce.axes = all;
+  ValueId largest = n.op(OpKind::reduce_max, {n.op(OpKind::abs, {x}, {}, what + "/magnitude")},
+                         reduce, what + "/largest");
+  DUET_ASSIGN_OR_RETURN(ValueId limit,
+                        n.constant(Array::of_reals(kFloat, {1}, {kExactInF32}), what + "/limit"));
+  ValueId over =
+      n.op(OpKind::less_equal, {limit, n.reshape(largest, {1}, what + "/one")}, {}, what + "/over");
+  OpAttrs i32;
+  i32.to = DType::i32;
+  ValueId row = n.op(OpKind::cast, {over}, i32, what + "/row");
+  DUET_ASSIGN_OR_RETURN(ValueId table,
+                        n.constant(Array::of_reals(kFloat, {1, 1}, {0.0}), what + "/zero_table"));
+  ValueId zero =
+      n.reshape(n.op(OpKind::embedding, {table, row}, {}, what + "/check"), {1}, what + "/zero");
+  return n.op(OpKind::add, {x, zero}, {}, std::string(purpose) + "/checked");
+}
+
+// Operand i of a comparison at run time, in dtype t.
+Result<ValueId> compared_operand(Node& n, size_t i, DType t, std::string_view purpose) {
+  if (n.elem(i) == kInt32 || n.elem(i) == kInt64) return exact_integer(n, i, purpose);
+  return as_float(n, i, t, purpose);
 }
 
 // A comparison at run time: duet's `kind` on (a, b), or on (b, a) when `swap` (a > b is b < a).
 Status compare_runtime(Node& n, OpKind kind, bool swap) {
   DUET_ASSIGN_OR_RETURN(DType t, compare_dtype(n));
-  DUET_ASSIGN_OR_RETURN(ValueId a, as_float(n, 0, t, "a"));
-  DUET_ASSIGN_OR_RETURN(ValueId b, as_float(n, 1, t, "b"));
+  DUET_ASSIGN_OR_RETURN(ValueId a, compared_operand(n, 0, t, "a"));
+  DUET_ASSIGN_OR_RETURN(ValueId b, compared_operand(n, 1, t, "b"));
   set_bool(n, n.op(kind, swap ? std::vector<ValueId>{b, a} : std::vector<ValueId>{a, b}, {},
                    "compared"));
   return {};

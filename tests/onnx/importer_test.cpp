@@ -897,6 +897,45 @@ TEST(OnnxImport, BoolTensorsAtRunTimeAreZeroOrOneInI8) {
 // C's), INT64_MIN % -1 without overflow; floats at run time are duet's fmod, exact where the
 // rounded quotient is an integer too many (0.3 / 0.1) and far beyond 2^24; float Mod with fmod 0
 // is invalid ONNX.
+// Equal(input_ids, pad_id) and the like: integers compared at run time in f32, exact below 2^24
+// in magnitude; a larger value fails the run (never a comparison of rounded values), and a known
+// one is refused at import.
+TEST(OnnxImport, IntegerComparisonsAtRunTimeAreExactOrFail) {
+  constexpr int kBoolElem = onnx::TensorProto::BOOL;
+  Model m;
+  m.input("ids", kI64, {4}).output("pad", kBoolElem).output("after", kBoolElem);
+  m.init_i64("pad_id", {1}, {16777215});
+  m.node("Equal", {"ids", "pad_id"}, {"pad"});
+  m.node("Greater", {"ids", "pad_id"}, {"after"});
+  auto g = m.import();
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  static Registry reg = open_registry();
+  auto e = Engine::create(*g, {reg.find("cpu:0")});
+  ASSERT_TRUE(e.ok()) << e.status().message();
+  HostTensor ids = HostTensor::empty(DType::i32, std::vector<int64_t>{4});
+  const int32_t v[] = {16777215, -16777215, 16777214, 7};
+  std::copy(std::begin(v), std::end(v), ids.data<int32_t>());
+  auto out = (*e)->run({{"ids", ids}});
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  const int8_t* pad = out->at("pad").data<int8_t>();
+  EXPECT_EQ(std::vector<int8_t>(pad, pad + 4), (std::vector<int8_t>{1, 0, 0, 0}));
+  const int8_t* after = out->at("after").data<int8_t>();
+  EXPECT_EQ(std::vector<int8_t>(after, after + 4), (std::vector<int8_t>{0, 0, 0, 0}));
+  ids.data<int32_t>()[3] = 16777216;  // rounds to 2^24 in f32: refused when it runs
+  out = (*e)->run({{"ids", ids}});
+  ASSERT_FALSE(out.ok());
+  EXPECT_NE(out.status().message().find("beyond_2^24"), std::string::npos)
+      << out.status().message();
+  Model big;
+  big.input("ids", kI64, {4}).output("pad", kBoolElem);
+  big.init_i64("pad_id", {1}, {16777217});
+  big.node("Equal", {"ids", "pad_id"}, {"pad"});
+  auto refused = big.import();
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("16777217"), std::string::npos)
+      << refused.status().message();
+}
+
 TEST(OnnxImport, ModFoldsIntegersEitherWayAndIsExactForFloats) {
   Model m;
   m.input("x", kF32, {6});
