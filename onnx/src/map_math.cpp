@@ -453,9 +453,12 @@ Status map_not(Node& n) {
   return {};
 }
 
-// Where(c, x, y) with c computed at run time: x * c + y * [c == 0], with c's 0/1 values in x's
-// float dtype. Exact for finite values; a non-finite value in the branch not taken gives NaN
-// (inf * 0) where ONNX gives the other branch.
+// Where(c, x, y) with c computed at run time: a select, exact for every value (an infinite or NaN
+// in the branch not taken included, as masked_fill with -inf has): x's and y's elements viewed as
+// one-column tables and concatenated, and each element of the result picked (embedding) by the
+// id `iy + c * (ix - iy)`, ix and iy the known positions in that table of the x and y elements
+// it reads under broadcasting, computed in f32 (exact: fewer than 2^23 elements). Past that
+// size, x * c + y * [c == 0] in x's dtype, with a note: exact for finite values only.
 Status where_condition_runtime(Node& n) {
   for (size_t k : {size_t{1}, size_t{2}})
     if (!elem_is_float(n.elem(k)) || n.elem(k) == kDouble)
@@ -464,14 +467,47 @@ Status where_condition_runtime(Node& n) {
   if (n.elem(0) != kBool) return n.invalid("a condition of type " + elem_name(n.elem(0)));
   const int elem = n.elem(1);
   DUET_ASSIGN_OR_RETURN(DType t, runtime_dtype(elem));
-  DUET_ASSIGN_OR_RETURN(ValueId c, as_float(n, 0, t, "condition"));
-  DUET_ASSIGN_OR_RETURN(ValueId zero, n.constant(Array::of_reals(elem, {1}, {0.0}), "zero"));
+  DUET_ASSIGN_OR_RETURN(std::vector<int64_t> xy, broadcast(n.shape(1), n.shape(2)));
+  DUET_ASSIGN_OR_RETURN(std::vector<int64_t> out, broadcast(n.shape(0), xy));
+  const std::vector<int64_t> xd = n.shape(1), yd = n.shape(2);
+  DUET_ASSIGN_OR_RETURN(const int64_t nout, count(out));
+  DUET_ASSIGN_OR_RETURN(const int64_t nx, count(xd));
+  DUET_ASSIGN_OR_RETURN(const int64_t ny, count(yd));
   DUET_ASSIGN_OR_RETURN(ValueId x, n.runtime(1));
   DUET_ASSIGN_OR_RETURN(ValueId y, n.runtime(2));
-  ValueId off = n.op(OpKind::equal, {c, zero}, {}, "picks_y");
-  ValueId a = n.op(OpKind::mul, {x, c}, {}, "x_part");
-  ValueId b = n.op(OpKind::mul, {y, off}, {}, "y_part");
-  n.set(0, n.op(OpKind::add, {a, b}), elem);
+  constexpr int64_t kExactIds = int64_t{1} << 23;
+  if (nout >= kExactIds || nx + ny >= kExactIds || out.empty()) {
+    n.note("Where over " + std::to_string(nout) +
+           " elements with a condition computed at run time runs as x * c + y * !c: an infinite "
+           "or NaN value in the branch not taken gives NaN");
+    DUET_ASSIGN_OR_RETURN(ValueId c, as_float(n, 0, t, "condition"));
+    DUET_ASSIGN_OR_RETURN(ValueId zero, n.constant(Array::of_reals(elem, {1}, {0.0}), "zero"));
+    ValueId off = n.op(OpKind::equal, {c, zero}, {}, "picks_y");
+    ValueId a = n.op(OpKind::mul, {x, c}, {}, "x_part");
+    ValueId b = n.op(OpKind::mul, {y, off}, {}, "y_part");
+    n.set(0, n.op(OpKind::add, {a, b}), elem);
+    return {};
+  }
+  DUET_TRY(n.room_for(out, kFloat, 24));
+  const std::vector<int64_t> ix = broadcast_index(xd, out), iy = broadcast_index(yd, out);
+  std::vector<double> from_y(ix.size()), step(ix.size());
+  for (size_t i = 0; i < ix.size(); ++i) {
+    from_y[i] = static_cast<double>(nx + iy[i]);
+    step[i] = static_cast<double>(ix[i]) - from_y[i];
+  }
+  DUET_ASSIGN_OR_RETURN(ValueId c, as_float(n, 0, DType::f32, "condition"));
+  DUET_ASSIGN_OR_RETURN(ValueId base, n.constant(Array::of_reals(kFloat, out, from_y), "y_ids"));
+  DUET_ASSIGN_OR_RETURN(ValueId delta, n.constant(Array::of_reals(kFloat, out, step), "x_minus_y"));
+  ValueId id = n.op(OpKind::add, {base, n.op(OpKind::mul, {c, delta}, {}, "to_x")}, {}, "picked");
+  OpAttrs i32;
+  i32.to = DType::i32;
+  ValueId ids = n.reshape(n.op(OpKind::cast, {id}, i32, "ids"), {nout}, "flat_ids");
+  OpAttrs cat;
+  cat.axis = 0;
+  ValueId table =
+      n.op(OpKind::concat, {n.reshape(x, {nx, 1}, "x_column"), n.reshape(y, {ny, 1}, "y_column")},
+           cat, "table");
+  n.set(0, n.reshape(n.op(OpKind::embedding, {table, ids}, {}, "elements"), out), elem);
   return {};
 }
 

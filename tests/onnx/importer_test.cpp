@@ -862,6 +862,35 @@ TEST(OnnxImport, WhereWithAKnownConditionSelectsByArithmetic) {
   }
 }
 
+// masked_fill with a mask computed at run time: Where selects, so an infinite or NaN value in the
+// branch not taken stays out of the result (arithmetic would give inf * 0 = NaN).
+TEST(OnnxImport, WhereWithARunTimeConditionSelectsEveryValueExactly) {
+  Model m;
+  m.input("x", kF32, {2, 3}).input("z", kF32, {3}).output("filled").output("picked");
+  m.init("zero", {}, {0.0f});
+  m.init("fill", {}, {-INFINITY});
+  m.node("Less", {"x", "zero"}, {"negative"});
+  m.node("Where", {"negative", "fill", "x"}, {"filled"});
+  m.node("Where", {"negative", "z", "x"}, {"picked"});
+  auto g = m.import();
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  const std::vector<float> x = {-1, 2, INFINITY, 4, -INFINITY, NAN};
+  auto out = run_cpu(*g, {{"x", tensor({2, 3}, x)}, {"z", tensor({3}, {NAN, -INFINITY, 7})}});
+  ASSERT_TRUE(out.count("filled") && out.count("picked"));
+  const float* f = out.at("filled").data<float>();
+  const float* p = out.at("picked").data<float>();
+  const std::vector<float> filled = {-INFINITY, 2, INFINITY, 4, -INFINITY},
+                           picked = {NAN, 2, INFINITY, 4, -INFINITY};
+  for (size_t i = 0; i < 5; ++i) {
+    EXPECT_EQ(f[i], filled[i]) << i;
+    if (i > 0) {
+      EXPECT_EQ(p[i], picked[i]) << i;
+    }
+  }
+  EXPECT_TRUE(std::isnan(p[0]));
+  EXPECT_TRUE(std::isnan(f[5]) && std::isnan(p[5]));  // NaN < 0 is false: x's NaN kept
+}
+
 TEST(OnnxImport, BoolTensorsAtRunTimeAreZeroOrOneInI8) {
   // A condition computed at run time (Less), logic with a bool input, Cast to bool (x != 0, NaN
   // true): bools are i8 tensors of 0 and 1, as ONNX stores them.
