@@ -11,6 +11,12 @@ namespace duet::onnx_import {
 
 namespace {
 
+int64_t product(const std::vector<int64_t>& d, size_t from, size_t to) {
+  int64_t n = 1;
+  for (size_t i = from; i < to; ++i) n *= d[i];
+  return n;
+}
+
 // Both operands at run time, of one float type (ONNX gives both the same type).
 Result<std::pair<ValueId, ValueId>> float_operands(Node& n) {
   if (n.elem(0) != n.elem(1))
@@ -33,6 +39,67 @@ Status room_for_broadcast(Node& n, int out_elem) {
   auto out = broadcast(n.shape(0), n.shape(1));
   if (!out.ok()) return n.invalid(out.status().message());
   return n.room_for(*out, out_elem, 24);
+}
+
+constexpr double kExactInF32 = 16777216.0;  // 2^24: every integer of smaller magnitude is an f32
+
+// `x` (f32 holding integers) checked as it runs (overflow_check: a zero of shape [1] to add to
+// what must wait for the check): a magnitude of 2^24 or more, where f32 no longer
+// holds every integer, makes the run fail (a zero looked up in a one-row table at row 1, an error
+// naming the step "<output>/<what>/beyond_2^24/check") rather than go on with rounded values. The
+// value comes back with that zero added, so the check runs before anything reads it.
+ValueId overflow_check(Node& n, ValueId x, const std::string& what) {
+  const std::string step = what + "/beyond_2^24";
+  std::vector<int> all(n.desc(x).dims().size());
+  std::iota(all.begin(), all.end(), 0);
+  OpAttrs reduce;
+  reduce.axes = all;
+  ValueId largest = n.op(OpKind::reduce_max, {n.op(OpKind::abs, {x}, {}, step + "/magnitude")},
+                         reduce, step + "/largest");
+  auto limit = n.constant(Array::of_reals(kFloat, {1}, {kExactInF32}), step + "/limit");
+  auto table = n.constant(Array::of_reals(kFloat, {1, 1}, {0.0}), step + "/zero_table");
+  if (!limit.ok() || !table.ok()) return ValueId{};  // the builder holds the error
+  ValueId over = n.op(OpKind::less_equal, {*limit, n.reshape(largest, {1}, step + "/one")}, {},
+                      step + "/over");
+  OpAttrs i32;
+  i32.to = DType::i32;
+  ValueId row = n.op(OpKind::cast, {over}, i32, step + "/row");
+  return n.reshape(n.op(OpKind::embedding, {*table, row}, {}, step + "/check"), {1},
+                   step + "/zero");
+}
+ValueId checked_exact(Node& n, ValueId x, const std::string& what) {
+  return n.op(OpKind::add, {x, overflow_check(n, x, what)}, {}, what + "/checked");
+}
+
+// Integer input i (int32 or int64, held as i32) as f32, exactly: a known one must lie below 2^24
+// in magnitude; one computed at run time is checked as it runs (checked_exact).
+Result<ValueId> exact_integer(Node& n, size_t i, std::string_view purpose) {
+  if (n.known(i))
+    for (int64_t v : n.array(i).ints())
+      if (v <= -static_cast<int64_t>(kExactInF32) || v >= static_cast<int64_t>(kExactInF32))
+        return n.unsupported(std::string(n.type()) + " at run time with the integer " +
+                             std::to_string(v) +
+                             " (duet computes with integers in f32, exact below 2^24 in "
+                             "magnitude)");
+  DUET_ASSIGN_OR_RETURN(ValueId x, n.runtime(i));
+  OpAttrs f32;
+  f32.to = DType::f32;
+  x = n.op(OpKind::cast, {x}, f32, purpose);
+  if (n.known(i)) return x;
+  return checked_exact(n, x, std::string(purpose));
+}
+
+// Integer arithmetic at run time (add, sub, mul of int32 or int64): in f32 on exact operands,
+// the result checked as it runs (a true result below 2^24 in magnitude is exact in f32, and one
+// at or above it rounds to at least 2^24), then cast back to i32.
+Status integer_binary(Node& n, OpKind kind) {
+  DUET_ASSIGN_OR_RETURN(ValueId a, exact_integer(n, 0, "a"));
+  DUET_ASSIGN_OR_RETURN(ValueId b, exact_integer(n, 1, "b"));
+  ValueId r = checked_exact(n, n.op(kind, {a, b}, {}, "result"), "result");
+  OpAttrs i32;
+  i32.to = DType::i32;
+  n.set(0, n.op(OpKind::cast, {r}, i32), n.elem(0));
+  return {};
 }
 
 Status binary(Node& n, OpKind kind) {
@@ -77,6 +144,8 @@ Status binary(Node& n, OpKind kind) {
       return {};
     }
   }
+  if (kind != OpKind::div && n.elem(0) == n.elem(1) && (n.elem(0) == kInt32 || n.elem(0) == kInt64))
+    return integer_binary(n, kind);
   DUET_ASSIGN_OR_RETURN(auto ab, float_operands(n));
   n.set(0, n.op(kind, {ab.first, ab.second}), n.elem(0));
   return {};
@@ -307,43 +376,6 @@ Result<DType> compare_dtype(Node& n) {
     return n.unsupported(std::string(n.type()) + " of " + elem_name(e) +
                          " at run time (duet compares float, bool, int32 and int64 tensors)");
   return runtime_dtype(e);
-}
-
-constexpr double kExactInF32 = 16777216.0;  // 2^24: every integer of smaller magnitude is an f32
-
-// Integer operand i as f32 for a comparison at run time, exactly: a known one must lie below 2^24
-// in magnitude; one computed at run time is checked when it runs: a value of 2^24 or more makes
-// the run fail (a zero looked up in a one-row table at row 1, an error naming the step
-// "<output>/beyond_2^24/check") rather than be compared rounded.
-Result<ValueId> exact_integer(Node& n, size_t i, std::string_view purpose) {
-  if (n.known(i)) {
-    for (int64_t v : n.array(i).ints())
-      if (v <= -static_cast<int64_t>(kExactInF32) || v >= static_cast<int64_t>(kExactInF32))
-        return n.unsupported(std::string(n.type()) + " at run time with the integer " +
-                             std::to_string(v) +
-                             " (duet compares integers in f32, exact below 2^24 in magnitude)");
-    return as_float(n, i, DType::f32, purpose);
-  }
-  DUET_ASSIGN_OR_RETURN(ValueId x, as_float(n, i, DType::f32, purpose));
-  const std::string what = std::string(purpose) + "/beyond_2^24";
-  std::vector<int> all(n.desc(x).dims().size());
-  std::iota(all.begin(), all.end(), 0);
-  OpAttrs reduce;
-  reduce.axes = all;
-  ValueId largest = n.op(OpKind::reduce_max, {n.op(OpKind::abs, {x}, {}, what + "/magnitude")},
-                         reduce, what + "/largest");
-  DUET_ASSIGN_OR_RETURN(ValueId limit,
-                        n.constant(Array::of_reals(kFloat, {1}, {kExactInF32}), what + "/limit"));
-  ValueId over =
-      n.op(OpKind::less_equal, {limit, n.reshape(largest, {1}, what + "/one")}, {}, what + "/over");
-  OpAttrs i32;
-  i32.to = DType::i32;
-  ValueId row = n.op(OpKind::cast, {over}, i32, what + "/row");
-  DUET_ASSIGN_OR_RETURN(ValueId table,
-                        n.constant(Array::of_reals(kFloat, {1, 1}, {0.0}), what + "/zero_table"));
-  ValueId zero =
-      n.reshape(n.op(OpKind::embedding, {table, row}, {}, what + "/check"), {1}, what + "/zero");
-  return n.op(OpKind::add, {x, zero}, {}, std::string(purpose) + "/checked");
 }
 
 // Operand i of a comparison at run time, in dtype t.
@@ -585,6 +617,113 @@ Status map_where(Node& n) {
   }
   DUET_ASSIGN_OR_RETURN(Array r, Array::from_bytes(x.elem(), out, std::move(bytes)));
   n.set_known(0, std::move(r));
+  return {};
+}
+
+// CumSum along a known axis (`exclusive`, `reverse`): folded when x is known (integers exactly,
+// floats in double); at run time by ceil(log2 n) steps of y + (y shifted by 1, 2, 4, ... along
+// the axis, zeros shifted in: a slice view and a concat), after a shift by one for `exclusive`,
+// shifting the other way for `reverse`. Floats in their dtype (the sums in another order than
+// one by one); int32/int64 in f32, exact: the sum of the magnitudes along the axis, which bounds
+// every partial sum, is checked below 2^24 as it runs.
+Status map_cumsum(Node& n) {
+  const std::vector<int64_t> dims = n.shape(0);
+  const int r = static_cast<int>(dims.size());
+  DUET_ASSIGN_OR_RETURN(std::vector<int64_t> av, n.ints(1, "axis"));
+  if (av.size() != 1) return n.invalid("axis must hold one value");
+  DUET_ASSIGN_OR_RETURN(int axis, normalize_axis(av[0], r));
+  const bool exclusive = n.attr_int("exclusive", 0) != 0, reverse = n.attr_int("reverse", 0) != 0;
+  const auto a = static_cast<size_t>(axis);
+  const int64_t len = dims[a], inner = product(dims, a + 1, dims.size());
+  const int elem = n.elem(0);
+  const bool integer = elem == kInt32 || elem == kInt64;
+  if (n.known(0)) {
+    DUET_TRY(n.room_for(dims, elem, 24));
+    const Array& x = n.array(0);
+    const int64_t total = x.numel(), outer = total / std::max<int64_t>(len * inner, 1);
+    std::vector<int64_t> iv(integer ? static_cast<size_t>(total) : 0);
+    std::vector<double> rv(integer ? 0 : static_cast<size_t>(total));
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t in = 0; in < inner; ++in) {
+        int64_t isum = 0;
+        double rsum = 0;
+        for (int64_t k = 0; k < len; ++k) {
+          const int64_t j = reverse ? len - 1 - k : k;
+          const int64_t at = (o * len + j) * inner + in;
+          if (integer) {
+            if (exclusive) iv[static_cast<size_t>(at)] = isum;
+            isum += x.int_at(at);
+            if (!exclusive) iv[static_cast<size_t>(at)] = isum;
+          } else {
+            if (exclusive) rv[static_cast<size_t>(at)] = rsum;
+            rsum += x.real_at(at);
+            if (!exclusive) rv[static_cast<size_t>(at)] = rsum;
+          }
+        }
+      }
+    n.set_known(0, integer ? Array::of_ints(elem, dims, iv) : Array::of_reals(elem, dims, rv));
+    return {};
+  }
+  if (!integer && (!elem_is_float(elem) || elem == kDouble))
+    return n.unsupported("CumSum of " + elem_name(elem) + " at run time");
+  const int zelem = integer ? kFloat : elem;
+  ValueId x;
+  if (integer) {
+    DUET_ASSIGN_OR_RETURN(x, exact_integer(n, 0, "x"));
+    OpAttrs along;
+    along.axes = {axis};
+    ValueId total =
+        n.op(OpKind::reduce_sum, {n.op(OpKind::abs, {x}, {}, "magnitude")}, along, "magnitudes");
+    x = n.op(OpKind::add, {x, overflow_check(n, total, "sums")}, {}, "checked");
+  } else {
+    DUET_ASSIGN_OR_RETURN(x, n.runtime(0));
+  }
+  // y moved by s along the axis (towards the end, or the start for `reverse`), zeros shifted in.
+  auto shifted = [&](ValueId y, int64_t s, const std::string& what) -> Result<ValueId> {
+    std::vector<int64_t> zd = dims;
+    zd[a] = s;
+    DUET_ASSIGN_OR_RETURN(
+        ValueId zeros,
+        n.constant(Array::of_reals(
+                       zelem, zd,
+                       std::vector<double>(static_cast<size_t>(product(zd, 0, zd.size())), 0.0)),
+                   what + "/zeros"));
+    OpAttrs sl;
+    sl.axis = axis;
+    sl.start = reverse ? s : 0;
+    sl.stop = reverse ? len : len - s;
+    ValueId kept = n.op(OpKind::slice, {y}, sl, what + "/kept");
+    OpAttrs cat;
+    cat.axis = axis;
+    return n.op(OpKind::concat,
+                reverse ? std::vector<ValueId>{kept, zeros} : std::vector<ValueId>{zeros, kept},
+                cat, what);
+  };
+  ValueId y = x;
+  if (exclusive) {
+    if (len == 1) {
+      DUET_ASSIGN_OR_RETURN(
+          y,
+          n.constant(Array::of_reals(zelem, dims,
+                                     std::vector<double>(
+                                         static_cast<size_t>(product(dims, 0, dims.size())), 0.0)),
+                     "zeros"));
+    } else {
+      DUET_ASSIGN_OR_RETURN(y, shifted(x, 1, "exclusive"));
+    }
+  }
+  for (int64_t s = 1; s < len; s *= 2) {
+    const std::string step = "step" + std::to_string(s);
+    DUET_ASSIGN_OR_RETURN(ValueId moved, shifted(y, s, step + "/shifted"));
+    y = n.op(OpKind::add, {y, moved}, {}, step);
+  }
+  if (!integer) {
+    n.set(0, y, elem);
+    return {};
+  }
+  OpAttrs i32;
+  i32.to = DType::i32;
+  n.set(0, n.op(OpKind::cast, {y}, i32), elem);
   return {};
 }
 
@@ -1550,6 +1689,7 @@ const Mapping kMath[] = {
     {"Xor", map_xor},
     {"Not", map_not},
     {"Trilu", map_trilu},
+    {"CumSum", map_cumsum},
     {"Sum", map_sum},
     {"Mean", map_mean},
     {"Max", map_max},

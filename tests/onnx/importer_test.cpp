@@ -965,6 +965,75 @@ TEST(OnnxImport, IntegerComparisonsAtRunTimeAreExactOrFail) {
       << refused.status().message();
 }
 
+// CumSum at run time, every way (exclusive, reverse) along either axis, against sums one by one;
+// then RoBERTa's position ids from its input ids, integer arithmetic at run time: mask = ids != 1,
+// cumsum(mask) * mask + 1, exact in f32, and a sum beyond 2^24 fails the run.
+TEST(OnnxImport, CumSumAndIntegerArithmeticAtRunTime) {
+  const std::vector<float> x = {1, -2, 3.5f, 4, 5, -6, 7, 8, 9, 10};
+  for (int64_t axis : {0, 1})
+    for (int64_t exclusive : {0, 1})
+      for (int64_t reverse : {0, 1}) {
+        Model m;
+        m.input("x", kF32, {2, 5}).output("y");
+        m.init_i64("axis", {}, {axis});
+        auto& node = m.node("CumSum", {"x", "axis"}, {"y"});
+        Model::attr(node, "exclusive", exclusive);
+        Model::attr(node, "reverse", reverse);
+        auto g = m.import();
+        ASSERT_TRUE(g.ok()) << g.status().message();
+        auto out = run_cpu(*g, {{"x", tensor({2, 5}, x)}});
+        ASSERT_TRUE(out.count("y"));
+        const int64_t len = axis == 0 ? 2 : 5, stride = axis == 0 ? 5 : 1;
+        for (int64_t e = 0; e < 10; ++e) {
+          const int64_t at = axis == 0 ? e / 5 : e % 5, first = e - at * stride;
+          double want = 0;
+          for (int64_t k = 0; k < len; ++k)
+            if (reverse ? (k > at || (k == at && !exclusive)) : (k < at || (k == at && !exclusive)))
+              want += x[static_cast<size_t>(first + k * stride)];
+          EXPECT_FLOAT_EQ(out.at("y").data<float>()[e], static_cast<float>(want))
+              << "axis " << axis << " exclusive " << exclusive << " reverse " << reverse << " at "
+              << e;
+        }
+      }
+  Model p;
+  p.input("ids", kI64, {2, 4}).output("pos", kI64);
+  p.init_i64("pad", {}, {1});
+  p.init_i64("one", {}, {1});
+  p.init_i64("axis", {}, {1});
+  p.node("Equal", {"ids", "pad"}, {"is_pad"});
+  p.node("Not", {"is_pad"}, {"keep"});
+  Model::attr(p.node("Cast", {"keep"}, {"mask"}), "to", int64_t{kI64});
+  p.node("CumSum", {"mask", "axis"}, {"count"});
+  p.node("Mul", {"count", "mask"}, {"masked"});
+  p.node("Add", {"masked", "one"}, {"pos"});
+  auto g = p.import();
+  ASSERT_TRUE(g.ok()) << g.status().message();
+  static Registry reg = open_registry();
+  auto e = Engine::create(*g, {reg.find("cpu:0")});
+  ASSERT_TRUE(e.ok()) << e.status().message();
+  HostTensor ids = HostTensor::empty(DType::i32, std::vector<int64_t>{2, 4});
+  const int32_t v[] = {5, 7, 1, 1, 3, 16777215, 9, 1};
+  std::copy(std::begin(v), std::end(v), ids.data<int32_t>());
+  auto out = (*e)->run({{"ids", ids}});
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  const int32_t* pos = out->at("pos").data<int32_t>();
+  EXPECT_EQ(std::vector<int32_t>(pos, pos + 8), (std::vector<int32_t>{2, 3, 1, 1, 2, 3, 4, 1}));
+  Model s;
+  s.input("a", kI64, {2}).input("b", kI64, {2}).output("sum", kI64);
+  s.node("Add", {"a", "b"}, {"sum"});
+  auto sg = s.import();
+  ASSERT_TRUE(sg.ok()) << sg.status().message();
+  auto se = Engine::create(*sg, {reg.find("cpu:0")});
+  ASSERT_TRUE(se.ok()) << se.status().message();
+  HostTensor a = HostTensor::empty(DType::i32, std::vector<int64_t>{2});
+  a.data<int32_t>()[0] = 16777215;
+  a.data<int32_t>()[1] = -3;
+  auto sum = (*se)->run({{"a", a}, {"b", a}});
+  ASSERT_FALSE(sum.ok());  // 2 * (2^24 - 1) does not fit f32 exactly
+  EXPECT_NE(sum.status().message().find("beyond_2^24"), std::string::npos)
+      << sum.status().message();
+}
+
 TEST(OnnxImport, ModFoldsIntegersEitherWayAndIsExactForFloats) {
   Model m;
   m.input("x", kF32, {6});
