@@ -770,21 +770,23 @@ Status map_lrn(Node& n) {
   return {};
 }
 
-// RNN, GRU and LSTM in one direction (forward or reverse), unrolled over the sequence into
+// RNN, GRU and LSTM (forward, reverse or bidirectional), unrolled over the sequence into
 // matmuls and element-wise ops as ONNX defines them, with the default activations (sigmoid for
-// the gates, tanh for the rest): X W^T for every step in one matmul (plus the biases), then per
-// step H R^T added and the gates taken as slice views, and Y stacked by concat. GRU's
-// linear_before_reset both ways, LSTM's peepholes. sequence_lens must be known and every
-// sequence full length; bidirectional, other activations, clip and input_forget are refused.
+// the gates, tanh for the rest): per direction, X W^T for every step in one matmul (plus the
+// biases), then per step H R^T added and the gates taken as slice views; Y stacked by concat
+// (bidirectional: the forward pass, then the reverse one with its own W, R, B and initial states,
+// the two concatenated along Y's and Y_h's direction axis). GRU's linear_before_reset both ways,
+// LSTM's peepholes. sequence_lens must be known and every sequence full length; other
+// activations, clip and input_forget are refused.
 enum class Cell { rnn, gru, lstm };
-
 Status recurrent(Node& n, Cell cell) {
   const std::string type(n.type());
   const int64_t gates = cell == Cell::rnn ? 1 : cell == Cell::gru ? 3 : 4;
   for (size_t i = 0; i < 3; ++i) DUET_TRY(float_input(n, i));
   const std::string dir = n.attr_string("direction", "forward");
-  if (dir != "forward" && dir != "reverse")
-    return n.unsupported(type + " with direction '" + dir + "' (forward or reverse only)");
+  if (dir != "forward" && dir != "reverse" && dir != "bidirectional")
+    return n.invalid(type + " with direction '" + dir + "' (forward, reverse or bidirectional)");
+  const int64_t dirs = dir == "bidirectional" ? 2 : 1;
   if (const auto* a = n.attr("activations")) {
     static const char* const kDefaults[3][3] = {
         {"Tanh"}, {"Sigmoid", "Tanh"}, {"Sigmoid", "Tanh", "Tanh"}};
@@ -799,9 +801,9 @@ Status recurrent(Node& n, Cell cell) {
   const bool batch_first = n.attr_int("layout", 0) != 0;
   const bool lbr = n.attr_int("linear_before_reset", 0) != 0;
   const std::vector<int64_t> xd = n.shape(0), wd = n.shape(1), rd = n.shape(2);
-  if (xd.size() != 3 || wd.size() != 3 || rd.size() != 3 || wd[0] != 1 || rd[0] != 1)
+  if (xd.size() != 3 || wd.size() != 3 || rd.size() != 3 || wd[0] != dirs || rd[0] != dirs)
     return n.invalid("X, W and R of shapes " + dims_str(xd) + ", " + dims_str(wd) + ", " +
-                     dims_str(rd) + " (rank 3, one direction)");
+                     dims_str(rd) + " (rank 3, " + std::to_string(dirs) + " direction(s))");
   const int64_t steps = xd[batch_first ? 1 : 0], batch = xd[batch_first ? 0 : 1], in = xd[2];
   const int64_t hidden = n.attr_int("hidden_size", rd[2]), gh = gates * hidden;
   if (wd[1] != gh || wd[2] != in || rd[1] != gh || rd[2] != hidden)
@@ -830,135 +832,198 @@ Status recurrent(Node& n, Cell cell) {
     return n.op(k, {a, b}, {}, what);
   };
   DUET_ASSIGN_OR_RETURN(ValueId x, n.runtime(0));
-  DUET_ASSIGN_OR_RETURN(ValueId w, n.runtime(1));
-  DUET_ASSIGN_OR_RETURN(ValueId r, n.runtime(2));
-  w = n.reshape(w, {gh, in}, "w");
-  r = n.reshape(r, {gh, hidden}, "r");
-  OpAttrs tb;
-  tb.transpose_b = true;
-  // X W^T for every step: [steps * batch, gh] viewed as X's leading dims.
-  ValueId xw = n.op(OpKind::matmul, {n.reshape(x, {xd[0] * xd[1], in}, "rows"), w}, tb, "xw");
-  xw = n.reshape(xw, {xd[0], xd[1], gh}, "xw_steps");
-  std::optional<ValueId> rbh;  // GRU: R's bias of the h gate, added apart
-  if (n.has(3)) {
-    DUET_ASSIGN_OR_RETURN(ValueId b, n.runtime(3));
-    if (n.shape(3) != std::vector<int64_t>{1, 2 * gh})
-      return n.invalid("B of shape " + dims_str(n.shape(3)) + " (expected [1, " +
-                       std::to_string(2 * gh) + "])");
-    ValueId wb = cut(b, 1, 0, gh, "wb"), rb = cut(b, 1, gh, 2 * gh, "rb");
-    ValueId bias;
-    if (cell == Cell::gru) {
-      ValueId zr = apply2(OpKind::add, cut(wb, 1, 0, 2 * hidden, "wb_zr"),
-                          cut(rb, 1, 0, 2 * hidden, "rb_zr"), "b_zr");
-      OpAttrs cat;
-      cat.axis = 1;
-      bias = n.op(OpKind::concat, {zr, cut(wb, 1, 2 * hidden, gh, "wb_h")}, cat, "bias");
-      rbh = cut(rb, 1, 2 * hidden, gh, "rb_h");
-    } else {
-      bias = apply2(OpKind::add, wb, rb, "bias");
-    }
-    xw = apply2(OpKind::add, xw, bias, "xw_b");
-  }
-  auto state = [&](size_t i, std::string_view what) -> Result<std::optional<ValueId>> {
-    if (!n.has(i)) return std::optional<ValueId>{};
-    const std::vector<int64_t> want = batch_first ? std::vector<int64_t>{batch, 1, hidden}
-                                                  : std::vector<int64_t>{1, batch, hidden};
-    if (n.shape(i) != want)
-      return n.invalid(std::string(what) + " of shape " + dims_str(n.shape(i)) + " (expected " +
-                       dims_str(want) + ")");
-    DUET_ASSIGN_OR_RETURN(ValueId v, n.runtime(i));
-    return std::optional<ValueId>{n.reshape(v, {batch, hidden}, what)};
+  DUET_ASSIGN_OR_RETURN(ValueId wv, n.runtime(1));
+  DUET_ASSIGN_OR_RETURN(ValueId rv, n.runtime(2));
+  const ValueId rows = n.reshape(x, {xd[0] * xd[1], in}, "rows");
+  struct Pass {
+    std::vector<ValueId> ys;  // h after each step, by time
+    ValueId h;
+    std::optional<ValueId> c;
   };
-  DUET_ASSIGN_OR_RETURN(std::optional<ValueId> h, state(5, "initial_h"));
-  std::optional<ValueId> c, pi, po, pf;
-  if (cell == Cell::lstm) {
-    DUET_ASSIGN_OR_RETURN(c, state(6, "initial_c"));
-    if (n.has(7)) {
-      if (n.shape(7) != std::vector<int64_t>{1, 3 * hidden})
-        return n.invalid("P of shape " + dims_str(n.shape(7)));
-      DUET_ASSIGN_OR_RETURN(ValueId p, n.runtime(7));
-      pi = cut(p, 1, 0, hidden, "p_i");
-      po = cut(p, 1, hidden, 2 * hidden, "p_o");
-      pf = cut(p, 1, 2 * hidden, 3 * hidden, "p_f");
-    }
-  }
-  ValueId one;
-  if (cell == Cell::gru) {
-    DUET_ASSIGN_OR_RETURN(one, n.constant(Array::of_reals(elem, {1}, {1.0}), "one"));
-  }
-  const ValueId r_h = cell == Cell::gru ? cut(r, 0, 2 * hidden, gh, "r_h") : r;
-  std::vector<ValueId> ys(static_cast<size_t>(steps));
-  for (int64_t k = 0; k < steps; ++k) {
-    const int64_t t = dir == "forward" ? k : steps - 1 - k;
-    const std::string at = "t" + std::to_string(t);
-    ValueId g = n.reshape(cut(xw, batch_first ? 1 : 0, t, t + 1, at + "_x"), {batch, gh}, at);
-    std::optional<ValueId> hr;
-    if (h) hr = n.op(OpKind::matmul, {*h, r}, tb, at + "_hr");
-    if (cell == Cell::rnn) {
-      h = apply1(OpKind::tanh, hr ? apply2(OpKind::add, g, *hr, at + "_sum") : g, at + "_h");
-    } else if (cell == Cell::lstm) {
-      if (hr) g = apply2(OpKind::add, g, *hr, at + "_sum");
-      ValueId gi = cut(g, 1, 0, hidden, at + "_i"), go = cut(g, 1, hidden, 2 * hidden, at + "_o");
-      ValueId gf = cut(g, 1, 2 * hidden, 3 * hidden, at + "_f");
-      ValueId gc = cut(g, 1, 3 * hidden, gh, at + "_c");
-      if (pi && c) {
-        gi = apply2(OpKind::add, gi, apply2(OpKind::mul, *pi, *c, at + "_pic"), at + "_ip");
-        gf = apply2(OpKind::add, gf, apply2(OpKind::mul, *pf, *c, at + "_pfc"), at + "_fp");
-      }
-      ValueId ig = apply2(OpKind::mul, apply1(OpKind::sigmoid, gi, at + "_is"),
-                          apply1(OpKind::tanh, gc, at + "_ct"), at + "_in");
-      c = c ? apply2(OpKind::add,
-                     apply2(OpKind::mul, apply1(OpKind::sigmoid, gf, at + "_fs"), *c, at + "_keep"),
-                     ig, at + "_cell")
-            : ig;
-      if (po) go = apply2(OpKind::add, go, apply2(OpKind::mul, *po, *c, at + "_poc"), at + "_op");
-      h = apply2(OpKind::mul, apply1(OpKind::sigmoid, go, at + "_os"),
-                 apply1(OpKind::tanh, *c, at + "_cs"), at + "_h");
-    } else {
-      ValueId zr = cut(g, 1, 0, 2 * hidden, at + "_zr_x");
-      if (hr) zr = apply2(OpKind::add, zr, cut(*hr, 1, 0, 2 * hidden, at + "_zr_h"), at + "_zr");
-      zr = apply1(OpKind::sigmoid, zr, at + "_zrs");
-      ValueId z = cut(zr, 1, 0, hidden, at + "_z"), rg = cut(zr, 1, hidden, 2 * hidden, at + "_r");
-      ValueId hx = cut(g, 1, 2 * hidden, gh, at + "_hx");
-      std::optional<ValueId> hh;  // what R adds to the h gate
-      if (lbr) {
-        std::optional<ValueId> rh;
-        if (hr) rh = cut(*hr, 1, 2 * hidden, gh, at + "_rh");
-        if (rh && rbh) rh = apply2(OpKind::add, *rh, *rbh, at + "_rhb");
-        if (!rh) rh = rbh;
-        if (rh) hh = apply2(OpKind::mul, rg, *rh, at + "_hh");
+  auto pass = [&](int64_t d, bool reverse) -> Result<Pass> {
+    // One direction's slice (along axis 0 of W, R, B and P; the direction axis of the states).
+    const std::string tag = dirs == 1 ? "" : reverse ? "back_" : "fwd_";
+    auto part = [&](ValueId v, int axis, std::string_view what) {
+      return dirs == 1 ? v : cut(v, axis, d, d + 1, tag + std::string(what) + "_dir");
+    };
+    ValueId w = n.reshape(part(wv, 0, "w"), {gh, in}, tag + "w");
+    ValueId r = n.reshape(part(rv, 0, "r"), {gh, hidden}, tag + "r");
+    OpAttrs tb;
+    tb.transpose_b = true;
+    // X W^T for every step: [steps * batch, gh] viewed as X's leading dims.
+    ValueId xw = n.op(OpKind::matmul, {rows, w}, tb, tag + "xw");
+    xw = n.reshape(xw, {xd[0], xd[1], gh}, tag + "xw_steps");
+    std::optional<ValueId> rbh;  // GRU: R's bias of the h gate, added apart
+    if (n.has(3)) {
+      if (n.shape(3) != std::vector<int64_t>{dirs, 2 * gh})
+        return n.invalid("B of shape " + dims_str(n.shape(3)) + " (expected [" +
+                         std::to_string(dirs) + ", " + std::to_string(2 * gh) + "])");
+      DUET_ASSIGN_OR_RETURN(ValueId bv, n.runtime(3));
+      ValueId b = part(bv, 0, "b");
+      ValueId wb = cut(b, 1, 0, gh, "wb"), rb = cut(b, 1, gh, 2 * gh, "rb");
+      ValueId bias;
+      if (cell == Cell::gru) {
+        ValueId zr = apply2(OpKind::add, cut(wb, 1, 0, 2 * hidden, "wb_zr"),
+                            cut(rb, 1, 0, 2 * hidden, "rb_zr"), "b_zr");
+        OpAttrs cat;
+        cat.axis = 1;
+        bias = n.op(OpKind::concat, {zr, cut(wb, 1, 2 * hidden, gh, "wb_h")}, cat, "bias");
+        rbh = cut(rb, 1, 2 * hidden, gh, "rb_h");
       } else {
-        if (h)
-          hh = n.op(OpKind::matmul, {apply2(OpKind::mul, rg, *h, at + "_rh"), r_h}, tb, at + "_hh");
-        if (hh && rbh) hh = apply2(OpKind::add, *hh, *rbh, at + "_hhb");
-        if (!hh) hh = rbh;
+        bias = apply2(OpKind::add, wb, rb, "bias");
       }
-      ValueId cand =
-          apply1(OpKind::tanh, hh ? apply2(OpKind::add, hx, *hh, at + "_hs") : hx, at + "_ht");
-      ValueId next =
-          apply2(OpKind::mul, apply2(OpKind::sub, one, z, at + "_1z"), cand, at + "_new");
-      h = h ? apply2(OpKind::add, next, apply2(OpKind::mul, z, *h, at + "_old"), at + "_h") : next;
+      xw = apply2(OpKind::add, xw, bias, "xw_b");
     }
-    ys[static_cast<size_t>(t)] = *h;
+    auto state = [&](size_t i, std::string_view what) -> Result<std::optional<ValueId>> {
+      if (!n.has(i)) return std::optional<ValueId>{};
+      const std::vector<int64_t> want = batch_first ? std::vector<int64_t>{batch, dirs, hidden}
+                                                    : std::vector<int64_t>{dirs, batch, hidden};
+      if (n.shape(i) != want)
+        return n.invalid(std::string(what) + " of shape " + dims_str(n.shape(i)) + " (expected " +
+                         dims_str(want) + ")");
+      DUET_ASSIGN_OR_RETURN(ValueId v, n.runtime(i));
+      return std::optional<ValueId>{
+          n.reshape(part(v, batch_first ? 1 : 0, what), {batch, hidden}, tag + std::string(what))};
+    };
+    DUET_ASSIGN_OR_RETURN(std::optional<ValueId> h, state(5, "initial_h"));
+    std::optional<ValueId> c, pi, po, pf;
+    if (cell == Cell::lstm) {
+      DUET_ASSIGN_OR_RETURN(c, state(6, "initial_c"));
+      if (n.has(7)) {
+        if (n.shape(7) != std::vector<int64_t>{dirs, 3 * hidden})
+          return n.invalid("P of shape " + dims_str(n.shape(7)));
+        DUET_ASSIGN_OR_RETURN(ValueId pv, n.runtime(7));
+        ValueId p = part(pv, 0, "p");
+        pi = cut(p, 1, 0, hidden, "p_i");
+        po = cut(p, 1, hidden, 2 * hidden, "p_o");
+        pf = cut(p, 1, 2 * hidden, 3 * hidden, "p_f");
+      }
+    }
+    ValueId one;
+    if (cell == Cell::gru) {
+      DUET_ASSIGN_OR_RETURN(one, n.constant(Array::of_reals(elem, {1}, {1.0}), "one"));
+    }
+    const ValueId r_h = cell == Cell::gru ? cut(r, 0, 2 * hidden, gh, "r_h") : r;
+    Pass out;
+    std::vector<ValueId>& ys = out.ys;
+    ys.resize(static_cast<size_t>(steps));
+    for (int64_t k = 0; k < steps; ++k) {
+      const int64_t t = reverse ? steps - 1 - k : k;
+      const std::string at = tag + "t" + std::to_string(t);
+      ValueId g = n.reshape(cut(xw, batch_first ? 1 : 0, t, t + 1, at + "_x"), {batch, gh}, at);
+      std::optional<ValueId> hr;
+      if (h) hr = n.op(OpKind::matmul, {*h, r}, tb, at + "_hr");
+      if (cell == Cell::rnn) {
+        h = apply1(OpKind::tanh, hr ? apply2(OpKind::add, g, *hr, at + "_sum") : g, at + "_h");
+      } else if (cell == Cell::lstm) {
+        if (hr) g = apply2(OpKind::add, g, *hr, at + "_sum");
+        ValueId gi = cut(g, 1, 0, hidden, at + "_i"), go = cut(g, 1, hidden, 2 * hidden, at + "_o");
+        ValueId gf = cut(g, 1, 2 * hidden, 3 * hidden, at + "_f");
+        ValueId gc = cut(g, 1, 3 * hidden, gh, at + "_c");
+        if (pi && c) {
+          gi = apply2(OpKind::add, gi, apply2(OpKind::mul, *pi, *c, at + "_pic"), at + "_ip");
+          gf = apply2(OpKind::add, gf, apply2(OpKind::mul, *pf, *c, at + "_pfc"), at + "_fp");
+        }
+        ValueId ig = apply2(OpKind::mul, apply1(OpKind::sigmoid, gi, at + "_is"),
+                            apply1(OpKind::tanh, gc, at + "_ct"), at + "_in");
+        c = c ? apply2(
+                    OpKind::add,
+                    apply2(OpKind::mul, apply1(OpKind::sigmoid, gf, at + "_fs"), *c, at + "_keep"),
+                    ig, at + "_cell")
+              : ig;
+        if (po) go = apply2(OpKind::add, go, apply2(OpKind::mul, *po, *c, at + "_poc"), at + "_op");
+        h = apply2(OpKind::mul, apply1(OpKind::sigmoid, go, at + "_os"),
+                   apply1(OpKind::tanh, *c, at + "_cs"), at + "_h");
+      } else {
+        ValueId zr = cut(g, 1, 0, 2 * hidden, at + "_zr_x");
+        if (hr) zr = apply2(OpKind::add, zr, cut(*hr, 1, 0, 2 * hidden, at + "_zr_h"), at + "_zr");
+        zr = apply1(OpKind::sigmoid, zr, at + "_zrs");
+        ValueId z = cut(zr, 1, 0, hidden, at + "_z"),
+                rg = cut(zr, 1, hidden, 2 * hidden, at + "_r");
+        ValueId hx = cut(g, 1, 2 * hidden, gh, at + "_hx");
+        std::optional<ValueId> hh;  // what R adds to the h gate
+        if (lbr) {
+          std::optional<ValueId> rh;
+          if (hr) rh = cut(*hr, 1, 2 * hidden, gh, at + "_rh");
+          if (rh && rbh) rh = apply2(OpKind::add, *rh, *rbh, at + "_rhb");
+          if (!rh) rh = rbh;
+          if (rh) hh = apply2(OpKind::mul, rg, *rh, at + "_hh");
+        } else {
+          if (h)
+            hh = n.op(OpKind::matmul, {apply2(OpKind::mul, rg, *h, at + "_rh"), r_h}, tb,
+                      at + "_hh");
+          if (hh && rbh) hh = apply2(OpKind::add, *hh, *rbh, at + "_hhb");
+          if (!hh) hh = rbh;
+        }
+        ValueId cand =
+            apply1(OpKind::tanh, hh ? apply2(OpKind::add, hx, *hh, at + "_hs") : hx, at + "_ht");
+        ValueId next =
+            apply2(OpKind::mul, apply2(OpKind::sub, one, z, at + "_1z"), cand, at + "_new");
+        h = h ? apply2(OpKind::add, next, apply2(OpKind::mul, z, *h, at + "_old"), at + "_h")
+              : next;
+      }
+      ys[static_cast<size_t>(t)] = *h;
+    }
+    out.h = *h;
+    out.c = c;
+    return out;
+  };
+  std::vector<Pass> passes;
+  for (int64_t d = 0; d < dirs; ++d) {
+    DUET_ASSIGN_OR_RETURN(Pass p, pass(d, dir == "reverse" || d == 1));
+    passes.push_back(std::move(p));
   }
+  // Y: [steps, dirs, batch, hidden] ([batch, steps, dirs, hidden] in layout 1): each direction's
+  // steps concatenated, then the directions; Y_h and Y_c: [dirs, batch, hidden] ([batch, dirs,
+  // hidden]).
   const std::vector<int64_t> one_step = batch_first ? std::vector<int64_t>{batch, 1, 1, hidden}
                                                     : std::vector<int64_t>{1, 1, batch, hidden};
   const std::vector<int64_t> last =
       batch_first ? std::vector<int64_t>{batch, 1, hidden} : std::vector<int64_t>{1, batch, hidden};
+  const bool one_dir = passes.size() == 1;
   if (n.output_used(0)) {
-    if (ys.size() == 1) {
-      n.set(0, n.reshape(ys[0], one_step), elem);
-    } else {
+    std::vector<ValueId> per_dir;
+    for (size_t d = 0; d < passes.size(); ++d) {
+      const std::string tag = one_dir ? "" : "dir" + std::to_string(d) + "_";
+      const std::vector<ValueId>& ys = passes[d].ys;
+      const bool is_y = one_dir && ys.size() == 1;  // the output itself
       std::vector<ValueId> parts;
       for (size_t t = 0; t < ys.size(); ++t)
-        parts.push_back(n.reshape(ys[t], one_step, "y" + std::to_string(t)));
+        parts.push_back(n.reshape(ys[t], one_step, is_y ? "" : tag + "y" + std::to_string(t)));
+      if (parts.size() == 1) {
+        per_dir.push_back(parts[0]);
+        continue;
+      }
       OpAttrs cat;
       cat.axis = batch_first ? 1 : 0;
-      n.set(0, n.op(OpKind::concat, parts, cat), elem);
+      per_dir.push_back(n.op(OpKind::concat, parts, cat, one_dir ? "" : tag + "y"));
+    }
+    if (one_dir) {
+      n.set(0, per_dir[0], elem);
+    } else {
+      OpAttrs cat;
+      cat.axis = batch_first ? 2 : 1;
+      n.set(0, n.op(OpKind::concat, per_dir, cat), elem);
     }
   }
-  if (n.output_used(1)) n.set(1, n.reshape(*h, last, "", 1), elem);
-  if (cell == Cell::lstm && n.output_used(2)) n.set(2, n.reshape(*c, last, "", 2), elem);
+  auto final_state = [&](size_t out, bool cell_state) {
+    std::vector<ValueId> parts;
+    for (size_t d = 0; d < passes.size(); ++d) {
+      const ValueId v = cell_state ? *passes[d].c : passes[d].h;
+      parts.push_back(
+          one_dir ? n.reshape(v, last, "", out)
+                  : n.reshape(v, last, "state" + std::to_string(out) + "_dir" + std::to_string(d)));
+    }
+    if (one_dir) {
+      n.set(out, parts[0], elem);
+      return;
+    }
+    OpAttrs cat;
+    cat.axis = batch_first ? 1 : 0;
+    n.set(out, n.op(OpKind::concat, parts, cat, {}, out), elem);
+  };
+  if (n.output_used(1)) final_state(1, false);
+  if (cell == Cell::lstm && n.output_used(2)) final_state(2, true);
   return {};
 }
 Status map_rnn(Node& n) {

@@ -1034,6 +1034,75 @@ TEST(OnnxImport, CumSumAndIntegerArithmeticAtRunTime) {
       << sum.status().message();
 }
 
+// A bidirectional LSTM and GRU (layout 0 and 1) are their forward pass and their reverse pass side
+// by side: the same model's one-direction cells (what the node suite checks against ONNX's data)
+// with each direction's weights give the same values, bit for bit.
+TEST(OnnxImport, BidirectionalCellsAreTheirTwoDirectionsSideBySide) {
+  for (const std::string type : {"LSTM", "GRU"})
+    for (int64_t layout : {0, 1}) {
+      const int64_t gates = type == "LSTM" ? 4 : 3, hidden = 3, in = 4, seq = 3, batch = 2;
+      auto values = [](size_t count, float seed) {
+        std::vector<float> v(count);
+        for (size_t i = 0; i < count; ++i) v[i] = std::sin(seed + 0.7f * static_cast<float>(i));
+        return v;
+      };
+      const auto w = values(static_cast<size_t>(2 * gates * hidden * in), 1.0f);
+      const auto r = values(static_cast<size_t>(2 * gates * hidden * hidden), 2.0f);
+      const auto b = values(static_cast<size_t>(2 * 2 * gates * hidden), 3.0f);
+      auto half = [](const std::vector<float>& v, int d) {
+        const size_t n = v.size() / 2;
+        return std::vector<float>(v.begin() + static_cast<long>(d * n),
+                                  v.begin() + static_cast<long>((d + 1) * n));
+      };
+      Model m;
+      const std::vector<int64_t> xd =
+          layout ? std::vector<int64_t>{batch, seq, in} : std::vector<int64_t>{seq, batch, in};
+      m.input("x", kF32, xd).output("y").output("y_h").output("yf").output("yr");
+      m.init("w", {2, gates * hidden, in}, w);
+      m.init("r", {2, gates * hidden, hidden}, r);
+      m.init("b", {2, 2 * gates * hidden}, b);
+      for (int d = 0; d < 2; ++d) {
+        const std::string k = std::to_string(d);
+        m.init("w" + k, {1, gates * hidden, in}, half(w, d));
+        m.init("r" + k, {1, gates * hidden, hidden}, half(r, d));
+        m.init("b" + k, {1, 2 * gates * hidden}, half(b, d));
+      }
+      auto cell = [&](std::vector<std::string> in_names, std::vector<std::string> out,
+                      const std::string& dir) {
+        auto& node = m.node(type, std::move(in_names), std::move(out));
+        Model::attr(node, "hidden_size", hidden);
+        Model::attr(node, "direction", dir);
+        Model::attr(node, "layout", layout);
+      };
+      cell({"x", "w", "r", "b"}, {"y", "y_h"}, "bidirectional");
+      cell({"x", "w0", "r0", "b0"}, {"yf"}, "forward");
+      cell({"x", "w1", "r1", "b1"}, {"yr"}, "reverse");
+      auto g = m.import();
+      ASSERT_TRUE(g.ok()) << type << ": " << g.status().message();
+      auto out =
+          run_cpu(*g, {{"x", tensor(xd, values(static_cast<size_t>(seq * batch * in), 4.0f))}});
+      ASSERT_EQ(out.size(), 4u) << type;
+      const float *y = out.at("y").data<float>(), *yf = out.at("yf").data<float>(),
+                  *yr = out.at("yr").data<float>(), *yh = out.at("y_h").data<float>();
+      // y [seq, 2, batch, hidden] (layout 1: [batch, seq, 2, hidden]); y_h [2, batch, hidden]
+      // ([batch, 2, hidden]); yf and yr with a direction axis of 1.
+      for (int64_t s = 0; s < seq; ++s)
+        for (int64_t n = 0; n < batch; ++n)
+          for (int64_t h = 0; h < hidden; ++h)
+            for (int64_t d = 0; d < 2; ++d) {
+              const int64_t at = layout ? ((n * seq + s) * 2 + d) * hidden + h
+                                        : ((s * 2 + d) * batch + n) * hidden + h;
+              const int64_t one =
+                  layout ? (n * seq + s) * hidden + h : (s * batch + n) * hidden + h;
+              EXPECT_EQ(y[at], (d == 0 ? yf : yr)[one]) << type << " layout " << layout;
+              const int64_t last = d == 0 ? seq - 1 : 0;
+              if (s != last) continue;
+              const int64_t hat = layout ? (n * 2 + d) * hidden + h : (d * batch + n) * hidden + h;
+              EXPECT_EQ(yh[hat], y[at]) << type << " layout " << layout;
+            }
+    }
+}
+
 TEST(OnnxImport, ModFoldsIntegersEitherWayAndIsExactForFloats) {
   Model m;
   m.input("x", kF32, {6});
