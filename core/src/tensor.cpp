@@ -237,10 +237,14 @@ Result<TensorDesc> reshape(const TensorDesc& t, std::span<const int64_t> shape) 
       else
         np *= target[u(n_end++)];
     }
-    for (int k = oi; k + 1 < o_end; ++k) {
-      if (t.shape[u(k + 1)] != 1 && t.strides[u(k)] != t.strides[u(k + 1)] * t.shape[u(k + 1)])
+    // Each dim of the group of size > 1 must lie right outside the next one of size > 1: a
+    // size-1 dim between them carries no layout, whatever stride it was given.
+    for (int k = oi, prev = -1; k < o_end; ++k) {
+      if (t.shape[u(k)] == 1) continue;
+      if (prev >= 0 && t.strides[u(prev)] != t.strides[u(k)] * t.shape[u(k)])
         return view_error("reshape", t, "a view whose strides allow shape " + shape_of(shape),
                           "a non-contiguous layout (make it contiguous first)");
+      prev = k;
     }
     int64_t s = t.strides[u(o_end - 1)];
     for (int k = n_end - 1; k >= ni; --k) {

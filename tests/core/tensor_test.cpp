@@ -83,6 +83,20 @@ TEST(Tensor, ReshapeOfTransposedViewNeedsACopy) {
       reshape(TensorDesc::contiguous(DType::f32, {2, 3}), std::vector<int64_t>{4, -1}).ok());
 }
 
+TEST(Tensor, ASizeOneDimDoesNotHideANonContiguousPair) {
+  // [2, 6, 3] permuted from [2, 3, 6] and viewed as [2, 1, 6, 3]: dims 0 and 2 (strides 18 and 1)
+  // are not contiguous, whatever stride the size-1 dim between them got, so [12, 3] needs a copy
+  // (Resize of a one-channel batch of two read the wrong elements).
+  auto p = *permute(TensorDesc::contiguous(DType::f32, {2, 3, 6}), std::vector<int>{0, 2, 1});
+  auto v = reshape(p, std::vector<int64_t>{2, 1, 6, 3});
+  ASSERT_TRUE(v.ok()) << v.status().message();
+  EXPECT_EQ(values(*v), values(p));
+  EXPECT_FALSE(reshape(*v, std::vector<int64_t>{12, 3}).ok());
+  auto rows = reshape(*v, std::vector<int64_t>{2, 6, 3});
+  ASSERT_TRUE(rows.ok()) << rows.status().message();
+  EXPECT_EQ(values(*rows), values(p));
+}
+
 TEST(Tensor, BroadcastUsesZeroStrides) {
   auto t = *broadcast_to(TensorDesc::contiguous(DType::f32, {3, 1}), std::vector<int64_t>{2, 3, 4});
   EXPECT_EQ(t.strides[0], 0);
