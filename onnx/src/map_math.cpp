@@ -11,10 +11,10 @@ namespace duet::onnx_import {
 
 namespace {
 
-int64_t product(const std::vector<int64_t>& d, size_t from, size_t to) {
-  int64_t n = 1;
-  for (size_t i = from; i < to; ++i) n *= d[i];
-  return n;
+int64_t dims_product(const std::vector<int64_t>& d, size_t from, size_t to) {
+  int64_t p = 1;
+  for (size_t i = from; i < to; ++i) p *= d[i];
+  return p;
 }
 
 // Both operands at run time, of one float type (ONNX gives both the same type).
@@ -52,10 +52,10 @@ ValueId overflow_check(Node& n, ValueId x, const std::string& what) {
   const std::string step = what + "/beyond_2^24";
   std::vector<int> all(n.desc(x).dims().size());
   std::iota(all.begin(), all.end(), 0);
-  OpAttrs reduce;
-  reduce.axes = all;
+  OpAttrs everywhere;
+  everywhere.axes = all;
   ValueId largest = n.op(OpKind::reduce_max, {n.op(OpKind::abs, {x}, {}, step + "/magnitude")},
-                         reduce, step + "/largest");
+                         everywhere, step + "/largest");
   auto limit = n.constant(Array::of_reals(kFloat, {1}, {kExactInF32}), step + "/limit");
   auto table = n.constant(Array::of_reals(kFloat, {1, 1}, {0.0}), step + "/zero_table");
   if (!limit.ok() || !table.ok()) return ValueId{};  // the builder holds the error
@@ -634,7 +634,7 @@ Status map_cumsum(Node& n) {
   DUET_ASSIGN_OR_RETURN(int axis, normalize_axis(av[0], r));
   const bool exclusive = n.attr_int("exclusive", 0) != 0, reverse = n.attr_int("reverse", 0) != 0;
   const auto a = static_cast<size_t>(axis);
-  const int64_t len = dims[a], inner = product(dims, a + 1, dims.size());
+  const int64_t len = dims[a], inner = dims_product(dims, a + 1, dims.size());
   const int elem = n.elem(0);
   const bool integer = elem == kInt32 || elem == kInt64;
   if (n.known(0)) {
@@ -684,9 +684,9 @@ Status map_cumsum(Node& n) {
     zd[a] = s;
     DUET_ASSIGN_OR_RETURN(
         ValueId zeros,
-        n.constant(Array::of_reals(
-                       zelem, zd,
-                       std::vector<double>(static_cast<size_t>(product(zd, 0, zd.size())), 0.0)),
+        n.constant(Array::of_reals(zelem, zd,
+                                   std::vector<double>(
+                                       static_cast<size_t>(dims_product(zd, 0, zd.size())), 0.0)),
                    what + "/zeros"));
     OpAttrs sl;
     sl.axis = axis;
@@ -703,11 +703,11 @@ Status map_cumsum(Node& n) {
   if (exclusive) {
     if (len == 1) {
       DUET_ASSIGN_OR_RETURN(
-          y,
-          n.constant(Array::of_reals(zelem, dims,
-                                     std::vector<double>(
-                                         static_cast<size_t>(product(dims, 0, dims.size())), 0.0)),
-                     "zeros"));
+          y, n.constant(
+                 Array::of_reals(zelem, dims,
+                                 std::vector<double>(
+                                     static_cast<size_t>(dims_product(dims, 0, dims.size())), 0.0)),
+                 "zeros"));
     } else {
       DUET_ASSIGN_OR_RETURN(y, shifted(x, 1, "exclusive"));
     }
@@ -1145,12 +1145,6 @@ Status map_softsign(Node& n) {
       ValueId d, add_scalar(n, n.op(OpKind::abs, {x}, {}, "abs"), n.elem(0), 1.0, "abs_plus_1"));
   n.set(0, n.op(OpKind::div, {x, d}), n.elem(0));
   return {};
-}
-
-int64_t dims_product(const std::vector<int64_t>& d, size_t from, size_t to) {
-  int64_t p = 1;
-  for (size_t i = from; i < to; ++i) p *= d[i];
-  return p;
 }
 
 // For each position of `dims` but `axis` (row-major, the axis dropped), the index along `axis`
