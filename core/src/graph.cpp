@@ -110,14 +110,21 @@ Result<Graph> Graph::with_input_shapes(const std::map<std::string, TensorDesc>& 
   if (!shape_note_.empty())
     for (const auto& [name, desc] : shapes) {
       const TensorDesc& now = values_[u(*find(name))].desc;
-      if (!desc.same_shape(now))
-        return graph_error(name_, Status(Code::invalid_argument,
-                                         "input '" + clip_text(name) + "' of shape " +
-                                             desc.shape_str() + ": the graph takes " +
-                                             now.shape_str() + " only (" + shape_note_ + ")"));
+      if (desc.same_shape(now)) continue;
+      if (remake_) {
+        std::map<std::string, TensorDesc> all;
+        for (int id : inputs_) all[values_[u(id)].name] = values_[u(id)].desc;
+        for (const auto& [n, d] : shapes) all[n] = d;
+        return (*remake_)(all);
+      }
+      return graph_error(name_, Status(Code::invalid_argument,
+                                       "input '" + clip_text(name) + "' of shape " +
+                                           desc.shape_str() + ": the graph takes " +
+                                           now.shape_str() + " only (" + shape_note_ + ")"));
     }
   GraphBuilder b(name_);
   b.shape_note(shape_note_);
+  b.g_.remake_ = remake_;
   std::vector<ValueId> map(values_.size());
   for (size_t i = 0; i < values_.size(); ++i) {
     const GraphValue& v = values_[i];

@@ -486,8 +486,8 @@ Status Importer::declare_inputs(const onnx::GraphProto& g) {
              (sym.empty() ? " has no size" : " is '" + sym + "'") + ": set to 1" +
              (sym.empty() ? ""
                           : " (--dim " + sym + "=N, or duet_graph_load_onnx(path, \"" + sym +
-                                "=N\", &graph), to choose; the graph runs at the sizes it was "
-                                "imported with)"));
+                                "=N\", &graph), to choose; a run at other sizes imports the model "
+                                "again)"));
       }
     }
     taken_.insert(in.name());
@@ -621,6 +621,7 @@ Result<Graph> Importer::run(onnx::ModelProto& model) {
   }
   if (Status s = finish_outputs(g); !s.ok()) return ctx(s);
   b_->shape_note(shape_note());
+  if (remake_) b_->remake(remake_);
   return b_->build();
 }
 

@@ -126,6 +126,8 @@ class Importer {
       : what_(std::move(what)), data_(std::move(data)), options_(options) {}
 
   Result<Graph> run(onnx::ModelProto& model);
+  // How the graph is made again at other input shapes (Graph::Remake); none: they are refused.
+  void remake(Graph::Remake f) { remake_ = std::move(f); }
 
  private:
   friend class Node;
@@ -150,6 +152,7 @@ class Importer {
   uint64_t budget_ = 0;  // what values evaluated at import may take at once
   std::shared_ptr<uint64_t> folded_ = std::make_shared<uint64_t>(0);  // what they take now
   const OnnxOptions& options_;
+  Graph::Remake remake_;
   int opset_ = 0;
   std::unique_ptr<GraphBuilder> b_;
   std::vector<std::string> names_;  // the duet name of each value id

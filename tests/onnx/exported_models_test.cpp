@@ -125,6 +125,26 @@ TEST_P(ExportedModel, OtherSequenceLengthsFoldTheirShapeArithmeticAnew) {
   }
 }
 
+TEST(ExportedModels, AGraphImportedAtSomeSizesRunsAtOthersImportedAgain) {
+  // Imported at batch 1 and sequence 5 (`--dim`), run with PyTorch's inputs of other sizes: the
+  // engine plans again, the model imported again from its file at the new sizes, and matches.
+  const Loaded small = load("gpt2_block", {{"batch", 1}, {"sequence", 5}});
+  const Loaded full = load("gpt2_block");
+  ASSERT_EQ(full.inputs.count("x"), 1u);
+  const TensorDesc& imported = small.graph.value(small.graph.inputs()[0]).desc;
+  ASSERT_FALSE(full.inputs.at("x").desc().same_shape(imported)) << imported.str();
+  auto e = Engine::create(small.graph, {registry().find("cpu:0")});
+  ASSERT_TRUE(e.ok()) << e.status().message();
+  auto out = (*e)->run(full.inputs);
+  ASSERT_TRUE(out.ok()) << out.status().message();
+  EXPECT_EQ((*e)->plans_made(), 2);
+  auto want = load_safetensors(model_path("gpt2_block", ".outputs.safetensors"));
+  ASSERT_TRUE(want.ok()) << want.status().message();
+  ASSERT_TRUE(out->at("y").desc().same_shape(want->at("y").desc()));
+  EXPECT_LT(check::compare(out->at("y").to_doubles(), want->at("y").to_doubles(), false).nmse,
+            1e-10);
+}
+
 INSTANTIATE_TEST_SUITE_P(Models, ExportedModel,
                          testing::Values("gpt2_block", "bert_layer", "conv1d_encoder",
                                          "resnet_block", "masked_attention"));

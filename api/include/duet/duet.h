@@ -133,7 +133,8 @@ typedef struct duet_graph duet_graph;
 DUET_C_API duet_status duet_graph_load(const char* path, duet_graph** out);
 /* An ONNX model with the sizes of its symbolic dimensions: `dims` is "batch=2,sequence=7" (NULL
  * or "": every symbolic dimension is 1). An ONNX graph is specialised to its input shapes when
- * loaded (its shape arithmetic folds), so run it with those shapes, or load it again. */
+ * loaded (its shape arithmetic folds); run with other shapes, the engine plans again with the
+ * model imported again from its file at them (the file must still be there). */
 DUET_C_API duet_status duet_graph_load_onnx(const char* path, const char* dims, duet_graph** out);
 /* A graph from JSON text; `base_dir` (may be NULL: ".") resolves constants' files. */
 DUET_C_API duet_status duet_graph_parse(const char* json, const char* base_dir, duet_graph** out);

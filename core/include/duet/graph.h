@@ -15,6 +15,7 @@
 // state itself (so every read sees a defined version of it).
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -91,8 +92,13 @@ class DUET_API Graph {
   std::vector<std::string> unbound_constants() const;
 
   // The same graph with new input shapes (dtypes fixed), every op re-inferred. Shapes not
-  // given stay as they are. A graph with a shape note refuses other shapes, with the note.
+  // given stay as they are. A graph with a shape note is made again by its remake function at
+  // other shapes, and without one refuses them, with the note.
   Result<Graph> with_input_shapes(const std::map<std::string, TensorDesc>& shapes) const;
+  // Makes the graph again from its source at other input shapes (every input's shape given): an
+  // ONNX import, whose shape arithmetic was folded for the sizes it was imported at, is imported
+  // again at the new ones.
+  using Remake = std::function<Result<Graph>(const std::map<std::string, TensorDesc>& shapes)>;
   // Set where the graph's shapes were fixed when it was made (an ONNX import folds its shape
   // arithmetic for the sizes it was imported at, so other sizes could run but compute wrong
   // values): why, and how to make it at other sizes. "" where the shapes may change.
@@ -106,6 +112,7 @@ class DUET_API Graph {
   friend class GraphBuilder;
   std::string name_ = "graph";
   std::string shape_note_;
+  std::shared_ptr<const Remake> remake_;
   std::vector<GraphValue> values_;
   std::vector<GraphNode> nodes_;
   std::vector<int> inputs_;
@@ -175,6 +182,8 @@ class DUET_API GraphBuilder {
   const TensorDesc* desc(ValueId v) const;
   // Graph::shape_note of the graph being built.
   void shape_note(std::string note) { g_.shape_note_ = std::move(note); }
+  // Graph::Remake of the graph being built (with a shape note).
+  void remake(Graph::Remake f) { g_.remake_ = std::make_shared<const Graph::Remake>(std::move(f)); }
   // The graph, or the first error. Requires at least one output.
   Result<Graph> build();
 

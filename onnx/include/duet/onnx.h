@@ -5,8 +5,10 @@
 // graph holds only the work done at run time. A node that cannot be mapped is an error naming
 // the node, its op type and the opset, never a silent skip. docs/onnx.md lists the ops.
 //
-// duet's graphs have fixed shapes: symbolic dimensions (dim_param) take their sizes from
-// `input_shapes` or `dims`, else 1 (with a note). int64 tensors (indices, shapes) become i32,
+// Symbolic dimensions (dim_param) take their sizes from `input_shapes` or `dims`, else 1 (with a
+// note), and the shape arithmetic is folded for them. A graph imported from a file is imported
+// again from it when run (or Graph::with_input_shapes) at other input shapes; one imported from
+// bytes refuses them, saying how to import it again. int64 tensors (indices, shapes) become i32,
 // every value checked to fit; float64, bool, string and complex tensors are refused.
 //
 // Built when libonnx-dev and libprotobuf-dev are found at configure time; otherwise every call
