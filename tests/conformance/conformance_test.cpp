@@ -145,6 +145,7 @@ struct Param {
   size_t case_index;
   Tier tier;
   Precision precision;
+  size_t index = 0;  // in the whole list: the test's name, the same in every batch
 };
 
 // Printed by gtest beside each test instead of the parameter's bytes.
@@ -214,6 +215,47 @@ test_support::ChildLines list_in_child() {
   return c;
 }
 
+// The cases of one kernel family (device, tier, precision, op, dtype and block format) share
+// their pipelines and launch setup: a batch process (duet_test BATCH) takes whole families, so
+// that each family's pipelines are made in one process rather than in every batch, as gtest's
+// round-robin sharding did (two thirds of a Vulkan batch's time was lavapipe making pipelines).
+std::string family(const Param& p) {
+  const std::string& name = all_cases()[p.case_index].name;
+  const size_t op_end = name.find('/'), dtype_end = name.find('/', op_end + 1);
+  std::string f = p.device + " " + std::string(tier_name(p.tier)) + " " +
+                  std::string(precision_name(p.precision)) + " " + name.substr(0, dtype_end);
+  for (const DType q : kQuantizedDTypes)
+    if (name.find("." + std::string(dtype_name(q)) + ".") != std::string::npos)
+      f += " " + std::string(dtype_name(q));
+  return f;
+}
+
+// The batch `index` of `count` (DUET_TEST_BATCH=index/count, set by ctest for each batch): whole
+// families, the largest first, each to the batch with the least work so far (a case on a
+// non-CPU device counted as three: pipelines, emulation), in the list's order within a batch.
+std::vector<Param> batch_of(const std::vector<Param>& all, int index, int count) {
+  std::map<std::string, std::vector<size_t>> families;
+  for (size_t i = 0; i < all.size(); ++i) families[family(all[i])].push_back(i);
+  std::vector<const std::vector<size_t>*> order;
+  for (const auto& [name, members] : families) order.push_back(&members);
+  const auto work = [&](const std::vector<size_t>* m) {
+    return m->size() * (all[m->front()].device.rfind("cpu", 0) == 0 ? 1 : 3);
+  };
+  std::stable_sort(order.begin(), order.end(), [&](auto* a, auto* b) { return work(a) > work(b); });
+  std::vector<size_t> load(static_cast<size_t>(count), 0);
+  std::vector<bool> mine(all.size(), false);
+  for (const auto* m : order) {
+    const size_t b = static_cast<size_t>(std::min_element(load.begin(), load.end()) - load.begin());
+    load[b] += work(m);
+    if (b == static_cast<size_t>(index))
+      for (size_t i : *m) mine[i] = true;
+  }
+  std::vector<Param> out;
+  for (size_t i = 0; i < all.size(); ++i)
+    if (mine[i]) out.push_back(all[i]);
+  return out;
+}
+
 const std::vector<Param>& params() {
   static const std::vector<Param> ps = [] {
     if (std::getenv(kListEnv)) {  // the child: no teardown, no leak check, nothing but the list
@@ -221,10 +263,19 @@ const std::vector<Param>& params() {
       std::fflush(stdout);
       std::_Exit(0);
     }
-    if (!GTEST_FLAG_GET(list_tests)) return params_here();
     std::vector<Param> out;
-    for (const std::string& l : list_in_child().lines)
-      if (auto p = from_line(l)) out.push_back(*p);
+    if (!GTEST_FLAG_GET(list_tests)) {
+      out = params_here();
+    } else {
+      for (const std::string& l : list_in_child().lines)
+        if (auto p = from_line(l)) out.push_back(*p);
+    }
+    for (size_t i = 0; i < out.size(); ++i) out[i].index = i;
+    int index = 0, count = 0;
+    if (const char* b = std::getenv("DUET_TEST_BATCH");
+        b && std::sscanf(b, "%d/%d", &index, &count) == 2 && count > 0 && index >= 0 &&
+        index < count)
+      out = batch_of(out, index, count);
     return out;
   }();
   return ps;
@@ -236,7 +287,7 @@ std::string param_name(const testing::TestParamInfo<Param>& info) {
                   std::string(precision_name(p.precision)) + "_" + all_cases()[p.case_index].name;
   for (char& c : s)
     if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-  return s + "_" + std::to_string(info.index);
+  return s + "_" + std::to_string(p.index);
 }
 
 class Conformance : public testing::TestWithParam<Param> {};
