@@ -39,7 +39,7 @@ bool is_device_id(std::string_view s, BackendKind* b) {
 }
 
 // Text from the user in a message: clipped, so a 10 MB term is not repeated whole.
-std::string in_quotes(std::string_view s) {
+std::string single_quoted(std::string_view s) {
   return "'" + clip_text(s, 60) + "'";
 }
 
@@ -50,7 +50,7 @@ std::string backends_list() {
 // A tier named in a policy, or the error: an old name says what it is called now.
 Result<Tier> policy_tier(std::string_view name, const std::string& target) {
   if (auto t = parse_tier(name)) return *t;
-  const std::string what = in_quotes(name) + (target == name ? "" : " in " + in_quotes(target));
+  const std::string what = single_quoted(name) + (target == name ? "" : " in " + single_quoted(target));
   const std::string renamed = renamed_tier(name);
   if (!renamed.empty())
     return Status(Code::invalid_argument, what + ": no longer a tier name: " + renamed);
@@ -67,7 +67,7 @@ Result<PolicyTarget> parse_target(std::string_view text) {
     tier = text.substr(dot + 1);
     if (tier.empty() || place.empty())
       return Status(Code::invalid_argument,
-                    in_quotes(t.text) + ": expected BACKEND.TIER or DEVICE.TIER (e.g. cuda.flash)");
+                    single_quoted(t.text) + ": expected BACKEND.TIER or DEVICE.TIER (e.g. cuda.flash)");
   }
   BackendKind b{};
   if (is_device_id(place, &b)) {
@@ -79,11 +79,11 @@ Result<PolicyTarget> parse_target(std::string_view text) {
     DUET_ASSIGN_OR_RETURN(t.tier, policy_tier(place, t.text));  // a tier on every backend
     return t;
   } else if (place.find(':') != std::string_view::npos) {
-    return Status(Code::invalid_argument, in_quotes(place) +
+    return Status(Code::invalid_argument, single_quoted(place) +
                                               ": expected a device id such as cuda:0 (backend " +
                                               backends_list() + ", then a number)");
   } else {
-    return Status(Code::invalid_argument, in_quotes(place) + ": not a backend (" + backends_list() +
+    return Status(Code::invalid_argument, single_quoted(place) + ": not a backend (" + backends_list() +
                                               "), a device (cuda:0) or a kernel tier (" +
                                               tier_names() + ")");
   }
@@ -102,13 +102,13 @@ Result<Precision> parse_prec(std::string_view v, bool* is_auto) {
   if (s == "fp64") s = "f64";
   if (auto p = parse_precision(s)) return *p;
   return Status(Code::invalid_argument,
-                in_quotes(v) + ": expected a precision (f32, f16, bf16, f64 or auto)");
+                single_quoted(v) + ": expected a precision (f32, f16, bf16, f64 or auto)");
 }
 
 Result<bool> parse_switch(std::string_view v) {
   if (v == "on" || v == "true" || v == "1" || v == "yes" || v == "allow") return true;
   if (v == "off" || v == "false" || v == "0" || v == "no" || v == "forbid") return false;
-  return Status(Code::invalid_argument, in_quotes(v) + ": expected on or off");
+  return Status(Code::invalid_argument, single_quoted(v) + ": expected on or off");
 }
 
 std::string size_text(uint64_t bytes) {
@@ -251,7 +251,7 @@ Result<uint64_t> parse_size(std::string_view text) {
   auto bad = [&] {
     return Status(
         Code::invalid_argument,
-        in_quotes(text) + ": expected a size such as 4GiB, 512MiB, 1.5GB or a number of bytes");
+        single_quoted(text) + ": expected a size such as 4GiB, 512MiB, 1.5GB or a number of bytes");
   };
   if (number.empty() || number.front() == '.' || number.find('.') != number.rfind('.'))
     return bad();
@@ -314,7 +314,7 @@ Result<Policy> parse_policy(std::string_view text, Policy base, std::string_view
     ++index;
     auto fail = [&](const std::string& why) {
       return Status(Code::invalid_argument, std::string(origin) + ": term " +
-                                                std::to_string(index) + " " + in_quotes(term) +
+                                                std::to_string(index) + " " + single_quoted(term) +
                                                 ": " + why);
     };
     if (term.empty())
@@ -333,7 +333,7 @@ Result<Policy> parse_policy(std::string_view text, Policy base, std::string_view
         auto t = parse_target(item);
         if (!t.ok()) return fail(t.status().message());
         if (key == "device" && !t->is_placement())
-          return fail(in_quotes(t->text) +
+          return fail(single_quoted(t->text) +
                       ": device= takes devices and backends; use allow= for tiers");
         (key == "deny" ? p.deny : p.allow).push_back(std::move(*t));
       }
@@ -348,7 +348,7 @@ Result<Policy> parse_policy(std::string_view text, Policy base, std::string_view
       const std::string_view op = key.substr(10);
       auto kind = parse_op(op);
       if (!kind || is_view(*kind))
-        return fail(in_quotes(op) +
+        return fail(single_quoted(op) +
                     ": expected an op kind with a kernel (matmul, "
                     "attention, softmax, ...)");
       if (is_auto)
@@ -361,7 +361,7 @@ Result<Policy> parse_policy(std::string_view text, Policy base, std::string_view
       else if (value == "f32" || value == "fp32" || value == "safe")
         p.bf16_fallback = Precision::f32;
       else
-        return fail(in_quotes(value) + ": expected f16 or f32");
+        return fail(single_quoted(value) + ": expected f16 or f32");
     } else if (key == "lower" || key.rfind("lower.", 0) == 0) {
       std::vector<Precision> list;
       if (value != "none") {
@@ -369,7 +369,7 @@ Result<Policy> parse_policy(std::string_view text, Policy base, std::string_view
           bool is_auto = false;
           auto prec = parse_prec(item, &is_auto);
           if (!prec.ok() || is_auto)
-            return fail(in_quotes(item) + ": expected precisions (f32, f16, bf16) or none");
+            return fail(single_quoted(item) + ": expected precisions (f32, f16, bf16) or none");
           if (std::find(list.begin(), list.end(), *prec) == list.end()) list.push_back(*prec);
         }
       }
@@ -380,7 +380,7 @@ Result<Policy> parse_policy(std::string_view text, Policy base, std::string_view
       const std::string_view op = key.substr(6);
       auto kind = parse_op(op);
       if (!kind || is_view(*kind))
-        return fail(in_quotes(op) +
+        return fail(single_quoted(op) +
                     ": expected an op kind with a kernel (matmul, attention, softmax, ...)");
       p.op_lower[*kind] = std::move(list);
     } else if (key == "budget" || key.rfind("budget.", 0) == 0) {
@@ -393,7 +393,7 @@ Result<Policy> parse_policy(std::string_view text, Policy base, std::string_view
       const std::string_view target = key.substr(7);
       BackendKind b{};
       if (!is_device_id(target, &b) && !parse_backend(target))
-        return fail(in_quotes(target) + ": expected a device (cuda:0) or a backend (" +
+        return fail(single_quoted(target) + ": expected a device (cuda:0) or a backend (" +
                     backends_list() + ")");
       p.budgets[std::string(target)] = *size;
     } else if (key == "split") {
@@ -401,7 +401,7 @@ Result<Policy> parse_policy(std::string_view text, Policy base, std::string_view
       if (!on.ok()) return fail(on.status().message());
       p.split = *on;
     } else {
-      return fail("unknown key " + in_quotes(key) +
+      return fail("unknown key " + single_quoted(key) +
                   " (keys: allow, deny, device, precision, precision.OP, fallback, lower, "
                   "lower.OP, budget, budget.DEVICE, split)");
     }
