@@ -50,7 +50,8 @@ std::string backends_list() {
 // A tier named in a policy, or the error: an old name says what it is called now.
 Result<Tier> policy_tier(std::string_view name, const std::string& target) {
   if (auto t = parse_tier(name)) return *t;
-  const std::string what = single_quoted(name) + (target == name ? "" : " in " + single_quoted(target));
+  const std::string what =
+      single_quoted(name) + (target == name ? "" : " in " + single_quoted(target));
   const std::string renamed = renamed_tier(name);
   if (!renamed.empty())
     return Status(Code::invalid_argument, what + ": no longer a tier name: " + renamed);
@@ -66,8 +67,9 @@ Result<PolicyTarget> parse_target(std::string_view text) {
     place = text.substr(0, dot);
     tier = text.substr(dot + 1);
     if (tier.empty() || place.empty())
-      return Status(Code::invalid_argument,
-                    single_quoted(t.text) + ": expected BACKEND.TIER or DEVICE.TIER (e.g. cuda.flash)");
+      return Status(
+          Code::invalid_argument,
+          single_quoted(t.text) + ": expected BACKEND.TIER or DEVICE.TIER (e.g. cuda.flash)");
   }
   BackendKind b{};
   if (is_device_id(place, &b)) {
@@ -83,9 +85,9 @@ Result<PolicyTarget> parse_target(std::string_view text) {
                                               ": expected a device id such as cuda:0 (backend " +
                                               backends_list() + ", then a number)");
   } else {
-    return Status(Code::invalid_argument, single_quoted(place) + ": not a backend (" + backends_list() +
-                                              "), a device (cuda:0) or a kernel tier (" +
-                                              tier_names() + ")");
+    return Status(Code::invalid_argument,
+                  single_quoted(place) + ": not a backend (" + backends_list() +
+                      "), a device (cuda:0) or a kernel tier (" + tier_names() + ")");
   }
   if (!tier.empty()) {
     DUET_ASSIGN_OR_RETURN(t.tier, policy_tier(tier, t.text));
