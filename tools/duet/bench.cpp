@@ -23,6 +23,8 @@
 
 namespace duet::cli {
 
+// Named for the command, so that the sources compile together in a unity build.
+namespace bench_command {
 namespace {
 
 struct Options {
@@ -772,8 +774,10 @@ int run_bench(const CLI::App& cmd, const Options& o) {
 }
 
 }  // namespace
+}  // namespace bench_command
 
 Command add_bench(CLI::App& app) {
+  using namespace bench_command;
   auto* sub =
       app.add_subcommand("bench",
                          "Time ops on every device and kernel tier: median of repeats after a "

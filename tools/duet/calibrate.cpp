@@ -11,6 +11,8 @@
 
 namespace duet::cli {
 
+// Named for the command, so that the sources compile together in a unity build.
+namespace calibrate_command {
 namespace {
 
 struct Options {
@@ -79,8 +81,10 @@ int run_calibrate(const CLI::App& cmd, const Options& o) {
 }
 
 }  // namespace
+}  // namespace calibrate_command
 
 Command add_calibrate(CLI::App& app) {
+  using namespace calibrate_command;
   auto* sub = app.add_subcommand(
       "calibrate",
       "Show the measured rates the planner ranks this machine's devices by (measuring what the "

@@ -19,6 +19,8 @@
 
 namespace duet::cli {
 
+// Named for the command, so that the sources compile together in a unity build.
+namespace check_command {
 namespace {
 
 struct Options {
@@ -268,8 +270,10 @@ int run_check(const CLI::App& cmd, const Options& o) {
 }
 
 }  // namespace
+}  // namespace check_command
 
 Command add_check(CLI::App& app) {
+  using namespace check_command;
   auto* sub = app.add_subcommand(
       "check",
       "Run every op on every device and kernel tier and compare with the float64 CPU reference; "

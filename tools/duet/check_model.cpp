@@ -19,6 +19,8 @@
 
 namespace duet::cli {
 
+// Named for the command, so that the sources compile together in a unity build.
+namespace check_model_command {
 namespace {
 
 // A cell of the table; `elements` is the op's output size ("undefined" when the reference has no
@@ -168,8 +170,10 @@ void print_undefined(const Graph& g, const check::GraphReference& ref, bool rand
 }
 
 }  // namespace
+}  // namespace check_model_command
 
 int check_model(const CLI::App& cmd, const ModelCheckOptions& o) {
+  using namespace check_model_command;
   auto policy = choose_policy(o.policy_given ? std::optional(o.policy) : std::nullopt);
   if (!policy.ok()) return fail(cmd, policy.status().message(), 2);
   auto model = load_model_and_inputs(o.model, o.inputs_path);

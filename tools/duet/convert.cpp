@@ -21,6 +21,8 @@ namespace duet::cli {
 
 namespace fs = std::filesystem;
 
+// Named for the command, so that the sources compile together in a unity build.
+namespace convert_command {
 namespace {
 
 struct Named {
@@ -293,9 +295,11 @@ int make_inputs(const CLI::App& cmd, const InputsOptions& o) {
 }
 
 }  // namespace
+}  // namespace convert_command
 
 Result<std::map<std::string, HostTensor>> read_inputs(const std::string& path,
                                                       check::InputsSource& source) {
+  using namespace convert_command;
   source = check::InputsSource{path, false, {}};
   std::error_code ec;
   source.folder = fs::is_directory(path, ec);
@@ -319,6 +323,7 @@ Result<std::map<std::string, HostTensor>> read_inputs(const std::string& path,
 }
 
 Command add_convert(CLI::App& app) {
+  using namespace convert_command;
   auto* sub = app.add_subcommand(
       "convert",
       "Convert tensors between .safetensors and NumPy .npy files: INPUT... OUTPUT, where an "
@@ -334,6 +339,7 @@ Command add_convert(CLI::App& app) {
 }
 
 Command add_inputs(CLI::App& app) {
+  using namespace convert_command;
   auto* sub = app.add_subcommand(
       "inputs",
       "Write an inputs file for a model from its input declarations: random values (the ones "

@@ -16,6 +16,8 @@
 
 namespace duet::cli {
 
+// Named for the command, so that the sources compile together in a unity build.
+namespace devices_command {
 namespace {
 
 std::string gib(uint64_t bytes) {
@@ -96,8 +98,10 @@ void print_text(const Registry& reg) {
 }
 
 }  // namespace
+}  // namespace devices_command
 
 Command add_devices(CLI::App& app) {
+  using namespace devices_command;
   auto* sub = app.add_subcommand(
       "devices",
       "List every backend and device with its capabilities, and why any backend is unavailable");

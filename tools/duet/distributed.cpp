@@ -47,6 +47,8 @@ int run_distributed(const CLI::App& cmd, const DistributedArgs&) {
 
 #else
 
+// Named for the command, so that the sources compile together in a unity build.
+namespace distributed_command {
 namespace {
 
 std::string folder_of(const std::string& path) {
@@ -59,8 +61,10 @@ bool is_onnx(const std::string& path) {
 }
 
 }  // namespace
+}  // namespace distributed_command
 
 int run_distributed(const CLI::App& cmd, const DistributedArgs& a) {
+  using namespace distributed_command;
   if (!dist::launched_by_mpirun())
     return fail(cmd,
                 "--distributed: start it with mpirun, one process per rank (mpirun -np 2 duet " +

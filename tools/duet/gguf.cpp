@@ -12,6 +12,8 @@
 
 namespace duet::cli {
 
+// Named for the command, so that the sources compile together in a unity build.
+namespace gguf_command {
 namespace {
 
 struct Options {
@@ -107,8 +109,10 @@ int run_gguf(const CLI::App& cmd, const Options& o) {
 }
 
 }  // namespace
+}  // namespace gguf_command
 
 Command add_gguf(CLI::App& app) {
+  using namespace gguf_command;
   auto opts = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand(
       "gguf", "List what a GGUF file holds: header, metadata, tensors (type, shape, bytes)");

@@ -16,6 +16,8 @@
 
 namespace duet::cli {
 
+// Named for the command, so that the sources compile together in a unity build.
+namespace ops_command {
 namespace {
 
 struct Options {
@@ -239,8 +241,10 @@ int run_ops(const CLI::App& cmd, const Options& o) {
 }
 
 }  // namespace
+}  // namespace ops_command
 
 Command add_ops(CLI::App& app) {
+  using namespace ops_command;
   auto* sub = app.add_subcommand(
       "ops",
       "List the ops a graph can use; --markdown prints the op reference (docs/ops.md), --example "

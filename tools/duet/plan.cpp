@@ -16,6 +16,8 @@
 
 namespace duet::cli {
 
+// Named for the command, so that the sources compile together in a unity build.
+namespace plan_command {
 namespace {
 
 struct Options {
@@ -154,8 +156,10 @@ int run_plan(const CLI::App& cmd, const Options& o) {
 }
 
 }  // namespace
+}  // namespace plan_command
 
 Command add_plan(CLI::App& app) {
+  using namespace plan_command;
   auto* sub = app.add_subcommand(
       "plan",
       "Plan a model file (duet-graph JSON or ONNX) for this machine's devices or for capability "

@@ -13,6 +13,8 @@
 
 namespace duet::cli {
 
+// Named for the command, so that the sources compile together in a unity build.
+namespace quantize_command {
 namespace {
 
 struct Options {
@@ -80,8 +82,10 @@ int run_quantize(const CLI::App& cmd, const Options& o) {
 }
 
 }  // namespace
+}  // namespace quantize_command
 
 Command add_quantize(CLI::App& app) {
+  using namespace quantize_command;
   auto opts = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand(
       "quantize",

@@ -24,6 +24,8 @@
 
 namespace duet::cli {
 
+// Named for the command, so that the sources compile together in a unity build.
+namespace run_command {
 namespace {
 
 struct Options {
@@ -323,8 +325,10 @@ int run_graph(const CLI::App& cmd, const Options& o) {
 }
 
 }  // namespace
+}  // namespace run_command
 
 Command add_run(CLI::App& app) {
+  using namespace run_command;
   auto* sub = app.add_subcommand("run",
                                  "Run a model file (duet-graph JSON or ONNX) on this machine's "
                                  "devices: per op the device, precision, tier and time; "
