@@ -21,27 +21,28 @@ int64_t ceil_div(int64_t a, int64_t b) {
 struct Q8Activations {
   std::vector<int8_t> xq;
   std::vector<float> dsub, dxs;
+  std::vector<int16_t> s16;
   int64_t subs = 0;
-  Q8Rows rows() const { return {xq.data(), dsub.data(), dxs.data(), 0, subs}; }
+  Q8Rows rows() const { return {xq.data(), dsub.data(), dxs.data(), s16.data(), 0, subs}; }
 };
 
-// False when `sc` could not give the memory.
-bool quantize_activations(const QuantKernels& qk, const QuantMatmul& a, int sub, ThreadPool& pool,
-                          Scratch& sc, Q8Activations& q) {
+// Scales per `block` (32 or 256) elements. False when `sc` could not give the memory.
+bool quantize_activations(const QuantKernels& qk, const QuantMatmul& a, int sub, int block,
+                          ThreadPool& pool, Scratch& sc, Q8Activations& q) {
   const int64_t K = a.k;
   q.subs = K / sub;
   if (!sc.grow(q.xq, a.m * K, "the activations in 8 bits") ||
       !sc.grow(q.dsub, a.m * q.subs, "the activations' scales") ||
-      !sc.grow(q.dxs, a.m * q.subs, "the activations' scaled sums"))
+      !sc.grow(q.dxs, a.m * q.subs, "the activations' scaled sums") ||
+      !sc.grow(q.s16, a.m * K / 16, "the activations' sums per 16"))
     return false;
   pool.parallel_for(a.m, std::max<int64_t>(1, 16384 / K), [&](int64_t r0, int64_t r1) {
     thread_local std::vector<float> d_s;
-    thread_local std::vector<int16_t> s16_s;
     float* d = sc.grow(d_s, K / 32, "a row's block scales");
-    int16_t* s16 = sc.grow(s16_s, K / 16, "a row's half-block sums");
-    if (!d || !s16) return;
+    if (!d) return;
     for (int64_t r = r0; r < r1; ++r) {
-      qk.quantize_q8(a.x + r * a.ldx, K, q.xq.data() + r * K, d, s16);
+      int16_t* s16 = q.s16.data() + r * K / 16;
+      qk.quantize_q8(a.x + r * a.ldx, K, block, q.xq.data() + r * K, d, s16);
       float* ds = q.dsub.data() + r * q.subs;
       float* dx = q.dxs.data() + r * q.subs;
       for (int64_t s = 0; s < q.subs; ++s) {
@@ -137,6 +138,7 @@ void row_dots(const QuantKernels& qk, const QuantMatmul& a, const Q8Activations&
         x.xq += k0;
         x.dsub += k0 / sub;
         x.dxs += k0 / sub;
+        x.s16 += k0 / 16;
         dot(a.w + r0 * a.w_row_bytes + k0 / be * bb, a.w_row_bytes, rows, std::min(kc, a.k - k0), x,
             static_cast<int>(a.m), a.y + r0, a.ldy, k0 > 0);
       }
@@ -182,6 +184,7 @@ void tiled(const QuantKernels& qk, const QuantMatmul& a, const Q8Activations& q,
           x.ldq = a.k;
           x.dsub += m0 * q.subs + k0 / sub;
           x.dxs += m0 * q.subs + k0 / sub;
+          x.s16 += (m0 * a.k + k0) / 16;
           const int mm = static_cast<int>(std::min<int64_t>(MR, a.m - m0));
           for (int g = 0; g < groups; ++g)
             qk.qgemm_tile(t, g, 0, t.k / sub, x, mm, a.y + m0 * a.ldy + n0 + g * L, a.ldy,
@@ -202,9 +205,11 @@ QuantPath quant_path(const QuantKernels& qk, DType format, int64_t m) {
 
 void quantized_matmul(const QuantKernels& qk, const QuantMatmul& a, ThreadPool& pool, Scratch& sc) {
   const int sub = dtype_info(a.format).sub_elems;
-  Q8Activations q;
-  if (!quantize_activations(qk, a, sub, pool, sc, q)) return;
   const QuantPath path = quant_path(qk, a.format, a.m);
+  const int block =
+      path == QuantPath::row_dot && qk.act_block[static_cast<int>(a.format)] == 256 ? 256 : 32;
+  Q8Activations q;
+  if (!quantize_activations(qk, a, sub, block, pool, sc, q)) return;
   if (path == QuantPath::tile_portable_unpack && qk.isa != Isa::generic) {
     // Never silent: a SIMD table without its own decoder for a format says so, once per format.
     static std::atomic<uint32_t> said{0};

@@ -20,11 +20,13 @@ namespace duet::cpu::kernels {
 
 // Activations in 8 bits, as the products read them: row r holds xq[r * ldq + k]; per sub-block s
 // of the weight format (16 or 32 elements) dsub[r * lds + s] is the scale of the activation's
-// 32-block holding it and dxs[r * lds + s] that scale times the sub-block's sum of xq.
+// block holding it (32 elements, or 256: QuantKernels::act_block) and dxs[r * lds + s] that
+// scale times the sub-block's sum of xq; s16[r * (ldq / 16) + k / 16] are the sums of xq per 16.
 struct Q8Rows {
   const int8_t* xq = nullptr;
   const float* dsub = nullptr;
   const float* dxs = nullptr;
+  const int16_t* s16 = nullptr;
   int64_t ldq = 0, lds = 0;
 };
 
@@ -72,9 +74,10 @@ struct QuantKernels {
   bool signed_bytes;  // the tile product reads q8_0 weights as int8 (QTile::signed_bytes)
   int row_dot_rows;   // the most activation rows the row dots take
 
-  // x[0..k) (k a multiple of 32) to 8 bits: xq = round(x * 127 / amax) per 32, d per 32
-  // (amax / 127), s16 the sums of xq per 16.
-  void (*quantize_q8)(const float* x, int64_t k, int8_t* xq, float* d, int16_t* s16);
+  // x[0..k) (k a multiple of `block`, 32 or 256) to 8 bits: xq = round(x * 127 / amax), amax
+  // per `block`; d per 32 (amax / 127, repeated through a block of 256), s16 the sums of xq
+  // per 16.
+  void (*quantize_q8)(const float* x, int64_t k, int block, int8_t* xq, float* d, int16_t* s16);
 
   // The GEMM register tile: c[i * ldc + j] (+)= sum over the tile's k of w(j) . x(i) for
   // i < m <= mr activation rows and j < n <= lanes weight rows of lane group `g` of the tile,
@@ -91,6 +94,10 @@ struct QuantKernels {
   using RowDot = void (*)(const uint8_t* w, int64_t row_bytes, int rows, int64_t k, const Q8Rows& x,
                           int m, float* out, int64_t ldo, bool accumulate);
   RowDot row_dot[kFormatSlots];
+  // Per format, the activation elements per scale its row dots read: 256 where a k-quant row dot
+  // sums a whole super-block in integers and so needs one activation scale for it (as ggml's
+  // q8_K), else 32 (0 reads as 32). The tile product always gets scales per 32.
+  int16_t act_block[kFormatSlots];
 
   // Unpacks `rows` (<= t.lanes) weight rows of one lane group into the tile, blocks [b0, b1) of
   // each row; w points at the group's first row, rows `row_bytes` apart. One entry per format;

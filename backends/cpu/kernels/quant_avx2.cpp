@@ -45,25 +45,27 @@ __m128i pack16(__m256i a, __m256i b) {
   return _mm_shuffle_epi32(bytes, _MM_SHUFFLE(3, 1, 2, 0));
 }
 
-void quantize_q8(const float* x, int64_t k, int8_t* xq, float* d, int16_t* s16) {
+void quantize_q8(const float* x, int64_t k, int block, int8_t* xq, float* d, int16_t* s16) {
   const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
-  for (int64_t b = 0; b < k / 32; ++b) {
-    __m256 v[4];
+  for (int64_t b0 = 0; b0 < k / 32; b0 += block / 32) {
+    const int64_t b1 = b0 + block / 32;
     __m256 m = _mm256_setzero_ps();
-    for (int i = 0; i < 4; ++i) {
-      v[i] = _mm256_loadu_ps(x + b * 32 + 8 * i);
-      m = _mm256_max_ps(m, _mm256_and_ps(v[i], absmask));
-    }
+    for (int64_t b = b0; b < b1; ++b)
+      for (int i = 0; i < 4; ++i)
+        m = _mm256_max_ps(m, _mm256_and_ps(_mm256_loadu_ps(x + b * 32 + 8 * i), absmask));
     const float amax = hmax(m);
     const float id = amax > 0 ? 127.0f / amax : 0.0f;
-    d[b] = amax / 127.0f;
     const __m256 vid = _mm256_set1_ps(id);
-    __m256i q[4];
-    for (int i = 0; i < 4; ++i) q[i] = _mm256_cvtps_epi32(_mm256_mul_ps(v[i], vid));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(xq + b * 32), pack16(q[0], q[1]));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(xq + b * 32 + 16), pack16(q[2], q[3]));
-    s16[2 * b] = static_cast<int16_t>(hsum_i32(_mm256_add_epi32(q[0], q[1])));
-    s16[2 * b + 1] = static_cast<int16_t>(hsum_i32(_mm256_add_epi32(q[2], q[3])));
+    for (int64_t b = b0; b < b1; ++b) {
+      d[b] = amax / 127.0f;
+      __m256i q[4];
+      for (int i = 0; i < 4; ++i)
+        q[i] = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + b * 32 + 8 * i), vid));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(xq + b * 32), pack16(q[0], q[1]));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(xq + b * 32 + 16), pack16(q[2], q[3]));
+      s16[2 * b] = static_cast<int16_t>(hsum_i32(_mm256_add_epi32(q[0], q[1])));
+      s16[2 * b + 1] = static_cast<int16_t>(hsum_i32(_mm256_add_epi32(q[2], q[3])));
+    }
   }
 }
 
@@ -261,6 +263,100 @@ void row_dot_m(const uint8_t* w, int64_t row_bytes, int rows, int64_t k, const Q
     row_dot_rows<F, M, 1>(w + r * row_bytes, row_bytes, k, x, out + r, ldo, accumulate);
 }
 
+// q2_k and q3_k, whose decode is the most work per byte read, with one activation scale per
+// super-block (act_block 256): per group, each chunk's byte products (int16 pairs) meet their
+// two sub-blocks' scales in one vpmaddwd and sum in int32, and the offsets (q2_k's mins, q3_k's
+// -4 per weight) meet the activations' sums per 16 the same way; one or two conversions to float
+// per group and row where the float path had one per chunk (q2_k decode M1 1.1-1.3x less CPU
+// time). One weight row at a time: two sharing each activation load ran slower.
+template <typename F, int M>
+void row_dot_k16_row(const uint8_t* p, int64_t k, const Q8Rows& x, float* out, int64_t ldo,
+                     bool accumulate) {
+  __m256 acc[M], accm[M];
+  for (int i = 0; i < M; ++i) acc[i] = accm[i] = _mm256_setzero_ps();
+  for (int64_t g = 0; g < k / 256; ++g, p += F::kBytes) {
+    _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetch), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetch + 64), _MM_HINT_T0);
+    // The scales the chunks pick from: q2_k's 16 bytes in both halves (zero-extended as picked),
+    // q3_k's as int16, sub-blocks 0-7 in both halves of lo and 8-15 in both halves of hi.
+    __m256i lo, hi;
+    if constexpr (F::kMins) {
+      lo = hi = _mm256_broadcastsi128_si256(F::scale_bytes(p));
+    } else {
+      const __m256i s16 = _mm256_cvtepi8_epi16(F::scale_bytes(p));
+      lo = _mm256_permute2x128_si256(s16, s16, 0x00);
+      hi = _mm256_permute2x128_si256(s16, s16, 0x11);
+    }
+    __m256i isum[M];
+    for (int i = 0; i < M; ++i) isum[i] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+    for (int c = 0; c < 8; ++c) {
+      // Sub-block 2c's scale in the low 128 bits' int16 lanes, 2c + 1's in the high ones.
+      const int a = F::kMins ? 0x8000 | (2 * c) : (4 * (c % 4) + 1) << 8 | 4 * (c % 4);
+      const int b = F::kMins ? 0x8000 | (2 * c + 1) : (4 * (c % 4) + 3) << 8 | (4 * (c % 4) + 2);
+      const __m256i s = _mm256_shuffle_epi8(
+          c < 4 ? lo : hi, _mm256_setr_m128i(_mm_set1_epi16(static_cast<short>(a)),
+                                             _mm_set1_epi16(static_cast<short>(b))));
+      const __m256i u = F::chunk(p, c);
+      for (int i = 0; i < M; ++i) {
+        const __m256i xv = _mm256_loadu_si256(
+            reinterpret_cast<const __m256i*>(x.xq + i * x.ldq + g * 256 + 32 * c));
+        isum[i] = _mm256_add_epi32(isum[i], _mm256_madd_epi16(_mm256_maddubs_epi16(u, xv), s));
+      }
+    }
+    if constexpr (F::kMins) {
+      const __m256i mn = _mm256_cvtepu8_epi16(F::min_bytes(p));
+      const float d = qb_f16(p + DUET_Q2_K_D), dmin = qb_f16(p + DUET_Q2_K_DMIN);
+      for (int i = 0; i < M; ++i) {
+        const float dx = x.dsub[i * x.lds + g * 16];
+        const __m256i ms = _mm256_madd_epi16(
+            mn, _mm256_loadu_si256(
+                    reinterpret_cast<const __m256i*>(x.s16 + i * (x.ldq / 16) + g * 16)));
+        acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[i]), _mm256_set1_ps(d * dx), acc[i]);
+        accm[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ms), _mm256_set1_ps(-dmin * dx), accm[i]);
+      }
+    } else {
+      // w = d sc (u - 4): the offset is -4 sc per weight, summed with the products in int32.
+      const __m256i s16 = _mm256_cvtepi8_epi16(F::scale_bytes(p));
+      const float d = qb_f16(p + DUET_Q3_K_D);
+      for (int i = 0; i < M; ++i) {
+        const __m256i os = _mm256_madd_epi16(
+            s16, _mm256_loadu_si256(
+                     reinterpret_cast<const __m256i*>(x.s16 + i * (x.ldq / 16) + g * 16)));
+        acc[i] =
+            _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(isum[i], _mm256_slli_epi32(os, 2))),
+                            _mm256_set1_ps(d * x.dsub[i * x.lds + g * 16]), acc[i]);
+      }
+    }
+  }
+  for (int i = 0; i < M; ++i) {
+    const float v = hsum(_mm256_add_ps(acc[i], accm[i]));
+    out[i * ldo] = accumulate ? out[i * ldo] + v : v;
+  }
+}
+
+template <typename F, int M>
+void row_dot_k16_m(const uint8_t* w, int64_t row_bytes, int rows, int64_t k, const Q8Rows& x,
+                   float* out, int64_t ldo, bool accumulate) {
+  for (int r = 0; r < rows; ++r)
+    row_dot_k16_row<F, M>(w + r * row_bytes, k, x, out + r, ldo, accumulate);
+}
+
+template <typename F>
+void row_dot_k16(const uint8_t* w, int64_t rb, int rows, int64_t k, const Q8Rows& x, int m,
+                 float* out, int64_t ldo, bool accumulate) {
+  switch (m) {
+    case 1:
+      return row_dot_k16_m<F, 1>(w, rb, rows, k, x, out, ldo, accumulate);
+    case 2:
+      return row_dot_k16_m<F, 2>(w, rb, rows, k, x, out, ldo, accumulate);
+    case 3:
+      return row_dot_k16_m<F, 3>(w, rb, rows, k, x, out, ldo, accumulate);
+    default:
+      return row_dot_k16_m<F, 4>(w, rb, rows, k, x, out, ldo, accumulate);
+  }
+}
+
 template <typename F>
 void row_dot(const uint8_t* w, int64_t rb, int rows, int64_t k, const Q8Rows& x, int m, float* out,
              int64_t ldo, bool accumulate) {
@@ -343,6 +439,10 @@ constexpr QuantKernels make_table() {
   set_format<QbQ5_K>(q, QSlot::q5_k);
   set_format<QbQ6_K>(q, QSlot::q6_k);
   set_format<QbQ4_Z>(q, QSlot::q4_z);
+  q.row_dot[static_cast<int>(QSlot::q2_k)] = row_dot_k16<QbQ2_K>;
+  q.act_block[static_cast<int>(QSlot::q2_k)] = 256;
+  q.row_dot[static_cast<int>(QSlot::q3_k)] = row_dot_k16<QbQ3_K>;
+  q.act_block[static_cast<int>(QSlot::q3_k)] = 256;
   return q;
 }
 

@@ -21,21 +21,27 @@ int32_t load_i32(const void* p) {
   return v;
 }
 
-void quantize_q8(const float* x, int64_t k, int8_t* xq, float* d, int16_t* s16) {
+void quantize_q8(const float* x, int64_t k, int block, int8_t* xq, float* d, int16_t* s16) {
   const __m512 absmask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
-  for (int64_t b = 0; b < k / 32; ++b) {
-    const __m512 v0 = _mm512_loadu_ps(x + b * 32), v1 = _mm512_loadu_ps(x + b * 32 + 16);
-    const float amax =
-        _mm512_reduce_max_ps(_mm512_max_ps(_mm512_and_ps(v0, absmask), _mm512_and_ps(v1, absmask)));
+  for (int64_t b0 = 0; b0 < k / 32; b0 += block / 32) {
+    const int64_t b1 = b0 + block / 32;
+    __m512 m = _mm512_setzero_ps();
+    for (int64_t b = b0; b < b1; ++b)
+      m = _mm512_max_ps(m, _mm512_max_ps(_mm512_and_ps(_mm512_loadu_ps(x + b * 32), absmask),
+                                         _mm512_and_ps(_mm512_loadu_ps(x + b * 32 + 16), absmask)));
+    const float amax = _mm512_reduce_max_ps(m);
     const float id = amax > 0 ? 127.0f / amax : 0.0f;
-    d[b] = amax / 127.0f;
     const __m512 vid = _mm512_set1_ps(id);
-    const __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(v0, vid));  // round to nearest even
-    const __m512i q1 = _mm512_cvtps_epi32(_mm512_mul_ps(v1, vid));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(xq + b * 32), _mm512_cvtsepi32_epi8(q0));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(xq + b * 32 + 16), _mm512_cvtsepi32_epi8(q1));
-    s16[2 * b] = static_cast<int16_t>(_mm512_reduce_add_epi32(q0));
-    s16[2 * b + 1] = static_cast<int16_t>(_mm512_reduce_add_epi32(q1));
+    for (int64_t b = b0; b < b1; ++b) {
+      d[b] = amax / 127.0f;
+      const __m512 v0 = _mm512_loadu_ps(x + b * 32), v1 = _mm512_loadu_ps(x + b * 32 + 16);
+      const __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(v0, vid));  // round to nearest even
+      const __m512i q1 = _mm512_cvtps_epi32(_mm512_mul_ps(v1, vid));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(xq + b * 32), _mm512_cvtsepi32_epi8(q0));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(xq + b * 32 + 16), _mm512_cvtsepi32_epi8(q1));
+      s16[2 * b] = static_cast<int16_t>(_mm512_reduce_add_epi32(q0));
+      s16[2 * b + 1] = static_cast<int16_t>(_mm512_reduce_add_epi32(q1));
+    }
   }
 }
 

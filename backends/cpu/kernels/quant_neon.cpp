@@ -26,25 +26,26 @@ int32_t load_i32(const void* p) {
   return v;
 }
 
-void quantize_q8(const float* x, int64_t k, int8_t* xq, float* d, int16_t* s16) {
-  for (int64_t b = 0; b < k / 32; ++b) {
-    float32x4_t v[8];
+void quantize_q8(const float* x, int64_t k, int block, int8_t* xq, float* d, int16_t* s16) {
+  for (int64_t b0 = 0; b0 < k / 32; b0 += block / 32) {
+    const int64_t b1 = b0 + block / 32;
     float32x4_t m = vdupq_n_f32(0.0f);
-    for (int i = 0; i < 8; ++i) {
-      v[i] = vld1q_f32(x + b * 32 + 4 * i);
-      m = vmaxq_f32(m, vabsq_f32(v[i]));
-    }
+    for (int64_t b = b0; b < b1; ++b)
+      for (int i = 0; i < 8; ++i) m = vmaxq_f32(m, vabsq_f32(vld1q_f32(x + b * 32 + 4 * i)));
     const float amax = vmaxvq_f32(m);
     const float id = amax > 0 ? 127.0f / amax : 0.0f;
-    d[b] = amax / 127.0f;
-    int32x4_t q[8];
-    // Round to nearest, ties to even, as the portable quantizer's nearbyint.
-    for (int i = 0; i < 8; ++i) q[i] = vcvtnq_s32_f32(vmulq_n_f32(v[i], id));
-    for (int h = 0; h < 2; ++h) {
-      const int16x8_t a = vcombine_s16(vmovn_s32(q[4 * h]), vmovn_s32(q[4 * h + 1]));
-      const int16x8_t c = vcombine_s16(vmovn_s32(q[4 * h + 2]), vmovn_s32(q[4 * h + 3]));
-      vst1q_s8(xq + b * 32 + 16 * h, vcombine_s8(vmovn_s16(a), vmovn_s16(c)));
-      s16[2 * b + h] = static_cast<int16_t>(vaddvq_s16(vaddq_s16(a, c)));
+    for (int64_t b = b0; b < b1; ++b) {
+      d[b] = amax / 127.0f;
+      int32x4_t q[8];
+      // Round to nearest, ties to even, as the portable quantizer's nearbyint.
+      for (int i = 0; i < 8; ++i)
+        q[i] = vcvtnq_s32_f32(vmulq_n_f32(vld1q_f32(x + b * 32 + 4 * i), id));
+      for (int h = 0; h < 2; ++h) {
+        const int16x8_t a = vcombine_s16(vmovn_s32(q[4 * h]), vmovn_s32(q[4 * h + 1]));
+        const int16x8_t c = vcombine_s16(vmovn_s32(q[4 * h + 2]), vmovn_s32(q[4 * h + 3]));
+        vst1q_s8(xq + b * 32 + 16 * h, vcombine_s8(vmovn_s16(a), vmovn_s16(c)));
+        s16[2 * b + h] = static_cast<int16_t>(vaddvq_s16(vaddq_s16(a, c)));
+      }
     }
   }
 }

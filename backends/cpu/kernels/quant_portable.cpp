@@ -8,21 +8,22 @@
 namespace duet::cpu::kernels::quant_portable {
 namespace {
 
-void quantize_q8(const float* x, int64_t k, int8_t* xq, float* d, int16_t* s16) {
-  for (int64_t b = 0; b < k / 32; ++b) {
-    const float* xb = x + b * 32;
+void quantize_q8(const float* x, int64_t k, int block, int8_t* xq, float* d, int16_t* s16) {
+  for (int64_t b0 = 0; b0 < k; b0 += block) {
     float amax = 0;
-    for (int i = 0; i < 32; ++i) amax = std::fmax(amax, std::fabs(xb[i]));
+    for (int64_t i = b0; i < b0 + block; ++i) amax = std::fmax(amax, std::fabs(x[i]));
     const float id = amax > 0 ? 127.0f / amax : 0.0f;
-    d[b] = amax / 127.0f;
-    for (int h = 0; h < 2; ++h) {
-      int sum = 0;
-      for (int i = 16 * h; i < 16 * h + 16; ++i) {
-        const int q = static_cast<int>(std::nearbyint(xb[i] * id));
-        xq[b * 32 + i] = static_cast<int8_t>(q);
-        sum += q;
+    for (int64_t b = b0 / 32; b < (b0 + block) / 32; ++b) {
+      d[b] = amax / 127.0f;
+      for (int h = 0; h < 2; ++h) {
+        int sum = 0;
+        for (int64_t i = b * 32 + 16 * h; i < b * 32 + 16 * h + 16; ++i) {
+          const int q = static_cast<int>(std::nearbyint(x[i] * id));
+          xq[i] = static_cast<int8_t>(q);
+          sum += q;
+        }
+        s16[b * 2 + h] = static_cast<int16_t>(sum);
       }
-      s16[b * 2 + h] = static_cast<int16_t>(sum);
     }
   }
 }

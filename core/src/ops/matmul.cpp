@@ -78,7 +78,7 @@ constexpr OpDoc kMatmulDoc{
     "`y[..., m, n] = sum over k of a[..., m, k] * b[..., k, n]`, with `a` and `b` read transposed "
     "where their attribute says so. Products are accumulated in f32 (the reference: f64) and the "
     "output is rounded once to its dtype. A quantized `b` contributes its exact dequantization; a "
-    "kernel may quantize `a`'s rows to 8 bits per 32, as ggml does.",
+    "kernel may quantize `a`'s rows to 8 bits per 32 (or per 256), as ggml does.",
     R"({"format": "duet-graph", "version": 1, "name": "matmul",
  "inputs": [{"name": "x", "dtype": "f32", "shape": [2, 4]},
             {"name": "w", "dtype": "f32", "shape": [3, 4]}],
