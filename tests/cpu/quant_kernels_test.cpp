@@ -177,11 +177,18 @@ TEST(QuantKernelTables, EachIsaPathHasItsOwnTable) {
 // kernels for every block format and every shape class: decode (1 row and the most its row dots
 // take) through row dots, prefill through tiles unpacked by its own decoder. A format that would
 // fall back to the portable unpacker, or to tiles for decode, fails here.
-#if defined(__x86_64__) || defined(__i386__)
 TEST(QuantKernelTables, EverySimdTableDecodesEveryFormatItself) {
   using cpu::kernels::QuantPath;
-  for (const cpu::kernels::QuantKernels* qk :
-       {&cpu::kernels::avx2_quant_kernels(), &cpu::kernels::avx512_quant_kernels()})
+#if defined(__aarch64__)
+  const std::vector<const cpu::kernels::QuantKernels*> tables = {
+      &cpu::kernels::neon_quant_kernels()};
+#elif defined(__x86_64__) || defined(__i386__)
+  const std::vector<const cpu::kernels::QuantKernels*> tables = {
+      &cpu::kernels::avx2_quant_kernels(), &cpu::kernels::avx512_quant_kernels()};
+#else
+  const std::vector<const cpu::kernels::QuantKernels*> tables;
+#endif
+  for (const cpu::kernels::QuantKernels* qk : tables)
     for (DType q : kQuantizedDTypes) {
       SCOPED_TRACE(std::string(cpu::kernels::isa_name(qk->isa)) + " " + std::string(dtype_name(q)));
       EXPECT_GE(qk->row_dot_rows, 4);
@@ -191,23 +198,6 @@ TEST(QuantKernelTables, EverySimdTableDecodesEveryFormatItself) {
       EXPECT_EQ(cpu::kernels::quant_path(*qk, q, 512), QuantPath::tile);
     }
 }
-#endif
-
-#if defined(__aarch64__)
-// The NEON table decodes q8_0, q4_0 and q4_k in its row dots (decode); prefill, and decode of
-// the other formats, runs its tile product on tiles of the portable unpacker.
-TEST(QuantKernelTables, TheNeonTableHasRowDotsForQ8_0Q4_0AndQ4_K) {
-  using cpu::kernels::QuantPath;
-  const cpu::kernels::QuantKernels& qk = cpu::kernels::neon_quant_kernels();
-  for (DType q : kQuantizedDTypes) {
-    SCOPED_TRACE(std::string(dtype_name(q)));
-    const bool own = q == DType::q8_0 || q == DType::q4_0 || q == DType::q4_k;
-    EXPECT_EQ(cpu::kernels::quant_path(qk, q, 1),
-              own ? QuantPath::row_dot : QuantPath::tile_portable_unpack);
-    EXPECT_EQ(cpu::kernels::quant_path(qk, q, 512), QuantPath::tile_portable_unpack);
-  }
-}
-#endif
 
 }  // namespace
 }  // namespace duet

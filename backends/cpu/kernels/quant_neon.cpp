@@ -3,9 +3,8 @@
 // into int32 by sadalp. Every weight byte is below 128 (q8_0 is read as int8), so one signed
 // product serves every format.
 //
-// Row dots (decode) decode q8_0, q4_0 and q4_k blocks in registers; the other formats, and
-// every tile (prefill), are unpacked by the portable unpacker into the interleaved tile that the
-// NEON tile product reads.
+// Every block format has one register decoder here, read by the row dots (decode) and by the
+// unpacking of the interleaved tiles that the NEON tile product reads (prefill).
 #include <arm_neon.h>
 
 #include "duet/block_layout.h"
@@ -50,22 +49,55 @@ void quantize_q8(const float* x, int64_t k, int block, int8_t* xq, float* d, int
   }
 }
 
-// sum over 32 bytes of w * x, exact in int32.
-inline int32_t dot32(int8x16_t w0, int8x16_t w1, const int8_t* x) {
-  const int8x16_t x0 = vld1q_s8(x), x1 = vld1q_s8(x + 16);
-  int32x4_t a = vpaddlq_s16(vmull_s8(vget_low_s8(w0), vget_low_s8(x0)));
-  a = vpadalq_s16(a, vmull_high_s8(w0, x0));
-  a = vpadalq_s16(a, vmull_s8(vget_low_s8(w1), vget_low_s8(x1)));
-  a = vpadalq_s16(a, vmull_high_s8(w1, x1));
-  return vaddvq_s32(a);
+// sum over 16 bytes of w * x, exact in int32 lanes.
+inline int32x4_t dot16(int8x16_t w, const int8_t* x) {
+  const int8x16_t xv = vld1q_s8(x);
+  return vpadalq_s16(vpaddlq_s16(vmull_s8(vget_low_s8(w), vget_low_s8(xv))), vmull_high_s8(w, xv));
 }
 
-// ---- block decoders: a group is one block (32 or 256 weights) of sub-blocks of 32; chunk c
-// holds weights [32c, 32c + 32) as int8 (u, or q8_0's signed value), its sub-block's weight is
-// scale * u + off.
+// ---- block decoders, one per format: a group is one block (32 or 256 weights) of sub-blocks of
+// kSub (16 or 32) weights; chunk(p, c) gives weights [32c, 32c + 32) as int8 in two registers
+// (u, below 128, or q8_0's signed value), and scales(p, sc, of) per sub-block s the scale and
+// offset with which each weight is sc[s] * u + of[s] (the integers of duet::unpack_block; the
+// scales rounded to f32).
+
+// Bit e of `bits` (e < 16) as byte e: `value` where set, else 0.
+inline uint8x16_t bits_to_bytes(uint32_t bits, uint8_t value) {
+  const uint8x16_t b = vcombine_u8(vdup_n_u8(static_cast<uint8_t>(bits)),
+                                   vdup_n_u8(static_cast<uint8_t>(bits >> 8)));
+  static constexpr uint8_t kBit[16] = {1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128};
+  return vandq_u8(vtstq_u8(b, vld1q_u8(kBit)), vdupq_n_u8(value));
+}
+
+// 16 bytes of nibbles: elements 0-15 in the low nibbles, 16-31 in the high.
+inline void nibbles(const uint8_t* q, uint8x16_t& lo, uint8x16_t& hi) {
+  const uint8x16_t b = vld1q_u8(q);
+  lo = vandq_u8(b, vdupq_n_u8(0x0F));
+  hi = vshrq_n_u8(b, 4);
+}
+
+inline void as_s8(uint8x16_t a, uint8x16_t b, int8x16_t& w0, int8x16_t& w1) {
+  w0 = vreinterpretq_s8_u8(a);
+  w1 = vreinterpretq_s8_u8(b);
+}
+
+// Bytes [32 (c / 4), + 32) of 2-bit fields shifted down by 2 (c % 4), masked to 2 bits.
+inline void crumbs(const uint8_t* q, int c, uint8x16_t& a, uint8x16_t& b) {
+  const int8x16_t sh = vdupq_n_s8(static_cast<int8_t>(-2 * (c % 4)));
+  a = vandq_u8(vshlq_u8(vld1q_u8(q + 32 * (c / 4)), sh), vdupq_n_u8(3));
+  b = vandq_u8(vshlq_u8(vld1q_u8(q + 32 * (c / 4) + 16), sh), vdupq_n_u8(3));
+}
+
+// Bit `bit` of 32 bytes, moved to bit `to`.
+inline void bit_of(const uint8_t* q, int bit, int to, uint8x16_t& a, uint8x16_t& b) {
+  const int8x16_t sh = vdupq_n_s8(static_cast<int8_t>(to - bit));
+  const uint8x16_t m = vdupq_n_u8(static_cast<uint8_t>(1u << to));
+  a = vandq_u8(vshlq_u8(vld1q_u8(q), sh), m);
+  b = vandq_u8(vshlq_u8(vld1q_u8(q + 16), sh), m);
+}
 
 struct Q8_0 {
-  static constexpr int kElems = 32, kBytes = DUET_Q8_0_BYTES;
+  static constexpr int kElems = 32, kBytes = DUET_Q8_0_BYTES, kSub = 32;
   static void chunk(const uint8_t* p, int, int8x16_t& w0, int8x16_t& w1) {
     w0 = vld1q_s8(reinterpret_cast<const int8_t*>(p + DUET_Q8_0_QS));
     w1 = vld1q_s8(reinterpret_cast<const int8_t*>(p + DUET_Q8_0_QS + 16));
@@ -76,24 +108,51 @@ struct Q8_0 {
   }
 };
 
-struct Q4_0 {
-  static constexpr int kElems = 32, kBytes = DUET_Q4_0_BYTES;
+// Nibbles and, where kQh >= 0, fifth bits; w = d * u + m (kM >= 0) or d * (u - kZero).
+template <int kB, int kD, int kM, int kQs, int kQh, int kZero>
+struct Nib32 {
+  static constexpr int kElems = 32, kBytes = kB, kSub = 32;
   static void chunk(const uint8_t* p, int, int8x16_t& w0, int8x16_t& w1) {
-    const uint8x16_t b = vld1q_u8(p + DUET_Q4_0_QS);
-    w0 = vreinterpretq_s8_u8(vandq_u8(b, vdupq_n_u8(0x0F)));
-    w1 = vreinterpretq_s8_u8(vshrq_n_u8(b, 4));
+    uint8x16_t lo, hi;
+    nibbles(p + kQs, lo, hi);
+    if constexpr (kQh >= 0) {
+      const uint32_t qh = static_cast<uint32_t>(load_i32(p + kQh));
+      lo = vorrq_u8(lo, bits_to_bytes(qh, 0x10));
+      hi = vorrq_u8(hi, bits_to_bytes(qh >> 16, 0x10));
+    }
+    as_s8(lo, hi, w0, w1);
   }
   static void scales(const uint8_t* p, float* sc, float* of) {
-    sc[0] = f16_at(p + DUET_Q4_0_D);
-    of[0] = -8.0f * sc[0];
+    sc[0] = f16_at(p + kD);
+    of[0] = kM >= 0 ? f16_at(p + kM) : -static_cast<float>(kZero) * sc[0];
+  }
+};
+using Q4_0 = Nib32<DUET_Q4_0_BYTES, DUET_Q4_0_D, -1, DUET_Q4_0_QS, -1, 8>;
+using Q4_1 = Nib32<DUET_Q4_1_BYTES, DUET_Q4_1_D, DUET_Q4_1_M, DUET_Q4_1_QS, -1, 0>;
+using Q5_0 = Nib32<DUET_Q5_0_BYTES, DUET_Q5_0_D, -1, DUET_Q5_0_QS, DUET_Q5_0_QH, 16>;
+using Q5_1 = Nib32<DUET_Q5_1_BYTES, DUET_Q5_1_D, DUET_Q5_1_M, DUET_Q5_1_QS, DUET_Q5_1_QH, 0>;
+
+// q4_z: w = d * (u - z), z per block.
+struct Q4_Z {
+  static constexpr int kElems = 32, kBytes = DUET_Q4_Z_BYTES, kSub = 32;
+  static void chunk(const uint8_t* p, int, int8x16_t& w0, int8x16_t& w1) {
+    uint8x16_t lo, hi;
+    nibbles(p + DUET_Q4_Z_QS, lo, hi);
+    as_s8(lo, hi, w0, w1);
+  }
+  static void scales(const uint8_t* p, float* sc, float* of) {
+    sc[0] = f16_at(p + DUET_Q4_Z_D);
+    of[0] = -sc[0] * static_cast<float>(p[DUET_Q4_Z_Z] & 0x0F);
   }
 };
 
-struct Q4_K {
-  static constexpr int kElems = 256, kBytes = DUET_Q4_K_BYTES;
-  // Chunk c: the low (c even) or high nibbles of bytes [32 (c / 2), +32).
+// q4_k and q5_k: chunk c is the low (c even) or high nibbles of bytes [32 (c / 2), +32), with
+// (q5_k) bit c of qh[l] as the fifth; w = d * sc * u - dmin * m per 32.
+template <int kB, int kD, int kDmin, int kScales, int kQs, int kQh>
+struct K45 {
+  static constexpr int kElems = 256, kBytes = kB, kSub = 32;
   static void chunk(const uint8_t* p, int c, int8x16_t& w0, int8x16_t& w1) {
-    const uint8_t* q = p + DUET_Q4_K_QS + 32 * (c / 2);
+    const uint8_t* q = p + kQs + 32 * (c / 2);
     uint8x16_t a = vld1q_u8(q), b = vld1q_u8(q + 16);
     if (c & 1) {
       a = vshrq_n_u8(a, 4);
@@ -102,51 +161,126 @@ struct Q4_K {
       a = vandq_u8(a, vdupq_n_u8(0x0F));
       b = vandq_u8(b, vdupq_n_u8(0x0F));
     }
-    w0 = vreinterpretq_s8_u8(a);
-    w1 = vreinterpretq_s8_u8(b);
+    if constexpr (kQh >= 0) {
+      uint8x16_t ha, hb;
+      bit_of(p + kQh, c, 4, ha, hb);
+      a = vorrq_u8(a, ha);
+      b = vorrq_u8(b, hb);
+    }
+    as_s8(a, b, w0, w1);
   }
-  // The 6-bit scales and mins of the eight sub-blocks.
   static void scales(const uint8_t* p, float* sc, float* of) {
-    const uint8_t* s = p + DUET_Q4_K_SCALES;
-    const float d = f16_at(p + DUET_Q4_K_D), dmin = f16_at(p + DUET_Q4_K_DMIN);
+    const uint8_t* s = p + kScales;
+#define DUET_B(i) s[i]
+    const float d = f16_at(p + kD), dmin = f16_at(p + kDmin);
     for (int j = 0; j < 8; ++j) {
-      int scale, min;
-      if (j < 4) {
-        scale = s[j] & 63;
-        min = s[j + 4] & 63;
-      } else {
-        scale = (s[j + 4] & 0x0F) | ((s[j - 4] >> 6) << 4);
-        min = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
-      }
-      sc[j] = d * static_cast<float>(scale);
-      of[j] = -dmin * static_cast<float>(min);
+      sc[j] = d * static_cast<float>(DUET_Q4_K_SCALE(DUET_B, j));
+      of[j] = -dmin * static_cast<float>(DUET_Q4_K_MIN(DUET_B, j));
+    }
+#undef DUET_B
+  }
+};
+using Q4_K = K45<DUET_Q4_K_BYTES, DUET_Q4_K_D, DUET_Q4_K_DMIN, DUET_Q4_K_SCALES, DUET_Q4_K_QS, -1>;
+using Q5_K =
+    K45<DUET_Q5_K_BYTES, DUET_Q5_K_D, DUET_Q5_K_DMIN, DUET_Q5_K_SCALES, DUET_Q5_K_QS, DUET_Q5_K_QH>;
+
+// q2_k: u = (qs[32h + l] >> 2j) & 3 for chunk c = 4h + j; w = d sc u - dmin m per 16.
+struct Q2_K {
+  static constexpr int kElems = 256, kBytes = DUET_Q2_K_BYTES, kSub = 16;
+  static void chunk(const uint8_t* p, int c, int8x16_t& w0, int8x16_t& w1) {
+    uint8x16_t a, b;
+    crumbs(p + DUET_Q2_K_QS, c, a, b);
+    as_s8(a, b, w0, w1);
+  }
+  static void scales(const uint8_t* p, float* sc, float* of) {
+    const float d = f16_at(p + DUET_Q2_K_D), dmin = f16_at(p + DUET_Q2_K_DMIN);
+    for (int s = 0; s < 16; ++s) {
+      sc[s] = d * static_cast<float>(p[DUET_Q2_K_SCALES + s] & 0x0F);
+      of[s] = -dmin * static_cast<float>(p[DUET_Q2_K_SCALES + s] >> 4);
+    }
+  }
+};
+
+// q3_k: u = q2 | hbit << 2 (0..7), hbit = bit c of hmask[l]; w = d (sc - 32) (u - 4) per 16.
+struct Q3_K {
+  static constexpr int kElems = 256, kBytes = DUET_Q3_K_BYTES, kSub = 16;
+  static void chunk(const uint8_t* p, int c, int8x16_t& w0, int8x16_t& w1) {
+    uint8x16_t a, b, ha, hb;
+    crumbs(p + DUET_Q3_K_QS, c, a, b);
+    bit_of(p + DUET_Q3_K_HMASK, c, 2, ha, hb);
+    as_s8(vorrq_u8(a, ha), vorrq_u8(b, hb), w0, w1);
+  }
+  static void scales(const uint8_t* p, float* sc, float* of) {
+    const uint8_t* s = p + DUET_Q3_K_SCALES;
+#define DUET_B(i) s[i]
+    const float d = f16_at(p + DUET_Q3_K_D);
+    for (int j = 0; j < 16; ++j) {
+      sc[j] = d * static_cast<float>(DUET_Q3_K_SCALE(DUET_B, j) - 32);
+      of[j] = -4.0f * sc[j];
+    }
+#undef DUET_B
+  }
+};
+
+// q6_k: chunk c = 4h + j: the low (j < 2) or high nibbles of ql[64h + 32 (j % 2) + l] and bits
+// 2j, 2j + 1 of qh[32h + l] above them; w = d sc (u - 32) per 16.
+struct Q6_K {
+  static constexpr int kElems = 256, kBytes = DUET_Q6_K_BYTES, kSub = 16;
+  static void chunk(const uint8_t* p, int c, int8x16_t& w0, int8x16_t& w1) {
+    const int h = c / 4, j = c % 4;
+    const uint8_t* ql = p + DUET_Q6_K_QL + 64 * h + 32 * (j % 2);
+    uint8x16_t a = vld1q_u8(ql), b = vld1q_u8(ql + 16);
+    if (j >= 2) {
+      a = vshrq_n_u8(a, 4);
+      b = vshrq_n_u8(b, 4);
+    } else {
+      a = vandq_u8(a, vdupq_n_u8(0x0F));
+      b = vandq_u8(b, vdupq_n_u8(0x0F));
+    }
+    uint8x16_t ha, hb;
+    crumbs(p + DUET_Q6_K_QH, c, ha, hb);
+    as_s8(vorrq_u8(a, vshlq_n_u8(ha, 4)), vorrq_u8(b, vshlq_n_u8(hb, 4)), w0, w1);
+  }
+  static void scales(const uint8_t* p, float* sc, float* of) {
+    const float d = f16_at(p + DUET_Q6_K_D);
+    for (int s = 0; s < 16; ++s) {
+      sc[s] = d * static_cast<float>(static_cast<int8_t>(p[DUET_Q6_K_SCALES + s]));
+      of[s] = -32.0f * sc[s];
     }
   }
 };
 
 // Weight rows through few activation rows: per block the scales once, per 32-weight chunk one
-// integer product per activation row, scaled by the sub-block's scale times the activation
-// block's, plus the offset times the activation block's scaled sum.
+// integer product per activation row and sub-block (one of 32, or two of 16), scaled by the
+// sub-block's scale times the activation block's, plus the offset times the activation
+// sub-block's scaled sum.
 template <typename F, int M>
 void row_dot_m(const uint8_t* w, int64_t row_bytes, int rows, int64_t k, const Q8Rows& x,
                float* out, int64_t ldo, bool accumulate) {
-  constexpr int kChunks = F::kElems / 32;
+  constexpr int kChunks = F::kElems / 32, kSubs = F::kElems / F::kSub;
   const int64_t blocks = k / F::kElems;
   for (int r = 0; r < rows; ++r) {
     const uint8_t* wr = w + r * row_bytes;
     float acc[M] = {}, off[M] = {};
     for (int64_t b = 0; b < blocks; ++b) {
       const uint8_t* p = wr + b * F::kBytes;
-      float sc[kChunks], of[kChunks];
+      float sc[kSubs], of[kSubs];
       F::scales(p, sc, of);
+      for (int i = 0; i < M; ++i)
+        for (int s = 0; s < kSubs; ++s) off[i] += of[s] * x.dxs[i * x.lds + b * kSubs + s];
       for (int c = 0; c < kChunks; ++c) {
         int8x16_t w0, w1;
         F::chunk(p, c, w0, w1);
-        const int64_t s = b * kChunks + c;  // sub-block of 32 (one per chunk)
         for (int i = 0; i < M; ++i) {
-          const int32_t dot = dot32(w0, w1, x.xq + i * x.ldq + 32 * s);
-          acc[i] += sc[c] * x.dsub[i * x.lds + s] * static_cast<float>(dot);
-          off[i] += of[c] * x.dxs[i * x.lds + s];
+          const int8_t* xc = x.xq + i * x.ldq + b * F::kElems + 32 * c;
+          const float* ds = x.dsub + i * x.lds + b * kSubs;
+          const int32x4_t d0 = dot16(w0, xc), d1 = dot16(w1, xc + 16);
+          if constexpr (F::kSub == 32) {
+            acc[i] += sc[c] * ds[c] * static_cast<float>(vaddvq_s32(vaddq_s32(d0, d1)));
+          } else {
+            acc[i] += sc[2 * c] * ds[2 * c] * static_cast<float>(vaddvq_s32(d0)) +
+                      sc[2 * c + 1] * ds[2 * c + 1] * static_cast<float>(vaddvq_s32(d1));
+          }
         }
       }
     }
@@ -170,6 +304,39 @@ void row_dot(const uint8_t* w, int64_t rb, int rows, int64_t k, const Q8Rows& x,
     default:
       return row_dot_m<F, 4>(w, rb, rows, k, x, out, ldo, accumulate);
   }
+}
+
+// Unpacks a tile of 4 lanes (weight rows) through the same decoders: 32 weights of a row go to
+// their 8 places of the interleaved layout (4 bytes every 16), the scales to their lane.
+template <typename F>
+void unpack(const uint8_t* w, int64_t rb, int rows, int64_t b0, int64_t b1, const QTile& t, int g) {
+  constexpr int kChunks = F::kElems / 32, kSubs = F::kElems / F::kSub;
+  const int64_t k4 = t.k / 4, subs = t.k / t.sub;
+  uint8_t* ug = t.u + g * k4 * 16;
+  float* tsc = t.scale + g * subs * 4;
+  float* tof = t.off + g * subs * 4;
+  for (int lane = 0; lane < 4; ++lane)
+    for (int64_t b = b0; b < b1; ++b) {
+      const int64_t k0 = (b - b0) * F::kElems;
+      float sc[kSubs] = {}, of[kSubs] = {};
+      const uint8_t* p = w + lane * rb + b * F::kBytes;
+      if (lane < rows) F::scales(p, sc, of);
+      for (int c = 0; c < kChunks; ++c) {
+        alignas(16) uint8_t v[32] = {};
+        if (lane < rows) {
+          int8x16_t w0, w1;
+          F::chunk(p, c, w0, w1);
+          vst1q_s8(reinterpret_cast<int8_t*>(v), w0);
+          vst1q_s8(reinterpret_cast<int8_t*>(v + 16), w1);
+        }
+        uint8_t* d = ug + (k0 + 32 * c) / 4 * 16 + lane * 4;
+        for (int i = 0; i < 8; ++i) __builtin_memcpy(d + 16 * i, v + 4 * i, 4);
+      }
+      for (int s = 0; s < kSubs; ++s) {
+        tsc[(k0 / F::kSub + s) * 4 + lane] = sc[s];
+        tof[(k0 / F::kSub + s) * 4 + lane] = of[s];
+      }
+    }
 }
 
 // The tile product over 4 lanes (weight rows): per 4-k step 16 weight bytes (4 per lane)
@@ -225,6 +392,12 @@ void qgemm_tile(const QTile& t, int g, int64_t s0, int64_t s1, const Q8Rows& x, 
   }
 }
 
+template <typename F>
+constexpr void set_format(QuantKernels& q, QSlot slot) {
+  q.row_dot[static_cast<int>(slot)] = row_dot<F>;
+  q.unpack[static_cast<int>(slot)] = unpack<F>;
+}
+
 constexpr QuantKernels make_table() {
   QuantKernels q{};
   q.isa = Isa::neon;
@@ -234,9 +407,17 @@ constexpr QuantKernels make_table() {
   q.row_dot_rows = 4;
   q.quantize_q8 = quantize_q8;
   q.qgemm_tile = qgemm_tile;
-  q.row_dot[static_cast<int>(QSlot::q8_0)] = row_dot<Q8_0>;
-  q.row_dot[static_cast<int>(QSlot::q4_0)] = row_dot<Q4_0>;
-  q.row_dot[static_cast<int>(QSlot::q4_k)] = row_dot<Q4_K>;
+  set_format<Q8_0>(q, QSlot::q8_0);
+  set_format<Q4_0>(q, QSlot::q4_0);
+  set_format<Q4_1>(q, QSlot::q4_1);
+  set_format<Q5_0>(q, QSlot::q5_0);
+  set_format<Q5_1>(q, QSlot::q5_1);
+  set_format<Q2_K>(q, QSlot::q2_k);
+  set_format<Q3_K>(q, QSlot::q3_k);
+  set_format<Q4_K>(q, QSlot::q4_k);
+  set_format<Q5_K>(q, QSlot::q5_k);
+  set_format<Q6_K>(q, QSlot::q6_k);
+  set_format<Q4_Z>(q, QSlot::q4_z);
   return q;
 }
 
