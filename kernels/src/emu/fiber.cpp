@@ -3,6 +3,9 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <mutex>
+#include <vector>
+
 #if defined(__SANITIZE_ADDRESS__)
 #define DUET_EMU_ASAN 1
 #elif defined(__has_feature)
@@ -11,15 +14,54 @@
 #endif
 #endif
 #if DUET_EMU_ASAN
+#include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
 #endif
 
 namespace duet::kernels::emu {
 
+namespace {
+
+// Stacks outlive their fibers: a launch makes one a thread of its block, and mapping, guarding
+// and unmapping them (and the page faults of fresh pages) took most of an emulated launch's
+// time. Released stacks wait here for the next launch; the pool is never destroyed, so that a
+// stack released during exit finds it.
+struct StackPool {
+  std::mutex mutex;
+  std::vector<std::pair<void*, size_t>> free;  // mapping, its length
+};
+StackPool& stack_pool() {
+  static StackPool* pool = new StackPool;
+  return *pool;
+}
+// At most this many stacks wait (1,024 threads a block, and a few blocks at once).
+constexpr size_t kPooledStacks = 4096;
+
+}  // namespace
+
 FiberStack::FiberStack(size_t bytes) {
   const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   size_ = (bytes + page - 1) / page * page;
   map_bytes_ = size_ + page;
+  {
+    StackPool& pool = stack_pool();
+    std::lock_guard<std::mutex> lock(pool.mutex);
+    for (size_t i = pool.free.size(); i-- > 0;)
+      if (pool.free[i].second == map_bytes_) {
+        map_ = pool.free[i].first;
+        pool.free[i] = pool.free.back();
+        pool.free.pop_back();
+        break;
+      }
+  }
+  if (map_) {
+    base_ = static_cast<char*>(map_) + page;
+#if DUET_EMU_ASAN
+    // The last fiber on this stack left it without unwinding: clear what it poisoned.
+    __asan_unpoison_memory_region(base_, size_);
+#endif
+    return;
+  }
   void* p = mmap(nullptr, map_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) {
     size_ = map_bytes_ = 0;
@@ -31,7 +73,16 @@ FiberStack::FiberStack(size_t bytes) {
 }
 
 FiberStack::~FiberStack() {
-  if (map_) munmap(map_, map_bytes_);
+  if (!map_) return;
+  {
+    StackPool& pool = stack_pool();
+    std::lock_guard<std::mutex> lock(pool.mutex);
+    if (pool.free.size() < kPooledStacks) {
+      pool.free.emplace_back(map_, map_bytes_);
+      return;
+    }
+  }
+  munmap(map_, map_bytes_);
 }
 
 bool running_under_asan() {
