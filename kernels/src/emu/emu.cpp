@@ -97,11 +97,7 @@ bool Worker::run_block(int64_t linear, std::string* error) {
     t.groups.clear();
     t.wgmma_fenced = false;
     t.asan_fake = nullptr;
-    getcontext(&t.ctx);
-    t.ctx.uc_stack.ss_sp = t.stack->base();
-    t.ctx.uc_stack.ss_size = t.stack->size();
-    t.ctx.uc_link = nullptr;
-    makecontext(&t.ctx, &Worker::fiber_main, 0);
+    make_context(t.ctx, *t.stack, &Worker::fiber_main);
   }
   Worker* saved = tl_worker;
   tl_worker = this;

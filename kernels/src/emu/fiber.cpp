@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <mutex>
 #include <vector>
 
@@ -93,13 +94,82 @@ bool running_under_asan() {
 #endif
 }
 
-void switch_context(ucontext_t* from, const ucontext_t* to, const SwitchNote& note) {
+#if DUET_EMU_STACK_SWITCH
+}  // namespace duet::kernels::emu
+
+// duet_emu_switch(&from_sp, to_sp): pushes the callee-saved registers and the MXCSR and x87
+// control words, stores the stack pointer in *from_sp, and pops the same from to_sp's stack.
+extern "C" void duet_emu_switch(void** from_sp, void* to_sp);
+asm(R"(
+  .pushsection .text
+  .globl duet_emu_switch
+  .hidden duet_emu_switch
+  .type duet_emu_switch, @function
+duet_emu_switch:
+  pushq %rbp
+  pushq %rbx
+  pushq %r12
+  pushq %r13
+  pushq %r14
+  pushq %r15
+  subq $8, %rsp
+  stmxcsr (%rsp)
+  fnstcw 4(%rsp)
+  movq %rsp, (%rdi)
+  movq %rsi, %rsp
+  ldmxcsr (%rsp)
+  fldcw 4(%rsp)
+  addq $8, %rsp
+  popq %r15
+  popq %r14
+  popq %r13
+  popq %r12
+  popq %rbx
+  popq %rbp
+  ret
+  .size duet_emu_switch, .-duet_emu_switch
+  .popsection
+)");
+
+namespace duet::kernels::emu {
+
+void make_context(FiberContext& c, const FiberStack& stack, void (*entry)()) {
+  // What duet_emu_switch pops, from the top of a 16-byte aligned stack down: a return address
+  // for `entry` (never used), `entry` itself (the switch returns into it, leaving the stack as a
+  // call would), six zero registers, and this thread's control words.
+  const auto top = (reinterpret_cast<uintptr_t>(stack.base()) + stack.size()) & ~uintptr_t{15};
+  auto* sp = reinterpret_cast<uint64_t*>(top);
+  *--sp = 0;
+  *--sp = reinterpret_cast<uint64_t>(entry);
+  for (int i = 0; i < 6; ++i) *--sp = 0;
+  uint32_t mxcsr = 0;
+  uint16_t fpucw = 0;
+  asm volatile("stmxcsr %0" : "=m"(mxcsr));
+  asm volatile("fnstcw %0" : "=m"(fpucw));
+  *--sp = static_cast<uint64_t>(fpucw) << 32 | mxcsr;
+  c.sp = sp;
+}
+#else
+void make_context(FiberContext& c, const FiberStack& stack, void (*entry)()) {
+  getcontext(&c.uc);
+  c.uc.uc_stack.ss_sp = stack.base();
+  c.uc.uc_stack.ss_size = stack.size();
+  c.uc.uc_link = nullptr;
+  makecontext(&c.uc, entry, 0);
+}
+#endif
+
+void switch_context(FiberContext* from, const FiberContext* to, const SwitchNote& note) {
 #if DUET_EMU_ASAN
   __sanitizer_start_switch_fiber(note.from_fake, note.to_bottom, note.to_size);
 #else
   (void)note;
 #endif
-  swapcontext(from, to);
+#if DUET_EMU_STACK_SWITCH
+  duet_emu_switch(&from->sp, to->sp);
+#else
+  swapcontext(&from->uc, &to->uc);
+#endif
 }
 
 void finish_switch(void* fake, const void** old_bottom, size_t* old_size) {

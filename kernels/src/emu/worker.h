@@ -56,7 +56,7 @@ struct Thread {
   const char* waiting_at = "";
   const void* wait_obj = nullptr;  // the mbarrier or named barrier waited for
   int wait_arg = 0;                // mbarrier: the phase parity waited for
-  ucontext_t ctx{};
+  FiberContext ctx;
   std::unique_ptr<FiberStack> stack;
   void* asan_fake = nullptr;
   std::vector<Copy> open;                // cp.async issued, not yet committed
@@ -272,7 +272,7 @@ class Worker {
   int done_ = 0;
   std::string error_;
   Thread* current_ = nullptr;
-  ucontext_t sched_ctx_{};
+  FiberContext sched_ctx_;
   const void* sched_bottom_ = nullptr;
   size_t sched_size_ = 0;
 };
