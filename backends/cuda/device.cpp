@@ -6,6 +6,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 
 #include "duet/internal/env.h"
 #include "duet/internal/log.h"
@@ -276,9 +277,11 @@ class Device final : public CudaDevice {
     DUET_TRY(flushed);
     DUET_TRY(copied);
     if (groups_ > 0) {
-      log().debug("{}: {} mat-vecs ran in {} grouped launches since the last synchronize", id_,
-                  grouped_, groups_);
-      groups_ = grouped_ = 0;
+      log().debug(
+          "{}: {} mat-vecs ran in {} grouped launches since the last synchronize, {} of them "
+          "after an rmsnorm that quantized their activations",
+          id_, grouped_, groups_, fused_norms_);
+      groups_ = grouped_ = fused_norms_ = 0;
     }
     for (Slot& s : slots_) s.pending = false;
     for (const DataCheck& c : checks) {
@@ -433,15 +436,28 @@ class Device final : public CudaDevice {
 
     DUET_TRY(start());
     const Tier tier = choice.tier;
-    if (options_.group_matvecs && tier == Tier::int_dot &&
-        kernels::shares_activations(tier, op, in, op, in)) {
-      const bool joins = !held_.empty() && held_.size() < kMaxHeld &&
-                         held_[0].op.choice.launch == choice.launch &&
-                         kernels::shares_activations(tier, held_[0].op.op, held_[0].in, op, in);
-      if (!joins) DUET_TRY(flush());
-      held_.push_back(Held{p, std::move(in), out});
+    // An rmsnorm is held until the next op says whether it is a mat-vec of its output (flush).
+    if (options_.fuse_norm_quant && tier == Tier::generic && op.kind == OpKind::rmsnorm &&
+        op.output.dtype == DType::f32) {
+      DUET_TRY(flush());
+      norm_ = Held{p, std::move(in), out};
       held = true;
       return {};
+    }
+    if (tier == Tier::int_dot && kernels::shares_activations(tier, op, in, op, in)) {
+      // The held rmsnorm quantizes this mat-vec's activations, when they are its output.
+      const bool after_norm =
+          norm_ && held_.empty() &&
+          kernels::fuses_norm(kernels::GroupMember{&norm_->op.op, norm_->in, norm_->out}, op, in);
+      const bool joins = options_.group_matvecs && !held_.empty() && held_.size() < kMaxHeld &&
+                         held_[0].op.choice.launch == choice.launch &&
+                         kernels::shares_activations(tier, held_[0].op.op, held_[0].in, op, in);
+      if (options_.group_matvecs || after_norm) {
+        if (!joins && !after_norm) DUET_TRY(flush());
+        held_.push_back(Held{p, std::move(in), out});
+        held = true;
+        return {};
+      }
     }
     DUET_TRY(flush());
     if (tier == Tier::cublas)
@@ -496,14 +512,19 @@ class Device final : public CudaDevice {
     return {};
   }
 
-  // The held mat-vecs (DeviceOptions::group_matvecs), launched: alone, or as one group. While
-  // timing, each member gets an event after the group (the group's time is its first member's).
+  // The held rmsnorm and mat-vecs (DeviceOptions::fuse_norm_quant, group_matvecs), launched:
+  // alone, or as one group (with the norm quantizing the group's activations). While timing,
+  // each op gets an event after the group (the group's time is its first op's).
   Status flush() {
-    if (held_.empty()) return {};
+    if (held_.empty() && !norm_) return {};
+    std::optional<Held> norm = std::move(norm_);
+    norm_.reset();
     std::vector<Held> g = std::move(held_);
     held_.clear();
     Status s;
-    if (g.size() == 1) {
+    if (g.empty()) {
+      s = launch_one(norm->op.op, norm->op.choice, norm->in, norm->out);
+    } else if (g.size() == 1 && !norm) {
       s = launch_one(g[0].op.op, g[0].op.choice, g[0].in, g[0].out);
     } else {
       const OpDesc& first = g[0].op.op;
@@ -514,11 +535,13 @@ class Device final : public CudaDevice {
         kernels::Launch l{choice.launch, stream_, workspace, props_.major * 10 + props_.minor};
         std::vector<kernels::GroupMember> members;
         for (const Held& h : g) members.push_back({&h.op.op, h.in, h.out});
-        Status st = check(drv().launch_group(choice.tier, members, l));
+        kernels::GroupMember nm;
+        if (norm) nm = {&norm->op.op, norm->in, norm->out};
+        Status st = check(drv().launch_group(choice.tier, members, l, norm ? &nm : nullptr));
         if (!st.ok()) {
-          std::string names;
+          std::string names = norm ? "'" + norm->op.op.name + "' (its norm)" : "";
           for (size_t i = 1; i < g.size(); ++i)
-            names += (i > 1 ? ", '" : "'") + g[i].op.op.name + "'";
+            names += (names.empty() ? "'" : ", '") + g[i].op.op.name + "'";
           return Err(st.code())
               .op(op_name(first.kind), first.name)
               .device(id_)
@@ -527,11 +550,12 @@ class Device final : public CudaDevice {
         }
         ++groups_;
         grouped_ += g.size();
+        if (norm) ++fused_norms_;
         return {};
       }();
     }
     if (timing_ && lost_.empty())
-      for (size_t i = 0; i < g.size(); ++i) {
+      for (size_t i = 0; i < g.size() + (norm ? 1 : 0); ++i) {
         Status e = record_mark();
         if (s.ok()) s = e;
       }
@@ -809,7 +833,8 @@ class Device final : public CudaDevice {
   };
   static constexpr size_t kMaxHeld = 8;
   std::vector<Held> held_;
-  uint64_t groups_ = 0, grouped_ = 0;  // since the last synchronize, for the debug log
+  std::optional<Held> norm_;  // an rmsnorm held for the mat-vecs after it (fuse_norm_quant)
+  uint64_t groups_ = 0, grouped_ = 0, fused_norms_ = 0;  // since the last synchronize (debug log)
   std::string lost_;
   std::unique_ptr<Recording> recording_;  // the recording being made
   bool recording_failed_ = false;
@@ -836,6 +861,8 @@ DeviceOptions DeviceOptions::from(const BackendOptions& o) {
   d.cublas = o.get_bool("cuda.cublas", env_switch("DUET_CUDA_CUBLAS", true));
   d.graphs = o.get_bool("cuda.graphs", env_switch("DUET_CUDA_GRAPHS", true));
   d.group_matvecs = o.get_bool("cuda.group_matvecs", env_switch("DUET_CUDA_GROUP_MATVECS", true));
+  d.fuse_norm_quant =
+      o.get_bool("cuda.fuse_norm_quant", env_switch("DUET_CUDA_FUSE_NORM_QUANT", true));
   return d;
 }
 

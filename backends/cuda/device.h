@@ -26,10 +26,14 @@ struct DeviceOptions {
   // gate and up) run as one group (kernels::launch_group): their execute() calls are held until
   // an op that cannot join, a copy, a synchronize or a recording's end, then launched together.
   bool group_matvecs = true;
+  // An rmsnorm whose output is the activations of the int_dot mat-vecs right after it
+  // (kernels::fuses_norm) quantizes them in its own kernel: the group skips its q8_act launch.
+  // The norm's execute() is held until the next op arrives, as the mat-vecs' are.
+  bool fuse_norm_quant = true;
   // Reads "cuda.staging_mib", "cuda.staging_slots", "cuda.cache_limit_mib", "cuda.cublas",
-  // "cuda.graphs" and "cuda.group_matvecs" (and the DUET_CUDA_STAGING_MIB,
-  // DUET_CUDA_CACHE_LIMIT_MIB, DUET_CUDA_CUBLAS, DUET_CUDA_GRAPHS, DUET_CUDA_GROUP_MATVECS
-  // environment fallbacks).
+  // "cuda.graphs", "cuda.group_matvecs" and "cuda.fuse_norm_quant" (and the
+  // DUET_CUDA_STAGING_MIB, DUET_CUDA_CACHE_LIMIT_MIB, DUET_CUDA_CUBLAS, DUET_CUDA_GRAPHS,
+  // DUET_CUDA_GROUP_MATVECS, DUET_CUDA_FUSE_NORM_QUANT environment fallbacks).
   static DeviceOptions from(const BackendOptions& o);
 };
 

@@ -77,9 +77,11 @@ class Driver {
   // A kernel of the given tier (kernels::gpu::launch on a GPU).
   virtual Status launch(Tier tier, const OpDesc& op, std::span<const kernels::View> in,
                         const kernels::View& out, const kernels::Launch& l) = 0;
-  // Mat-vecs that read the same activations, in one go (kernels::gpu::launch_group on a GPU).
+  // Mat-vecs that read the same activations, in one go (kernels::gpu::launch_group on a GPU),
+  // with the rmsnorm before them that quantizes those activations (`norm`, may be null).
   virtual Status launch_group(Tier tier, std::span<const kernels::GroupMember> members,
-                              const kernels::Launch& l) = 0;
+                              const kernels::Launch& l,
+                              const kernels::GroupMember* norm = nullptr) = 0;
   // D = op(A) op(B) through cuBLASLt; `a`, `b`, `d` point at element 0 of each operand.
   virtual Status gemm(const GemmCall& g, const void* a, const void* b, void* d, Stream s,
                       void* workspace, uint64_t workspace_bytes) = 0;

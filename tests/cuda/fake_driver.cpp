@@ -389,12 +389,13 @@ Status FakeDriver::launch(Tier tier, const OpDesc& op, std::span<const kernels::
 }
 
 Status FakeDriver::launch_group(Tier tier, std::span<const kernels::GroupMember> members,
-                                const kernels::Launch& l) {
+                                const kernels::Launch& l, const kernels::GroupMember* norm) {
   const std::lock_guard<std::recursive_mutex> g(mu_);
   DUET_TRY(sticky());
   if (members.empty()) return Status(Code::internal, "fake driver: an empty group");
   launches.push_back({tier, members[0].op->kind, l.config, l.workspace, l.sm, l.stream});
   group_launches.push_back(members.size());
+  if (norm) ++fused_norms;
   if (fail_next_launch) {
     Status s = *fail_next_launch;
     fail_next_launch.reset();
@@ -412,10 +413,19 @@ Status FakeDriver::launch_group(Tier tier, std::span<const kernels::GroupMember>
   for (const kernels::GroupMember& m : members)
     held->push_back(
         {*m.op, std::vector<kernels::View>(m.inputs.begin(), m.inputs.end()), m.output});
+  if (norm)  // last, after the members
+    held->push_back({*norm->op,
+                     std::vector<kernels::View>(norm->inputs.begin(), norm->inputs.end()),
+                     norm->output});
+  const size_t count = members.size();
   return enqueue(static_cast<Stream>(l.stream), [=] {
     std::vector<kernels::GroupMember> ms;
-    for (const Member& m : *held) ms.push_back({&m.op, m.inputs, m.output});
-    return kernels::emu::launch_group(tier, ms, l);
+    for (size_t i = 0; i < count; ++i)
+      ms.push_back({&(*held)[i].op, (*held)[i].inputs, (*held)[i].output});
+    const Member* n = held->size() > count ? &held->back() : nullptr;
+    const kernels::GroupMember nm =
+        n ? kernels::GroupMember{&n->op, n->inputs, n->output} : kernels::GroupMember{};
+    return kernels::emu::launch_group(tier, ms, l, n ? &nm : nullptr);
   });
 }
 

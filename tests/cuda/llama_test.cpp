@@ -41,7 +41,8 @@ TEST(CudaLlama, RecordedDecodeStepsGiveTheReferencesTokens) {
 
 // The fixture with its projections in q4_0 (and ffn_down, whose K of 48 is not whole blocks,
 // in f32): a decode step's q, k and v and its gate and up run as grouped int_dot mat-vecs on the
-// emulated card, and greedy decoding gives the CPU's tokens.
+// emulated card, the rmsnorms before them quantize their activations, and greedy decoding gives
+// the CPU's tokens.
 TEST(CudaLlama, GroupedQuantizedMatvecsGiveTheCpusGreedyTokens) {
   auto f = read_gguf(std::string(DUET_LLAMA_DATA) + "/llamacpp_tiny.gguf");
   ASSERT_TRUE(f.ok()) << f.status().message();
@@ -74,6 +75,8 @@ TEST(CudaLlama, GroupedQuantizedMatvecsGiveTheCpusGreedyTokens) {
     ids[i] = *got;
   }
   EXPECT_EQ(ids[1], ids[0]);
+  // Each layer's two norms and the output norm quantize the mat-vecs' activations themselves.
+  EXPECT_GE(driver->fused_norms, 5);
   size_t grouped = 0;
   for (size_t n : driver->group_launches) grouped += n;
   // Two layers: q, k, v and gate, up in each decode step (the prefill of 4 rows too).

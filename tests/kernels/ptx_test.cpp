@@ -257,6 +257,19 @@ TEST(PtxasReport, QuantizedKernelsDecodeIntoRegisters) {
   EXPECT_GE(seen, 6);
 }
 
+// An rmsnorm fused with the mat-vecs after it keeps its row in registers and quantizes it there
+// (RowParams::q8): no spills at 1024 threads a block.
+TEST(PtxasReport, FusedRmsnormKeepsItsRowInRegisters) {
+  int seen = 0;
+  for (const Entry& e : reports()) {
+    if (e.name.find("::rmsnorm_q8_kernel(") == std::string::npos) continue;
+    ++seen;
+    EXPECT_EQ(e.spill_stores + e.spill_loads, 0) << e.name << " on sm_" << e.sm << " spills";
+    EXPECT_EQ(e.stack, 0) << e.name << " on sm_" << e.sm << " has a stack frame (local memory)";
+  }
+  EXPECT_EQ(seen, static_cast<int>(build_archs().size()));
+}
+
 // docs/performance.md's table of the quantized kernels' resources, per architecture, from the
 // ptxas reports of this build: run this test and paste what it prints.
 TEST(PtxasReport, PrintsTheQuantizedKernelTable) {

@@ -7,14 +7,14 @@
 #   (the device tool returns at most eight files from its $OUT: give this script a folder of its
 #   own and pack it afterwards, e.g. OUT=/tmp/o timeout 500 run.sh; tar -czf $OUT/logs.tgz -C /tmp/o .)
 #   steps (default all, in this order): env check onnx pydlpack bench tiers decode rows profile torch model
-#   llama groups ncudecode longctx vkdecode vkllama vkcheck vkattn vkbench (the Vulkan steps that were never measured
+#   llama groups fusions ncudecode longctx vkdecode vkllama vkcheck vkattn vkbench (the Vulkan steps that were never measured
 #   first: on 2026-11-27 the run's time ended inside vkbench)
 #   Budget: on an H200 (2026-11-27) the steps up to vkbench took 7.5 minutes, bench-vulkan stopped
 #   by its timeout; env, check, onnx, torch, llama and longctx alone took 31 s. Name the steps a
 #   run needs when its device time is short.
 set -u
 B=/tmp/duet-gpu; O=${OUT:-/tmp/out}; mkdir -p "$O"
-steps=${*:-env check onnx pydlpack bench tiers decode rows profile torch model llama groups ncudecode longctx vkdecode vkllama vkcheck vkattn vkbench}
+steps=${*:-env check onnx pydlpack bench tiers decode rows profile torch model llama groups fusions ncudecode longctx vkdecode vkllama vkcheck vkattn vkbench}
 want() { case " $steps " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 T0=$(date +%s)
 step() { echo; echo "===== $* (t+$(( $(date +%s) - T0 ))s, $(date +%T))"; }
@@ -103,7 +103,7 @@ if want torch; then
   wc -l < $O/torch.jsonl; tail -3 $O/torch.err
 fi
 P=$(python3 -c "print(','.join(str(i) for i in range(1,513)))")
-if want model || want llama || want vkllama; then
+if want model || want llama || want fusions || want vkllama; then
   [ -f /tmp/m8.gguf ] || { step model; timeout 90 python3 $B/make_big.py /tmp/m8.gguf 8b q4_0; }
 fi
 # duet-llama takes ids with --prompt-ids (older builds: --prompt); the first form it accepts wins.
@@ -136,6 +136,24 @@ if want groups; then
       | grep -E "^timing: (16|plain|device-timed|by op)|grouped launches|error" | sort | uniq -c \
       | sort -rn | head -8
   done; done
+fi
+# Fused decode ops (issue 27) off and on, with graphs and without: each rmsnorm quantizing the
+# activations of the mat-vecs after it (DUET_CUDA_FUSE_NORM_QUANT; an 8B step then launches 65
+# q8_act kernels fewer, about 3.5 us each in the fourth run). Each line is the steady decode rate
+# at ~512; the last, with DUET_LOG=debug, says how many groups a norm quantized for. Expect the
+# fused step about 0.2 ms shorter (65 x ~3.5 us, less what the norm's kernel gains), the same
+# greedy tokens, and the rmsnorm's by-op time (its kernel now quantizes) only slightly up.
+if want fusions; then
+  for nq in 1 0; do for g in 0 1; do
+    step "llama cuda:0 decode at ~512, DUET_CUDA_FUSE_NORM_QUANT=$nq DUET_CUDA_GRAPHS=$g"
+    DUET_CUDA_FUSE_NORM_QUANT=$nq DUET_CUDA_GRAPHS=$g timeout 45 $L /tmp/m8.gguf \
+      --bench-prompt 512 -n 64 --temp 0 --ignore-eos --ctx 1024 --devices cuda:0 2>&1 >/dev/null \
+      | grep -iE 'decode steady|error'
+  done; done
+  step "llama cuda:0 decode timing, fusions on"
+  DUET_LOG=debug timeout 45 $L /tmp/m8.gguf --prompt-ids 1,2,3 -n 16 --devices cuda:0 --timing \
+    2>&1 >/dev/null | grep -E "^timing: (16|plain|by op)|quantized their|error" | sort | uniq -c \
+    | sort -rn | head -8
 fi
 # One decode step's kernels under Nsight Compute (launched one by one, no graphs): each kernel's
 # name, duration and DRAM throughput for about three layers, after skipping the prefill and the first

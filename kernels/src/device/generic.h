@@ -7,6 +7,7 @@
 #include "device/elem.h"
 #include "device/params.h"
 #include "device/prim.h"
+#include "device/q8_block.h"
 
 DUET_DEV_BEGIN
 
@@ -148,9 +149,6 @@ DUET_KERNEL copy_kernel(const CopyParams p) {
   }
 }
 
-// Elements of a row each thread of rows_kernel keeps in registers on its fast path.
-inline constexpr int kRowRegs = 8;
-
 DUET_DEV bool float_elt(Elt t) {
   return t == Elt::f32 || t == Elt::f16 || t == Elt::bf16;
 }
@@ -237,6 +235,44 @@ DUET_DEV void row_in_registers(const RowParams& p, int64_t r, float* red) {
       static_cast<float*>(p.out)[o] = v[k];
     else
       static_cast<uint16_t*>(p.out)[o] = half ? f2h(v[k]) : f2b(v[k]);
+  }
+}
+
+// rmsnorm fused with the activation quantization of the int_dot mat-vecs that read its output
+// (RowParams::q8; launch.h, fuses_norm: dense rows of float storage in registers, an f32
+// output, n and the block's threads multiples of 32): row_in_registers' arithmetic in the same
+// order (the same bits), then each warp's k-th values, one block of 32 all inside the row or
+// all past its end, quantized as q8_act_kernel would. A kernel of its own, so that rows_kernel
+// keeps its registers.
+DUET_KERNEL_BOUNDED(1024) rmsnorm_q8_kernel(const RowParams p) {
+  float* red = reinterpret_cast<float*>(smem());
+  const int64_t n = p.n;
+  const int t = tid(), nt = nthreads();
+  for (int64_t r = bid_x(); r < p.rows; r += nbid_x()) {
+    const int64_t xb = offset_of(p.x, p.x.shape, r * n);
+    uint32_t xv[kRowRegs], wv[kRowRegs];
+    DUET_UNROLL
+    for (int k = 0; k < kRowRegs; ++k) {
+      const int64_t j = t + int64_t(k) * nt;
+      xv[k] = j < n ? float_bits(p.x.data, p.x.dtype, xb + j) : 0u;
+      wv[k] = p.w.data && j < n ? float_bits(p.w.data, p.w.dtype, j * p.w.stride[3]) : 0u;
+    }
+    float v[kRowRegs], s2 = 0.f;
+    DUET_UNROLL
+    for (int k = 0; k < kRowRegs; ++k) {
+      v[k] = bits_value(xv[k], p.x.dtype);  // 0 past the end
+      s2 += v[k] * v[k];
+    }
+    const float inv = 1.f / sqrtf(block_sum(s2, red) / static_cast<float>(n) + p.eps);
+    DUET_UNROLL
+    for (int k = 0; k < kRowRegs; ++k) {
+      const int64_t j = t + int64_t(k) * nt, o = r * n + j;
+      if (j >= n) continue;  // the whole warp
+      float y = v[k] * inv;
+      if (p.w.data) y *= bits_value(wv[k], p.w.dtype);
+      static_cast<float*>(p.out)[o] = y;
+      q8_block_store(y, p.q8[(o - lane()) / 32]);
+    }
   }
 }
 

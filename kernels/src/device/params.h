@@ -123,6 +123,12 @@ struct CopyParams {
 
 enum class RowOp : uint8_t { softmax, rmsnorm, layernorm };
 
+struct Q8Block;
+
+// Elements of a row each thread of rows_kernel keeps in registers on its fast path (a dense row
+// of float storage of at most kRowRegs * threads elements).
+inline constexpr int kRowRegs = 8;
+
 struct RowParams {
   Strided x;
   Strided mask;  // softmax: broadcast to x's shape (data null if absent)
@@ -132,6 +138,11 @@ struct RowParams {
   int64_t rows = 0, n = 0;
   float scale = 1, eps = 1e-5f;
   RowOp op = RowOp::softmax;
+  // rmsnorm fused with the activation quantization of the int_dot mat-vecs that read its output
+  // (launch.h, fuses_norm; rmsnorm_q8_kernel): row r's output also quantized as q8_act_kernel
+  // would, into blocks r * n / 32 ... (an f32 output, n % 32 == 0, the row in registers; null:
+  // not fused).
+  Q8Block* q8 = nullptr;
 };
 
 // reduce_*: out (dense, x's shape with the reduced dims 1) from x; bit d of `dims`: padded dim d

@@ -16,7 +16,8 @@ Status generic(const detail::Call& c) {
     case Kernel::copy:
       return run_kernel(c, &dev::copy_kernel);
     case Kernel::rows:
-      return run_kernel(c, &dev::rows_kernel);
+      return std::get<dev::RowParams>(c.params).q8 ? run_kernel(c, &dev::rmsnorm_q8_kernel)
+                                                   : run_kernel(c, &dev::rows_kernel);
     case Kernel::rope:
       return run_kernel(c, &dev::rope_kernel);
     case Kernel::gen_attention:

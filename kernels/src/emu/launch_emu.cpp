@@ -53,9 +53,10 @@ Status launch(Tier tier, const OpDesc& op, std::span<const View> inputs, const V
   return {};
 }
 
-Status launch_group(Tier tier, std::span<const GroupMember> members, const Launch& launch) {
+Status launch_group(Tier tier, std::span<const GroupMember> members, const Launch& launch,
+                    const GroupMember* norm) {
   DUET_ASSIGN_OR_RETURN(std::vector<detail::Call> calls,
-                        detail::plan_group(tier, members, launch, "emulator"));
+                        detail::plan_group(tier, members, launch, "emulator", norm));
   return run_calls(calls);
 }
 

@@ -16,7 +16,9 @@ Status generic(const detail::Call& c, void* stream) {
     case Kernel::copy:
       return launch_on_gpu(c, &dev::copy_kernel, stream);
     case Kernel::rows:
-      return launch_on_gpu(c, &dev::rows_kernel, stream);
+      return std::get<dev::RowParams>(c.params).q8
+                 ? launch_on_gpu(c, &dev::rmsnorm_q8_kernel, stream)
+                 : launch_on_gpu(c, &dev::rows_kernel, stream);
     case Kernel::rope:
       return launch_on_gpu(c, &dev::rope_kernel, stream);
     case Kernel::gen_attention:

@@ -88,9 +88,10 @@ Status launch(Tier tier, const OpDesc& op, std::span<const View> inputs, const V
   return run_calls(calls, launch);
 }
 
-Status launch_group(Tier tier, std::span<const GroupMember> members, const Launch& launch) {
+Status launch_group(Tier tier, std::span<const GroupMember> members, const Launch& launch,
+                    const GroupMember* norm) {
   DUET_ASSIGN_OR_RETURN(std::vector<detail::Call> calls,
-                        detail::plan_group(tier, members, launch, "cuda"));
+                        detail::plan_group(tier, members, launch, "cuda", norm));
   return run_calls(calls, launch);
 }
 

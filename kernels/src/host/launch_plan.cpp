@@ -1054,7 +1054,8 @@ std::string member_names(std::span<const GroupMember> members) {
 }  // namespace
 
 Result<std::vector<Call>> plan_group(Tier tier, std::span<const GroupMember> members,
-                                     const Launch& launch, std::string_view device) {
+                                     const Launch& launch, std::string_view device,
+                                     const GroupMember* norm) {
   auto bad = [&](const std::string& why) {
     return Err(Code::invalid_argument)
         .op("matmul", members.empty() ? std::string() : members[0].op->name)
@@ -1078,6 +1079,17 @@ Result<std::vector<Call>> plan_group(Tier tier, std::span<const GroupMember> mem
                       std::get<dev::Q8ActParams>(calls[0].params)))
       return bad("'" + m.op->name + "' quantizes its activations differently");
     mvs.push_back(c[1]);
+  }
+  // The rmsnorm before the group, quantizing its output into the blocks q8_act would have made.
+  if (norm) {
+    if (!fuses_norm(*norm, *members[0].op, members[0].inputs))
+      return bad("'" + norm->op->name + "' cannot quantize the activations it gives them");
+    DUET_ASSIGN_OR_RETURN(std::vector<Call> n, plan(Tier::generic, *norm->op, norm->inputs,
+                                                    norm->output, launch, device));
+    if (n.size() != 1 || n[0].kernel != Kernel::rows)
+      return bad("'" + norm->op->name + "' is not one rows launch");
+    std::get<dev::RowParams>(n[0].params).q8 = std::get<dev::Q8ActParams>(calls[0].params).out;
+    calls[0] = n[0];
   }
   // The members of each block format, in order, at most kQMvGroup a launch.
   std::vector<char> taken(mvs.size(), 0);
@@ -1185,6 +1197,51 @@ bool shares_activations(Tier tier, const OpDesc& a, std::span<const View> a_in, 
   for (int d = 0; same && d + 1 < a.output.rank; ++d)
     same = a.output.shape[static_cast<size_t>(d)] == b.output.shape[static_cast<size_t>(d)];
   return same;
+}
+
+namespace {
+
+bool dense_view(const View& v) {
+  int64_t expect = 1;
+  for (int d = v.rank - 1; d >= 0; --d) {
+    if (v.shape[d] != 1 && v.strides[d] != expect) return false;
+    expect *= v.shape[d];
+  }
+  return true;
+}
+
+int64_t view_numel(const View& v) {
+  int64_t n = 1;
+  for (int d = 0; d < v.rank; ++d) n *= v.shape[d];
+  return n;
+}
+
+bool float_storage(DType t) {
+  return t == DType::f32 || t == DType::f16 || t == DType::bf16;
+}
+
+}  // namespace
+
+bool fuses_norm(const GroupMember& norm, const OpDesc& mv, std::span<const View> mv_in) {
+  const OpDesc& op = *norm.op;
+  if (op.kind != OpKind::rmsnorm || norm.inputs.empty() || op.output.rank < 1 ||
+      norm.output.dtype != DType::f32 || mv.attrs.transpose_a ||
+      !shares_activations(Tier::int_dot, mv, mv_in, mv, mv_in))
+    return false;
+  const View &x = norm.inputs[0], &y = norm.output, &a = mv_in[0];
+  const int64_t n = op.output.dim(-1);
+  if (n <= 0 || n % 32 != 0 || x.rank < 1 || y.rank < 1 || a.rank < 1) return false;
+  // rows_kernel's registers path (generic.h): a dense last dim of float storage, few enough
+  // elements for its threads (a multiple of 32, so a warp's values are whole blocks).
+  const int threads = shapes::rows_threads(n);
+  if ((x.strides[x.rank - 1] != 1 && n != 1) || !float_storage(x.dtype) ||
+      n > int64_t(dev::kRowRegs) * threads || threads % 32 != 0 ||
+      (norm.inputs.size() > 1 && !float_storage(norm.inputs[1].dtype)))
+    return false;
+  // The mat-vec's activations are the norm's output, whole and dense: row i of one is row i of
+  // the other, and block j of row i is q8_act's block i * n / 32 + j.
+  return a.data == y.data && a.dtype == DType::f32 && dense_view(a) && dense_view(y) &&
+         a.shape[a.rank - 1] == n && view_numel(a) == view_numel(y);
 }
 
 uint64_t error_bytes(const OpDesc& op) {

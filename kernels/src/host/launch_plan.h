@@ -69,9 +69,11 @@ Result<std::vector<Call>> plan(Tier tier, const OpDesc& op, std::span<const View
                                const View& output, const Launch& launch, std::string_view device);
 
 // The launches of a group of mat-vecs sharing their activations (launch.h, launch_group): one
-// q8_act, then a grouped qmv per block format (at most dev::kQMvGroup members each).
+// q8_act (or, with `norm`, the rmsnorm quantizing its output itself), then a grouped qmv per
+// block format (at most dev::kQMvGroup members each).
 Result<std::vector<Call>> plan_group(Tier tier, std::span<const GroupMember> members,
-                                     const Launch& launch, std::string_view device);
+                                     const Launch& launch, std::string_view device,
+                                     const GroupMember* norm = nullptr);
 
 // Error from a kernel-found data error (embedding ids, run-time scalars out of range), given the
 // error bytes.

@@ -524,6 +524,13 @@ void generic_choice(const DeviceCaps& caps, const OpDesc& op, const BuildArchs& 
   d.c.input_dtypes = op_dtypes(op);
   d.c.output_dtype = op.output.dtype;
   d.why.push_back("SIMT, fp32 compute, any architecture");
+  // launch.h's fuses_norm, as far as the op says (the views are known at run time).
+  const int64_t n = op.output.rank > 0 ? op.output.dim(-1) : 0;
+  if (op.kind == OpKind::rmsnorm && op.output.dtype == DType::f32 && n > 0 && n % 32 == 0 &&
+      n <= int64_t(dev::kRowRegs) * cfg.block_threads && op.output.numel() / n <= kQIntRows)
+    d.why.push_back(
+        "before int_dot mat-vecs of its output, it quantizes their activations to int8 per 32 "
+        "itself, at run time (no q8_act launch; cuda.fuse_norm_quant)");
   out.push_back(d.done("generic " + std::string(op_name(op.kind))));
 }
 

@@ -66,6 +66,12 @@ struct GroupMember {
 inline constexpr int kGroupRows = 8;
 bool shares_activations(Tier tier, const OpDesc& a, std::span<const View> a_in, const OpDesc& b,
                         std::span<const View> b_in);
+// Whether the rmsnorm `norm` (generic tier) may quantize its output for a group whose first
+// member is `mv` (int_dot) in the same kernel (launch_group's `norm`), so that the group skips
+// its q8_act launch: mv's activations are the whole of norm's output (same address, dense, f32,
+// K a multiple of 32), and the norm's rows fit its kernel's registers. The output is still
+// written, so other readers of it see no difference.
+bool fuses_norm(const GroupMember& norm, const OpDesc& mv, std::span<const View> mv_in);
 
 // Launches the kernels computing `op` at tier `tier` with the choice's launch configuration.
 // Inputs are views in the op's input order (strided as op.inputs say), the output is dense.
@@ -75,8 +81,10 @@ namespace gpu {
 Status launch(Tier tier, const OpDesc& op, std::span<const View> inputs, const View& output,
               const Launch& launch);
 // A group (each pair of members passing shares_activations), with the first member's launch
-// configuration and a workspace of its workspace_bytes().
-Status launch_group(Tier tier, std::span<const GroupMember> members, const Launch& launch);
+// configuration and a workspace of its workspace_bytes(); with `norm` (passing fuses_norm for the
+// first member), the rmsnorm before them, which quantizes their activations itself.
+Status launch_group(Tier tier, std::span<const GroupMember> members, const Launch& launch,
+                    const GroupMember* norm = nullptr);
 }  // namespace gpu
 
 // The same kernels run by the host emulator (kernels/src/emu/emu.h): the views point to host
@@ -85,7 +93,8 @@ Status launch_group(Tier tier, std::span<const GroupMember> members, const Launc
 namespace emu {
 Status launch(Tier tier, const OpDesc& op, std::span<const View> inputs, const View& output,
               const Launch& launch);
-Status launch_group(Tier tier, std::span<const GroupMember> members, const Launch& launch);
+Status launch_group(Tier tier, std::span<const GroupMember> members, const Launch& launch,
+                    const GroupMember* norm = nullptr);
 }  // namespace emu
 
 }  // namespace duet::kernels

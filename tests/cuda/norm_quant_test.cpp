@@ -1,0 +1,174 @@
+// An rmsnorm followed by int_dot mat-vecs of its output quantizes their activations in its own
+// kernel on a CUDA device (DeviceOptions::fuse_norm_quant): no q8_act launch. Checked on the fake
+// driver (kernels on the emulator) against the float64 reference, norm and mat-vec outputs
+// poisoned and guarded, and bit for bit against the same ops with the fusion off.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "check/check.h"
+#include "device.h"
+#include "fake_driver.h"
+#include "reference/reference.h"
+
+namespace duet::cuda {
+namespace {
+
+using namespace duet::cuda::testing;
+
+constexpr uint64_t kNormGuard = 256;  // bytes of poison each side of an output
+
+struct NormRun {
+  std::vector<std::vector<uint8_t>> outputs;  // the norm's, then each mat-vec's, guards included
+  int fused = 0;                              // launch_group calls with the norm
+  size_t groups = 0;
+};
+
+// rmsnorm(x [M, K], w [K]) then mat-vecs of its output by weights of the given formats and N,
+// each output between guards of NaN. `other` makes the first mat-vec read another tensor.
+NormRun run_norm(int64_t M, int64_t K, const std::vector<std::pair<DType, int64_t>>& shapes,
+                 DeviceOptions options, const std::string& what, bool other = false) {
+  NormRun r;
+  auto driver = std::make_shared<FakeDriver>(std::vector<DeviceProps>{a100()});
+  auto dev = make_device(driver, a100(), caps_from_props(a100()), parse_build_archs("75;80", "80"),
+                         options);
+  Device& d = *dev;
+  check::Case nc;
+  nc.name = "fused_norm/" + std::to_string(M) + "x" + std::to_string(K);
+  nc.kind = OpKind::rmsnorm;
+  nc.attrs.eps = 1e-5f;
+  nc.inputs = {TensorDesc::contiguous(DType::f32, {M, K}), TensorDesc::contiguous(DType::f32, {K})};
+  nc.fills = {check::Fill::unit, check::Fill::positive};
+  OpDesc norm = *check::case_op(nc);
+  norm.name = "norm";
+  const std::vector<HostTensor> nin = check::case_inputs(nc);
+  const std::vector<double> nref = *reference::evaluate(norm, nin);
+  // The mat-vecs' reference reads the reference norm rounded to f32.
+  HostTensor h = HostTensor::empty(norm.output);
+  h.from_doubles(nref);  // rounded to f32
+
+  auto upload = [&](const HostTensor& t) {
+    auto b = *d.allocate(t.storage_bytes());
+    EXPECT_TRUE(d.write(*b, 0, t.storage(), t.storage_bytes()).ok());
+    return b;
+  };
+  auto poisoned = [&](const TensorDesc& t) {
+    const uint64_t n = static_cast<uint64_t>(t.nbytes()) + 2 * kNormGuard;
+    auto b = *d.allocate(n);
+    std::vector<uint8_t> poison(n, 0xFF);  // NaN in f32, and the guards' pattern
+    EXPECT_TRUE(d.write(*b, 0, poison.data(), n).ok());
+    return b;
+  };
+  auto guarded = [](TensorDesc t) {
+    t.offset = static_cast<int64_t>(kNormGuard / 4);
+    return t;
+  };
+  auto xb = upload(nin[0]), wb = upload(nin[1]), hb = poisoned(norm.output);
+  auto other_b = upload(h);  // the reference norm's values, elsewhere
+  KernelChoice nchoice;
+  for (const KernelChoice& k : d.choices(norm))
+    if (k.ok && k.tier == Tier::generic) nchoice = k;
+  EXPECT_NE(nchoice.reason.find("cuda.fuse_norm_quant"), std::string::npos) << nchoice.reason;
+
+  struct Mv {
+    OpDesc op;
+    KernelChoice choice;
+    std::shared_ptr<Buffer> w, out;
+    std::vector<double> ref;
+  };
+  std::vector<Mv> mvs;
+  OpAttrs tb;
+  tb.transpose_b = true;
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    const auto [f, N] = shapes[i];
+    check::Case c;
+    c.name = "fused_norm/" + std::string(dtype_name(f)) + "/" + std::to_string(i);
+    c.kind = OpKind::matmul;
+    c.attrs = tb;
+    c.inputs = {TensorDesc::contiguous(DType::f32, {M, K}), TensorDesc::contiguous(f, {N, K})};
+    c.fills = {check::Fill::unit, check::Fill::blocks};
+    Mv m;
+    m.op = *check::case_op(c);
+    m.op.name = "mv" + std::to_string(i);
+    const HostTensor w = check::case_inputs(c)[1];
+    m.ref = *reference::evaluate(m.op, std::vector<HostTensor>{h, w});
+    for (const KernelChoice& k : d.choices(m.op))
+      if (k.ok && k.tier == Tier::int_dot) m.choice = k;
+    EXPECT_TRUE(m.choice.ok) << what << ": no int_dot choice";
+    m.w = upload(w);
+    m.out = poisoned(m.op.output);
+    mvs.push_back(std::move(m));
+  }
+
+  const TensorRef nrefs[2] = {{norm.inputs[0], xb.get()}, {norm.inputs[1], wb.get()}};
+  EXPECT_TRUE(d.execute({norm, nchoice}, nrefs, {guarded(norm.output), hb.get()}).ok()) << what;
+  for (Mv& m : mvs) {
+    const bool elsewhere = other && &m == &mvs[0];
+    const TensorRef in[2] = {{elsewhere ? m.op.inputs[0] : guarded(m.op.inputs[0]),
+                              elsewhere ? other_b.get() : hb.get()},
+                             {m.op.inputs[1], m.w.get()}};
+    EXPECT_TRUE(d.execute({m.op, m.choice}, in, {guarded(m.op.output), m.out.get()}).ok()) << what;
+  }
+  EXPECT_TRUE(d.synchronize().ok()) << what;
+
+  auto read_check = [&](const std::shared_ptr<Buffer>& b, const OpDesc& op,
+                        const std::vector<double>& ref, Precision p) {
+    const uint64_t bytes = static_cast<uint64_t>(op.output.nbytes());
+    std::vector<uint8_t> got(bytes + 2 * kNormGuard);
+    EXPECT_TRUE(d.read(*b, 0, got.data(), got.size()).ok());
+    for (uint64_t i = 0; i < kNormGuard; ++i) {
+      EXPECT_EQ(got[i], 0xFF) << what << " " << op.name << ": a write before the output";
+      EXPECT_EQ(got[kNormGuard + bytes + i], 0xFF) << what << " " << op.name << ": after it";
+    }
+    std::vector<double> out(static_cast<size_t>(op.output.numel()));
+    for (size_t i = 0; i < out.size(); ++i) {
+      float v;
+      std::memcpy(&v, got.data() + kNormGuard + 4 * i, 4);
+      out[i] = v;
+    }
+    const check::Metrics mt = check::compare(out, ref, false);
+    EXPECT_TRUE(check::passes(mt, check::tolerance(op, p)))
+        << what << " " << op.name << " (" << describe(op) << "): nmse " << mt.nmse << ", max_rel "
+        << mt.max_rel << ", unwritten or NaN " << mt.nan;
+    r.outputs.push_back(std::move(got));
+  };
+  read_check(hb, norm, nref, nchoice.precision);
+  for (Mv& m : mvs) read_check(m.out, m.op, m.ref, m.choice.precision);
+  r.fused = driver->fused_norms;
+  r.groups = driver->group_launches.size();
+  return r;
+}
+
+// Three mat-vecs of two formats after the norm, for one decode row and three: one launch_group
+// with the norm in it, every output written and within tolerance, and the same bits as the
+// norm, q8_act and mat-vecs launched apart (the fusion off).
+TEST(CudaNormQuant, AnRmsnormQuantizesItsMatvecsActivationsInItsKernel) {
+  const std::vector<std::pair<DType, int64_t>> shapes = {
+      {DType::q4_0, 13}, {DType::q6_k, 6}, {DType::q4_0, 8}};
+  for (int64_t M : {1, 3}) {
+    const std::string what = "M" + std::to_string(M);
+    DeviceOptions off;
+    off.fuse_norm_quant = false;
+    const NormRun fused = run_norm(M, 256, shapes, {}, what + " fused");
+    const NormRun apart = run_norm(M, 256, shapes, off, what + " apart");
+    EXPECT_EQ(fused.fused, 1) << what;
+    EXPECT_EQ(apart.fused, 0) << what;
+    EXPECT_EQ(fused.groups, 1u) << what;
+    EXPECT_EQ(fused.outputs, apart.outputs) << what << ": the fused run gives other bits";
+  }
+}
+
+// Without grouping, the norm still quantizes the first mat-vec's activations; a mat-vec of
+// another tensor after the norm leaves it alone.
+TEST(CudaNormQuant, FusesWithoutGroupingAndNotForOtherActivations) {
+  DeviceOptions nogroup;
+  nogroup.group_matvecs = false;
+  const NormRun one = run_norm(1, 64, {{DType::q8_0, 5}, {DType::q8_0, 3}}, nogroup, "no grouping");
+  EXPECT_EQ(one.fused, 1);
+  EXPECT_EQ(one.groups, 1u) << "the norm and the first mat-vec";
+  const NormRun other = run_norm(1, 64, {{DType::q8_0, 5}}, {}, "another tensor", true);
+  EXPECT_EQ(other.fused, 0);
+}
+
+}  // namespace
+}  // namespace duet::cuda
