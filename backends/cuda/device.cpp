@@ -45,6 +45,91 @@ struct Shared {
                                  if (driver->use(ordinal).ok()) driver->device_free(p);
                                }},
                   cache_limit) {}
+  ~Shared() { reclaim(true); }
+  Shared(const Shared&) = delete;
+  Shared& operator=(const Shared&) = delete;
+
+  // A block released while work another library queued on `queues` may still use it
+  // (Device::lend): an event is recorded on each queue now, and the block goes back to the
+  // allocator when they have all completed (reclaim). A queue an event cannot be recorded on
+  // (a handle the driver refuses) holds the block back until the device closes.
+  void hold_back(CachingAllocator::Block block, const std::vector<Stream>& queues) {
+    Held h{block, {}, false};
+    if (!driver->use(ordinal).ok()) {  // lost: its memory is gone, nothing runs on it
+      allocator.release(block);
+      return;
+    }
+    for (Stream q : queues) {
+      Result<Event> e = driver->event_create();
+      Status st = e.ok() ? driver->event_record(*e, q) : e.status();
+      if (!st.ok()) {
+        if (e.ok()) driver->event_destroy(*e);
+        log().warn(
+            "CUDA device {}: no event on stream {:#x} ({}); the memory lent to it is kept "
+            "until the device closes",
+            ordinal, reinterpret_cast<uintptr_t>(q), st.message());
+        h.until_close = true;
+        continue;
+      }
+      h.events.push_back(*e);
+    }
+    {
+      std::lock_guard<std::mutex> g(held_mu);
+      held.push_back(std::move(h));
+    }
+    reclaim(false);
+  }
+
+  // Hands back to the allocator the blocks whose queues are done; `wait` waits for all of them
+  // (the device closing, or out of memory). Never waits under the lock.
+  void reclaim(bool wait) {
+    std::vector<Held> ready;
+    {
+      std::lock_guard<std::mutex> g(held_mu);
+      if (held.empty()) return;
+      if (wait) {
+        ready.swap(held);
+      } else {
+        std::vector<Held> still;
+        for (Held& h : held) (done(h) ? ready : still).push_back(std::move(h));
+        held.swap(still);
+      }
+    }
+    const bool current = driver->use(ordinal).ok();
+    for (Held& h : ready) {
+      for (Event e : h.events) {
+        if (wait && current) (void)driver->event_sync(e);
+        driver->event_destroy(e);
+      }
+      allocator.release(h.block);
+    }
+  }
+
+  size_t held_count() const {
+    std::lock_guard<std::mutex> g(held_mu);
+    return held.size();
+  }
+
+ private:
+  struct Held {
+    CachingAllocator::Block block;
+    std::vector<Event> events;
+    bool until_close = false;
+  };
+  // Whether every queue's work recorded before the block's release has completed (a driver error,
+  // a lost device, counts as done: nothing more runs there).
+  bool done(const Held& h) {
+    if (h.until_close) return false;
+    if (!driver->use(ordinal).ok()) return true;
+    for (Event e : h.events) {
+      Result<bool> r = driver->event_done(e);
+      if (r.ok() && !*r) return false;
+    }
+    return true;
+  }
+
+  mutable std::mutex held_mu;
+  std::vector<Held> held;
 };
 
 // A block of the device's allocator, or memory another library allocated on the device
@@ -59,7 +144,16 @@ class CudaBuffer final : public Buffer {
     block_.ptr = adopted;
   }
   ~CudaBuffer() override {
-    if (!keep_) shared_->allocator.release(block_);
+    if (keep_) return;  // another library's memory: `keep_` goes, and with it the memory
+    if (lent_.empty())
+      shared_->allocator.release(block_);
+    else
+      shared_->hold_back(block_, lent_);
+  }
+  // Work queued on `queue` by another library may use the memory (Device::lend).
+  void lend(Stream queue) {
+    if (keep_) return;  // not duet's to reuse
+    if (std::find(lent_.begin(), lent_.end(), queue) == lent_.end()) lent_.push_back(queue);
   }
   uint64_t size() const override { return size_; }
   uint64_t device_address() const override { return reinterpret_cast<uintptr_t>(block_.ptr); }
@@ -71,6 +165,7 @@ class CudaBuffer final : public Buffer {
   CachingAllocator::Block block_;
   uint64_t size_;
   std::shared_ptr<const void> keep_;
+  std::vector<Stream> lent_;
 };
 
 // A workspace block, released when the last holder (the device, or a recording that captured
@@ -132,6 +227,7 @@ class Device final : public CudaDevice {
     workspace_.reset();
     if (!started_) return;
     if (d.use(ordinal()).ok() && lost_.empty()) (void)d.stream_sync(stream_);
+    shared_->reclaim(true);  // waits for the work other libraries queued on lent memory
     shared_->allocator.release(error_block_);
     if (error_host_) d.pinned_free(error_host_);
     for (Event e : marks_) d.event_destroy(e);
@@ -152,14 +248,21 @@ class Device final : public CudaDevice {
   void empty_cache() override {
     // Held mat-vecs may read blocks the cache would return to the driver.
     if (!flush().ok()) return;
+    shared_->reclaim(false);
     shared_->allocator.empty_cache();
   }
+  size_t held_back() const override { return shared_->held_count(); }
   const std::string& lost_reason() const override { return lost_; }
 
   Result<std::shared_ptr<Buffer>> allocate(uint64_t bytes) override {
     DUET_TRY(alive());
     DUET_TRY(flush());  // an allocation may empty the cache of blocks held mat-vecs read
+    shared_->reclaim(false);
     Result<CachingAllocator::Block> b = shared_->allocator.allocate(bytes);
+    if (!b.ok() && b.status().code() == Code::out_of_memory && shared_->held_count() > 0) {
+      shared_->reclaim(true);  // memory other libraries' queues still use: wait for it, once
+      b = shared_->allocator.allocate(bytes);
+    }
     if (!b.ok()) return memory_error(b.status(), Err(b.status().code()).device(id_), bytes);
     return std::shared_ptr<Buffer>(std::make_shared<CudaBuffer>(shared_, *b, bytes));
   }
@@ -181,6 +284,25 @@ class Device final : public CudaDevice {
     DUET_TRY(alive());
     DUET_TRY(start());
     return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(stream_));
+  }
+
+  Status lend(Buffer& b, uint64_t queue) override {
+    DUET_TRY(alive());
+    auto* cb = dynamic_cast<CudaBuffer*>(&b);
+    if (!cb || cb->owner() != shared_.get())
+      return Err(Code::invalid_argument)
+          .device(id_)
+          .expected("a buffer of this device to lend")
+          .got("one it does not own");
+    if (queue == 0)
+      return Err(Code::invalid_argument)
+          .device(id_)
+          .expected("the CUDA stream that uses the memory")
+          .got("0, which names none");
+    DUET_TRY(start());
+    const auto q = reinterpret_cast<Stream>(static_cast<uintptr_t>(queue));
+    if (q != stream_) cb->lend(q);  // duet's own stream: its work runs in order already
+    return {};
   }
 
   bool owns(const Buffer& b) const override {
@@ -284,6 +406,7 @@ class Device final : public CudaDevice {
       groups_ = grouped_ = fused_norms_ = 0;
     }
     for (Slot& s : slots_) s.pending = false;
+    shared_->reclaim(false);
     for (const DataCheck& c : checks) {
       const void* bytes = c.word >= 0 ? static_cast<const void*>(error_host_ + c.word)
                                       : static_cast<const void*>(c.bytes.data());

@@ -43,6 +43,9 @@ class CudaDevice : public Device {
   virtual AllocatorStats memory_stats() const = 0;
   // Returns every cached block to the driver.
   virtual void empty_cache() = 0;
+  // Blocks released while another library's queue may still use them (Device::lend), not yet
+  // back in the allocator.
+  virtual size_t held_back() const = 0;
   // Why the device was marked lost; empty while it works.
   virtual const std::string& lost_reason() const = 0;
 };

@@ -65,6 +65,9 @@ class Driver {
   virtual void event_destroy(Event e) = 0;
   virtual Status event_record(Event e, Stream s) = 0;
   virtual Status event_sync(Event e) = 0;
+  // Whether the work before the event's last record has completed, without waiting
+  // (cudaEventQuery).
+  virtual Result<bool> event_done(Event e) = 0;
   // An event that keeps the time it completed at (kernel timing; event_create's events do not),
   // and the milliseconds from `start` to `end`, both recorded and completed.
   virtual Result<Event> timing_event_create() = 0;

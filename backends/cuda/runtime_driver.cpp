@@ -308,6 +308,15 @@ class RuntimeDriver final : public Driver {
   Status event_sync(Event e) override {
     return cuda_status(cudaEventSynchronize(static_cast<cudaEvent_t>(e)), "cudaEventSynchronize");
   }
+  Result<bool> event_done(Event e) override {
+    const cudaError_t r = cudaEventQuery(static_cast<cudaEvent_t>(e));
+    if (r == cudaErrorNotReady) {
+      (void)cudaGetLastError();  // not an error: the work is still running
+      return false;
+    }
+    DUET_TRY(cuda_status(r, "cudaEventQuery"));
+    return true;
+  }
   Result<Event> timing_event_create() override {
     cudaEvent_t e = nullptr;
     DUET_TRY(cuda_status(cudaEventCreateWithFlags(&e, cudaEventDefault), "cudaEventCreate"));

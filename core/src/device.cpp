@@ -151,6 +151,15 @@ Result<std::shared_ptr<Buffer>> Device::adopt(uint64_t address, uint64_t bytes,
       .got("the " + std::string(backend_name(caps().backend)) + " backend, which cannot");
 }
 
+Status Device::lend(Buffer& b, uint64_t queue) {
+  (void)b;
+  (void)queue;
+  return Err(Code::unsupported)
+      .device(id())
+      .expected("a device with queues another library can use")
+      .got("the " + std::string(backend_name(caps().backend)) + " backend, which has none");
+}
+
 Status Device::read(Buffer& src, uint64_t offset, void* dst, uint64_t bytes) {
   DUET_TRY(check_copy(src, offset, bytes, "read"));
   return read_checked(src, offset, dst, bytes);

@@ -169,7 +169,13 @@ class PlanExecutor final : public Executor {
                                                 DeviceIo& device) override {
     device.outputs.clear();
     auto out = run_steps(inputs, nullptr, nullptr, &device);
-    if (!out.ok()) device.outputs.clear();
+    if (!out.ok()) {
+      device.outputs.clear();
+      // A failed run may leave work queued that reads the caller's memory: it has run (or the
+      // device is lost) when this returns, as after a run that succeeded.
+      for (size_t d = 0; d < devs_.size(); ++d)
+        if (devs_[d]) (void)call(static_cast<int>(d), [&] { return devs_[d]->synchronize(); });
+    }
     return out;
   }
 

@@ -118,6 +118,77 @@ TEST(DeviceIo, AnotherLibrarysMemoryIsUsedInPlace) {
   EXPECT_LT(test_support::small_graph_error(x, out->at("y").data<float>(), kRows), 1e-5);
 }
 
+TEST(DeviceIo, AnOutputLentToAnotherStreamIsNotReusedUntilItsWorkIsDone) {
+  Card c = card();
+  ASSERT_TRUE(c.engine);
+  auto run_kept = [&](float seed) {
+    DeviceIo io;
+    io.keep_outputs_on = {c.device.get()};
+    auto out = c.engine->run({{"x", host_input(test_support::small_graph_input(kRows, seed))}}, io);
+    EXPECT_TRUE(out.ok()) << out.status().message();
+    return io.outputs.count("y") ? io.outputs.at("y") : DeviceTensor{};
+  };
+  DeviceTensor y = run_kept(0.25f);
+  ASSERT_TRUE(y.buffer);
+  const std::vector<float> y1 = read_back(*c.device, y);
+  const uint64_t address = y.buffer->device_address();
+
+  // A consumer (PyTorch after __dlpack__(stream=theirs)) queues a read of y on its stream, then
+  // frees y before that read has run: the fake driver runs a stream's work when it is synced.
+  Result<Stream> theirs = c.driver->stream_create();
+  ASSERT_TRUE(theirs.ok());
+  ASSERT_TRUE(c.device->lend(*y.buffer, reinterpret_cast<uintptr_t>(*theirs)).ok());
+  std::vector<float> seen(y1.size(), -1.0f);
+  ASSERT_TRUE(c.driver
+                  ->copy_to_host(seen.data(), reinterpret_cast<void*>(address),
+                                 seen.size() * sizeof(float), *theirs)
+                  .ok());
+  c.device->empty_cache();  // no other cached block to hand out: y's would be the next
+  y = {};
+  EXPECT_EQ(c.device->held_back(), 1u);
+
+  // The next run's output gets other memory, and the consumer's read sees y as it was.
+  DeviceTensor y2 = run_kept(-1.0f);
+  ASSERT_TRUE(y2.buffer);
+  EXPECT_NE(y2.buffer->device_address(), address);
+  ASSERT_TRUE(c.driver->stream_sync(*theirs).ok());
+  EXPECT_EQ(seen, y1);
+
+  // Once the consumer's work has run, the memory comes back to the allocator.
+  DeviceTensor y3 = run_kept(0.5f);
+  EXPECT_EQ(c.device->held_back(), 0u);
+  EXPECT_EQ(y3.buffer->device_address(), address);
+  c.driver->stream_destroy(*theirs);
+
+  // A stream 0, or a buffer of another device, is refused.
+  EXPECT_EQ(c.device->lend(*y3.buffer, 0).code(), Code::invalid_argument);
+  Card other = card();
+  auto foreign = other.device->allocate(64);
+  ASSERT_TRUE(foreign.ok());
+  EXPECT_EQ(c.device->lend(**foreign, 1).code(), Code::invalid_argument);
+}
+
+TEST(DeviceIo, AFailedRunLeavesNoWorkQueuedOnTheCallersMemory) {
+  Card c = card();
+  ASSERT_TRUE(c.engine);
+  const std::vector<float> x = test_support::small_graph_input(kRows, 0.75f);
+  const uint64_t bytes = x.size() * sizeof(float);
+  auto theirs = c.device->allocate(bytes);
+  ASSERT_TRUE(theirs.ok());
+  ASSERT_TRUE(c.device->write(**theirs, 0, x.data(), bytes).ok());
+  ASSERT_TRUE(c.device->synchronize().ok());
+  auto adopted = c.device->adopt((*theirs)->device_address(), bytes, *theirs);
+  ASSERT_TRUE(adopted.ok());
+  DeviceIo io;
+  io.inputs["x"] = {c.device.get(), *adopted, TensorDesc::contiguous(DType::f32, {kRows, kWidth})};
+  // The first kernel, reading x, is queued; the next one's launch fails.
+  c.driver->fail_next_launch = Status(Code::internal, "injected launch failure");
+  c.driver->launches_before_failure = 1;
+  auto out = c.engine->run({}, io);
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(c.driver->pending(), 0u);  // the caller may free x now
+}
+
 TEST(DeviceIo, ATensorOnAnotherDeviceIsRefusedNamingTheInputAndBothDevices) {
   Card a = card(0), b = card(1);
   ASSERT_TRUE(a.engine && b.engine);

@@ -235,7 +235,9 @@ Status FakeDriver::run_until(Queue& q, size_t end) {
 Status FakeDriver::stream_sync(Stream s) {
   const std::lock_guard<std::recursive_mutex> g(mu_);
   DUET_TRY(sticky());
-  Queue& q = queues_.at(s);
+  Queue* qp = queue(s);
+  if (!qp) return Status(Code::invalid_argument, "cudaStreamSynchronize: invalid stream (fake)");
+  Queue& q = *qp;
   Status st = run_until(q, q.work.size());
   if (st.ok() && fail_next_sync) {
     st = *fail_next_sync;
@@ -271,7 +273,9 @@ Status FakeDriver::event_record(Event e, Stream s) {
       return Status{};
     }));
   }
-  events_.at(e) = {s, queues_.at(s).work.size()};
+  Queue* q = queue(s);
+  if (!q) return Status(Code::invalid_argument, "cudaEventRecord: invalid resource handle (fake)");
+  events_.at(e) = {s, q->work.size()};
   return {};
 }
 
@@ -301,13 +305,34 @@ Status FakeDriver::event_sync(Event e) {
   return run_until(queues_.at(s), pos);
 }
 
+Result<bool> FakeDriver::event_done(Event e) {
+  const std::lock_guard<std::recursive_mutex> g(mu_);
+  DUET_TRY(sticky());
+  auto it = events_.find(e);
+  if (it == events_.end()) return Status(Code::invalid_argument, "cudaEventQuery: no such event");
+  auto [s, pos] = it->second;
+  return !s || queues_.at(s).done >= pos;
+}
+
+FakeDriver::Queue* FakeDriver::queue(Stream s) {
+  auto it = queues_.find(s);
+  if (it != queues_.end()) return &it->second;
+  const auto handle = reinterpret_cast<uintptr_t>(s);
+  if (handle != 1 && handle != 2) return nullptr;  // cudaStreamLegacy, cudaStreamPerThread
+  Queue& q = queues_[s];
+  q.device = current_;
+  return &q;
+}
+
 Status FakeDriver::enqueue(Stream s, std::function<Status()> f) {
   DUET_TRY(sticky());
   if (auto c = capturing_.find(s); c != capturing_.end()) {
     c->second.push_back(std::move(f));
     return {};
   }
-  queues_.at(s).work.push_back(std::move(f));
+  Queue* q = queue(s);
+  if (!q) return Status(Code::invalid_argument, "invalid stream handle (fake)");
+  q->work.push_back(std::move(f));
   return {};
 }
 
@@ -370,7 +395,9 @@ Status FakeDriver::launch(Tier tier, const OpDesc& op, std::span<const kernels::
   const std::lock_guard<std::recursive_mutex> g(mu_);
   DUET_TRY(sticky());
   launches.push_back({tier, op.kind, l.config, l.workspace, l.sm, l.stream});
-  if (fail_next_launch) {
+  if (fail_next_launch && launches_before_failure > 0) {
+    --launches_before_failure;
+  } else if (fail_next_launch) {
     Status s = *fail_next_launch;
     fail_next_launch.reset();
     if (s.code() == Code::device_lost) lost_[current_] = s.message();
@@ -396,7 +423,9 @@ Status FakeDriver::launch_group(Tier tier, std::span<const kernels::GroupMember>
   launches.push_back({tier, members[0].op->kind, l.config, l.workspace, l.sm, l.stream});
   group_launches.push_back(members.size());
   if (norm) ++fused_norms;
-  if (fail_next_launch) {
+  if (fail_next_launch && launches_before_failure > 0) {
+    --launches_before_failure;
+  } else if (fail_next_launch) {
     Status s = *fail_next_launch;
     fail_next_launch.reset();
     if (s.code() == Code::device_lost) lost_[current_] = s.message();

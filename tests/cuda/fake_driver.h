@@ -2,7 +2,8 @@
 // memory, work queued on a stream runs only when an event or the stream is synchronized (so a
 // copy that reads a staging buffer too late, or a read that does not wait, shows up as wrong
 // data), kernels run on the kernels' host emulator, and GEMMs on a plain column-major loop.
-// Failures (out of memory, sticky errors, launch errors) can be injected.
+// Failures (out of memory, sticky errors, launch errors) can be injected. Streams 1 and 2 are
+// CUDA's legacy and per-thread default streams, made on first use.
 #pragma once
 
 #include <functional>
@@ -52,6 +53,7 @@ class FakeDriver final : public Driver {
   // Injected failures: the next call of that kind returns the status. A device_lost status also
   // makes every later call on that device fail, as CUDA's sticky errors do.
   std::optional<Status> fail_next_sync, fail_next_launch;
+  size_t launches_before_failure = 0;  // fail_next_launch fails the launch after this many
 
   struct LaunchRecord {
     Tier tier;
@@ -87,6 +89,8 @@ class FakeDriver final : public Driver {
   void event_destroy(Event e) override;
   Status event_record(Event e, Stream s) override;
   Status event_sync(Event e) override;
+  // Done when its stream's work up to the record has run (work runs only when synchronized).
+  Result<bool> event_done(Event e) override;
   // Timing events stamp the host's clock when the stream's work reaches them.
   Result<Event> timing_event_create() override;
   Result<float> event_elapsed_ms(Event start, Event end) override;
@@ -114,6 +118,7 @@ class FakeDriver final : public Driver {
   Status sticky() const;
   Status run_until(Queue& q, size_t end);
   Status enqueue(Stream s, std::function<Status()> f);
+  Queue* queue(Stream s);  // nullptr: no such stream
 
   // Every call holds it: the device may be used from several threads (one at a time through the
   // executor's lock, but buffers come and go on any thread), as the CUDA runtime allows.

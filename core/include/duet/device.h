@@ -278,6 +278,15 @@ class DUET_API Device {
   // The queue this device runs its work on, as a number (a cudaStream_t), for another library to
   // order its work with this device's; 0 where there is none to give (the default).
   virtual Result<uint64_t> native_queue() { return uint64_t{0}; }
+  // Work another library queues on its own queue `queue` (a cudaStream_t, as DLPack's
+  // __dlpack__(stream=...) names the consumer's) may use `b`, memory of this device handed to it
+  // without a copy. When `b` is destroyed, its memory is not used again until the work queued on
+  // `queue` by then has completed: the device marks that point on the queue and holds the memory
+  // back without blocking, handing it back to its allocator once the mark is passed (checked as
+  // it allocates and synchronizes; waited for when it runs out of memory and when it closes).
+  // Several queues may be named; this device's own queue needs no naming. Devices that cannot
+  // answer unsupported (the default).
+  virtual Status lend(Buffer& b, uint64_t queue);
 
   // Copies between host memory and a buffer of this device; the range must lie inside it.
   Status write(Buffer& dst, uint64_t offset, const void* src, uint64_t bytes);

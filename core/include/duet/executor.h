@@ -94,7 +94,8 @@ class DUET_API Executor {
       const std::map<std::string, HostTensor>& inputs) = 0;
   // run() with inputs and outputs in device memory (DeviceIo). The work a plain run replays
   // (recordings) runs step by step instead: recordings name the executor's own buffers. Every
-  // device has finished the run when it returns, so the outputs are ready for any queue.
+  // device has finished the run when it returns, so the outputs are ready for any queue, and has
+  // no work left that reads the inputs, also when the run failed.
   virtual Result<std::map<std::string, HostTensor>> run(
       const std::map<std::string, HostTensor>& inputs, DeviceIo& device) = 0;
   // run(), also timing every step that runs: each kernel and transfer waits for its device to
