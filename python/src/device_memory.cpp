@@ -3,9 +3,12 @@
 // duet.DeviceTensor, in the buffer the kernel wrote, which DLPack consumers take without a copy.
 //
 // Streams (DLPack's __dlpack__(stream=...)): duet asks a producer to order its pending work on
-// the tensor before duet's stream (Device::native_queue); a run waits for its devices before it
-// returns, so what duet exports is complete on every stream and a consumer's stream has nothing
-// to wait for.
+// the tensor before duet's stream (Device::native_queue) and keeps the producer's capsule until
+// its run, which waits for its devices before it returns (also when it fails), is over. What duet
+// exports is complete on every stream when the run returns, so a consumer's stream has nothing
+// to wait for; but the consumer's work may still use the memory after the consumer has freed it
+// (DLPack's deleter runs then), so the consumer's stream is lent the buffer (Device::lend): duet
+// does not reuse the memory before the work queued there by then has completed.
 #include <mutex>
 #include <string>
 
@@ -156,12 +159,17 @@ device. It keeps its memory alive, goes back into runs in place, and speaks DLPa
             (void)max_version;  // the unversioned capsule, which DLPack lets a producer answer
             // Any stream DLPack defines for CUDA is ready: the run that wrote the tensor waited
             // for its device before it returned. 0 is not one (ambiguous, DLPack says).
-            if (!stream.is_none() &&
-                (!py::isinstance<py::int_>(stream) || stream.cast<int64_t>() == 0))
+            auto bad_stream = [&] {
               bad_input(
                   "duet.DeviceTensor.__dlpack__: stream must be None, -1, 1, 2 or a CUDA stream "
                   "(DLPack), got " +
                   std::string(py::repr(stream)));
+            };
+            if (!stream.is_none() && !py::isinstance<py::int_>(stream)) bad_stream();
+            // None is the legacy default stream (1); -1 asks for no synchronization, the
+            // consumer's to do (nothing to lend to).
+            const int64_t consumer = stream.is_none() ? 1 : stream.cast<int64_t>();
+            if (consumer == 0 || consumer < -1) bad_stream();
             const py::tuple own = py::make_tuple(int{kDLCUDA}, ordinal_of(*p.t.device));
             if (!dl_device.is_none() && !dl_device.equal(own))
               raise(duet::Status(duet::Code::unsupported,
@@ -173,6 +181,15 @@ device. It keeps its memory alive, goes back into runs in place, and speaks DLPa
               raise(duet::Status(duet::Code::unsupported,
                                  "duet.DeviceTensor.__dlpack__: duet makes no device copies "
                                  "(copy=True); take it without one and copy it there"));
+            if (consumer != -1) {
+              duet::Status lent;
+              {
+                py::gil_scoped_release nogil;
+                std::lock_guard<std::mutex> lock(duet::device_mutex(*p.t.device));
+                lent = p.t.device->lend(*p.t.buffer, static_cast<uint64_t>(consumer));
+              }
+              if (!lent.ok()) raise(lent.with_context("duet.DeviceTensor.__dlpack__"));
+            }
             return device_capsule(p.t);
           },
           py::kw_only(), py::arg("stream") = py::none(), py::arg("max_version") = py::none(),

@@ -1,9 +1,15 @@
 // The registry of the module's test build (duet_python_emulated, never installed): the CPU and one
 // emulated CUDA card, the CUDA backend over tests/cuda's fake driver with its kernels on the host
 // emulator (a T4: "emu-t4:0"), so that pytest runs device memory in and out without a GPU.
-// duet._emulated_copies() counts the fake driver's copies between host and device.
+// duet._emulated_copies() counts the fake driver's copies between host and device;
+// _emulated_stream() and _EmulatedConsumer stand for another library taking a duet.DeviceTensor
+// through DLPack and reading it on a stream of its own (queued: the fake driver runs a stream's
+// work when it is synchronized).
+#include <cstring>
 #include <mutex>
 #include <vector>
+
+#include <dlpack/dlpack.h>
 
 #include "common.h"
 #include "duet/backends.h"
@@ -49,12 +55,64 @@ std::shared_ptr<duet::Registry> registry() {
   return *r;
 }
 
+namespace {
+
+// A consumer of a capsule: it takes the capsule, queues a read of the whole tensor on its stream
+// (as a PyTorch kernel would), and frees the tensor when told, before or after that read has run.
+struct Consumer {
+  DLManagedTensor* m = nullptr;
+  duet::cuda::Stream stream = nullptr;
+  std::vector<std::byte> seen;
+  uint64_t address = 0;
+
+  ~Consumer() { free(); }
+  void free() {
+    if (m && m->deleter) m->deleter(m);
+    m = nullptr;
+  }
+};
+
+}  // namespace
+
 void bind_registry(py::module_& m) {
   m.def("_emulated_copies", [] {
     registry();
     const FakeDriver& d = *fake_driver();
     return py::make_tuple(d.copies_to_device, d.copies_to_host);
   });
+  m.def("_emulated_stream", [] {
+    registry();
+    FakeDriver& d = *fake_driver();
+    (void)d.use(0);
+    duet::Result<duet::cuda::Stream> s = d.stream_create();
+    if (!s.ok()) raise(s.status());
+    return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(*s));
+  });
+  py::class_<Consumer>(m, "_EmulatedConsumer")
+      .def(py::init([](py::capsule cap, uint64_t stream) {
+        if (!PyCapsule_IsValid(cap.ptr(), "dltensor")) bad_input("not an unused dltensor capsule");
+        auto c = std::make_unique<Consumer>();
+        c->m = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(cap.ptr(), "dltensor"));
+        PyCapsule_SetName(cap.ptr(), "used_dltensor");
+        const DLTensor& t = c->m->dl_tensor;
+        int64_t n = t.dtype.bits / 8;
+        for (int i = 0; i < t.ndim; ++i) n *= t.shape[i];
+        c->seen.assign(static_cast<size_t>(n), std::byte{0});
+        c->address = reinterpret_cast<uintptr_t>(t.data) + t.byte_offset;
+        c->stream = reinterpret_cast<duet::cuda::Stream>(static_cast<uintptr_t>(stream));
+        duet::Status s = fake_driver()->copy_to_host(
+            c->seen.data(), reinterpret_cast<void*>(static_cast<uintptr_t>(c->address)),
+            c->seen.size(), c->stream);
+        if (!s.ok()) raise(s);
+        return c;
+      }))
+      .def_readonly("address", &Consumer::address)
+      .def("free", &Consumer::free, "Frees the tensor (DLPack's deleter), its read still queued.")
+      .def("result", [](Consumer& c) {
+        duet::Status s = fake_driver()->stream_sync(c.stream);
+        if (!s.ok()) raise(s);
+        return py::bytes(reinterpret_cast<const char*>(c.seen.data()), c.seen.size());
+      });
 }
 
 }  // namespace duetpy

@@ -76,7 +76,8 @@ def test_another_librarys_device_tensor_is_read_in_place_after_its_stream(emu):
 
 def test_dlpack_export_takes_every_stream_dlpack_defines_and_refuses_what_it_cannot(emu):
     y = emu.run({"x": random((3, 8), 13)}, device_outputs=True)["y"]
-    for stream in (None, -1, 1, 2, 12345):  # the run has finished: ready on every stream
+    # The run has finished: ready on every stream.
+    for stream in (None, -1, 1, 2, duet._duet._emulated_stream()):
         assert type(y.__dlpack__(stream=stream)).__name__ == "PyCapsule"
     with pytest.raises(duet.BadInputError, match="stream must be"):
         y.__dlpack__(stream=0)
@@ -105,3 +106,27 @@ def test_device_tensors_the_plan_cannot_read_there_are_refused_naming_the_input(
             e16.run({"x": y})
         with pytest.raises(duet.BadInputError, match="input 'x'.*expected dtype f16, got f32"):
             e16.run({"x": Foreign(y)})
+
+
+def test_memory_a_consumer_frees_is_not_reused_before_its_stream_is_done():
+    # A shape of its own (16000 bytes): no other cached block of its size to hand out instead.
+    b = duet.GraphBuilder("silu_big")
+    b.output(b.silu(b.input("x", "f32", [40, 100]), name="y"))
+    x = random((40, 100), 15)
+    with duet.Engine(b.build(), devices=[EMU]) as e:
+        want = e.run({"x": x})["y"]
+        y = e.run({"x": x}, device_outputs=True)["y"]
+        stream = duet._duet._emulated_stream()
+        # Another library takes y on its stream, queues a read of it there, and frees it before
+        # the read has run (PyTorch: the deleter runs when the tensor is freed, not when its
+        # stream is done with it).
+        theirs = duet._duet._EmulatedConsumer(y.__dlpack__(stream=stream), stream)
+        del y
+        theirs.free()
+        # duet's next output gets other memory: the read, once it runs, sees y as it was.
+        later = duet._duet._EmulatedConsumer(
+            e.run({"x": random((40, 100), 16)}, device_outputs=True)["y"].__dlpack__(
+                stream=stream), stream)
+        assert later.address != theirs.address
+        seen = np.frombuffer(theirs.result(), np.float32).reshape(40, 100)
+        np.testing.assert_allclose(seen, want, rtol=1e-6, atol=1e-7)

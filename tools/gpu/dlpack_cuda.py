@@ -60,6 +60,40 @@ with duet.Engine(graph(64, 256), policy="device=cuda;precision=f32") as e:
         pass
 print(f"dlpack-cuda: PASS (max error {err:.2e}, {err2:.2e}; output at 0x{t.data_ptr():x})")
 
+# The freeing hazard: PyTorch frees duet's output while work it queued on its stream still reads
+# it (a spin, then a clone of the tensor); duet's next runs must not write that memory before the
+# clone has read it (duet holds it back until an event recorded on PyTorch's stream has passed).
+# The clone must match float64; the runs meanwhile should get other memory ("reused while queued:
+# False"), and once the stream is done the memory comes back ("back after the stream: True" is
+# likely, not required: the allocator may hand out another cached block).
+x2c = torch.from_numpy(rng.uniform(-1, 1, (64, 256)).astype(np.float32)).cuda()
+with duet.Engine(graph(64, 256), policy="device=cuda;precision=f32") as e:
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        y = e.run({"x": xc, "w": wc}, device_outputs=True)["y"]
+        t = torch.from_dlpack(y)  # duet is handed `side` (__dlpack__(stream=side))
+        addr = t.data_ptr()
+        if hasattr(torch.cuda, "_sleep"):
+            torch.cuda._sleep(300_000_000)  # about 0.1-0.3 s of spinning on `side`
+        else:
+            big = torch.ones(4096, 4096, device="cuda")
+            for _ in range(40):
+                big = big @ big * 1e-4
+        late = t.clone()  # queued behind the spin: reads duet's memory late
+        del t, y  # DLPack's deleter runs now; the clone has not run yet
+    busy = not side.query()
+    outs = [e.run({"x": x2c, "w": wc}, device_outputs=True)["y"] for _ in range(3)]
+    reused = any(torch.from_dlpack(o).data_ptr() == addr for o in outs)
+    side.synchronize()
+    err3 = float(np.abs(late.cpu().numpy() - want).max())
+    assert err3 < 1e-4, f"PyTorch's late read of a freed duet output differs by {err3}: overwritten"
+    del outs
+    back = [torch.from_dlpack(e.run({"x": x2c, "w": wc}, device_outputs=True)["y"]).data_ptr()
+            for _ in range(2)]
+print(f"dlpack-cuda: freeing hazard PASS (late read max error {err3:.2e}; stream busy at free: "
+      f"{busy}; reused while queued: {reused if busy else 'n/a'}; "
+      f"back after the stream: {addr in back})")
+
 # Time: 4096x1024 f32 in (16 MiB) and out, device memory in and out vs host memory in and out.
 m, k = 4096, 1024
 xs = rng.uniform(-1, 1, (m, k)).astype(np.float32)

@@ -92,11 +92,13 @@ if want profile; then
   grep -E "Duration|Throughput|Achieved Occupancy|Block Size|Grid Size" $O/ncu_copy.txt | head -12
 fi
 # PyTorch CUDA tensors in and out of duet's Python module without a host copy (issue 29): PASS or
-# the failed check, then a run's time with CUDA tensors in and out beside host memory in and out.
+# the failed check; the freeing hazard (PyTorch frees duet's output while its stream still has a
+# read of it queued: "freeing hazard PASS", the late read matching float64); then a run's time
+# with CUDA tensors in and out beside host memory in and out.
 # The module in the bundle is built for the build machine's Python (cp311); another interpreter
 # prints SKIP with the import error.
 if want pydlpack; then
-  step pydlpack; PYTHONPATH=$B/python timeout 60 python3 $B/dlpack_cuda.py 2>&1 | tail -8
+  step pydlpack; PYTHONPATH=$B/python timeout 60 python3 $B/dlpack_cuda.py 2>&1 | tail -10
 fi
 if want torch; then
   step torch; timeout 90 python3 $B/peer_torch.py > $O/torch.jsonl 2>$O/torch.err; echo rc=$?
