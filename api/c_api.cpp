@@ -30,19 +30,16 @@ struct duet_plan {
   std::vector<Op> ops;
 };
 
-struct duet_engine {
-  std::unique_ptr<duet::Engine> engine;
-  std::vector<std::string> outputs;
-  // Runs take turns anyway (they share the engine's buffers); holding this also keeps explain
-  // from reading a plan that a run with new shapes is replacing.
-  std::mutex m;
-};
-
 namespace duet::capi {
 
 std::string& last_error() {
   thread_local std::string message;
   return message;
+}
+
+std::function<duet::Registry()>& machine_opener() {
+  static auto* f = new std::function<duet::Registry()>();
+  return *f;
 }
 
 std::shared_ptr<duet::Registry> machine() {
@@ -51,7 +48,8 @@ std::shared_ptr<duet::Registry> machine() {
   std::lock_guard<std::mutex> g(m);
   std::shared_ptr<duet::Registry> r = current.lock();
   if (!r) {
-    r = std::make_shared<duet::Registry>(duet::open_registry());
+    const std::function<duet::Registry()>& open = machine_opener();
+    r = std::make_shared<duet::Registry>(open ? open() : duet::open_registry());
     current = r;
   }
   return r;

@@ -4,6 +4,7 @@
 
 #include <cstring>
 #include <exception>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -13,6 +14,7 @@
 
 #include "duet/backends.h"
 #include "duet/duet.h"
+#include "duet/engine.h"
 #include "duet/graph.h"
 #include "duet/host_tensor.h"
 #include "duet/policy.h"
@@ -25,6 +27,14 @@ struct duet_tensor {
 
 struct duet_graph {
   duet::Graph g;
+};
+
+struct duet_engine {
+  std::unique_ptr<duet::Engine> engine;
+  std::vector<std::string> outputs;
+  // Runs take turns anyway (they share the engine's buffers); holding this also keeps explain
+  // from reading a plan that a run with new shapes is replacing.
+  std::mutex m;
 };
 
 namespace duet::capi {
@@ -135,5 +145,8 @@ Status hand_out_outputs(const char* fn, const std::map<std::string, duet::HostTe
 // last handle using them is destroyed. Not a process-lifetime object: destroying Vulkan devices
 // during exit, after drivers loaded with dlopen may have been finalized, is not safe.
 std::shared_ptr<duet::Registry> machine();
+// How machine() opens the registry: duet::open_registry(), unless a test of the C API set another
+// (tests/api/c_device_test.cpp: an emulated CUDA card) before the first handle opened it.
+std::function<duet::Registry()>& machine_opener();
 
 }  // namespace duet::capi

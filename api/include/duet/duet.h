@@ -9,8 +9,9 @@
  *   }
  *
  * Everything is reached through opaque handles (duet_graph, duet_engine, duet_plan,
- * duet_tensor), each created by one function and released by its duet_*_destroy (NULL is
- * accepted). Strings returned as `char**` are released with duet_string_free.
+ * duet_tensor, duet_device_tensor), each created by one function and released by its
+ * duet_*_destroy (NULL is accepted). Strings returned as `char**` are released with
+ * duet_string_free.
  *
  * Errors: every function that can fail returns a duet_status; on failure duet_last_error()
  * returns a one-sentence message naming what was wrong. The message is per thread and stays
@@ -206,6 +207,67 @@ DUET_C_API size_t duet_engine_output_count(const duet_engine* e);
 DUET_C_API const char* duet_engine_output_name(const duet_engine* e, size_t i); /* NULL: bad i */
 /* The engine's current plan in words (as duet_plan_explain). */
 DUET_C_API duet_status duet_engine_explain(duet_engine* e, char** out);
+
+/* ---- device memory (CUDA) ---------------------------------------------------------------
+ *
+ * Runs on memory the caller owns on a CUDA device, with outputs left there: no copy between host
+ * and device for either. A duet_device_tensor is a dense row-major tensor in a device's memory:
+ * the caller's memory (duet_device_tensor_adopt; duet never frees it) or an output a run left on
+ * the device (duet's memory, freed for reuse when the handle is destroyed).
+ *
+ * Streams: duet works on one stream per device (duet_engine_device_stream). The caller's writes
+ * to an input must be complete, or ordered before duet's stream (cudaEventRecord on the caller's
+ * stream, cudaStreamWaitEvent on duet's), when duet_engine_run_device is called. When it returns,
+ * successfully or not, duet has no work left that reads the inputs or writes the outputs: the
+ * outputs are ready on every stream, and the inputs' memory may be written or freed. An output's
+ * memory stays valid until its handle is destroyed; work the caller queued that still uses it
+ * then must be named first with duet_device_tensor_release_after (else duet may reuse the memory
+ * while that work runs).
+ *
+ * Devices other than CUDA devices take host tensors only (DUET_ERROR_UNSUPPORTED here). */
+
+typedef struct duet_device_tensor duet_device_tensor;
+
+/* The caller's memory on `device` ("cuda:0", an id of duet_devices_json) as a tensor of `dtype`
+ * (f32, f16, bf16, i8 or i32) and `shape`, used in place: `address` is a device pointer
+ * (cudaMalloc's, another library's), aligned to the element size, with at least
+ * numel * element size `bytes`. Keep the memory allocated while the handle lives. */
+DUET_C_API duet_status duet_device_tensor_adopt(const char* device, void* address, size_t bytes,
+                                                duet_dtype dtype, const int64_t* shape, int rank,
+                                                duet_device_tensor** out);
+DUET_C_API void duet_device_tensor_destroy(duet_device_tensor* t);
+/* The device pointer of element 0, the device's id, and the tensor's dtype and shape. */
+DUET_C_API void* duet_device_tensor_data(const duet_device_tensor* t);
+DUET_C_API const char* duet_device_tensor_device(const duet_device_tensor* t);
+DUET_C_API duet_dtype duet_device_tensor_dtype(const duet_device_tensor* t);
+DUET_C_API int duet_device_tensor_rank(const duet_device_tensor* t);
+DUET_C_API int64_t duet_device_tensor_dim(const duet_device_tensor* t, int i); /* 0: bad i */
+DUET_C_API size_t duet_device_tensor_nbytes(const duet_device_tensor* t);
+/* Work queued on `stream` (a cudaStream_t; 1 and 2 are CUDA's legacy and per-thread default
+ * streams) uses the output `t`: once the handle is destroyed, duet does not reuse its memory
+ * before the work queued on `stream` by then has completed (it does not wait for it: the memory
+ * comes back as duet later allocates). Call it for each stream, before destroying the handle.
+ * Does nothing for the caller's own memory (adopted). */
+DUET_C_API duet_status duet_device_tensor_release_after(duet_device_tensor* t, uint64_t stream);
+
+/* duet's stream on `device` (a cudaStream_t), for ordering the caller's work before duet's. */
+DUET_C_API duet_status duet_engine_device_stream(duet_engine* e, const char* device, uint64_t* out);
+
+/* duet_engine_run with inputs in device memory beside the host ones: every graph input given
+ * once, on the host (`inputs`) or on the device (`device_inputs`, read in place on the device the
+ * engine's plan reads it on; one elsewhere is refused, naming the input and both devices).
+ * `keep_outputs_on_device` nonzero keeps each output a kernel writes on a CUDA device there. On
+ * success, for each graph output i (duet_engine_output_name order), exactly one of
+ * `host_outputs[i]` and `device_outputs[i]` receives a new handle, the other NULL; both arrays
+ * hold `output_count` entries. On failure no output is written. */
+DUET_C_API duet_status duet_engine_run_device(duet_engine* e, const char* const* input_names,
+                                              const duet_tensor* const* inputs, size_t input_count,
+                                              const char* const* device_input_names,
+                                              const duet_device_tensor* const* device_inputs,
+                                              size_t device_input_count, int keep_outputs_on_device,
+                                              duet_tensor** host_outputs,
+                                              duet_device_tensor** device_outputs,
+                                              size_t output_count);
 
 /* ---- distributed runs (docs/distributed.md) ---------------------------------------------
  *
