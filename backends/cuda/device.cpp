@@ -54,6 +54,7 @@ struct Shared {
   // allocator when they have all completed (reclaim). A queue an event cannot be recorded on
   // (a handle the driver refuses) holds the block back until the device closes.
   void hold_back(CachingAllocator::Block block, const std::vector<Stream>& queues) {
+    const KeepCurrent keep(*driver);  // the thread may be another library's (a DLPack deleter)
     Held h{block, {}, false};
     if (!driver->use(ordinal).ok()) {  // lost: its memory is gone, nothing runs on it
       allocator.release(block);
@@ -83,6 +84,8 @@ struct Shared {
   // Hands back to the allocator the blocks whose queues are done; `wait` waits for all of them
   // (the device closing, or out of memory). Never waits under the lock.
   void reclaim(bool wait) {
+    if (held_count() == 0) return;  // the common case, at every allocation: no driver call
+    const KeepCurrent keep(*driver);
     std::vector<Held> ready;
     {
       std::lock_guard<std::mutex> g(held_mu);
@@ -111,6 +114,18 @@ struct Shared {
   }
 
  private:
+  // Puts the calling thread's current CUDA device back as it was (PyTorch's current device on
+  // PyTorch's thread stays its own).
+  struct KeepCurrent {
+    explicit KeepCurrent(Driver& d) : driver(d), device(d.current_device()) {}
+    ~KeepCurrent() {
+      if (device >= 0 && driver.current_device() != device) (void)driver.use(device);
+    }
+    KeepCurrent(const KeepCurrent&) = delete;
+    KeepCurrent& operator=(const KeepCurrent&) = delete;
+    Driver& driver;
+    int device;
+  };
   struct Held {
     CachingAllocator::Block block;
     std::vector<Event> events;

@@ -52,6 +52,9 @@ class Driver {
 
   // Makes `ordinal` the calling thread's current device (creates its context on first use).
   virtual Status use(int ordinal) = 0;
+  // The calling thread's current device (cudaGetDevice), -1 where unknown: what a call made on
+  // another library's thread (a DLPack deleter) puts back after use().
+  virtual int current_device() { return -1; }
   virtual Result<MemoryInfo> memory_info() = 0;
   virtual Result<void*> device_alloc(uint64_t bytes) = 0;
   virtual void device_free(void* p) = 0;

@@ -308,6 +308,10 @@ class RuntimeDriver final : public Driver {
   Status event_sync(Event e) override {
     return cuda_status(cudaEventSynchronize(static_cast<cudaEvent_t>(e)), "cudaEventSynchronize");
   }
+  int current_device() override {
+    int d = -1;
+    return cudaGetDevice(&d) == cudaSuccess ? d : -1;
+  }
   Result<bool> event_done(Event e) override {
     const cudaError_t r = cudaEventQuery(static_cast<cudaEvent_t>(e));
     if (r == cudaErrorNotReady) {

@@ -17,7 +17,8 @@
 #include "fake_driver.h"
 #include "support/small_graph.h"
 
-namespace duet::cuda {
+// A namespace of its own: unity builds compile it with device_io_test.cpp, whose names it shares.
+namespace duet::cuda::capi_device_test {
 namespace {
 
 using testing::FakeDriver;
@@ -173,4 +174,4 @@ TEST(CApiDeviceMemory, EveryMistakeIsAStatusWithAMessage) {
 }
 
 }  // namespace
-}  // namespace duet::cuda
+}  // namespace duet::cuda::capi_device_test

@@ -143,9 +143,11 @@ TEST(DeviceIo, AnOutputLentToAnotherStreamIsNotReusedUntilItsWorkIsDone) {
                   ->copy_to_host(seen.data(), reinterpret_cast<void*>(address),
                                  seen.size() * sizeof(float), *theirs)
                   .ok());
-  c.device->empty_cache();  // no other cached block to hand out: y's would be the next
+  c.device->empty_cache();             // no other cached block to hand out: y's would be the next
+  ASSERT_TRUE(c.driver->use(3).ok());  // the releasing thread's current device (PyTorch's)
   y = {};
   EXPECT_EQ(c.device->held_back(), 1u);
+  EXPECT_EQ(c.driver->current_device(), 3);  // put back after the event was recorded
 
   // The next run's output gets other memory, and the consumer's read sees y as it was.
   DeviceTensor y2 = run_kept(-1.0f);

@@ -163,6 +163,11 @@ Status FakeDriver::use(int ordinal) {
   return sticky();
 }
 
+int FakeDriver::current_device() {
+  const std::lock_guard<std::recursive_mutex> g(mu_);
+  return current_;
+}
+
 Result<MemoryInfo> FakeDriver::memory_info() {
   const std::lock_guard<std::recursive_mutex> g(mu_);
   DUET_TRY(sticky());

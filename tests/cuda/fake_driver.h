@@ -77,6 +77,7 @@ class FakeDriver final : public Driver {
   Result<DeviceProps> properties(int ordinal) override;
   std::string blas_library() override { return blas; }
   Status use(int ordinal) override;
+  int current_device() override;
   Result<MemoryInfo> memory_info() override;
   Result<void*> device_alloc(uint64_t bytes) override;
   void device_free(void* p) override;
