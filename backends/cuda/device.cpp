@@ -420,6 +420,11 @@ class Device final : public CudaDevice {
           id_, grouped_, groups_, fused_norms_);
       groups_ = grouped_ = fused_norms_ = 0;
     }
+    if (rope_writes_ > 0) {
+      log().debug("{}: {} ropes wrote their KV-cache rows themselves since the last synchronize",
+                  id_, rope_writes_);
+      rope_writes_ = 0;
+    }
     for (Slot& s : slots_) s.pending = false;
     shared_->reclaim(false);
     for (const DataCheck& c : checks) {
@@ -574,6 +579,25 @@ class Device final : public CudaDevice {
 
     DUET_TRY(start());
     const Tier tier = choice.tier;
+    // A rope is held until the next op says whether it writes the rope's output into a cache,
+    // and that write until the next says whether it writes V (flush).
+    if (options_.fuse_rope_write && tier == Tier::generic) {
+      if (op.kind == OpKind::rope && op.output.dtype == DType::f32) {
+        DUET_TRY(flush());
+        rope_ = Held{p, std::move(in), out};
+        held = true;
+        return {};
+      }
+      if (op.kind == OpKind::write_slice && rope_ && writes_.size() < 2) {
+        const kernels::GroupMember w{&op, in, out};
+        if (writes_.empty() ? kernels::rope_feeds_write({&rope_->op.op, rope_->in, rope_->out}, w)
+                            : kernels::joins_rope_write(w)) {
+          writes_.push_back(Held{p, std::move(in), out});
+          held = true;
+          return {};
+        }
+      }
+    }
     // An rmsnorm is held until the next op says whether it is a mat-vec of its output (flush).
     if (options_.fuse_norm_quant && tier == Tier::generic && op.kind == OpKind::rmsnorm &&
         op.output.dtype == DType::f32) {
@@ -654,6 +678,7 @@ class Device final : public CudaDevice {
   // alone, or as one group (with the norm quantizing the group's activations). While timing,
   // each op gets an event after the group (the group's time is its first op's).
   Status flush() {
+    if (rope_) return flush_rope();
     if (held_.empty() && !norm_) return {};
     std::optional<Held> norm = std::move(norm_);
     norm_.reset();
@@ -698,6 +723,88 @@ class Device final : public CudaDevice {
         if (s.ok()) s = e;
       }
     return s;
+  }
+
+  // The held rope and the cache writes after it (DeviceOptions::fuse_rope_write): one kernel,
+  // each op with its own error word; alone when no write joined it or no word is free. While
+  // timing, each op gets an event after the kernel (its time is the rope's).
+  Status flush_rope() {
+    Held rope = std::move(*rope_);
+    rope_.reset();
+    std::vector<Held> w = std::move(writes_);
+    writes_.clear();
+    std::vector<const Held*> ops = {&rope};
+    for (const Held& h : w) ops.push_back(&h);
+    auto marks = [&](Status s) {
+      for (size_t i = 0; timing_ && lost_.empty() && i < ops.size(); ++i) {
+        Status e = record_mark();
+        if (s.ok()) s = e;
+      }
+      return s;
+    };
+    auto apart = [&]() {
+      Status s;
+      for (const Held* h : ops) {
+        Status o = launch_one(h->op.op, h->op.choice, h->in, h->out);
+        if (s.ok()) s = o;
+        if (timing_ && lost_.empty()) {
+          Status e = record_mark();
+          if (s.ok()) s = e;
+        }
+      }
+      return s;
+    };
+    if (w.empty()) return apart();
+    std::vector<int> words;  // -1: the op reports no errors
+    for (const Held* h : ops) {
+      if (kernels::error_bytes(h->op.op) == 0) {
+        words.push_back(-1);
+        continue;
+      }
+      Result<int> word = take_error_word(h->op.op);
+      if (!word.ok()) return marks(word.status());
+      if (*word < 0) return apart();
+      words.push_back(*word);
+    }
+    std::vector<kernels::FusedOp> fused;
+    for (size_t i = 0; i < ops.size(); ++i)
+      fused.push_back({&ops[i]->op.op, ops[i]->in, ops[i]->out,
+                       words[i] >= 0 ? error_word_at(words[i]) : nullptr});
+    kernels::Launch l{rope.op.choice.launch, stream_, nullptr, props_.major * 10 + props_.minor};
+    Status s = check(drv().launch_rope_write(fused, l));
+    if (!s.ok())
+      return marks(Err(s.code())
+                       .op(op_name(rope.op.op.kind), rope.op.op.name)
+                       .device(id_)
+                       .note("generic kernel, with the cache write '" + w[0].op.op.name + "'" +
+                             (w.size() > 1 ? " and '" + w[1].op.op.name + "'" : "") + ": " +
+                             s.message()));
+    for (size_t i = 0; i < ops.size(); ++i)
+      if (words[i] >= 0) note_error_word(ops[i]->op.op, words[i]);
+    ++rope_writes_;
+    return marks({});
+  }
+
+  // A preset error word for an op that reports bad run-time values: the recording's while
+  // recording, else the batch's; -1 when none is free (the op then uses its workspace).
+  Result<int> take_error_word(const OpDesc& op) {
+    if (recording_) {
+      Recording& r = *recording_;
+      if (r.words_used == kRecordWords) return recording_error(op, "too many ops report errors");
+      return static_cast<int>(r.words_used++);
+    }
+    return next_error_word();
+  }
+  unsigned long long* error_word_at(int word) {
+    return recording_ ? static_cast<unsigned long long*>(recording_->words.ptr) + word
+                      : error_words() + word;
+  }
+  // After the launch: the word is judged at synchronize (Launch::error, launch_one).
+  void note_error_word(const OpDesc& op, int word) {
+    if (recording_)
+      recording_->checks.emplace_back(op, static_cast<uint64_t>(word) * sizeof(unsigned long long));
+    else
+      data_checks_.push_back(DataCheck{op, {}, word});
   }
 
   // An op that cannot be recorded: the recording fails at its end.
@@ -972,6 +1079,9 @@ class Device final : public CudaDevice {
   static constexpr size_t kMaxHeld = 8;
   std::vector<Held> held_;
   std::optional<Held> norm_;  // an rmsnorm held for the mat-vecs after it (fuse_norm_quant)
+  std::optional<Held> rope_;  // a rope held for the cache writes after it (fuse_rope_write)
+  std::vector<Held> writes_;  // and those writes
+  uint64_t rope_writes_ = 0;  // since the last synchronize (debug log)
   uint64_t groups_ = 0, grouped_ = 0, fused_norms_ = 0;  // since the last synchronize (debug log)
   std::string lost_;
   std::unique_ptr<Recording> recording_;  // the recording being made
@@ -1001,6 +1111,8 @@ DeviceOptions DeviceOptions::from(const BackendOptions& o) {
   d.group_matvecs = o.get_bool("cuda.group_matvecs", env_switch("DUET_CUDA_GROUP_MATVECS", true));
   d.fuse_norm_quant =
       o.get_bool("cuda.fuse_norm_quant", env_switch("DUET_CUDA_FUSE_NORM_QUANT", true));
+  d.fuse_rope_write =
+      o.get_bool("cuda.fuse_rope_write", env_switch("DUET_CUDA_FUSE_ROPE_WRITE", true));
   return d;
 }
 

@@ -88,6 +88,9 @@ class Driver {
   virtual Status launch_group(Tier tier, std::span<const kernels::GroupMember> members,
                               const kernels::Launch& l,
                               const kernels::GroupMember* norm = nullptr) = 0;
+  // A rope and the KV-cache writes after it, in one kernel (kernels::gpu::launch_rope_write).
+  virtual Status launch_rope_write(std::span<const kernels::FusedOp> ops,
+                                   const kernels::Launch& l) = 0;
   // D = op(A) op(B) through cuBLASLt; `a`, `b`, `d` point at element 0 of each operand.
   virtual Status gemm(const GemmCall& g, const void* a, const void* b, void* d, Stream s,
                       void* workspace, uint64_t workspace_bytes) = 0;

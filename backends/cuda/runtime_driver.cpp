@@ -401,6 +401,20 @@ class RuntimeDriver final : public Driver {
 #endif
   }
 
+  Status launch_rope_write(std::span<const kernels::FusedOp> ops,
+                           const kernels::Launch& l) override {
+#if DUET_HAVE_KERNELS_GPU
+    Status s = kernels::gpu::launch_rope_write(ops, l);
+    if (!s.ok()) return s;
+    return cuda_status(cudaPeekAtLastError(), "kernel launch");
+#else
+    (void)ops, (void)l;
+    return Status(Code::unsupported,
+                  "this build has no GPU kernels for the generic tier (duet_kernels_gpu was not "
+                  "built)");
+#endif
+  }
+
   Status gemm(const GemmCall& g, const void* a, const void* b, void* d, Stream s, void* workspace,
               uint64_t workspace_bytes) override {
     if (!lt_.ok()) return Status(Code::unsupported, "cuBLASLt " + blas_library());

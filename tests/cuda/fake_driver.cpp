@@ -463,6 +463,37 @@ Status FakeDriver::launch_group(Tier tier, std::span<const kernels::GroupMember>
   });
 }
 
+Status FakeDriver::launch_rope_write(std::span<const kernels::FusedOp> ops,
+                                     const kernels::Launch& l) {
+  const std::lock_guard<std::recursive_mutex> g(mu_);
+  DUET_TRY(sticky());
+  if (ops.empty()) return Status(Code::internal, "fake driver: an empty rope_write");
+  launches.push_back({Tier::generic, ops[0].op->kind, l.config, l.workspace, l.sm, l.stream});
+  rope_writes.push_back(ops.size());
+  if (fail_next_launch) {
+    Status s = *fail_next_launch;
+    fail_next_launch.reset();
+    if (s.code() == Code::device_lost) lost_[current_] = s.message();
+    return s;
+  }
+  if (!emulate_kernels) return {};
+  struct Op {
+    OpDesc op;
+    std::vector<kernels::View> inputs;
+    kernels::View output;
+    unsigned long long* error;
+  };
+  auto held = std::make_shared<std::vector<Op>>();
+  for (const kernels::FusedOp& o : ops)
+    held->push_back(
+        {*o.op, std::vector<kernels::View>(o.inputs.begin(), o.inputs.end()), o.output, o.error});
+  return enqueue(static_cast<Stream>(l.stream), [=] {
+    std::vector<kernels::FusedOp> os;
+    for (const Op& o : *held) os.push_back({&o.op, o.inputs, o.output, o.error});
+    return kernels::emu::launch_rope_write(os, l);
+  });
+}
+
 Status FakeDriver::gemm(const GemmCall& g, const void* a, const void* b, void* d, Stream s,
                         void* workspace, uint64_t workspace_bytes) {
   const std::lock_guard<std::recursive_mutex> lock(mu_);

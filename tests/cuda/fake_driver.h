@@ -66,6 +66,7 @@ class FakeDriver final : public Driver {
   std::vector<LaunchRecord> launches;
   std::vector<size_t> group_launches;  // members of each launch_group
   int fused_norms = 0;                 // launch_group calls with an rmsnorm
+  std::vector<size_t> rope_writes;     // ops of each launch_rope_write
   std::vector<GemmCall> gemms;
   std::vector<uint64_t> gemm_workspaces;
   int device_allocs = 0, device_frees = 0, pinned_allocs = 0;
@@ -102,6 +103,9 @@ class FakeDriver final : public Driver {
   // Recorded in `launches` once, as its first member's op, and counted in `group_launches`.
   Status launch_group(Tier tier, std::span<const kernels::GroupMember> members,
                       const kernels::Launch& l, const kernels::GroupMember* norm) override;
+  // Recorded in `launches` once, as the rope, and counted in `rope_writes`.
+  Status launch_rope_write(std::span<const kernels::FusedOp> ops,
+                           const kernels::Launch& l) override;
   Status gemm(const GemmCall& g, const void* a, const void* b, void* d, Stream s, void* workspace,
               uint64_t workspace_bytes) override;
   // Graphs: the work queued on a capturing stream is kept, not queued; a launch queues it again.

@@ -3,9 +3,12 @@
 // each replay, give the greedy tokens of the llama.cpp fixture's float64 reference.
 #include <gtest/gtest.h>
 
+#include <cstdio>
+
 #include "cpu/cpu_backend.h"
 #include "device.h"
 #include "duet/gguf.h"
+#include "duet/kernels/launch.h"
 #include "duet/llama.h"
 #include "duet/quantize.h"
 #include "duet/safetensors.h"
@@ -41,8 +44,9 @@ TEST(CudaLlama, RecordedDecodeStepsGiveTheReferencesTokens) {
 
 // The fixture with its projections in q4_0 (and ffn_down, whose K of 48 is not whole blocks,
 // in f32): a decode step's q, k and v and its gate and up run as grouped int_dot mat-vecs on the
-// emulated card, the rmsnorms before them quantize their activations, and greedy decoding gives
-// the CPU's tokens.
+// emulated card, the rmsnorms before them quantize their activations, k's rope writes the K and
+// V cache rows, and greedy decoding gives the CPU's tokens, with those fusions and without.
+// Kernels of one decode step (a replayed recording), fused and not, are printed.
 TEST(CudaLlama, GroupedQuantizedMatvecsGiveTheCpusGreedyTokens) {
   auto f = read_gguf(std::string(DUET_LLAMA_DATA) + "/llamacpp_tiny.gguf");
   ASSERT_TRUE(f.ok()) << f.status().message();
@@ -58,14 +62,20 @@ TEST(CudaLlama, GroupedQuantizedMatvecsGiveTheCpusGreedyTokens) {
   auto driver = std::make_shared<FakeDriver>(std::vector<DeviceProps>{a100()});
   std::unique_ptr<CudaDevice> dev =
       make_device(driver, a100(), caps_from_props(a100()), parse_build_archs("75;80", "80"), {});
+  DeviceOptions unfused;
+  unfused.fuse_norm_quant = unfused.fuse_rope_write = false;
+  auto plain_driver = std::make_shared<FakeDriver>(std::vector<DeviceProps>{a100()});
+  std::unique_ptr<CudaDevice> plain = make_device(plain_driver, a100(), caps_from_props(a100()),
+                                                  parse_build_archs("75;80", "80"), unfused);
   BackendOptions two;
   two.values["cpu.threads"] = "2";
   auto cpu = cpu::factory().open(two);
   ASSERT_TRUE(cpu.ok() && !cpu->devices.empty());
   const std::vector<int32_t> prompt = {1, 5, 9, 13};
-  std::vector<int32_t> ids[2];
-  Device* devices[2] = {cpu->devices[0].get(), dev.get()};
-  for (int i = 0; i < 2; ++i) {
+  std::vector<int32_t> ids[3];
+  uint64_t step_kernels[3] = {};
+  Device* devices[3] = {cpu->devices[0].get(), dev.get(), plain.get()};
+  for (int i = 0; i < 3; ++i) {
     llama::BuildOptions o;
     o.max_context = 16;
     auto m = llama::Model::open(*parse_gguf(*bytes), {devices[i]}, o, Policy{});
@@ -73,10 +83,23 @@ TEST(CudaLlama, GroupedQuantizedMatvecsGiveTheCpusGreedyTokens) {
     auto got = (*m)->generate(prompt, 5);
     ASSERT_TRUE(got.ok()) << got.status().message();
     ids[i] = *got;
+    const uint64_t before = kernels::emu::kernels_run();
+    ASSERT_TRUE((*m)->forward(std::span<const int32_t>(&ids[i].back(), 1)).ok());
+    step_kernels[i] = kernels::emu::kernels_run() - before;
   }
   EXPECT_EQ(ids[1], ids[0]);
-  // Each layer's two norms and the output norm quantize the mat-vecs' activations themselves.
+  EXPECT_EQ(ids[2], ids[0]);
+  std::printf("kernels a decode step (2 layers): %llu fused, %llu unfused\n",
+              static_cast<unsigned long long>(step_kernels[1]),
+              static_cast<unsigned long long>(step_kernels[2]));
+  // A layer: two q8_act launches fewer (q/k/v, gate/up), and k's rope writes both caches (two
+  // write_slice launches fewer). The fixture's output layer reads the f32 embedding table (no
+  // q8_act to save there).
+  EXPECT_EQ(step_kernels[1] + 2 * 4, step_kernels[2]);
   EXPECT_GE(driver->fused_norms, 5);
+  EXPECT_GE(driver->rope_writes.size(), 2u);
+  EXPECT_EQ(plain_driver->fused_norms, 0);
+  EXPECT_TRUE(plain_driver->rope_writes.empty());
   size_t grouped = 0;
   for (size_t n : driver->group_launches) grouped += n;
   // Two layers: q, k, v and gate, up in each decode step (the prefill of 4 rows too).

@@ -139,23 +139,26 @@ if want groups; then
       | sort -rn | head -8
   done; done
 fi
-# Fused decode ops (issue 27) off and on, with graphs and without: each rmsnorm quantizing the
-# activations of the mat-vecs after it (DUET_CUDA_FUSE_NORM_QUANT; an 8B step then launches 65
-# q8_act kernels fewer, about 3.5 us each in the fourth run). Each line is the steady decode rate
-# at ~512; the last, with DUET_LOG=debug, says how many groups a norm quantized for. Expect the
-# fused step about 0.2 ms shorter (65 x ~3.5 us, less what the norm's kernel gains), the same
-# greedy tokens, and the rmsnorm's by-op time (its kernel now quantizes) only slightly up.
+# Fused decode ops (issue 27), each off and both on, with graphs and without: each rmsnorm
+# quantizing the activations of the mat-vecs after it (DUET_CUDA_FUSE_NORM_QUANT: an 8B step
+# launches 65 q8_act kernels fewer, about 3.5 us each in the fourth run) and k's rope writing
+# the K and V cache rows (DUET_CUDA_FUSE_ROPE_WRITE: 64 write_slice kernels fewer, about 4 us
+# each). Each line is the steady decode rate at ~512 (NQ RW G: the two switches and graphs);
+# the last, with DUET_LOG=debug, says how many groups a norm quantized for and how many ropes
+# wrote their cache rows. Expect "1 1" about 0.4-0.5 ms a step shorter than "0 0" (each fusion
+# about half of it), and the rmsnorm and rope by-op times only slightly up.
 if want fusions; then
-  for nq in 1 0; do for g in 0 1; do
-    step "llama cuda:0 decode at ~512, DUET_CUDA_FUSE_NORM_QUANT=$nq DUET_CUDA_GRAPHS=$g"
-    DUET_CUDA_FUSE_NORM_QUANT=$nq DUET_CUDA_GRAPHS=$g timeout 45 $L /tmp/m8.gguf \
-      --bench-prompt 512 -n 64 --temp 0 --ignore-eos --ctx 1024 --devices cuda:0 2>&1 >/dev/null \
-      | grep -iE 'decode steady|error'
-  done; done
+  for f in "1 1 0" "0 1 0" "1 0 0" "0 0 0" "1 1 1" "0 0 1"; do
+    read -r nq rw g <<< "$f"
+    step "llama cuda:0 decode at ~512, NQ RW G = $f"
+    DUET_CUDA_FUSE_NORM_QUANT=$nq DUET_CUDA_FUSE_ROPE_WRITE=$rw DUET_CUDA_GRAPHS=$g timeout 45 \
+      $L /tmp/m8.gguf --bench-prompt 512 -n 64 --temp 0 --ignore-eos --ctx 1024 --devices cuda:0 \
+      2>&1 >/dev/null | grep -iE 'decode steady|error'
+  done
   step "llama cuda:0 decode timing, fusions on"
   DUET_LOG=debug timeout 45 $L /tmp/m8.gguf --prompt-ids 1,2,3 -n 16 --devices cuda:0 --timing \
-    2>&1 >/dev/null | grep -E "^timing: (16|plain|by op)|quantized their|error" | sort | uniq -c \
-    | sort -rn | head -8
+    2>&1 >/dev/null | grep -E "^timing: (16|plain|by op)|quantized their|wrote their|error" \
+    | sort | uniq -c | sort -rn | head -8
 fi
 # One decode step's kernels under Nsight Compute (launched one by one, no graphs): each kernel's
 # name, duration and DRAM throughput for about three layers, after skipping the prefill and the first

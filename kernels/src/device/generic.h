@@ -541,6 +541,61 @@ DUET_KERNEL write_slice_kernel(const WriteParams p) {
   }
 }
 
+// rope_kernel and write_slice_kernel in one (RopeWriteParams): a thread per rotated pair (or
+// element past rope_dims) of the rope, then one per element of V. Each op reports its own bad
+// position and then writes nothing, as it would alone.
+DUET_KERNEL rope_write_kernel(const RopeWriteParams p) {
+  const RopeParams& r = p.rope;
+  const WriteParams &k = p.k, &v = p.v;
+  const int half = r.rope_dims / 2, per_row = half + (r.D - r.rope_dims);
+  const int64_t total = r.rows * per_row;
+  const int64_t first = r.offset + (r.pos ? *r.pos : 0);
+  const int64_t sk = k.start + (k.pos ? *k.pos : 0), sv = v.start + (v.pos ? *v.pos : 0);
+  const bool rope_ok = first >= 0, k_ok = sk >= 0 && sk + k.len <= k.cap,
+             v_ok = sv >= 0 && sv + v.len <= v.cap;
+  if (grid_tid() == 0) {
+    if (!rope_ok) atomic_min_u64(r.error, uint32_t(int32_t(first)));
+    if (!k_ok) atomic_min_u64(k.error, uint32_t(int32_t(sk)));
+    if (v.n > 0 && !v_ok) atomic_min_u64(v.error, uint32_t(int32_t(sv)));
+  }
+  const int64_t kchunk = k.len * k.inner, vchunk = v.len * v.inner;
+  // Element i of the rope's dense output, y, also at its row of the K cache.
+  auto store = [&](int64_t i, float y) {
+    store_f32(r.out, r.out_dtype, i, y);
+    if (k_ok) store_f32(k.out, k.out_dtype, (i / kchunk * k.cap + sk) * k.inner + i % kchunk, y);
+  };
+  for (int64_t e = grid_tid(); e < total + v.n; e += grid_threads()) {
+    if (e >= total) {
+      if (!v_ok) continue;
+      const int64_t i = e - total;
+      const int64_t di = (i / vchunk * v.cap + sv) * v.inner + i % vchunk,
+                    si = offset_of(v.x, v.x.shape, i);
+      if (v.x.dtype == v.out_dtype)
+        copy_elem(v.out, di, v.x.data, si, elt_bytes(v.out_dtype));
+      else
+        store_f64(v.out, v.out_dtype, di, load_f64(v.x.data, v.x.dtype, si));
+      continue;
+    }
+    if (!rope_ok) continue;
+    const int64_t row = e / per_row, ob = row * r.D;
+    const int u = static_cast<int>(e % per_row);
+    const int64_t xb = offset_of(r.x, r.x.shape, row * r.D), xs = r.x.stride[3];
+    if (u >= half) {
+      const int d = r.rope_dims + (u - half);
+      store(ob + d, load_f32(r.x.data, r.x.dtype, xb + d * xs));
+      continue;
+    }
+    const int i0 = r.neox ? u : 2 * u, i1 = r.neox ? u + half : 2 * u + 1;
+    const double pos = static_cast<double>(first + row % r.L);
+    const double freq = pow(static_cast<double>(r.theta), -2.0 * u / r.rope_dims);
+    const double c = cos(pos * freq), s = sin(pos * freq);
+    const double x0 = load_f32(r.x.data, r.x.dtype, xb + i0 * xs);
+    const double x1 = load_f32(r.x.data, r.x.dtype, xb + i1 * xs);
+    store(ob + i0, static_cast<float>(x0 * c - x1 * s));
+    store(ob + i1, static_cast<float>(x0 * s + x1 * c));
+  }
+}
+
 DUET_KERNEL fill_u64_kernel(const FillParams p) {
   if (tid() == 0 && bid_x() == 0) *p.p = p.v;
 }

@@ -199,6 +199,14 @@ struct WriteParams {
   unsigned long long* error = nullptr;  // an offset putting the slice outside [0, cap)
 };
 
+// A rope whose output a write_slice stores into a KV cache, and the write_slice of V after it,
+// in one kernel (launch.h, launch_rope_write): the rotated rows go to the rope's output and to
+// `k`'s cache rows (k.x unused: k reads the rope's dense output), V's rows to `v`'s (v.n 0: none).
+struct RopeWriteParams {
+  RopeParams rope;
+  WriteParams k, v;
+};
+
 struct EmbedParams {
   Strided table;  // [V, D] padded to rank 4: rows are dim 2, columns dim 3
   Strided ids;    // i32, any shape (rank <= 3), padded to 4

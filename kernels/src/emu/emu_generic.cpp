@@ -20,6 +20,8 @@ Status generic(const detail::Call& c) {
                                                    : run_kernel(c, &dev::rows_kernel);
     case Kernel::rope:
       return run_kernel(c, &dev::rope_kernel);
+    case Kernel::rope_write:
+      return run_kernel(c, &dev::rope_write_kernel);
     case Kernel::gen_attention:
       return run_kernel(c, &dev::gen_attention_kernel);
     case Kernel::gen_matmul:

@@ -1,4 +1,6 @@
 // emu::launch and launch_group: the same launches as the GPU's, run by the host emulator.
+#include <atomic>
+
 #include "host/launch_plan.h"
 #include "host/runners.h"
 
@@ -6,8 +8,11 @@ namespace duet::kernels::emu {
 
 namespace {
 
+std::atomic<uint64_t> g_kernels_run{0};
+
 Status run_calls(const std::vector<detail::Call>& calls) {
   for (const detail::Call& c : calls) {
+    g_kernels_run.fetch_add(1, std::memory_order_relaxed);
     switch (c.kernel) {
       case detail::Kernel::attention_tc:
         DUET_TRY(c.tier == Tier::flash ? emu_impl::attention_flash(c)
@@ -57,6 +62,16 @@ Status launch_group(Tier tier, std::span<const GroupMember> members, const Launc
                     const GroupMember* norm) {
   DUET_ASSIGN_OR_RETURN(std::vector<detail::Call> calls,
                         detail::plan_group(tier, members, launch, "emulator", norm));
+  return run_calls(calls);
+}
+
+uint64_t kernels_run() {
+  return g_kernels_run.load(std::memory_order_relaxed);
+}
+
+Status launch_rope_write(std::span<const FusedOp> ops, const Launch& launch) {
+  DUET_ASSIGN_OR_RETURN(std::vector<detail::Call> calls,
+                        detail::plan_rope_write(ops, launch, "emulator"));
   return run_calls(calls);
 }
 

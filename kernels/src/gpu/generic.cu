@@ -21,6 +21,8 @@ Status generic(const detail::Call& c, void* stream) {
                  : launch_on_gpu(c, &dev::rows_kernel, stream);
     case Kernel::rope:
       return launch_on_gpu(c, &dev::rope_kernel, stream);
+    case Kernel::rope_write:
+      return launch_on_gpu(c, &dev::rope_write_kernel, stream);
     case Kernel::gen_attention:
       return launch_on_gpu(c, &dev::gen_attention_kernel, stream);
     case Kernel::gen_matmul:

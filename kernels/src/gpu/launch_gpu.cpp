@@ -95,4 +95,10 @@ Status launch_group(Tier tier, std::span<const GroupMember> members, const Launc
   return run_calls(calls, launch);
 }
 
+Status launch_rope_write(std::span<const FusedOp> ops, const Launch& launch) {
+  DUET_ASSIGN_OR_RETURN(std::vector<detail::Call> calls,
+                        detail::plan_rope_write(ops, launch, "cuda"));
+  return run_calls(calls, launch);
+}
+
 }  // namespace duet::kernels::gpu

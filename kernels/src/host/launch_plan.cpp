@@ -994,6 +994,9 @@ std::string Call::name() const {
       return "generic rows";
     case Kernel::rope:
       return "generic rope";
+    case Kernel::rope_write:
+      return std::get<dev::RopeWriteParams>(params).v.n > 0 ? "generic rope with K and V writes"
+                                                            : "generic rope with its write";
     case Kernel::gen_attention:
       return "generic attention";
     case Kernel::gen_flash:
@@ -1113,6 +1116,47 @@ Result<std::vector<Call>> plan_group(Tier tier, std::span<const GroupMember> mem
     calls.push_back(g);
   }
   return calls;
+}
+
+Result<std::vector<Call>> plan_rope_write(std::span<const FusedOp> ops, const Launch& launch,
+                                          std::string_view device) {
+  auto bad = [&](const std::string& why) {
+    return Err(Code::invalid_argument)
+        .op("rope", ops.empty() ? std::string() : ops[0].op->name)
+        .device(device)
+        .note("rope with its cache writes: " + why);
+  };
+  if (ops.size() < 2 || ops.size() > 3) return bad("2 or 3 ops, got " + std::to_string(ops.size()));
+  auto member = [](const FusedOp& o) { return GroupMember{o.op, o.inputs, o.output}; };
+  if (!rope_feeds_write(member(ops[0]), member(ops[1])) ||
+      (ops.size() == 3 && !joins_rope_write(member(ops[2]))))
+    return bad(
+        "'" + ops[1].op->name + "' does not store the rope's output in place" +
+        (ops.size() == 3 ? " (or '" + ops[2].op->name + "' is no write_slice in place)" : ""));
+  dev::RopeWriteParams p;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    if (!ops[i].error && error_bytes(*ops[i].op) > 0)
+      return bad("'" + ops[i].op->name + "' has no preset error word");
+    Launch l = launch;
+    l.error = ops[i].error;
+    DUET_ASSIGN_OR_RETURN(std::vector<Call> c,
+                          plan(Tier::generic, *ops[i].op, ops[i].inputs, ops[i].output, l, device));
+    const Kernel want = i == 0 ? Kernel::rope : Kernel::write_slice;
+    if (c.size() != 1 || c[0].kernel != want)
+      return bad("'" + ops[i].op->name + "' is not one launch");
+    if (i == 0)
+      p.rope = std::get<dev::RopeParams>(c[0].params);
+    else
+      (i == 1 ? p.k : p.v) = std::get<dev::WriteParams>(c[0].params);
+  }
+  const int64_t items = p.rope.rows * (p.rope.rope_dims / 2 + p.rope.D - p.rope.rope_dims) + p.v.n;
+  Call c;
+  c.kernel = Kernel::rope_write;
+  c.tier = Tier::generic;
+  c.grid = {static_cast<unsigned>(std::clamp<int64_t>((items + 255) / 256, 1, 4096)), 1, 1};
+  c.threads = 256;
+  c.params = p;
+  return std::vector<Call>{c};
 }
 
 Status data_error(const OpDesc& op, const void* bytes, std::string_view device) {
@@ -1242,6 +1286,25 @@ bool fuses_norm(const GroupMember& norm, const OpDesc& mv, std::span<const View>
   // the other, and block j of row i is q8_act's block i * n / 32 + j.
   return a.data == y.data && a.dtype == DType::f32 && dense_view(a) && dense_view(y) &&
          a.shape[a.rank - 1] == n && view_numel(a) == view_numel(y);
+}
+
+bool rope_feeds_write(const GroupMember& rope, const GroupMember& write) {
+  const OpDesc &r = *rope.op, &w = *write.op;
+  if (r.kind != OpKind::rope || r.output.rank != 4 || rope.output.dtype != DType::f32 ||
+      !joins_rope_write(write) || write.inputs.size() < 2)
+    return false;
+  const View &y = rope.output, &x = write.inputs[1];
+  bool same = x.data == y.data && x.dtype == y.dtype && x.rank == y.rank && dense_view(x) &&
+              dense_view(y) && w.inputs[1].same_shape(r.output);
+  for (int d = 0; same && d < x.rank; ++d) same = x.shape[d] == y.shape[d];
+  return same;
+}
+
+bool joins_rope_write(const GroupMember& write) {
+  const OpDesc& w = *write.op;
+  return w.kind == OpKind::write_slice && write.inputs.size() >= 2 &&
+         write.inputs[0].data == write.output.data && float_storage(write.output.dtype) &&
+         float_storage(write.inputs[1].dtype);
 }
 
 uint64_t error_bytes(const OpDesc& op) {

@@ -22,6 +22,7 @@ enum class Kernel : uint8_t {
   copy,
   rows,
   rope,
+  rope_write,  // rope, its output's KV-cache write and V's (launch_rope_write)
   gen_attention,
   gen_flash,   // generic attention: SIMT flash (prefill)
   gen_decode,  // generic attention: SIMT split-KV decode
@@ -47,7 +48,7 @@ using Params = std::variant<dev::AttnParams, dev::WgAttnParams, dev::CombinePara
                             dev::MatmulParams, dev::EltwiseParams, dev::CopyParams, dev::RowParams,
                             dev::RopeParams, dev::GenAttnParams, dev::EmbedParams, dev::WriteParams,
                             dev::FillParams, dev::QMatmulParams, dev::QMvParams, dev::QRowsParams,
-                            dev::Q8ActParams, dev::ReduceParams>;
+                            dev::Q8ActParams, dev::ReduceParams, dev::RopeWriteParams>;
 
 struct Call {
   Kernel kernel = Kernel::eltwise;
@@ -74,6 +75,11 @@ Result<std::vector<Call>> plan(Tier tier, const OpDesc& op, std::span<const View
 Result<std::vector<Call>> plan_group(Tier tier, std::span<const GroupMember> members,
                                      const Launch& launch, std::string_view device,
                                      const GroupMember* norm = nullptr);
+
+// The one launch of a rope, the write_slice of its output and optionally a second write_slice
+// (launch.h, launch_rope_write), each op's error word preset in its `error`.
+Result<std::vector<Call>> plan_rope_write(std::span<const FusedOp> ops, const Launch& launch,
+                                          std::string_view device);
 
 // Error from a kernel-found data error (embedding ids, run-time scalars out of range), given the
 // error bytes.

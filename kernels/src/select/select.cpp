@@ -531,6 +531,12 @@ void generic_choice(const DeviceCaps& caps, const OpDesc& op, const BuildArchs& 
     d.why.push_back(
         "before int_dot mat-vecs of its output, it quantizes their activations to int8 per 32 "
         "itself, at run time (no q8_act launch; cuda.fuse_norm_quant)");
+  // launch.h's rope_feeds_write, as far as the op says.
+  if (op.kind == OpKind::rope && op.output.dtype == DType::f32 && op.output.rank == 4)
+    d.why.push_back(
+        "before a write_slice of its output into a cache in place, it writes the cache rows "
+        "itself, and the next write_slice's (V) too, at run time (one kernel for the three; "
+        "cuda.fuse_rope_write)");
   out.push_back(d.done("generic " + std::string(op_name(op.kind))));
 }
 

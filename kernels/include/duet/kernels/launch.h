@@ -73,6 +73,22 @@ bool shares_activations(Tier tier, const OpDesc& a, std::span<const View> a_in, 
 // written, so other readers of it see no difference.
 bool fuses_norm(const GroupMember& norm, const OpDesc& mv, std::span<const View> mv_in);
 
+// A rope and the write_slice storing its output into a KV cache (and, optionally, the write_slice
+// after it: a decode step's V), in one kernel at the generic tier (launch_rope_write): the rotated
+// rows go to the rope's output and straight to the cache rows at the step's position. Each op
+// reports its own bad position in its own error word, which the caller presets (Launch::error).
+struct FusedOp {
+  const OpDesc* op = nullptr;
+  std::span<const View> inputs;
+  View output;
+  unsigned long long* error = nullptr;
+};
+// Whether `write` may follow `rope` in that kernel: it writes the rope's whole output (same
+// address, dense, f32) into its state in place.
+bool rope_feeds_write(const GroupMember& rope, const GroupMember& write);
+// Whether `write` may be the kernel's second write: a write_slice in place.
+bool joins_rope_write(const GroupMember& write);
+
 // Launches the kernels computing `op` at tier `tier` with the choice's launch configuration.
 // Inputs are views in the op's input order (strided as op.inputs say), the output is dense.
 // Errors name the op and what was wrong (wrong dtype for the tier, unaligned rows, a missing
@@ -85,6 +101,8 @@ Status launch(Tier tier, const OpDesc& op, std::span<const View> inputs, const V
 // first member), the rmsnorm before them, which quantizes their activations itself.
 Status launch_group(Tier tier, std::span<const GroupMember> members, const Launch& launch,
                     const GroupMember* norm = nullptr);
+// A rope and its writes (2 or 3 ops passing rope_feeds_write and joins_rope_write).
+Status launch_rope_write(std::span<const FusedOp> ops, const Launch& launch);
 }  // namespace gpu
 
 // The same kernels run by the host emulator (kernels/src/emu/emu.h): the views point to host
@@ -95,6 +113,9 @@ Status launch(Tier tier, const OpDesc& op, std::span<const View> inputs, const V
               const Launch& launch);
 Status launch_group(Tier tier, std::span<const GroupMember> members, const Launch& launch,
                     const GroupMember* norm = nullptr);
+Status launch_rope_write(std::span<const FusedOp> ops, const Launch& launch);
+// Kernels the emulator has run in this process (each launch of a call's plan counts one).
+uint64_t kernels_run();
 }  // namespace emu
 
 }  // namespace duet::kernels
