@@ -155,6 +155,15 @@ if want fusions; then
       $L /tmp/m8.gguf --bench-prompt 512 -n 64 --temp 0 --ignore-eos --ctx 1024 --devices cuda:0 \
       2>&1 >/dev/null | grep -iE 'decode steady|error'
   done
+  # The fused kernels keep the unfused arithmetic (the same bits on the emulator): the greedy ids
+  # with both fusions on and both off should be equal here too.
+  step "llama cuda:0 greedy ids, fusions on and off"
+  for f in 1 0; do
+    DUET_CUDA_FUSE_NORM_QUANT=$f DUET_CUDA_FUSE_ROPE_WRITE=$f DUET_CUDA_GRAPHS=0 timeout 45 $L \
+      /tmp/m8.gguf --prompt-ids 1,2,3 -n 24 --temp 0 --ignore-eos --print-ids --devices cuda:0 \
+      2>/dev/null | tail -1 > $O/fusion_ids_$f.txt
+  done
+  cmp -s $O/fusion_ids_1.txt $O/fusion_ids_0.txt && echo "same ids" || { echo "IDS DIFFER:"; cat $O/fusion_ids_[01].txt; }
   step "llama cuda:0 decode timing, fusions on"
   DUET_LOG=debug timeout 45 $L /tmp/m8.gguf --prompt-ids 1,2,3 -n 16 --devices cuda:0 --timing \
     2>&1 >/dev/null | grep -E "^timing: (16|plain|by op)|quantized their|wrote their|error" \
