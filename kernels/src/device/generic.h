@@ -379,6 +379,29 @@ DUET_DEV int valid_keys(const int* kv_len, int Lk, unsigned long long* error) {
   return n < 0 ? 0 : Lk;
 }
 
+// Element u of row `row` of a rotary embedding, through store(index in the dense output, value):
+// below rope_dims / 2 the pair (i0, i1) it rotates, past it the element rope_dims + u - half,
+// copied. `first` is the position of the row's first L (offset plus the run-time position).
+template <class Store>
+DUET_DEV void rope_element(const RopeParams& p, int64_t first, int64_t row, int u, Store&& store) {
+  const int half = p.rope_dims / 2;
+  const int64_t ob = row * p.D;
+  const int64_t xb = offset_of(p.x, p.x.shape, row * p.D), xs = p.x.stride[3];
+  if (u >= half) {
+    const int d = p.rope_dims + (u - half);
+    store(ob + d, load_f32(p.x.data, p.x.dtype, xb + d * xs));
+    return;
+  }
+  const int i0 = p.neox ? u : 2 * u, i1 = p.neox ? u + half : 2 * u + 1;
+  const double pos = static_cast<double>(first + row % p.L);
+  const double freq = pow(static_cast<double>(p.theta), -2.0 * u / p.rope_dims);
+  const double c = cos(pos * freq), s = sin(pos * freq);
+  const double x0 = load_f32(p.x.data, p.x.dtype, xb + i0 * xs);
+  const double x1 = load_f32(p.x.data, p.x.dtype, xb + i1 * xs);
+  store(ob + i0, static_cast<float>(x0 * c - x1 * s));
+  store(ob + i1, static_cast<float>(x0 * s + x1 * c));
+}
+
 // Rotary embedding, one thread per rotated pair of a row (its angle's pow, cos and sin once for
 // both elements) and per element past rope_dims. Angles in double: positions reach the
 // thousands, where an fp32 angle would already be off by 1e-4 radians.
@@ -390,24 +413,9 @@ DUET_KERNEL rope_kernel(const RopeParams p) {
     if (grid_tid() == 0) atomic_min_u64(p.error, uint32_t(int32_t(first)));
     return;
   }
-  for (int64_t e = grid_tid(); e < total; e += grid_threads()) {
-    const int64_t row = e / per_row, ob = row * p.D;
-    const int u = static_cast<int>(e % per_row);
-    const int64_t xb = offset_of(p.x, p.x.shape, row * p.D), xs = p.x.stride[3];
-    if (u >= half) {
-      const int d = p.rope_dims + (u - half);
-      store_f32(p.out, p.out_dtype, ob + d, load_f32(p.x.data, p.x.dtype, xb + d * xs));
-      continue;
-    }
-    const int i0 = p.neox ? u : 2 * u, i1 = p.neox ? u + half : 2 * u + 1;
-    const double pos = static_cast<double>(first + row % p.L);
-    const double freq = pow(static_cast<double>(p.theta), -2.0 * u / p.rope_dims);
-    const double c = cos(pos * freq), s = sin(pos * freq);
-    const double x0 = load_f32(p.x.data, p.x.dtype, xb + i0 * xs);
-    const double x1 = load_f32(p.x.data, p.x.dtype, xb + i1 * xs);
-    store_f32(p.out, p.out_dtype, ob + i0, static_cast<float>(x0 * c - x1 * s));
-    store_f32(p.out, p.out_dtype, ob + i1, static_cast<float>(x0 * s + x1 * c));
-  }
+  for (int64_t e = grid_tid(); e < total; e += grid_threads())
+    rope_element(p, first, e / per_row, static_cast<int>(e % per_row),
+                 [&](int64_t i, float y) { store_f32(p.out, p.out_dtype, i, y); });
 }
 
 // Attention, one block per (query, head, batch): scores for a chunk of keys (one per thread),
@@ -576,23 +584,7 @@ DUET_KERNEL rope_write_kernel(const RopeWriteParams p) {
         store_f64(v.out, v.out_dtype, di, load_f64(v.x.data, v.x.dtype, si));
       continue;
     }
-    if (!rope_ok) continue;
-    const int64_t row = e / per_row, ob = row * r.D;
-    const int u = static_cast<int>(e % per_row);
-    const int64_t xb = offset_of(r.x, r.x.shape, row * r.D), xs = r.x.stride[3];
-    if (u >= half) {
-      const int d = r.rope_dims + (u - half);
-      store(ob + d, load_f32(r.x.data, r.x.dtype, xb + d * xs));
-      continue;
-    }
-    const int i0 = r.neox ? u : 2 * u, i1 = r.neox ? u + half : 2 * u + 1;
-    const double pos = static_cast<double>(first + row % r.L);
-    const double freq = pow(static_cast<double>(r.theta), -2.0 * u / r.rope_dims);
-    const double c = cos(pos * freq), s = sin(pos * freq);
-    const double x0 = load_f32(r.x.data, r.x.dtype, xb + i0 * xs);
-    const double x1 = load_f32(r.x.data, r.x.dtype, xb + i1 * xs);
-    store(ob + i0, static_cast<float>(x0 * c - x1 * s));
-    store(ob + i1, static_cast<float>(x0 * s + x1 * c));
+    if (rope_ok) rope_element(r, first, e / per_row, static_cast<int>(e % per_row), store);
   }
 }
 
