@@ -10,8 +10,9 @@ packages=(
   libspdlog-dev libfmt-dev nlohmann-json3-dev libcli11-dev
   libgtest-dev libgmock-dev libbenchmark-dev libopenblas-dev
   # Vulkan: headers and loader, shader compiler and validator, lavapipe (a CPU Vulkan device),
-  # validation layers for the tests, vulkaninfo
-  libvulkan-dev libvulkan-volk-dev glslang-dev spirv-tools mesa-vulkan-drivers
+  # validation layers for the tests, vulkaninfo. glslang-tools too: the build links glslang's
+  # libraries, but glslang-dev's CMake package refuses to load without glslangValidator
+  libvulkan-dev libvulkan-volk-dev glslang-dev glslang-tools spirv-tools mesa-vulkan-drivers
   vulkan-validationlayers vulkan-tools
   # ONNX import (protobuf through Debian's ONNX build), ONNX's node test suite as an outside
   # conformance test, and the Python that regenerates the exported test models in tools/onnx
