@@ -13,8 +13,9 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
+#include <filesystem>
 #include <map>
+#include <memory>
 #include <random>
 #include <sstream>
 #include <string>
@@ -382,9 +383,27 @@ int prompt_text(const Args& a, std::string& text) {
     return 0;
   text = a.prompt_text;
   if (!a.prompt_file.empty()) {
-    std::ifstream f(a.prompt_file, std::ios::binary);
-    if (!f) return usage_error(a.sources[0] + ": cannot read '" + a.prompt_file + "'");
-    text.assign(std::istreambuf_iterator<char>(f), {});
+    // A regular file of bounded size, read without exceptions: a directory, /dev/zero or a
+    // fifo is an error, not a crash or an endless read.
+    const std::string what = a.sources[0] + ": '" + a.prompt_file + "'";
+    std::error_code ec;
+    const auto st = std::filesystem::status(a.prompt_file, ec);
+    if (ec || !std::filesystem::exists(st)) return usage_error(what + ": cannot read it");
+    if (!std::filesystem::is_regular_file(st)) return usage_error(what + ": not a regular file");
+    constexpr uintmax_t kMaxPromptBytes = 256u << 20;
+    const uintmax_t size = std::filesystem::file_size(a.prompt_file, ec);
+    if (ec) return usage_error(what + ": cannot read it (" + ec.message() + ")");
+    if (size > kMaxPromptBytes)
+      return usage_error(what + ": " + std::to_string(size) +
+                         " bytes, more than a prompt file may have (256 MiB)");
+    std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(a.prompt_file.c_str(), "rb"),
+                                                      &std::fclose);
+    if (!f) return usage_error(what + ": cannot read it");
+    text.resize(static_cast<size_t>(size));
+    const size_t got = text.empty() ? 0 : std::fread(text.data(), 1, text.size(), f.get());
+    if (got != text.size() || std::ferror(f.get()))
+      return usage_error(what + ": cannot read it (read " + std::to_string(got) + " of " +
+                         std::to_string(size) + " bytes)");
   }
   if (text.empty()) return usage_error(a.sources[0] + ": the prompt is empty");
   if (const size_t bad = llm::first_invalid_utf8(text); bad != std::string::npos)

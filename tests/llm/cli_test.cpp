@@ -56,6 +56,9 @@ TEST_F(LlamaCli, HelpAndBadOptionsExitAsTheySay) {
       {kFixture + " --frobnicate", "unknown option --frobnicate"},
       {kFixture + " --prompt-ids 1,x", "--prompt-ids: expected ids like 1,2,3"},
       {kFixture + " -f " + path("missing.txt"), "cannot read"},
+      // A directory once ended in an uncaught exception (abort); /dev/zero would read forever.
+      {kFixture + " -f " + path(""), "not a regular file"},
+      {kFixture + " -f /dev/zero", "not a regular file"},
       {kFixture + " --stop ''", "--stop: the stop text is empty"},
       {"", "a model file is needed"},
   };
