@@ -81,6 +81,33 @@ ModelFormat format_of_file(const OpenFile& f) {
   return f.size() > kGraphFileMaxBytes ? ModelFormat::onnx : ModelFormat::duet_json;
 }
 
+// A GGUF or safetensors file given where a graph is expected: refused by name, not as an ONNX
+// model whose protobuf does not parse.
+Status not_a_weights_file(const OpenFile& f) {
+  unsigned char head[9] = {};
+  ssize_t n = -1;
+  do n = ::pread(f.fd(), head, sizeof head, 0);
+  while (n < 0 && errno == EINTR);
+  if (n < static_cast<ssize_t>(sizeof head)) return {};
+  const char* what = nullptr;
+  if (std::memcmp(head, "GGUF", 4) == 0) {
+    what =
+        "a GGUF file (weights and their metadata, no graph): a Llama-architecture GGUF runs "
+        "with duet-llama, and a duet graph can take its constants from one (docs/models.md)";
+  } else {
+    // safetensors: an 8-byte little-endian header length, then the JSON header.
+    uint64_t len = 0;
+    for (int i = 7; i >= 0; --i) len = len << 8 | head[i];
+    if (head[8] == '{' && len >= 2 && len + 8 <= f.size())
+      what =
+          "a safetensors file (tensors, no graph): a duet graph can take its constants from one "
+          "(docs/models.md)";
+  }
+  if (!what) return {};
+  return at(f.name(),
+            Err(Code::invalid_argument).expected("a duet graph (JSON) or an ONNX model").got(what));
+}
+
 }  // namespace
 
 Result<ModelFormat> model_format(const std::string& path) {
@@ -115,6 +142,7 @@ Result<Graph> load_model(const std::string& path, const ModelOptions& options,
   const ModelFormat fmt = format_of_file(f);
   if (format) *format = fmt;
   if (fmt == ModelFormat::duet_json) return load_graph(path, g);
+  DUET_TRY(not_a_weights_file(f));
   return import_onnx(path, o);
 }
 

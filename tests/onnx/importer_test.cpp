@@ -1619,5 +1619,26 @@ TEST_F(OnnxFiles, ExternalDataThatIsReallyAFileOutsideTheModelsFolderIsRefused) 
   }
 }
 
+TEST_F(OnnxFiles, WeightsFilesGivenAsModelsAreNamedNotParsedAsOnnx) {
+  // A GGUF or safetensors file passed where a graph is expected once failed as "not a valid ONNX
+  // model (the protobuf does not parse)".
+  const std::string gguf = (dir_ / "w.gguf").string(), st = (dir_ / "w.safetensors").string();
+  std::ofstream(gguf, std::ios::binary)
+      << std::string("GGUF\x03\0\0\0", 8) << std::string(32, '\0');
+  const std::string header = R"({"t":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})";
+  std::string len(8, '\0');
+  for (int i = 0; i < 8; ++i) len[i] = static_cast<char>(header.size() >> (8 * i));
+  std::ofstream(st, std::ios::binary) << len << header << std::string(4, '\0');
+  for (const auto& [path, kind] : {std::pair{gguf, "a GGUF file"}, {st, "a safetensors file"}}) {
+    auto g = load_model(path);
+    ASSERT_FALSE(g.ok()) << path;
+    EXPECT_EQ(g.status().code(), Code::invalid_argument) << g.status().message();
+    EXPECT_NE(g.status().message().find(kind), std::string::npos) << g.status().message();
+    EXPECT_NE(g.status().message().find("expected a duet graph (JSON) or an ONNX model"),
+              std::string::npos)
+        << g.status().message();
+  }
+}
+
 }  // namespace
 }  // namespace duet
