@@ -11,6 +11,7 @@
 #include "c_api_internal.h"
 #include "devices_report.h"
 #include "duet/backends.h"
+#include "duet/build_identity.h"
 #include "duet/builtin_engine.h"
 #include "duet/duet.h"
 #include "duet/engine.h"
@@ -158,6 +159,15 @@ const char* duet_version(void) {
 
 int duet_version_number(void) {
   return DUET_VERSION_NUMBER;
+}
+
+const char* duet_build_identity(void) {
+  try {
+    static const std::string text = duet::build_identity().text();
+    return text.c_str();
+  } catch (...) {
+    return "duet " DUET_VERSION_STRING;
+  }
 }
 
 // ---- tensors ----------------------------------------------------------------------------

@@ -9,6 +9,11 @@
 
 namespace duet::dist {
 
+namespace {
+// Every refusal begins so (refused_at_start); the transport's own errors begin with "rank N".
+constexpr std::string_view kRefusal = "start refused: ";
+}  // namespace
+
 std::string graph_fingerprint(const Graph& graph) {
   // FNV-1a over the graph file's text: stable across hosts and builds that write the same file.
   uint64_t h = 1469598103934665603ull;
@@ -19,10 +24,11 @@ std::string graph_fingerprint(const Graph& graph) {
   return fmt::format("{:016x}", h);
 }
 
-Status agree_on_start(Transport& transport, std::string_view duet_version,
+Status agree_on_start(Transport& transport, const BuildIdentity& build,
                       std::string_view fingerprint) {
-  // One record per rank: "<version>\n<fingerprint>\n<host>".
-  std::string mine = fmt::format("{}\n{}\n{}", duet_version, fingerprint, transport.host());
+  // One record per rank: "<build>\n<fingerprint>\n<host>". An older duet sent its version alone
+  // in the first line: it parses as no build identity, and is refused as another build.
+  std::string mine = fmt::format("{}\n{}\n{}", build.serialize(), fingerprint, transport.host());
   auto all = transport.all_gather(mine, "start: agreeing on the duet build and the graph");
   if (!all.ok()) return all.status();
   auto split = [](const std::string& r) {
@@ -36,22 +42,38 @@ Status agree_on_start(Transport& transport, std::string_view duet_version,
     parts.resize(3);
     return parts;
   };
+  auto describe = [](const std::optional<BuildIdentity>& b, const std::string& raw) {
+    return b ? b->text() : "duet " + raw + " (a build that does not send its identity)";
+  };
   const auto first = split((*all)[0]);
+  const auto first_build = BuildIdentity::parse(first[0]);
   for (size_t r = 1; r < all->size(); ++r) {
     const auto other = split((*all)[r]);
-    if (other[0] != first[0])
+    const auto other_build = BuildIdentity::parse(other[0]);
+    std::string differs;
+    if (!first_build || !other_build)
+      differs = other[0] == first[0] ? "" : "the build";
+    else
+      differs = first_build->difference(*other_build);
+    if (!differs.empty())
       return Status(Code::invalid_argument,
-                    fmt::format("start: rank {} ({}) runs duet {}, rank 0 ({}) runs duet {}: every "
-                                "rank must run the same duet build",
-                                r, other[2], other[0], first[2], first[0]));
+                    fmt::format("{}rank {} ({}) runs {}; rank 0 ({}) runs {}: {} differ{}, and "
+                                "every rank must run the same duet build",
+                                kRefusal, r, other[2], describe(other_build, other[0]), first[2],
+                                describe(first_build, first[0]), differs,
+                                differs.find(" and ") == std::string::npos ? "s" : ""));
     if (other[1] != first[1])
       return Status(Code::invalid_argument,
-                    fmt::format("start: rank {} ({}) loaded a graph of fingerprint {}, rank 0 ({}) "
+                    fmt::format("{}rank {} ({}) loaded a graph of fingerprint {}, rank 0 ({}) "
                                 "one of {}: every rank must load the same model (same file, same "
                                 "input shapes)",
-                                r, other[2], other[1], first[2], first[1]));
+                                kRefusal, r, other[2], other[1], first[2], first[1]));
   }
   return Status::ok_status();
+}
+
+bool refused_at_start(const Status& s) {
+  return s.code() == Code::invalid_argument && s.message().rfind(kRefusal, 0) == 0;
 }
 
 }  // namespace duet::dist

@@ -22,7 +22,6 @@
 #include "duet/dist/agreement.h"
 #include "duet/planner.h"
 #include "duet/profiles.h"
-#include "duet/version.h"
 
 namespace duet::dist {
 
@@ -109,7 +108,8 @@ std::string transports_of(const std::vector<std::string>& records) {
     out += fmt::format("  rank{}: {}; CUDA-aware: {}\n", r, j.value("mpi", std::string("?")),
                        j.value("cuda_aware", std::string("?")));
   }
-  return out;
+  // Every rank's build agreed with this one at start (agree_on_start).
+  return out + "build (agreed by every rank at start): " + build_identity().text() + "\n";
 }
 
 Result<Cluster> cluster_of(const std::vector<std::string>& records) {
@@ -249,13 +249,32 @@ void injected_fault(int rank, int run) {
   if (std::strcmp(what, "stall") == 0) std::this_thread::sleep_for(std::chrono::hours(1));
 }
 
+// DUET_DIST_TEST_FAULT="RANK:build:0": rank RANK offers the identity of another build (another
+// commit; where this build's is unknown, another compiler), as a rank of another duet would.
+BuildIdentity injected_build(int rank) {
+  BuildIdentity b = build_identity();
+  const char* v = std::getenv("DUET_DIST_TEST_FAULT");
+  int r = -1, at = -1;
+  char what[16] = {};
+  if (!v || std::sscanf(v, "%d:%15[a-z]:%d", &r, what, &at) != 3 || r != rank ||
+      std::strcmp(what, "build") != 0)
+    return b;
+  if (b.revision.empty()) {
+    b.compiler += " (another build)";
+  } else {
+    b.revision = "0123456789abcdef0123456789abcdef01234567";
+    b.dirty = false;
+  }
+  return b;
+}
+
 }  // namespace
 
 Result<Cluster> gather_cluster(Transport& t, const Graph& graph,
                                const std::vector<Device*>& devices, const std::string& agree_on,
                                std::string* transports) {
   DUET_TRY(agree_on_start(
-      t, DUET_VERSION_STRING,
+      t, injected_build(t.rank()),
       agree_on.empty() ? graph_fingerprint(graph) : graph_fingerprint(graph) + " " + agree_on));
   // Links: every pair in one order on every rank (a rank takes part in its own pairs only).
   std::map<int, MeasuredLink> links;

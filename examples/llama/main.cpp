@@ -26,6 +26,7 @@
 #include "duet/policy.h"
 
 #if DUET_HAVE_MPI
+#include "duet/dist/agreement.h"
 #include "duet/dist/engine.h"
 #endif
 
@@ -89,6 +90,13 @@ dist::Transport* g_transport = nullptr;
 
 int failure(const Status& s, int code = 1) {
 #if DUET_HAVE_MPI
+  // A refusal at start (another build or model on some rank) is the same on every rank: each
+  // says it and ends alone, with no MPI_Abort racing the others' messages.
+  if (g_transport && dist::refused_at_start(s)) {
+    std::fprintf(stderr, "duet-llama: rank %d (%s): %s\n", g_transport->rank(),
+                 g_transport->host().c_str(), s.message().c_str());
+    return code;
+  }
   if (g_transport) g_transport->abort(s, code);
 #endif
   std::fprintf(stderr, "duet-llama: %s\n", s.message().c_str());

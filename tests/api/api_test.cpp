@@ -103,6 +103,12 @@ double run_once(duet_engine* e, float seed, std::string* error) {
 
 TEST(CApi, VersionMacrosMatchTheLibrary) {
   EXPECT_STREQ(duet_version(), DUET_VERSION_STRING);
+  // The build: version, then the commit (or why it is unknown), compiler and build type.
+  const std::string build = duet_build_identity();
+  EXPECT_EQ(build.rfind("duet " DUET_VERSION_STRING ", ", 0), 0u) << build;
+  EXPECT_TRUE(build.find(", commit ") != std::string::npos ||
+              build.find(", source revision unknown (") != std::string::npos)
+      << build;
   EXPECT_EQ(duet_version_number(),
             DUET_VERSION_MAJOR * 10000 + DUET_VERSION_MINOR * 100 + DUET_VERSION_PATCH);
 }

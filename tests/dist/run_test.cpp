@@ -13,6 +13,7 @@
 #include "duet/graph.h"
 #include "duet/graph_file.h"
 #include "duet/safetensors.h"
+#include "duet/version.h"
 #include "mpirun.h"
 
 namespace {
@@ -137,6 +138,29 @@ TEST(DistributedRun, StalledRankEndsTheRunNamingItAndTheRun) {
   EXPECT_HAS(r.output, "step 'run 1");
   EXPECT_HAS(r.output, "from rank 1: nothing after 1.0 s");
   EXPECT_LT(r.seconds, 300) << "rank 1 sleeps an hour: the run must end at the timeout";
+}
+
+// A rank of another duet build (another commit: DUET_DIST_TEST_FAULT makes rank 1 say so) is
+// refused at start on every rank, each naming both ranks and both builds, with exit status 1.
+TEST(DistributedRun, ARankOfAnotherBuildIsRefusedOnEveryRank) {
+  Launch r = mpirun(2, DUET_BIN, "plan " + model().graph.string() + " --distributed",
+                    "DUET_DIST_TEST_FAULT=1:build:0");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  for (const char* rank : {"duet plan: rank 0 (", "duet plan: rank 1 ("}) {
+    const size_t at = r.output.find(rank);
+    ASSERT_NE(at, std::string::npos) << r.output;
+    const std::string line = r.output.substr(at, r.output.find('\n', at) - at);
+    EXPECT_HAS(line, "): start refused: rank 1 (");
+    EXPECT_HAS(line, ") runs duet " DUET_VERSION_STRING ", ");
+    EXPECT_HAS(line, "; rank 0 (");
+    EXPECT_HAS(line, "every rank must run the same duet build");
+    // The injected build is another commit, or where this build's commit is unknown, another
+    // compiler.
+    EXPECT_TRUE(line.find("commit 0123456789ab, ") != std::string::npos ||
+                line.find("(another build)") != std::string::npos)
+        << line;
+  }
+  EXPECT_LT(r.seconds, 100) << "refused at start, not at a timeout";
 }
 
 TEST(DistributedRun, WithoutMpirunItSaysHowToStart) {

@@ -1,6 +1,7 @@
 // The transport over MPI with two ranks of this machine (tests/dist/ranks.cpp is each rank).
 #include <gtest/gtest.h>
 
+#include "duet/version.h"
 #include "mpirun.h"
 
 namespace {
@@ -17,9 +18,50 @@ TEST(Transport, AnotherGraphOnOneRankIsRefusedOnEveryRank) {
   auto r = mpirun(2, DUET_DIST_RANKS, "mismatch");
   EXPECT_NE(r.exit_code, 0) << r.output;
   // Both ranks say it, naming the rank that differs.
-  EXPECT_NE(r.output.find("rank 0: start: rank 1"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("rank 1: start: rank 1"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("rank 0: start refused: rank 1"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("rank 1: start refused: rank 1"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("fingerprint another-graph"), std::string::npos) << r.output;
+}
+
+TEST(Transport, AnotherBuildOnOneRankIsRefusedOnEveryRankNamingBoth) {
+  auto r = mpirun(2, DUET_DIST_RANKS, "other-build");
+  EXPECT_NE(r.exit_code, 0) << r.output;
+  // Every rank says it, with both ranks and both builds.
+  for (const char* rank : {"rank 0: ", "rank 1: "}) {
+    const std::string line = std::string(rank) + "start refused: rank 1 (";
+    const size_t at = r.output.find(line);
+    ASSERT_NE(at, std::string::npos) << r.output;
+    const std::string said = r.output.substr(at, r.output.find('\n', at) - at);
+    EXPECT_NE(said.find(") runs duet " DUET_VERSION_STRING ", commit f0e0be5ca0d1, "),
+              std::string::npos)
+        << said;
+    EXPECT_NE(said.find("; rank 0 ("), std::string::npos) << said;
+    EXPECT_NE(said.find(") runs duet " DUET_VERSION_STRING ", commit 30e0be5ca0d1, "),
+              std::string::npos)
+        << said;
+    EXPECT_NE(said.find(": the source revision differs, and every rank must run the same duet "
+                        "build"),
+              std::string::npos)
+        << said;
+  }
+}
+
+TEST(Transport, AnUnknownRevisionIsLeftOutAndTheRestCompared) {
+  // Same version, compiler and flags, one revision unknown: the same build as far as can be told.
+  auto same = mpirun(2, DUET_DIST_RANKS, "unknown-revision");
+  EXPECT_EQ(same.exit_code, 0) << same.output;
+  EXPECT_NE(same.output.find("rank 1: agreed with rank 1's revision unknown"), std::string::npos)
+      << same.output;
+  auto other = mpirun(2, DUET_DIST_RANKS, "other-compiler");
+  EXPECT_NE(other.exit_code, 0) << other.output;
+  EXPECT_NE(other.output.find("rank 1: start refused: rank 1 ("), std::string::npos)
+      << other.output;
+  EXPECT_NE(other.output.find("source revision unknown (the sources are not a git checkout), "
+                              "Clang 99.0.0, "),
+            std::string::npos)
+      << other.output;
+  EXPECT_NE(other.output.find(": the compiler differs, and every rank must run"), std::string::npos)
+      << other.output;
 }
 
 TEST(Transport, StalledRankEndsEveryRankWithItsNameAndTheStep) {

@@ -13,6 +13,7 @@
 #include "duet/safetensors.h"
 
 #if DUET_HAVE_MPI
+#include "duet/dist/agreement.h"
 #include "duet/dist/engine.h"
 #endif
 
@@ -80,6 +81,11 @@ int run_distributed(const CLI::App& cmd, const DistributedArgs& a) {
   const double run_timeout = a.timeout_s > 0 ? a.timeout_s : t.timeout_s();
   t.set_timeout(std::max(t.timeout_s(), run_timeout));
   auto end_all = [&](const Status& s, int code) -> int { t.abort(s, code); };
+  // A refusal at start (another build or model on some rank) is the same on every rank: each
+  // says it and ends alone, with no MPI_Abort racing the others' messages.
+  auto refused = [&](const Status& s) {
+    return fail(cmd, "rank " + std::to_string(t.rank()) + " (" + t.host() + "): " + s.message(), 1);
+  };
 
   // The structure first; each rank reads its own stage's weights from its own copy of the file
   // (duet-graph JSON: only the stage's; ONNX keeps its weights in the model, read whole).
@@ -103,7 +109,10 @@ int run_distributed(const CLI::App& cmd, const DistributedArgs& a) {
   if (a.plan_only) {
     std::string transports;
     auto cluster = dist::gather_cluster(t, *graph, devices, {}, &transports);
-    if (!cluster.ok()) end_all(cluster.status(), 1);
+    if (!cluster.ok()) {
+      if (dist::refused_at_start(cluster.status())) return refused(cluster.status());
+      end_all(cluster.status(), 1);
+    }
     if (t.rank() == 0) {
       ClusterOptions co;
       co.every_rank = a.every_rank;
@@ -118,7 +127,10 @@ int run_distributed(const CLI::App& cmd, const DistributedArgs& a) {
   }
 
   auto engine = dist::DistributedEngine::create(t, *graph, devices, options);
-  if (!engine.ok()) end_all(engine.status(), 1);
+  if (!engine.ok()) {
+    if (dist::refused_at_start(engine.status())) return refused(engine.status());
+    end_all(engine.status(), 1);
+  }
   dist::DistributedEngine& e = **engine;
   t.set_timeout(run_timeout);
   if (t.rank() != 0) {

@@ -4,8 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "duet/build_identity.h"
 #include "duet/commands.h"
-#include "duet/version.h"
 
 namespace duet::cli {
 int fail(const CLI::App& command, const std::string& message, int status) {
@@ -41,7 +41,7 @@ std::string one_line_error(const CLI::App* app, const CLI::Error& e) {
 int main(int argc, char** argv) {
   CLI::App app{"duet: one compute graph on CUDA, Vulkan and the CPU; checks that they agree"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", std::string("duet ") + DUET_VERSION_STRING);
+  app.set_version_flag("--version", duet::build_identity().text());
   app.failure_message(duet::cli::one_line_error);
   const std::vector<duet::cli::Command> commands = {
       duet::cli::add_devices(app), duet::cli::add_check(app),   duet::cli::add_plan(app),

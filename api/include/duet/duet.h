@@ -71,6 +71,12 @@ DUET_C_API void duet_string_free(char* s);
 DUET_C_API const char* duet_version(void);
 /* DUET_VERSION_MAJOR * 10000 + DUET_VERSION_MINOR * 100 + DUET_VERSION_PATCH of the library. */
 DUET_C_API int duet_version_number(void);
+/* Which build the library is, in one line: the version, the git commit it was built from (and
+ * whether the tree had uncommitted changes; "source revision unknown" with the reason outside a
+ * git checkout), the compiler and the build type with its flags, e.g. "duet 0.1.0, commit
+ * 30e0be5ca0d1, GNU 12.2.0, Release (-O3 -DNDEBUG)". The ranks of a distributed run compare
+ * them at start (docs/distributed.md). */
+DUET_C_API const char* duet_build_identity(void);
 
 /* ---- tensors (host memory) ------------------------------------------------------------- */
 
