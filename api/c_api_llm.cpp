@@ -1,4 +1,9 @@
-// The C API's text generation (duet/duet_llm.h) over duet::llm::Generator.
+// The C API's text generation (duet/duet_llm.h) over duet::llm::Generator; with `distributed`,
+// its decoder split over the ranks of an MPI run (duet::dist, in a build with MPI).
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <optional>
@@ -7,7 +12,19 @@
 #include "duet/duet_llm.h"
 #include "duet/llm.h"
 
+#if DUET_HAVE_MPI
+#include "duet/dist/engine.h"
+#include "duet/dist/llm.h"
+#include "duet/dist/transport.h"
+#endif
+
 struct duet_llm {
+#if DUET_HAVE_MPI
+  // A split over MPI ranks: the transport outlives the Generator, whose runner wraps `stages`.
+  std::unique_ptr<duet::dist::Transport> transport;
+  duet::dist::DistributedEngine* stages = nullptr;
+  std::atomic<bool> finished{false};
+#endif
   std::unique_ptr<duet::llm::Generator> g;
   // duet_llm_step's sampler, made again when the options change or after a reset.
   std::mutex m;
@@ -51,6 +68,29 @@ duet_llm_stop to_c(duet::llm::StopReason r) {
       return DUET_LLM_STOP_CONTEXT_FULL;
   }
   return DUET_LLM_STOP_LENGTH;
+}
+
+int rank_of(const duet_llm* m) {
+#if DUET_HAVE_MPI
+  if (m->transport) return m->transport->rank();
+#else
+  (void)m;
+#endif
+  return 0;
+}
+
+// Feeding, generating, stepping and resetting: rank 0's, and only until it finishes.
+Status generating_rank(const duet_llm* m, const char* fn) {
+  if (const int r = rank_of(m); r != 0)
+    return Status(Code::invalid_argument,
+                  std::string(fn) + ": called on rank " + std::to_string(r) +
+                      "; only rank 0 generates (the other ranks call duet_llm_serve)");
+#if DUET_HAVE_MPI
+  if (m->finished)
+    return Status(Code::invalid_argument,
+                  std::string(fn) + ": the distributed run was finished (duet_llm_finish)");
+#endif
+  return {};
 }
 
 }  // namespace
@@ -111,16 +151,44 @@ duet_status duet_llm_open(const char* path, const duet_llm_options* options, due
                       "got " +
                           std::to_string(o.cache_dtype));
     }
-    DUET_ASSIGN_OR_RETURN(auto g, duet::llm::Generator::open(path, std::move(mo)));
+    if (!o.distributed && (o.every_rank || o.timeout_s > 0))
+      return Status(Code::invalid_argument,
+                    "duet_llm_open: every_rank and timeout_s go with distributed, which is 0");
     auto h = std::make_unique<duet_llm>();
-    h->g = std::move(g);
+    if (o.distributed) {
+#if !DUET_HAVE_MPI
+      return Status(Code::unsupported,
+                    "duet_llm_open: distributed: this duet was built without MPI (install "
+                    "libopenmpi-dev and rebuild; docs/distributed.md)");
+#else
+      if (!duet::dist::launched_by_mpirun())
+        return Status(Code::unsupported,
+                      "duet_llm_open: distributed: not started by mpirun (mpirun -np N APP ...: "
+                      "one process per rank; docs/distributed.md)");
+      duet::dist::TransportOptions topts;
+      topts.timeout_s = 120;  // start-up: the slowest rank opens its devices and reads the file
+      DUET_ASSIGN_OR_RETURN(h->transport, duet::dist::Transport::open(topts));
+      if (o.timeout_s > 0)
+        h->transport->set_timeout(std::max(h->transport->timeout_s(), o.timeout_s));
+      mo.runner = duet::dist::llm_runner(*h->transport, o.every_rank != 0, &h->stages);
+#endif
+    }
+    DUET_ASSIGN_OR_RETURN(h->g, duet::llm::Generator::open(path, std::move(mo)));
+#if DUET_HAVE_MPI
+    if (h->transport && o.timeout_s > 0) h->transport->set_timeout(o.timeout_s);
+#endif
     *out = h.release();
     return {};
   });
 }
 
 void duet_llm_destroy(duet_llm* m) {
-  delete m;
+  if (!m) return;
+  try {
+    duet_llm_finish(m);  // rank 0 of a split: the other ranks return from duet_llm_serve
+    delete m;            // the Generator, then the transport (finalizing MPI where it began it)
+  } catch (...) {
+  }
 }
 
 int64_t duet_llm_context(const duet_llm* m) {
@@ -204,6 +272,7 @@ duet_status duet_llm_detokenize(duet_llm* m, const int32_t* ids, size_t count, c
 duet_status duet_llm_feed(duet_llm* m, const int32_t* ids, size_t count) {
   return guard("duet_llm_feed", [&]() -> Status {
     DUET_REQUIRE("duet_llm_feed", m);
+    DUET_TRY(generating_rank(m, "duet_llm_feed"));
     if (!ids && count > 0) return null_argument("duet_llm_feed", "ids");
     return m->g->feed(std::span<const int32_t>(ids, count));
   });
@@ -214,6 +283,7 @@ duet_status duet_llm_generate(duet_llm* m, const duet_llm_generate_options* opti
                               size_t* tokens) {
   return guard("duet_llm_generate", [&]() -> Status {
     DUET_REQUIRE("duet_llm_generate", m);
+    DUET_TRY(generating_rank(m, "duet_llm_generate"));
     duet_llm_generate_options o;
     duet_llm_generate_options_init(&o);
     if (options) o = *options;
@@ -244,6 +314,7 @@ duet_status duet_llm_step(duet_llm* m, const duet_llm_sampling* sampling, int32_
   return guard("duet_llm_step", [&]() -> Status {
     DUET_REQUIRE("duet_llm_step", m);
     DUET_REQUIRE("duet_llm_step", token);
+    DUET_TRY(generating_rank(m, "duet_llm_step"));
     duet_llm_sampling s;
     if (sampling) {
       s = *sampling;
@@ -267,6 +338,7 @@ duet_status duet_llm_step(duet_llm* m, const duet_llm_sampling* sampling, int32_
 duet_status duet_llm_reset(duet_llm* m) {
   return guard("duet_llm_reset", [&]() -> Status {
     DUET_REQUIRE("duet_llm_reset", m);
+    DUET_TRY(generating_rank(m, "duet_llm_reset"));
     std::lock_guard<std::mutex> lock(m->m);
     m->sampler.reset();
     return m->g->reset();
@@ -286,6 +358,58 @@ duet_status duet_llm_get_timings(const duet_llm* m, duet_llm_timings* out) {
 
 void duet_llm_reset_timings(duet_llm* m) {
   if (m) m->g->reset_timings();
+}
+
+int duet_llm_rank(const duet_llm* m) {
+  return m ? rank_of(m) : -1;
+}
+
+int duet_llm_ranks(const duet_llm* m) {
+  if (!m) return 0;
+#if DUET_HAVE_MPI
+  if (m->transport) return m->transport->size();
+#endif
+  return 1;
+}
+
+duet_status duet_llm_serve(duet_llm* m) {
+  return guard("duet_llm_serve", [&]() -> Status {
+    DUET_REQUIRE("duet_llm_serve", m);
+#if DUET_HAVE_MPI
+    if (m->transport && m->transport->rank() != 0) return m->stages->serve();
+    if (m->transport)
+      return Status(Code::invalid_argument,
+                    "duet_llm_serve: called on rank 0, which generates (the other ranks serve)");
+#endif
+    return Status(Code::invalid_argument,
+                  "duet_llm_serve: the model is not split over ranks (options.distributed)");
+  });
+}
+
+duet_status duet_llm_finish(duet_llm* m) {
+  return guard("duet_llm_finish", [&]() -> Status {
+    DUET_REQUIRE("duet_llm_finish", m);
+#if DUET_HAVE_MPI
+    if (!m->transport || m->transport->rank() != 0 || !m->stages) return {};
+    std::lock_guard<std::mutex> lock(m->m);
+    if (m->finished.exchange(true)) return {};
+    return m->stages->finish();
+#else
+    return {};
+#endif
+  });
+}
+
+void duet_llm_abort(duet_llm* m, const char* message) {
+  const char* what = message ? message : "duet_llm_abort";
+#if DUET_HAVE_MPI
+  if (m && m->transport) m->transport->abort(Status(Code::internal, what));
+#else
+  (void)m;
+#endif
+  // No run to end beyond this process: it ends alone, with the message.
+  std::fprintf(stderr, "duet: %s\n", what);
+  std::exit(1);
 }
 
 }  // extern "C"

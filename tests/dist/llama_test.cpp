@@ -138,6 +138,16 @@ TEST(DistributedLlama, ALayerAndItsCacheOnRank1GiveOneProcesssGreedyIds) {
   EXPECT_EQ(ids_line(split.output), want) << split.output;
 }
 
+// The C API (duet_llm_* with options.distributed), from a C program linking libduet.so alone:
+// the same greedy ids as one process, the prompt's chunks pipelined over the stages.
+TEST(DistributedLlama, TheCApiSplitsTheModelWithOneProcesssIds) {
+  const std::string model = write_random_llama();
+  Launch r = mpirun(2, DUET_DIST_C_LLM, model + " 6", kCpu);
+  fs::remove(model);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_HAS(r.output, "c llm: 6 ids over 2 ranks, the same as one process's");
+}
+
 TEST(DistributedLlama, ARankGivenAnotherFileIsRefusedAtStart) {
   // The fixture with one weight of its output norm changed: same shapes, another model.
   auto f = duet::read_gguf(kFixture);

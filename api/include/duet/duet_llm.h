@@ -22,6 +22,28 @@
  *
  * The context is every token fed or generated since open or reset; the last token generated
  * enters the model's cache with the next feed, step or generate (see duet/llm.h).
+ *
+ * Split over several processes (docs/distributed.md): started by `mpirun -np N app ...`, every
+ * rank opens the same model (its own copy of the file, or one on a shared disk) with the same
+ * options and `distributed` set; the decoder is cut in pipeline stages over the ranks, each
+ * keeping only its stage's weights and KV caches. Rank 0 (duet_llm_rank) then tokenizes, feeds
+ * and generates as one process would, with the same ids, and calls duet_llm_finish when done;
+ * every other rank calls duet_llm_serve, which follows rank 0's runs and returns when rank 0
+ * finishes:
+ *
+ *   o.distributed = 1;
+ *   if (duet_llm_open("model.gguf", &o, &m) != DUET_OK) { ... }
+ *   if (duet_llm_rank(m) == 0) {
+ *     ... duet_llm_feed, duet_llm_generate ...
+ *     duet_llm_finish(m);
+ *   } else if (duet_llm_serve(m) != DUET_OK) {
+ *     duet_llm_abort(m, duet_last_error());  (ends every rank)
+ *   }
+ *   duet_llm_destroy(m);
+ *
+ * Structs: options structs grow only at their end, each member with a default that the
+ * duet_*_init function sets (0 where nothing else is said). duet is 0.x: a program is compiled
+ * against the headers of the libduet.so it runs with (DUET_VERSION_NUMBER, duet_version_number).
  */
 #ifndef DUET_DUET_LLM_H
 #define DUET_DUET_LLM_H
@@ -44,6 +66,20 @@ typedef struct duet_llm_options {
   int32_t cache_dtype;   /* -1: f16 where attention computes f16, else f32; or DUET_F32,
                             DUET_F16, DUET_BF16 */
   int64_t prefill_chunk; /* prompts run in chunks of at most this many tokens (default 512) */
+  /* Nonzero: the decoder split over the ranks of the MPI run this process belongs to (above;
+   * collective: every rank opens with it). Starts MPI unless the application did (then it is the
+   * application's to finalize; otherwise duet_llm_destroy finalizes it, and MPI cannot start
+   * again in this process). Not started by mpirun, or a build without MPI:
+   * DUET_ERROR_UNSUPPORTED. Every rank must run the same duet build and open the same model
+   * (checked at start: refused on every rank, naming the rank that differs). The cache is f32
+   * unless cache_dtype says otherwise. Default 0: this process alone. */
+  int32_t distributed;
+  /* With distributed: nonzero puts a stage on every rank even where fewer are estimated faster
+   * (default 0: the planner may leave ranks without a stage, e.g. where the model fits one). */
+  int32_t every_rank;
+  /* With distributed: the longest wait for another rank once started, in seconds (<= 0:
+   * DUET_DIST_TIMEOUT, else 120 s); a longer wait fails naming both ranks and the step. */
+  double timeout_s;
 } duet_llm_options;
 
 /* The defaults above. */
@@ -151,6 +187,24 @@ typedef struct duet_llm_timings {
 
 DUET_C_API duet_status duet_llm_get_timings(const duet_llm* m, duet_llm_timings* out);
 DUET_C_API void duet_llm_reset_timings(duet_llm* m);
+
+/* ---- split over MPI ranks (options.distributed) ---------------------------------------- */
+
+/* This process's rank (0 when not distributed; -1 for NULL) and how many ranks there are (1 when
+ * not distributed; 0 for NULL). Only rank 0 feeds, generates, steps and resets (elsewhere those
+ * fail with DUET_ERROR_INVALID_ARGUMENT); tokenizing works on every rank. */
+DUET_C_API int duet_llm_rank(const duet_llm* m);
+DUET_C_API int duet_llm_ranks(const duet_llm* m);
+/* Ranks other than 0: follow rank 0's runs until it calls duet_llm_finish or destroys its
+ * handle. Fails on rank 0 and when not distributed (DUET_ERROR_INVALID_ARGUMENT), or with the
+ * transport's error (a rank that stopped answering: both ranks and the step named). */
+DUET_C_API duet_status duet_llm_serve(duet_llm* m);
+/* Rank 0: the other ranks return from duet_llm_serve (collective with them); later generation
+ * fails. duet_llm_destroy does it where rank 0 has not. Nothing to do when not distributed. */
+DUET_C_API duet_status duet_llm_finish(duet_llm* m);
+/* Ends every rank of the run at once (MPI_Abort) after printing `message` as this rank's error;
+ * not distributed, ends this process (exit status 1). Does not return. */
+DUET_C_API void duet_llm_abort(duet_llm* m, const char* message);
 
 #ifdef __cplusplus
 } /* extern "C" */
