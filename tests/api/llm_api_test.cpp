@@ -142,7 +142,33 @@ TEST(LlmApi, EveryErrorIsAStatusWithAMessage) {
   o.devices = "cpu:7";
   EXPECT_EQ(duet_llm_open(kModel.c_str(), &o, &m), DUET_ERROR_NOT_FOUND);
 
+  // A split over MPI ranks (options.distributed) outside mpirun, or in a build without MPI;
+  // its options without it (tests/dist/c_llm_dist.c runs it under mpirun).
+  EXPECT_EQ(o.distributed, 0);
+  EXPECT_EQ(o.every_rank, 0);
+  EXPECT_EQ(o.timeout_s, 0.0);
+  o.devices = "cpu:0";
+  o.distributed = 1;
+  EXPECT_EQ(duet_llm_open(kModel.c_str(), &o, &m), DUET_ERROR_UNSUPPORTED);
+  EXPECT_EQ(m, nullptr);
+  const std::string why = duet_last_error();
+  EXPECT_TRUE(why.find("not started by mpirun (mpirun -np N") != std::string::npos ||
+              why.find("built without MPI") != std::string::npos)
+      << why;
+  o.distributed = 0;
+  o.every_rank = 1;
+  EXPECT_EQ(duet_llm_open(kModel.c_str(), &o, &m), DUET_ERROR_INVALID_ARGUMENT);
+  EXPECT_HAS(duet_last_error(), "every_rank and timeout_s go with distributed");
+
   Llm l = open_cpu();
+  // A handle of one process is rank 0 of 1, with no ranks to serve or finish.
+  EXPECT_EQ(duet_llm_rank(l.m), 0);
+  EXPECT_EQ(duet_llm_ranks(l.m), 1);
+  EXPECT_EQ(duet_llm_rank(nullptr), -1);
+  EXPECT_EQ(duet_llm_ranks(nullptr), 0);
+  EXPECT_EQ(duet_llm_serve(l.m), DUET_ERROR_INVALID_ARGUMENT);
+  EXPECT_HAS(duet_last_error(), "not split over ranks");
+  EXPECT_EQ(duet_llm_finish(l.m), DUET_OK);
   int32_t t = 0;
   EXPECT_EQ(duet_llm_step(l.m, nullptr, &t), DUET_ERROR_INVALID_ARGUMENT);
   EXPECT_HAS(duet_last_error(), "feed a prompt first");
@@ -181,41 +207,6 @@ TEST(LlmApi, EveryErrorIsAStatusWithAMessage) {
   };
   EXPECT_EQ(duet_llm_generate(l.m, &g, cb, &ctx, nullptr, nullptr), DUET_OK) << duet_last_error();
   EXPECT_EQ(ctx.inner, DUET_ERROR_INVALID_ARGUMENT);
-}
-
-// A split over MPI ranks (options.distributed) is an error value outside mpirun, or in a build
-// without MPI; its options without it are refused; a handle of one process is rank 0 of 1.
-// tests/dist/c_llm_dist.c runs it under mpirun.
-TEST(LlmApi, DistributedOutsideMpirunIsAnErrorValue) {
-  duet_llm* m = nullptr;
-  duet_llm_options o;
-  duet_llm_options_init(&o);
-  EXPECT_EQ(o.distributed, 0);
-  EXPECT_EQ(o.every_rank, 0);
-  EXPECT_EQ(o.timeout_s, 0.0);
-  o.devices = "cpu:0";
-  o.distributed = 1;
-  EXPECT_EQ(duet_llm_open(kModel.c_str(), &o, &m), DUET_ERROR_UNSUPPORTED);
-  EXPECT_EQ(m, nullptr);
-  const std::string why = duet_last_error();
-  EXPECT_TRUE(why.find("not started by mpirun (mpirun -np N") != std::string::npos ||
-              why.find("built without MPI") != std::string::npos)
-      << why;
-  o.distributed = 0;
-  o.every_rank = 1;
-  EXPECT_EQ(duet_llm_open(kModel.c_str(), &o, &m), DUET_ERROR_INVALID_ARGUMENT);
-  EXPECT_HAS(duet_last_error(), "every_rank and timeout_s go with distributed");
-
-  Llm l = open_cpu();
-  EXPECT_EQ(duet_llm_rank(l.m), 0);
-  EXPECT_EQ(duet_llm_ranks(l.m), 1);
-  EXPECT_EQ(duet_llm_rank(nullptr), -1);
-  EXPECT_EQ(duet_llm_ranks(nullptr), 0);
-  EXPECT_EQ(duet_llm_serve(l.m), DUET_ERROR_INVALID_ARGUMENT);
-  EXPECT_HAS(duet_last_error(), "not split over ranks");
-  EXPECT_EQ(duet_llm_finish(l.m), DUET_OK);
-  const int32_t one = 1;
-  EXPECT_EQ(duet_llm_feed(l.m, &one, 1), DUET_OK) << duet_last_error();
 }
 
 TEST(LlmApi, AFileWithoutATokenizerSaysSoAndGeneratesFromIds) {
