@@ -12,6 +12,7 @@ from . import _duet
 from .errors import (  # noqa: F401
     BadInputError,
     DeviceLostError,
+    DLPackError,
     EngineClosedError,
     Error,
     FileError,
@@ -27,7 +28,8 @@ from .report import BenchReport, CheckReport
 __version__ = _duet.__version__
 
 __all__ = [
-    "BadInputError", "BenchReport", "CheckReport", "DeviceLostError", "DeviceTensor", "Engine",
+    "BadInputError", "BenchReport", "CheckReport", "DeviceLostError", "DeviceTensor",
+    "DLPackError", "Engine",
     "EngineClosedError", "Error", "FileError", "Graph", "GraphBuilder", "InternalError",
     "NotFoundError", "OutOfMemoryError", "ParseError", "Tensor", "UnsupportedError", "Value",
     "backends", "bench", "check", "devices", "from_dlpack", "load",

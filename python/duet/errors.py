@@ -48,6 +48,12 @@ class UnsupportedError(Error):
     kind = "unsupported"
 
 
+class DLPackError(UnsupportedError, BufferError):
+    """``__dlpack__`` cannot export the tensor as asked: to another device, with a copy duet does
+    not make, or without one where one is needed (``copy=False``). A ``BufferError``, as the
+    Python array API standard names it."""
+
+
 class OutOfMemoryError(Error, MemoryError):
     """A device's (or the host's) memory ran out."""
 

@@ -62,18 +62,22 @@ struct Borrowed {
 duet::HostTensor tensor_from_object(py::handle obj, const std::string& what,
                                     const duet::DType* expected, Borrowed& keep);
 // A host tensor as a NumPy array over its storage (no copy): f16 as float16, bf16 as
-// ml_dtypes.bfloat16 where installed, else its uint16 bit patterns.
-py::object to_numpy(duet::HostTensor t);
+// ml_dtypes.bfloat16 where installed, else its uint16 bit patterns; not writeable when
+// `read_only` (memory a producer lent read-only).
+py::object to_numpy(duet::HostTensor t, bool read_only = false);
 // A host tensor as a duet.Tensor (sharing its storage).
 py::object wrap_tensor(duet::HostTensor t);
 // Whether bf16 arrays are ml_dtypes.bfloat16 (else uint16).
 bool have_ml_dtypes();
 
 // The host memory behind an object with __dlpack__, shared (device memory refused, naming
-// `what`); int64 is narrowed into an i32 copy where every value fits.
-duet::HostTensor tensor_from_dlpack(py::handle obj, const std::string& what);
-// A capsule of DLPack's "dltensor" over a host tensor's storage (it keeps the storage alive).
-py::capsule dlpack_capsule(const duet::HostTensor& t);
+// `what`); int64 is narrowed into an i32 copy where every value fits. `read_only` (when given)
+// says whether the producer marked the memory read-only (DLPack 1.0's flag; never for a copy).
+duet::HostTensor tensor_from_dlpack(py::handle obj, const std::string& what,
+                                    bool* read_only = nullptr);
+// A capsule over a host tensor's storage (it keeps the storage alive): DLPack 1.0's
+// "dltensor_versioned" with `flags` when `versioned`, else "dltensor".
+py::capsule dlpack_capsule(const duet::HostTensor& t, bool versioned, uint64_t flags = 0);
 
 // A tensor in a CUDA device's memory as Python holds it: duet.DeviceTensor (device_memory.cpp).
 struct PyDeviceTensor {

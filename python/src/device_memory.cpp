@@ -50,12 +50,28 @@ struct DeviceExport : Export {
   duet::DeviceTensor t;
 };
 
-py::capsule device_capsule(const duet::DeviceTensor& t) {
+py::capsule device_capsule(const duet::DeviceTensor& t, bool versioned) {
   auto* e = new DeviceExport(t);
   describe(*e, t.desc);
   return export_capsule(e,
                         reinterpret_cast<void*>(static_cast<uintptr_t>(t.buffer->device_address())),
-                        {kDLCUDA, ordinal_of(*t.device)});
+                        {kDLCUDA, ordinal_of(*t.device)}, versioned);
+}
+
+// A host copy of a device tensor (what a consumer asking for it on the CPU gets): read once,
+// the device's work done.
+duet::HostTensor host_copy(const duet::DeviceTensor& t, const std::string& who) {
+  if (!t.desc.is_contiguous() || duet::is_quantized(t.desc.dtype))
+    refuse_export(who + ": only a contiguous tensor of a plain dtype is copied to the host");
+  duet::HostTensor h = duet::HostTensor::empty(t.desc.dtype, t.desc.dims());
+  duet::Status s;
+  {
+    py::gil_scoped_release nogil;
+    std::lock_guard<std::mutex> lock(duet::device_mutex(*t.device));
+    s = t.device->read(*t.buffer, 0, h.storage(), h.storage_bytes());
+  }
+  if (!s.ok()) raise(s.with_context(who));
+  return h;
 }
 
 }  // namespace
@@ -88,10 +104,9 @@ duet::DeviceTensor device_tensor_from_object(py::handle obj, const std::string& 
   if (!queue.ok()) raise(queue.status().with_context(what));
   // DLPack: the producer makes `stream` (duet's) wait for its work on the tensor; 1 is CUDA's
   // legacy default stream, for a device that names none.
-  DLManagedTensor* m = nullptr;
-  std::shared_ptr<void> owner = take_capsule(
-      obj.attr("__dlpack__")(py::arg("stream") = *queue ? py::int_(*queue) : py::int_(1)), what, m);
-  const DLTensor& t = m->dl_tensor;
+  // The capsule is taken whatever its flags: duet only reads an input.
+  Taken taken = take_capsule(ask_capsule(obj, *queue ? py::int_(*queue) : py::int_(1)), what);
+  const DLTensor& t = *taken.tensor;
   if (t.device.device_type != kDLCUDA || t.device.device_id != ordinal)
     bad_input(what + ": __dlpack_device__ said CUDA device " + std::to_string(ordinal) +
               ", the capsule says " + device_type_name(t.device.device_type) + " device " +
@@ -126,7 +141,7 @@ duet::DeviceTensor device_tensor_from_object(py::handle obj, const std::string& 
     bad_input(what + ": device memory at an address not aligned to its " + std::to_string(item) +
               "-byte elements");
   duet::Result<std::shared_ptr<duet::Buffer>> b =
-      device->adopt(address, static_cast<uint64_t>(dense) * item, std::move(owner));
+      device->adopt(address, static_cast<uint64_t>(dense) * item, std::move(taken.owner));
   if (!b.ok()) raise(b.status().with_context(what));
   return duet::DeviceTensor{device, std::move(*b), duet::TensorDesc::contiguous(*dt, dims)};
 }
@@ -156,31 +171,40 @@ device. It keeps its memory alive, goes back into runs in place, and speaks DLPa
           "__dlpack__",
           [](const PyDeviceTensor& p, py::object stream, py::object max_version,
              py::object dl_device, py::object copy) {
-            (void)max_version;  // the unversioned capsule, which DLPack lets a producer answer
+            const char* who = "duet.DeviceTensor.__dlpack__";
+            const Ask ask = parse_ask(who, max_version, dl_device, copy);
             // Any stream DLPack defines for CUDA is ready: the run that wrote the tensor waited
             // for its device before it returned. 0 is not one (ambiguous, DLPack says).
             auto bad_stream = [&] {
-              bad_input(
-                  "duet.DeviceTensor.__dlpack__: stream must be None, -1, 1, 2 or a CUDA stream "
-                  "(DLPack), got " +
-                  std::string(py::repr(stream)));
+              bad_input(std::string(who) +
+                        ": stream must be None, -1, 1, 2 or a CUDA stream (DLPack), got " +
+                        std::string(py::repr(stream)));
             };
             if (!stream.is_none() && !py::isinstance<py::int_>(stream)) bad_stream();
             // None is the legacy default stream (1); -1 asks for no synchronization, the
             // consumer's to do (nothing to lend to).
             const int64_t consumer = stream.is_none() ? 1 : stream.cast<int64_t>();
             if (consumer == 0 || consumer < -1) bad_stream();
-            const py::tuple own = py::make_tuple(int{kDLCUDA}, ordinal_of(*p.t.device));
-            if (!dl_device.is_none() && !dl_device.equal(own))
-              raise(duet::Status(duet::Code::unsupported,
-                                 "duet.DeviceTensor.__dlpack__: the tensor is on " +
-                                     p.t.device->id() + " (DLPack device " +
-                                     std::string(py::repr(own)) + "); duet cannot export it to " +
-                                     std::string(py::repr(dl_device))));
-            if (!copy.is_none() && copy.cast<bool>())
-              raise(duet::Status(duet::Code::unsupported,
-                                 "duet.DeviceTensor.__dlpack__: duet makes no device copies "
-                                 "(copy=True); take it without one and copy it there"));
+            const std::pair<int, int> own(kDLCUDA, ordinal_of(*p.t.device));
+            const std::string own_text =
+                "(" + std::to_string(own.first) + ", " + std::to_string(own.second) + ")";
+            if (ask.device && *ask.device == std::pair<int, int>(kDLCPU, 0)) {
+              // To the host: a copy (the array API's cross-device export), unless forbidden.
+              if (ask.copy == false)
+                refuse_export(std::string(who) + ": the tensor is on " + p.t.device->id() +
+                              " (DLPack device " + own_text +
+                              "); exporting it to the host (1, 0) needs a copy, and copy=False "
+                              "forbids one");
+              return dlpack_capsule(host_copy(p.t, who), ask.versioned, kDLPackIsCopied);
+            }
+            if (ask.device && *ask.device != own)
+              refuse_export(std::string(who) + ": the tensor is on " + p.t.device->id() +
+                            " (DLPack device " + own_text + "); duet cannot export it to " +
+                            std::string(py::repr(dl_device)) + " (only there, or to the host)");
+            if (ask.copy == true)
+              refuse_export(std::string(who) +
+                            ": duet makes no device copies (copy=True); take it without one and "
+                            "copy it there, or ask for a host copy (dl_device=(1, 0))");
             if (consumer != -1) {
               duet::Status lent;
               {
@@ -188,9 +212,9 @@ device. It keeps its memory alive, goes back into runs in place, and speaks DLPa
                 std::lock_guard<std::mutex> lock(duet::device_mutex(*p.t.device));
                 lent = p.t.device->lend(*p.t.buffer, static_cast<uint64_t>(consumer));
               }
-              if (!lent.ok()) raise(lent.with_context("duet.DeviceTensor.__dlpack__"));
+              if (!lent.ok()) raise(lent.with_context(who));
             }
-            return device_capsule(p.t);
+            return device_capsule(p.t, ask.versioned);
           },
           py::kw_only(), py::arg("stream") = py::none(), py::arg("max_version") = py::none(),
           py::arg("dl_device") = py::none(), py::arg("copy") = py::none())

@@ -1,7 +1,9 @@
 // DLPack (https://dmlc.github.io/dlpack): tensors of other libraries in host memory in,
-// duet.Tensor out, without a copy. Device memory is device_memory.cpp's: here a tensor in a GPU's
-// memory is refused with the reason before anything is read from it (no stream is synchronised
-// for it).
+// duet.Tensor out, without a copy; both capsule kinds, DLPack 1.0's "dltensor_versioned" (with
+// its flags) and the older "dltensor", made and taken (dlpack_versioned.h). Device memory is
+// device_memory.cpp's: here a tensor in a GPU's memory is refused with the reason before anything
+// is read from it (no stream is synchronised for it).
+#include <atomic>
 #include <cstring>
 #include <limits>
 
@@ -63,11 +65,54 @@ std::string dl_type_text(const DLDataType& t) {
   return s;
 }
 
-void release(DLManagedTensor* m) {
+namespace {
+
+// Calls a producer's deleter once, with the GIL (a NumPy producer's deleter releases a Python
+// reference); not at all once the interpreter is gone.
+template <class Managed>
+void release(Managed* m) {
   if (!m || !m->deleter) return;
   if (!Py_IsInitialized()) return;
   py::gil_scoped_acquire gil;
   m->deleter(m);
+}
+
+std::atomic<long> g_exports_alive{0};
+
+}  // namespace
+
+Export::Export() {
+  ++g_exports_alive;
+}
+Export::~Export() {
+  --g_exports_alive;
+}
+long exports_alive() {
+  return g_exports_alive.load();
+}
+
+void refuse_export(const std::string& message) {
+  throw StatusError(duet::Status(duet::Code::unsupported, message), "DLPackError");
+}
+
+Ask parse_ask(const std::string& who, const py::object& max_version, const py::object& dl_device,
+              const py::object& copy) {
+  Ask a;
+  auto pair = [&](const py::object& o, const char* name) {
+    if (!py::isinstance<py::tuple>(o) || py::len(o) != 2 ||
+        !py::isinstance<py::int_>(o[py::int_(0)]) || !py::isinstance<py::int_>(o[py::int_(1)]))
+      bad_input(who + ": " + name + " must be None or a tuple of two ints (DLPack), got " +
+                std::string(py::repr(o)));
+    return std::pair<int, int>(o[py::int_(0)].cast<int>(), o[py::int_(1)].cast<int>());
+  };
+  if (!max_version.is_none()) a.versioned = pair(max_version, "max_version").first >= 1;
+  if (!dl_device.is_none()) a.device = pair(dl_device, "dl_device");
+  if (!copy.is_none()) {
+    if (!py::isinstance<py::bool_>(copy))
+      bad_input(who + ": copy must be None, True or False, got " + std::string(py::repr(copy)));
+    a.copy = copy.cast<bool>();
+  }
+  return a;
 }
 
 DLDataType dl_dtype(duet::DType t) {
@@ -95,7 +140,8 @@ struct HostExport : Export {
 
 }  // namespace
 
-duet::HostTensor tensor_from_dlpack(py::handle obj, const std::string& what) {
+duet::HostTensor tensor_from_dlpack(py::handle obj, const std::string& what, bool* read_only) {
+  if (read_only) *read_only = false;
   // Where the memory is, before taking it: a producer synchronises streams for the consumer when
   // asked for the capsule, so a tensor duet cannot read is refused first.
   if (py::hasattr(obj, "__dlpack_device__")) {
@@ -111,9 +157,8 @@ duet::HostTensor tensor_from_dlpack(py::handle obj, const std::string& what) {
               "to the host first (torch: tensor.cpu())"));
   }
   // Host memory: no stream to name (DLPack's stream argument is for device memory).
-  DLManagedTensor* m = nullptr;
-  std::shared_ptr<void> owner = take_capsule(obj.attr("__dlpack__")(), what, m);
-  const DLTensor& t = m->dl_tensor;
+  Taken taken = take_capsule(ask_capsule(obj, py::none()), what);
+  const DLTensor& t = *taken.tensor;
   if (!host_readable(t.device.device_type))
     raise(duet::Status(duet::Code::unsupported,
                        what + ": the tensor is in " + device_type_name(t.device.device_type) +
@@ -161,24 +206,60 @@ duet::HostTensor tensor_from_dlpack(py::handle obj, const std::string& what) {
     return out;
   }
   const uint64_t bytes = static_cast<uint64_t>(d.storage_extent()) * item;
-  auto h = duet::HostTensor::borrow(d, const_cast<std::byte*>(base), bytes, std::move(owner));
+  auto h = duet::HostTensor::borrow(d, const_cast<std::byte*>(base), bytes, std::move(taken.owner));
   if (!h.ok()) bad_input(what + ": " + h.status().message());
   // Misaligned data (a byte offset into a buffer) is copied: kernels read whole elements.
   if (reinterpret_cast<uintptr_t>(base) % item != 0) return h->contiguous();
+  if (read_only) *read_only = taken.read_only;
   return std::move(*h);
 }
 
-std::shared_ptr<void> take_capsule(const py::object& cap, const std::string& what,
-                                   DLManagedTensor*& m) {
-  if (!PyCapsule_IsValid(cap.ptr(), "dltensor"))
-    bad_input(what + ": __dlpack__ returned no unused \"dltensor\" capsule");
-  m = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(cap.ptr(), "dltensor"));
-  PyCapsule_SetName(cap.ptr(), "used_dltensor");
-  return std::shared_ptr<void>(m, [](void* p) { release(static_cast<DLManagedTensor*>(p)); });
+py::object ask_capsule(py::handle obj, const py::object& stream) {
+  py::object f = obj.attr("__dlpack__");
+  try {
+    return f(py::arg("stream") = stream,
+             py::arg("max_version") = py::make_tuple(kDLPackMajor, kDLPackMinor));
+  } catch (py::error_already_set& e) {
+    if (!e.matches(PyExc_TypeError)) throw;
+  }
+  // A producer of DLPack before 1.0 (NumPy 1.24, PyTorch 1.13): no max_version keyword.
+  return stream.is_none() ? f() : f(py::arg("stream") = stream);
+}
+
+Taken take_capsule(const py::object& cap, const std::string& what) {
+  Taken out;
+  PyObject* c = cap.ptr();
+  if (PyCapsule_IsValid(c, kCapsuleVersioned)) {
+    auto* m = static_cast<DLManagedTensorVersioned*>(PyCapsule_GetPointer(c, kCapsuleVersioned));
+    PyCapsule_SetName(c, kCapsuleVersionedUsed);
+    out.owner = std::shared_ptr<void>(
+        m, [](void* p) { release(static_cast<DLManagedTensorVersioned*>(p)); });
+    // The version comes first in every major version: one duet does not know is handed back
+    // (its deleter has a fixed place too) before anything else is read.
+    if (m->version.major != kDLPackMajor)
+      raise(duet::Status(duet::Code::unsupported,
+                         what + ": a DLPack " + std::to_string(m->version.major) + "." +
+                             std::to_string(m->version.minor) + " capsule; duet reads DLPack " +
+                             std::to_string(kDLPackMajor) + ".x"));
+    out.tensor = &m->dl_tensor;
+    out.read_only = (m->flags & kDLPackReadOnly) != 0;
+    return out;
+  }
+  if (PyCapsule_IsValid(c, kCapsuleLegacy)) {
+    auto* m = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(c, kCapsuleLegacy));
+    PyCapsule_SetName(c, kCapsuleLegacyUsed);
+    out.owner =
+        std::shared_ptr<void>(m, [](void* p) { release(static_cast<DLManagedTensor*>(p)); });
+    out.tensor = &m->dl_tensor;
+    return out;
+  }
+  bad_input(what +
+            ": __dlpack__ returned no unused \"dltensor_versioned\" or \"dltensor\" "
+            "capsule");
 }
 
 void describe(Export& e, const duet::TensorDesc& d, std::optional<uint64_t> block_bytes) {
-  DLTensor& dl = e.m.dl_tensor;
+  DLTensor& dl = e.tensor;
   if (block_bytes) {
     e.shape = {static_cast<int64_t>(*block_bytes)};
     e.strides = {1};
@@ -196,18 +277,42 @@ void describe(Export& e, const duet::TensorDesc& d, std::optional<uint64_t> bloc
   dl.strides = e.strides.data();
 }
 
-py::capsule export_capsule(Export* e, void* data, DLDevice device) {
-  e->m.dl_tensor.data = data;
-  e->m.dl_tensor.device = device;
-  e->m.manager_ctx = e;
-  e->m.deleter = [](DLManagedTensor* m) { delete static_cast<Export*>(m->manager_ctx); };
-  PyObject* cap = PyCapsule_New(&e->m, "dltensor", [](PyObject* c) {
-    // Still named "dltensor": no consumer took it, so it is freed here.
-    if (PyCapsule_IsValid(c, "dltensor")) {
-      auto* m = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(c, "dltensor"));
-      m->deleter(m);
-    }
-  });
+namespace {
+
+// The capsules' destructors: one still under its unused name was never taken, and is freed here;
+// a consumer that took it renamed it and calls the deleter itself.
+void free_untaken_versioned(PyObject* c) {
+  if (!PyCapsule_IsValid(c, kCapsuleVersioned)) return;
+  auto* m = static_cast<DLManagedTensorVersioned*>(PyCapsule_GetPointer(c, kCapsuleVersioned));
+  m->deleter(m);
+}
+void free_untaken_legacy(PyObject* c) {
+  if (!PyCapsule_IsValid(c, kCapsuleLegacy)) return;
+  auto* m = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(c, kCapsuleLegacy));
+  m->deleter(m);
+}
+
+}  // namespace
+
+py::capsule export_capsule(Export* e, void* data, DLDevice device, bool versioned, uint64_t flags) {
+  e->tensor.data = data;
+  e->tensor.device = device;
+  PyObject* cap = nullptr;
+  if (versioned) {
+    DLManagedTensorVersioned& v = e->versioned;
+    v.version = {kDLPackMajor, kDLPackMinor};
+    v.manager_ctx = e;
+    v.deleter = [](DLManagedTensorVersioned* m) { delete static_cast<Export*>(m->manager_ctx); };
+    v.flags = flags;
+    v.dl_tensor = e->tensor;
+    cap = PyCapsule_New(&v, kCapsuleVersioned, free_untaken_versioned);
+  } else {
+    DLManagedTensor& m = e->legacy;
+    m.manager_ctx = e;
+    m.deleter = [](DLManagedTensor* t) { delete static_cast<Export*>(t->manager_ctx); };
+    m.dl_tensor = e->tensor;
+    cap = PyCapsule_New(&m, kCapsuleLegacy, free_untaken_legacy);
+  }
   if (!cap) {
     delete e;
     throw py::error_already_set();
@@ -215,14 +320,14 @@ py::capsule export_capsule(Export* e, void* data, DLDevice device) {
   return py::reinterpret_steal<py::capsule>(cap);
 }
 
-py::capsule dlpack_capsule(const duet::HostTensor& t) {
+py::capsule dlpack_capsule(const duet::HostTensor& t, bool versioned, uint64_t flags) {
   auto* e = new HostExport(t);
   const duet::TensorDesc& d = e->t.desc();
   // Block-quantized tensors have no DLPack type: the bytes of their blocks.
   describe(
       *e, d,
       duet::is_quantized(d.dtype) ? std::optional<uint64_t>(e->t.storage_bytes()) : std::nullopt);
-  return export_capsule(e, e->t.storage(), {kDLCPU, 0});
+  return export_capsule(e, e->t.storage(), {kDLCPU, 0}, versioned, flags);
 }
 
 }  // namespace duetpy

@@ -9,14 +9,17 @@
 #include <pybind11/stl.h>
 
 #include "common.h"
+#include "dlpack_types.h"
 
 namespace duetpy {
 
 namespace {
 
-// A host tensor as Python holds it: duet.Tensor.
+// A host tensor as Python holds it: duet.Tensor. `read_only`: memory a DLPack producer lent
+// read-only, which duet's views of it (NumPy, the buffer protocol, DLPack) keep read-only.
 struct PyTensor {
   duet::HostTensor t;
+  bool read_only = false;
 };
 
 std::string shape_text(const py::array& a) {
@@ -213,22 +216,30 @@ duet::HostTensor tensor_from_object(py::handle obj, const std::string& what,
             std::string(py::str(py::type::handle_of(obj).attr("__name__"))));
 }
 
-py::object to_numpy(duet::HostTensor t) {
-  if (!t.desc().is_contiguous()) t = t.contiguous();
+py::object to_numpy(duet::HostTensor t, bool read_only) {
+  if (!t.desc().is_contiguous()) {
+    t = t.contiguous();
+    read_only = false;  // a copy of its own
+  }
   auto* held = new duet::HostTensor(std::move(t));
   py::capsule owner(held, [](void* p) { delete static_cast<duet::HostTensor*>(p); });
   const duet::TensorDesc& d = held->desc();
   std::byte* base = held->storage();
-  if (duet::is_quantized(d.dtype))
-    return py::array(numpy_dtype(d.dtype), {static_cast<py::ssize_t>(held->storage_bytes())},
-                     {py::ssize_t{1}}, base, owner);
+  if (duet::is_quantized(d.dtype)) {
+    py::array a(numpy_dtype(d.dtype), {static_cast<py::ssize_t>(held->storage_bytes())},
+                {py::ssize_t{1}}, base, owner);
+    if (read_only) a.attr("setflags")(py::arg("write") = false);
+    return a;
+  }
   const auto item = static_cast<py::ssize_t>(duet::dtype_size(d.dtype));
   std::vector<py::ssize_t> shape, strides;
   for (int i = 0; i < d.rank; ++i) {
     shape.push_back(d.dim(i));
     strides.push_back(d.stride(i) * item);
   }
-  return py::array(numpy_dtype(d.dtype), shape, strides, base + d.offset * item, owner);
+  py::array a(numpy_dtype(d.dtype), shape, strides, base + d.offset * item, owner);
+  if (read_only) a.attr("setflags")(py::arg("write") = false);
+  return a;
 }
 
 void bind_tensors(py::module_& m) {
@@ -247,13 +258,16 @@ Speaks the buffer protocol (bf16 as its uint16 bit patterns) and DLPack
                                return s;
                              })
       .def(
-          "numpy", [](const PyTensor& p) { return to_numpy(p.t); },
+          "numpy", [](const PyTensor& p) { return to_numpy(p.t, p.read_only); },
           "A NumPy array over the same memory (bf16: ml_dtypes.bfloat16 where installed, else "
-          "uint16 bit patterns).")
+          "uint16 bit patterns), read-only where the memory was lent read-only.")
+      .def_property_readonly(
+          "read_only", [](const PyTensor& p) { return p.read_only; },
+          "Whether the memory was lent read-only (DLPack 1.0's flag): duet's views of it are.")
       .def(
           "__array__",
           [](const PyTensor& p, py::object dtype) {
-            py::object a = to_numpy(p.t);
+            py::object a = to_numpy(p.t, p.read_only);
             return dtype.is_none() ? a : a.attr("astype")(dtype);
           },
           py::arg("dtype") = py::none())
@@ -261,32 +275,38 @@ Speaks the buffer protocol (bf16 as its uint16 bit patterns) and DLPack
           "__dlpack__",
           [](const PyTensor& p, py::object stream, py::object max_version, py::object dl_device,
              py::object copy) {
-            // Host memory: DLPack asks for no stream. A consumer offering a versioned capsule
-            // (max_version) gets the unversioned one, which DLPack lets a producer answer.
-            (void)max_version;
+            const Ask ask = parse_ask("duet.Tensor.__dlpack__", max_version, dl_device, copy);
+            // Host memory: DLPack asks for no stream.
             if (!stream.is_none())
               bad_input(
                   "duet.Tensor.__dlpack__: the tensor is in host memory; stream must be "
                   "None (DLPack), got " +
                   std::string(py::repr(stream)));
-            if (!dl_device.is_none() && !dl_device.equal(py::make_tuple(1, 0)))
-              raise(duet::Status(duet::Code::unsupported,
-                                 "duet.Tensor.__dlpack__: the tensor is in host memory (device "
-                                 "(1, 0)); it cannot be exported to device " +
-                                     std::string(py::repr(dl_device))));
-            if (!copy.is_none() && copy.cast<bool>()) return dlpack_capsule(p.t.contiguous());
-            return dlpack_capsule(p.t);
+            if (ask.device && *ask.device != std::pair<int, int>(kDLCPU, 0))
+              refuse_export(
+                  "duet.Tensor.__dlpack__: the tensor is in host memory (device (1, 0)); it "
+                  "cannot be exported to device " +
+                  std::string(py::repr(dl_device)));
+            // copy=True: a copy of its own, which the consumer may write; copy=False and None:
+            // the memory itself (host memory never needs a copy to be exported).
+            if (ask.copy.value_or(false))
+              return dlpack_capsule(p.t.contiguous(), ask.versioned, kDLPackIsCopied);
+            return dlpack_capsule(p.t, ask.versioned, p.read_only ? kDLPackReadOnly : 0);
           },
           py::kw_only(), py::arg("stream") = py::none(), py::arg("max_version") = py::none(),
           py::arg("dl_device") = py::none(), py::arg("copy") = py::none())
       .def("__dlpack_device__", [](const PyTensor&) { return py::make_tuple(1, 0); })
       .def("__repr__", [](const PyTensor& p) { return "duet.Tensor(" + p.t.desc().str() + ")"; })
       .def_buffer([](PyTensor& p) -> py::buffer_info {
-        if (!p.t.desc().is_contiguous()) p.t = p.t.contiguous();
+        if (!p.t.desc().is_contiguous()) {
+          p.t = p.t.contiguous();
+          p.read_only = false;  // a copy of its own now
+        }
         const duet::TensorDesc& d = p.t.desc();
         if (duet::is_quantized(d.dtype))
-          return py::buffer_info(p.t.storage(), 1, "B",
-                                 static_cast<py::ssize_t>(p.t.storage_bytes()));
+          return py::buffer_info(p.t.storage(), 1, "B", 1,
+                                 {static_cast<py::ssize_t>(p.t.storage_bytes())}, {py::ssize_t{1}},
+                                 p.read_only);
         const auto item = static_cast<py::ssize_t>(duet::dtype_size(d.dtype));
         std::vector<py::ssize_t> shape, strides;
         for (int i = 0; i < d.rank; ++i) {
@@ -294,17 +314,22 @@ Speaks the buffer protocol (bf16 as its uint16 bit patterns) and DLPack
           strides.push_back(d.stride(i) * item);
         }
         return py::buffer_info(p.t.storage() + d.offset * item, item, buffer_format(d.dtype),
-                               d.rank, shape, strides);
+                               d.rank, shape, strides, p.read_only);
       });
 
   m.def("_tensor_from", [](py::handle obj) {
     // A Tensor that owns or shares what it reads: arrays are copied (they may change later),
     // DLPack's host memory is shared.
-    if (py::hasattr(obj, "__dlpack__") && !py::isinstance<py::array>(obj))
-      return PyTensor{tensor_from_dlpack(obj, "from_dlpack")};
+    if (py::hasattr(obj, "__dlpack__") && !py::isinstance<py::array>(obj)) {
+      PyTensor t;
+      t.t = tensor_from_dlpack(obj, "from_dlpack", &t.read_only);
+      return t;
+    }
     Borrowed keep;
     return PyTensor{tensor_from_object(obj, "tensor", nullptr, keep).contiguous()};
   });
+  m.def("_dlpack_exports_alive", &exports_alive,
+        "DLPack exports made and not yet deleted (the tests count deleters with it).");
 }
 
 py::object wrap_tensor(duet::HostTensor t) {
