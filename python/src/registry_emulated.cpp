@@ -12,6 +12,7 @@
 #include <dlpack/dlpack.h>
 
 #include "common.h"
+#include "dlpack_versioned.h"
 #include "duet/backends.h"
 #include "emulated.h"
 #include "fake_driver.h"
@@ -60,16 +61,14 @@ namespace {
 // A consumer of a capsule: it takes the capsule, queues a read of the whole tensor on its stream
 // (as a PyTorch kernel would), and frees the tensor when told, before or after that read has run.
 struct Consumer {
-  DLManagedTensor* m = nullptr;
+  std::shared_ptr<void> owner;  // the producer's deleter, called once
   duet::cuda::Stream stream = nullptr;
   std::vector<std::byte> seen;
   uint64_t address = 0;
+  bool versioned = false;
+  uint64_t flags = 0;
 
-  ~Consumer() { free(); }
-  void free() {
-    if (m && m->deleter) m->deleter(m);
-    m = nullptr;
-  }
+  void free() { owner.reset(); }
 };
 
 }  // namespace
@@ -90,11 +89,31 @@ void bind_registry(py::module_& m) {
   });
   py::class_<Consumer>(m, "_EmulatedConsumer")
       .def(py::init([](py::capsule cap, uint64_t stream) {
-        if (!PyCapsule_IsValid(cap.ptr(), "dltensor")) bad_input("not an unused dltensor capsule");
         auto c = std::make_unique<Consumer>();
-        c->m = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(cap.ptr(), "dltensor"));
-        PyCapsule_SetName(cap.ptr(), "used_dltensor");
-        const DLTensor& t = c->m->dl_tensor;
+        const DLTensor* tensor = nullptr;
+        if (PyCapsule_IsValid(cap.ptr(), kCapsuleVersioned)) {
+          auto* m = static_cast<DLManagedTensorVersioned*>(
+              PyCapsule_GetPointer(cap.ptr(), kCapsuleVersioned));
+          PyCapsule_SetName(cap.ptr(), kCapsuleVersionedUsed);
+          c->owner = std::shared_ptr<void>(m, [](void* p) {
+            auto* v = static_cast<DLManagedTensorVersioned*>(p);
+            v->deleter(v);
+          });
+          c->versioned = true;
+          c->flags = m->flags;
+          tensor = &m->dl_tensor;
+        } else if (PyCapsule_IsValid(cap.ptr(), kCapsuleLegacy)) {
+          auto* m = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(cap.ptr(), kCapsuleLegacy));
+          PyCapsule_SetName(cap.ptr(), kCapsuleLegacyUsed);
+          c->owner = std::shared_ptr<void>(m, [](void* p) {
+            auto* l = static_cast<DLManagedTensor*>(p);
+            l->deleter(l);
+          });
+          tensor = &m->dl_tensor;
+        } else {
+          bad_input("not an unused dltensor or dltensor_versioned capsule");
+        }
+        const DLTensor& t = *tensor;
         int64_t n = t.dtype.bits / 8;
         for (int i = 0; i < t.ndim; ++i) n *= t.shape[i];
         c->seen.assign(static_cast<size_t>(n), std::byte{0});
@@ -107,6 +126,8 @@ void bind_registry(py::module_& m) {
         return c;
       }))
       .def_readonly("address", &Consumer::address)
+      .def_readonly("versioned", &Consumer::versioned)
+      .def_readonly("flags", &Consumer::flags)
       .def("free", &Consumer::free, "Frees the tensor (DLPack's deleter), its read still queued.")
       .def("result", [](Consumer& c) {
         duet::Status s = fake_driver()->stream_sync(c.stream);
