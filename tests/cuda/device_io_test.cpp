@@ -55,6 +55,16 @@ HostTensor host_input(const std::vector<float>& x) {
   return t;
 }
 
+// A run whose output stays on the card (device_outputs=True in Python), from the small graph's
+// input of `seed`.
+DeviceTensor run_kept(Card& c, float seed) {
+  DeviceIo io;
+  io.keep_outputs_on = {c.device.get()};
+  auto out = c.engine->run({{"x", host_input(test_support::small_graph_input(kRows, seed))}}, io);
+  EXPECT_TRUE(out.ok()) << out.status().message();
+  return io.outputs.count("y") ? io.outputs.at("y") : DeviceTensor{};
+}
+
 TEST(DeviceIo, AnOutputStaysOnTheDeviceAndGoesBackInWithNoCopy) {
   Card c = card();
   ASSERT_TRUE(c.engine);
@@ -121,14 +131,7 @@ TEST(DeviceIo, AnotherLibrarysMemoryIsUsedInPlace) {
 TEST(DeviceIo, AnOutputLentToAnotherStreamIsNotReusedUntilItsWorkIsDone) {
   Card c = card();
   ASSERT_TRUE(c.engine);
-  auto run_kept = [&](float seed) {
-    DeviceIo io;
-    io.keep_outputs_on = {c.device.get()};
-    auto out = c.engine->run({{"x", host_input(test_support::small_graph_input(kRows, seed))}}, io);
-    EXPECT_TRUE(out.ok()) << out.status().message();
-    return io.outputs.count("y") ? io.outputs.at("y") : DeviceTensor{};
-  };
-  DeviceTensor y = run_kept(0.25f);
+  DeviceTensor y = run_kept(c, 0.25f);
   ASSERT_TRUE(y.buffer);
   const std::vector<float> y1 = read_back(*c.device, y);
   const uint64_t address = y.buffer->device_address();
@@ -150,14 +153,14 @@ TEST(DeviceIo, AnOutputLentToAnotherStreamIsNotReusedUntilItsWorkIsDone) {
   EXPECT_EQ(c.driver->current_device(), 3);  // put back after the event was recorded
 
   // The next run's output gets other memory, and the consumer's read sees y as it was.
-  DeviceTensor y2 = run_kept(-1.0f);
+  DeviceTensor y2 = run_kept(c, -1.0f);
   ASSERT_TRUE(y2.buffer);
   EXPECT_NE(y2.buffer->device_address(), address);
   ASSERT_TRUE(c.driver->stream_sync(*theirs).ok());
   EXPECT_EQ(seen, y1);
 
   // Once the consumer's work has run, the memory comes back to the allocator.
-  DeviceTensor y3 = run_kept(0.5f);
+  DeviceTensor y3 = run_kept(c, 0.5f);
   EXPECT_EQ(c.device->held_back(), 0u);
   EXPECT_EQ(y3.buffer->device_address(), address);
   c.driver->stream_destroy(*theirs);
@@ -168,6 +171,62 @@ TEST(DeviceIo, AnOutputLentToAnotherStreamIsNotReusedUntilItsWorkIsDone) {
   auto foreign = other.device->allocate(64);
   ASSERT_TRUE(foreign.ok());
   EXPECT_EQ(c.device->lend(**foreign, 1).code(), Code::invalid_argument);
+}
+
+TEST(DeviceIo, OutOfMemoryWaitsForTheStreamALentOutputWasFreedOnAndThenReusesIt) {
+  Card c = card();
+  ASSERT_TRUE(c.engine);
+  DeviceTensor y = run_kept(c, 0.25f);
+  ASSERT_TRUE(y.buffer);
+  const std::vector<float> y1 = read_back(*c.device, y);
+  const uint64_t address = y.buffer->device_address();
+
+  // As above: a consumer's read of y is queued on its stream when y is freed.
+  Result<Stream> theirs = c.driver->stream_create();
+  ASSERT_TRUE(theirs.ok());
+  ASSERT_TRUE(c.device->lend(*y.buffer, reinterpret_cast<uintptr_t>(*theirs)).ok());
+  std::vector<float> seen(y1.size(), -1.0f);
+  ASSERT_TRUE(c.driver
+                  ->copy_to_host(seen.data(), reinterpret_cast<void*>(address),
+                                 seen.size() * sizeof(float), *theirs)
+                  .ok());
+  c.device->empty_cache();
+  // The card is full: what it holds now (y included) is all it has.
+  Result<MemoryInfo> info = c.driver->memory_info();
+  ASSERT_TRUE(info.ok());
+  c.driver->capacity -= info->free;
+  y = {};
+  EXPECT_EQ(c.device->held_back(), 1u);
+  EXPECT_GT(c.driver->pending(), 0u);  // the consumer's read has not run
+
+  // The next output runs out of memory, waits for the consumer's stream, and then gets y's block:
+  // the read ran first and saw y as it was.
+  const int allocs = c.driver->device_allocs;
+  const std::vector<float> x2 = test_support::small_graph_input(kRows, -1.0f);
+  DeviceTensor y2 = run_kept(c, -1.0f);
+  ASSERT_TRUE(y2.buffer);
+  EXPECT_EQ(c.device->held_back(), 0u);
+  EXPECT_EQ(c.driver->device_allocs, allocs);  // no new memory: there is none
+  EXPECT_EQ(y2.buffer->device_address(), address);
+  ASSERT_TRUE(c.driver->stream_sync(*theirs).ok());
+  EXPECT_EQ(seen, y1);
+  EXPECT_LT(test_support::small_graph_error(x2, read_back(*c.device, y2).data(), kRows), 1e-5);
+
+  // Where waiting does not free enough, out of memory is the answer, naming the device; the
+  // memory waited for is back in the allocator.
+  ASSERT_TRUE(c.device->lend(*y2.buffer, reinterpret_cast<uintptr_t>(*theirs)).ok());
+  ASSERT_TRUE(c.driver
+                  ->copy_to_host(seen.data(), reinterpret_cast<void*>(address),
+                                 seen.size() * sizeof(float), *theirs)
+                  .ok());
+  y2 = {};
+  EXPECT_EQ(c.device->held_back(), 1u);
+  auto big = c.device->allocate(c.driver->capacity);
+  ASSERT_FALSE(big.ok());
+  EXPECT_EQ(big.status().code(), Code::out_of_memory);
+  EXPECT_NE(big.status().message().find("cuda:0"), std::string::npos) << big.status().message();
+  EXPECT_EQ(c.device->held_back(), 0u);
+  c.driver->stream_destroy(*theirs);
 }
 
 TEST(DeviceIo, AFailedRunLeavesNoWorkQueuedOnTheCallersMemory) {
