@@ -1,14 +1,17 @@
 // Mat-vec for GPUs (tier "matvec"): y[.., m, n] = sum_k a[.., m, k] w[n, k] for a few rows m
 // (decode, M = 1..8), the weight contiguous along K (stored [N, K], as checkpoints store it).
 //
-// A team of invocations shares one weight row: lane l reads the row's pieces l, l + T, l + 2T, ...
-// (T lanes in the team), so neighbouring lanes read neighbouring bytes and the row is read once,
-// 16 bytes per load (4 f32 or 8 16-bit values; one 32-element group of a block format, decoded in
-// registers by quant.glsl); each lane keeps one partial sum per activation row, and the team adds
-// them up at the end of the row. A team takes RT rows at once (RT loads in flight per lane and
-// step, each activation read serving RT rows). With SMEM_REDUCE undefined a team is a subgroup and subgroupAdd
-// reduces (the device has subgroup arithmetic); with it, the team is the whole workgroup and the
-// sums meet in shared memory. The activations (MR rows) are small and come from the cache.
+// A workgroup owns RW weight rows and MR activation rows, and all of its invocations split K:
+// invocation t takes the rows' pieces t, t + T, t + 2T, ... (T invocations), a piece being 16
+// bytes of a float weight (4 f32 or 8 16-bit values) or 8 elements of a block format (a quarter
+// of a 32-element group, decoded in registers by quant_piece.glsl). So neighbouring invocations
+// read neighbouring bytes, of the weight and of the activations alike (coalesced loads), each
+// invocation has RW rows' loads in flight at once, each activation read serves the RW rows, and
+// the grid has N / RW workgroups of T invocations (enough bytes in flight to stream the weight at
+// the memory's speed). Each invocation keeps one partial sum per weight and activation row; at
+// the end the workgroup adds them up: with SMEM_REDUCE undefined by subgroupAdd in each subgroup
+// (the device has subgroup arithmetic) and then across the subgroups in shared memory, with it by
+// a tree in shared memory. The activations (MR rows) are small and come from the cache.
 //
 // Variants: T_<activation dtype> and either W_FLOAT (weight of the same dtype) or Q_<format>.
 #version 450
@@ -20,14 +23,15 @@
 #include "texel.glsl"
 
 layout(local_size_x_id = 0) in;
-layout(constant_id = 1) const uint RW = 4;    // weight rows per workgroup
+layout(constant_id = 1) const uint RW = 1;    // weight rows per workgroup, streamed together
 layout(constant_id = 2) const uint AVEC = 0;  // activations read 16 bytes at a time
 layout(constant_id = 3) const uint WVEC = 0;  // float weights read 16 bytes at a time
 // Activation rows per workgroup (1, 2, 4 or 8): the rows past M are skipped by branches uniform
 // in the workgroup, so that one pipeline serves every batch of MR/2 + 1 .. MR rows.
 layout(constant_id = 4) const uint MR = 1;
-// Weight rows a team takes at once (RW is a multiple of it).
-layout(constant_id = 5) const uint RT = 1;
+// The most subgroups a workgroup can have (its size over the device's smallest subgroup): the
+// size of the shared memory the subgroups' sums meet in; 1: one subgroup, no shared memory.
+layout(constant_id = 5) const uint NSG = 1;
 
 TENSOR(1, , y)
 layout(std430, set = 0, binding = 2) readonly buffer A4 { uvec4 a4[]; };
@@ -36,11 +40,13 @@ layout(std430, set = 0, binding = 3) readonly buffer W4 { uvec4 w4[]; };
 #else
 layout(std430, set = 0, binding = 3) readonly buffer Wq { uint wq[]; };
 #define QWORD(i) wq[i]
-#include "quant.glsl"
+#include "quant_piece.glsl"
 #endif
 
 #ifdef SMEM_REDUCE
 shared float partial[gl_WorkGroupSize.x];
+#else
+shared float partial[NSG * RW * MR];
 #endif
 
 // One element of a 16-byte-vector buffer by element index (any alignment).
@@ -68,115 +74,124 @@ void main() {
   const uint sam = P.td[1].stride.z, sak = P.td[1].stride.w;
   const uint m0 = gl_WorkGroupID.y * MR;
   const uint mr = min(M - m0, MR);
+  const uint t = gl_LocalInvocationID.x, T = gl_WorkGroupSize.x;
   // (ar: rows past M point at row M - 1, never read.)
-#ifdef SMEM_REDUCE
-  const uint team = 0u, teams = 1u;
-  const uint lane = gl_LocalInvocationID.x, T = gl_WorkGroupSize.x;
-#else
-  const uint team = gl_SubgroupID, teams = gl_NumSubgroups;
-  const uint lane = gl_SubgroupInvocationID, T = gl_SubgroupSize;
-#endif
   uint ar[MR];
   [[unroll]] for (uint i = 0u; i < MR; ++i) ar[i] = a_base + min(m0 + i, M - 1u) * sam;
+  const uint n0 = gl_WorkGroupID.x * RW;
+  // Rows past N read row N - 1 (never stored): no branch in the loop.
+  uint nr[RW];
+  [[unroll]] for (uint j = 0u; j < RW; ++j) nr[j] = min(n0 + j, N - 1u);
+  float acc[RW * MR];
+  [[unroll]] for (uint i = 0u; i < RW * MR; ++i) acc[i] = 0.0;
 
-  // A team takes RT weight rows at once: RT independent loads in flight per lane and step, and
-  // each activation read serves RT rows.
-  for (uint r0 = team * RT; r0 < RW; r0 += teams * RT) {
-    const uint n0 = gl_WorkGroupID.x * RW + r0;
-    // Uniform in the team: rows past N read row N - 1 (never stored) and still take part in the
-    // reduction.
-    uint nr[RT];
-    [[unroll]] for (uint j = 0u; j < RT; ++j) nr[j] = min(n0 + j, N - 1u);
-    float acc[RT * MR];
-    [[unroll]] for (uint i = 0u; i < RT * MR; ++i) acc[i] = 0.0;
 #if defined(W_FLOAT)
-    uint w_base[RT];
-    [[unroll]] for (uint j = 0u; j < RT; ++j)
-      w_base[j] = P.td[2].offset + i0 * P.td[2].stride.x + i1 * P.td[2].stride.y +
-                  nr[j] * P.td[2].stride.z;
-    if (WVEC != 0u && AVEC != 0u) {
-      // K, every row start and both offsets are multiples of VEC.
-      for (uint k = lane * VEC; k < K; k += T * VEC) {
-        float w[RT][VEC];
-        [[unroll]] for (uint j = 0u; j < RT; ++j) unpack_vec(w4[(w_base[j] + k) / VEC], w[j]);
-        [[unroll]] for (uint i = 0u; i < MR; ++i) {
-          if (i < mr) {
-            float a[VEC];
-            unpack_vec(a4[(ar[i] + k) / VEC], a);
-            [[unroll]] for (uint j = 0u; j < RT; ++j)
-              [[unroll]] for (uint e = 0u; e < VEC; ++e)
-                acc[j * MR + i] = fma(a[e], w[j][e], acc[j * MR + i]);
-          }
-        }
-      }
-    } else {
-      const uint swk = P.td[2].stride.w;
-      for (uint k = lane; k < K; k += T) {
-        float w[RT];
-        [[unroll]] for (uint j = 0u; j < RT; ++j) {
-          const uint we = w_base[j] + k * swk;
-          w[j] = elem(w4[we / VEC], we);
-        }
-        [[unroll]] for (uint i = 0u; i < MR; ++i) {
-          if (i < mr) {
-            const float a = a_at(ar[i] + k * sak);
-            [[unroll]] for (uint j = 0u; j < RT; ++j) acc[j * MR + i] = fma(a, w[j], acc[j * MR + i]);
-          }
+  uint w_base[RW];
+  [[unroll]] for (uint j = 0u; j < RW; ++j)
+    w_base[j] = P.td[2].offset + i0 * P.td[2].stride.x + i1 * P.td[2].stride.y +
+                nr[j] * P.td[2].stride.z;
+  if (WVEC != 0u && AVEC != 0u) {
+    // K, every row start and both offsets are multiples of VEC.
+    for (uint k = t * VEC; k < K; k += T * VEC) {
+      float w[RW][VEC];
+      [[unroll]] for (uint j = 0u; j < RW; ++j) unpack_vec(w4[(w_base[j] + k) / VEC], w[j]);
+      [[unroll]] for (uint i = 0u; i < MR; ++i) {
+        if (i < mr) {
+          float a[VEC];
+          unpack_vec(a4[(ar[i] + k) / VEC], a);
+          [[unroll]] for (uint j = 0u; j < RW; ++j)
+            [[unroll]] for (uint e = 0u; e < VEC; ++e)
+              acc[j * MR + i] = fma(a[e], w[j][e], acc[j * MR + i]);
         }
       }
     }
-#else
-    uint w_row[RT];
-    [[unroll]] for (uint j = 0u; j < RT; ++j) w_row[j] = P.u2.x + nr[j] * P.u2.y;
-    for (uint gi = lane; gi < K / 32u; gi += T) {
-      const uint k = gi * 32u;
-      float w[RT][32];
-      [[unroll]] for (uint j = 0u; j < RT; ++j) qblock32(w_row[j] + (k / QK) * QB, (k % QK) / 32u, w[j]);
-      [[unroll]] for (uint i = 0u; i < MR; ++i) {
-        if (i >= mr) {
-        } else if (AVEC != 0u) {
-          [[unroll]] for (uint c = 0u; c < 32u; c += VEC) {
-            float a[VEC];
-            unpack_vec(a4[(ar[i] + k + c) / VEC], a);
-            [[unroll]] for (uint j = 0u; j < RT; ++j)
-              [[unroll]] for (uint e = 0u; e < VEC; ++e)
-                acc[j * MR + i] = fma(a[e], w[j][c + e], acc[j * MR + i]);
-          }
-        } else {
-          // Not unrolled: this rare path (activations not aligned, or strided) would cost CPU
-          // devices seconds of compile time unrolled.
-          [[dont_unroll]] for (uint c = 0u; c < 32u; ++c) {
-            const float a = a_at(ar[i] + (k + c) * sak);
-            [[unroll]] for (uint j = 0u; j < RT; ++j) acc[j * MR + i] = fma(a, w[j][c], acc[j * MR + i]);
-          }
-        }
+  } else {
+    const uint swk = P.td[2].stride.w;
+    for (uint k = t; k < K; k += T) {
+      float w[RW];
+      [[unroll]] for (uint j = 0u; j < RW; ++j) {
+        const uint we = w_base[j] + k * swk;
+        w[j] = elem(w4[we / VEC], we);
       }
-    }
-#endif
-    [[unroll]] for (uint j = 0u; j < RT; ++j) {
-      const uint n = n0 + j;
       [[unroll]] for (uint i = 0u; i < MR; ++i) {
-        if (i >= mr) break;
-#ifdef SMEM_REDUCE
-        partial[lane] = acc[j * MR + i];
-        barrier();
-        for (uint s = T / 2u; s > 0u; s >>= 1) {
-          if (lane < s) partial[lane] += partial[lane + s];
-          barrier();
-        }
-        const float sum = partial[0];
-        barrier();
-#else
-        const float sum = subgroupAdd(acc[j * MR + i]);
-#endif
-        if (lane == 0u && n < N && i < mr) {
-          const uvec4 ys = P.td[0].stride;
-          const uint o = P.td[0].offset + i0 * ys.x + i1 * ys.y + (m0 + i) * ys.z + n * ys.w;
-          float v = sum;
-          if (P.u.w != 0u) v += LOADF(y[o]);
-          y[o] = STOREF(v);
+        if (i < mr) {
+          const float a = a_at(ar[i] + k * sak);
+          [[unroll]] for (uint j = 0u; j < RW; ++j) acc[j * MR + i] = fma(a, w[j], acc[j * MR + i]);
         }
       }
     }
   }
+#else
+  uint w_row[RW];
+  [[unroll]] for (uint j = 0u; j < RW; ++j) w_row[j] = P.u2.x + nr[j] * P.u2.y;
+  // Piece q of a row: elements [8 q, 8 q + 8), in block (8 q) / QK, group (8 q % QK) / 32.
+  for (uint q = t; q < K / 8u; q += T) {
+    const uint k = q * 8u;
+    const uint at = (k / QK) * QB, g = (k % QK) / 32u, p = q & 3u;
+    float w[RW][8];
+    [[unroll]] for (uint j = 0u; j < RW; ++j) qpiece(w_row[j] + at, g, p, w[j]);
+    [[unroll]] for (uint i = 0u; i < MR; ++i) {
+      if (i >= mr) {
+      } else if (AVEC != 0u) {
+        [[unroll]] for (uint c = 0u; c < 8u; c += VEC) {
+          float a[VEC];
+          unpack_vec(a4[(ar[i] + k + c) / VEC], a);
+          [[unroll]] for (uint j = 0u; j < RW; ++j)
+            [[unroll]] for (uint e = 0u; e < VEC; ++e)
+              acc[j * MR + i] = fma(a[e], w[j][c + e], acc[j * MR + i]);
+        }
+      } else {
+        [[unroll]] for (uint c = 0u; c < 8u; ++c) {
+          const float a = a_at(ar[i] + (k + c) * sak);
+          [[unroll]] for (uint j = 0u; j < RW; ++j) acc[j * MR + i] = fma(a, w[j][c], acc[j * MR + i]);
+        }
+      }
+    }
+  }
+#endif
+
+  const uvec4 ys = P.td[0].stride;
+  const uint y_base = P.td[0].offset + i0 * ys.x + i1 * ys.y;
+#ifdef SMEM_REDUCE
+  [[unroll]] for (uint o = 0u; o < RW * MR; ++o) {
+    const uint j = o / MR, i = o % MR;
+    if (i >= mr) continue;  // uniform in the workgroup
+    partial[t] = acc[o];
+    barrier();
+    for (uint s = T / 2u; s > 0u; s >>= 1) {
+      if (t < s) partial[t] += partial[t + s];
+      barrier();
+    }
+    if (t == 0u && n0 + j < N) {
+      const uint yo = y_base + (m0 + i) * ys.z + (n0 + j) * ys.w;
+      float v = partial[0];
+      if (P.u.w != 0u) v += LOADF(y[yo]);
+      y[yo] = STOREF(v);
+    }
+    barrier();
+  }
+#else
+  // Each subgroup's sums, then (more than one subgroup) the workgroup's through shared memory.
+  [[unroll]] for (uint o = 0u; o < RW * MR; ++o) {
+    if (o % MR < mr) {  // uniform in the workgroup
+      acc[o] = subgroupAdd(acc[o]);
+      if (NSG > 1u && gl_SubgroupInvocationID == 0u) partial[gl_SubgroupID * (RW * MR) + o] = acc[o];
+    }
+  }
+  if (NSG > 1u) barrier();
+  for (uint o = t; o < RW * MR; o += T) {
+    const uint j = o / MR, i = o % MR;
+    if (i >= mr || n0 + j >= N) continue;
+    float v = 0.0;
+    if (NSG > 1u) {
+      for (uint s = 0u; s < gl_NumSubgroups; ++s) v += partial[s * (RW * MR) + o];
+    } else {
+      [[unroll]] for (uint c = 0u; c < RW * MR; ++c)
+        if (c == o) v = acc[c];
+    }
+    const uint yo = y_base + (m0 + i) * ys.z + (n0 + j) * ys.w;
+    if (P.u.w != 0u) v += LOADF(y[yo]);
+    y[yo] = STOREF(v);
+  }
+#endif
 }

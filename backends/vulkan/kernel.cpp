@@ -32,8 +32,7 @@ std::string Kernel::name() const {
     case Family::qgemm_dot:
       return "qdot_" + x(tm, tn) + (swar ? "_swar" : "");
     case Family::matvec:
-      return "matvec_" + x(bm, bn) + (tn > 1 ? "_r" + std::to_string(tn) : "") +
-             (shared_sum ? "_smem" : "");
+      return "matvec_" + x(bm, bn) + (shared_sum ? "_smem" : "");
     case Family::gemm_coopmat:
       return "coopmat_" + std::to_string(bm);
     case Family::attention_decode:

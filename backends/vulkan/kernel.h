@@ -35,10 +35,10 @@ enum class Family : uint8_t {
 struct Kernel {
   Family family = Family::flat;
   // gemm_tiled, gemm_blocked, qgemm_*: outputs per invocation (the register block), rows x
-  // columns (qgemm: activation rows x weight rows). matvec: tn weight rows a team streams at
-  // once.
+  // columns (qgemm: activation rows x weight rows).
   int tm = 0, tn = 0;
-  // matvec: activation rows x weight rows per workgroup.
+  // matvec: activation rows x weight rows per workgroup (every invocation streams all of its
+  // weight rows, the workgroup splitting K).
   // attention_decode: query rows per workgroup in bm.
   // qgemm_tiled: outputs per workgroup, activation rows x weight rows.
   // gemm_coopmat: outputs per workgroup (bm = bn, 64 or 128).
@@ -52,8 +52,8 @@ struct Kernel {
   // attention_flash, attention_decode: keys split across workgroups (LaunchConfig::splits), partial
   // results merged by attention_combine.comp.
   bool split_keys = false;
-  // matvec: the workgroup sums each weight row in shared memory (no subgroup arithmetic) instead
-  // of one subgroup per row summing with subgroupAdd.
+  // matvec: the workgroup sums in shared memory alone (no subgroup arithmetic) instead of by
+  // subgroupAdd first.
   bool shared_sum = false;
 
   // Shown in plans ("blocked_16x8", "qtiled_64x64_4x4", "qdot_32x4_swar", "matvec_1x4",

@@ -90,40 +90,50 @@ TEST_F(GpuFamily, MatvecWithoutSubgroupArithmeticSumsInSharedMemory) {
   vk(dev()).override_caps(real);
 }
 
-// On a GPU a team streams two weight rows at once (matvec.comp's RT) and a workgroup takes up to
-// eight activation rows: run here with this device posing as a GPU, for every float dtype and
-// block format, with weight rows ending in a partial team and workgroup, three activation rows
-// (a partial MR of 4) and operands not aligned to 16 bytes.
-TEST_F(GpuFamily, MatvecOnAGpuStreamsTwoRowsPerTeamInEveryFormat) {
-  constexpr size_t kRt = 5, kMr = 4;  // matvec.comp's constant ids
+// On a GPU a workgroup of up to 128 invocations splits K over two weight rows (four of a block
+// format) and up to eight activation rows: run here with this device posing as a GPU, for every
+// float dtype and block format, with weight rows ending in a partial workgroup, activation rows
+// filling part of MR (3 of 4, 5 of 8), rows longer than one step of the workgroup and operands
+// not aligned to 16 bytes.
+TEST_F(GpuFamily, MatvecOnAGpuSplitsKAcrossTheWorkgroupInEveryFormat) {
+  constexpr size_t kRw = 1, kMr = 4, kNsg = 5;  // matvec.comp's constant ids
   const DeviceCaps real = dev().caps();
+  if (!real.subgroup_arithmetic) GTEST_SKIP() << "no subgroup arithmetic";
   DeviceCaps c = real;
   c.type = DeviceType::discrete_gpu;
   vk(dev()).override_caps(c);
   OpAttrs tb;
   tb.transpose_b = true;
   for (DType t : {DType::f32, DType::f16, DType::bf16}) {
-    const std::string n = "gpu/matvec.r2." + std::string(dtype_name(t));
+    const std::string n = "gpu/matvec.wg." + std::string(dtype_name(t));
+    // K 1088: more than one step of 128 invocations x 16 bytes for f32.
     auto [shader, spec] =
-        run(make_case(n, OpKind::matmul, {dense(t, {3, 64}), dense(t, {37, 64})}, tb));
-    ASSERT_GT(spec.size(), kRt) << n;
-    EXPECT_EQ(spec[kRt], 2u) << n;
+        run(make_case(n, OpKind::matmul, {dense(t, {3, 1088}), dense(t, {37, 1088})}, tb));
+    ASSERT_GT(spec.size(), kNsg) << n;
+    EXPECT_EQ(spec[kRw], 2u) << n;
     EXPECT_EQ(spec[kMr], 4u) << n;
+    EXPECT_EQ(spec[kNsg], (spec[0] + static_cast<uint32_t>(real.subgroup_min) - 1) /
+                              static_cast<uint32_t>(real.subgroup_min))
+        << n;
   }
   auto [mshader, mspec] =
-      run(make_case("gpu/matvec.r2.k45", OpKind::matmul,
+      run(make_case("gpu/matvec.wg.k45", OpKind::matmul,
                     {dense(DType::f16, {2, 45}), dense(DType::f16, {11, 45})}, tb));
-  ASSERT_GT(mspec.size(), kRt);
+  ASSERT_GT(mspec.size(), kNsg);
   EXPECT_EQ(mspec[kWvec], 0u);
   for (DType q : kQuantizedDTypes) {
-    const std::string n = "gpu/matvec.r2." + std::string(dtype_name(q));
-    const int64_t m = q == DType::q4_k ? 3 : 1;
+    const std::string n = "gpu/matvec.wg." + std::string(dtype_name(q));
+    const int64_t m = q == DType::q4_k ? 3 : q == DType::q6_k ? 5 : 1;
     auto [shader, spec] =
         run(make_case(n, OpKind::matmul, {dense(DType::f32, {m, 256}), dense(q, {13, 256})}, tb,
                       {check::Fill::unit, check::Fill::blocks}));
-    ASSERT_GT(spec.size(), kRt) << n;
-    EXPECT_EQ(spec[kRt], 2u) << n;
+    ASSERT_GT(spec.size(), kNsg) << n;
+    EXPECT_EQ(spec[kRw], 4u) << n;
   }
+  // Rows of 1280 (more than one step of 128 invocations x 8 elements), f16 activations.
+  run(make_case("gpu/matvec.wg.q4_0.k1280", OpKind::matmul,
+                {dense(DType::f16, {2, 1280}), dense(DType::q4_0, {6, 1280})}, tb,
+                {check::Fill::unit, check::Fill::blocks}));
   vk(dev()).override_caps(real);
 }
 

@@ -205,6 +205,14 @@ if want vkdecode; then
     --tier int_dot --dtype q8_0 --dtype q4_k --dtype q6_k --repeats 5 --min-seconds 0.02 \
     --json $O/bench_vk_decode2.json > $O/bench_vk_decode2.txt 2>&1
   echo rc=$?; grep -E "decode|first runs|pipeline|error" $O/bench_vk_decode2.txt | head -30
+  # The mat-vec alone in the formats and dtypes above leave out: every block format and float
+  # dtype has its decode rows (M1, M8; the M512 rows have no mat-vec and are skipped).
+  step bench-vulkan-decode-rest
+  DUET_CALIBRATION=off DUET_LOG=info timeout 60 $D bench --device vulkan:0 --op matmul --tier matvec \
+    --dtype f32 --dtype bf16 --dtype q4_1 --dtype q5_0 --dtype q5_1 --dtype q4_z --dtype q2_k \
+    --dtype q3_k --dtype q5_k --repeats 5 --min-seconds 0.02 \
+    --json $O/bench_vk_decode3.json > $O/bench_vk_decode3.txt 2>&1
+  echo rc=$?; grep -E "decode|first runs|pipeline|error" $O/bench_vk_decode3.txt | head -30
   # The suspect of the silent 75 s: Vulkan's calibration alone, each probe's preparation timed.
   step calibrate-vulkan-alone
   ( time DUET_LOG=debug timeout 60 $D calibrate --device vulkan:0 --refresh ) 2>&1 |

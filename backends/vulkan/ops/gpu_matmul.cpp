@@ -27,12 +27,12 @@ Dispatch gpu_matmul_dispatch(const Ctx& c, DType weight) {
   const std::string types = T(c.choice.input_dtypes[0]) + "_" + T(weight);
   if (k.family == Family::matvec) {
     d.shader = std::string(k.shared_sum ? "matvec_smem_" : "matvec_") + types;
-    d.spec = {static_cast<uint32_t>(c.choice.launch.block_threads),
-              static_cast<uint32_t>(k.bn),
-              0u,
-              0u,
-              static_cast<uint32_t>(k.bm),
-              static_cast<uint32_t>(std::max(k.tn, 1))};
+    // The most subgroups a workgroup can have: its size over the device's smallest subgroup
+    // (the size it may compile a shader for), which sizes the shared memory their sums meet in.
+    const uint32_t wg = static_cast<uint32_t>(c.choice.launch.block_threads);
+    const uint32_t sg_min = static_cast<uint32_t>(std::max(c.dev.caps().subgroup_min, 1));
+    d.spec = {wg, static_cast<uint32_t>(k.bn), 0u,
+              0u, static_cast<uint32_t>(k.bm), k.shared_sum ? 1u : (wg + sg_min - 1) / sg_min};
   } else {
     d.shader = "matmul_coopmat_" + std::to_string(k.bm) + "_" + types;
     d.spec = {static_cast<uint32_t>(c.choice.launch.block_threads), 0u, 0u};

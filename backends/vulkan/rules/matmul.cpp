@@ -124,11 +124,11 @@ KernelChoice blocked_choice(const DeviceCaps& c, const OpDesc& op, DType t) {
 
 }  // namespace
 
-// The GPU family's mat-vec (matvec.comp) for decode: teams of invocations share a weight row,
-// each lane reading 16 bytes (or one 32-element block group) at a time along K, so that the
-// weight is read once and in order; the team sums across itself with subgroupAdd where the
-// device has subgroup arithmetic (a team is a subgroup, a workgroup holds up to 4 of them), else
-// in shared memory (a team is the workgroup).
+// The GPU family's mat-vec (matvec.comp) for decode: a workgroup owns a few weight rows and all
+// of its invocations split K, each reading 16 bytes of a float weight (or 8 elements of a block
+// format) of every row at a time, neighbouring invocations neighbouring bytes, so that the weight
+// is read once, in order and with coalesced loads; the sums meet through subgroupAdd and shared
+// memory where the device has subgroup arithmetic, else through a tree in shared memory.
 KernelChoice matvec_choice(const DeviceCaps& c, const OpDesc& op, DType t) {
   const DType w = op.inputs[1].dtype;
   const bool quant = is_quantized(w);
@@ -161,15 +161,20 @@ KernelChoice matvec_choice(const DeviceCaps& c, const OpDesc& op, DType t) {
   // every row more costs LLVM compile time.
   kern.bm =
       on_cpu(c) ? 1 : static_cast<int>(pow2_ceil(static_cast<uint64_t>(std::max<int64_t>(M, 1))));
-  // Weight rows a team streams at once: two on GPUs (twice the loads in flight per lane, each
-  // activation read serving both rows), one on CPU devices (compile time).
-  kern.tn = on_cpu(c) ? 1 : 2;
+  // Weight rows per workgroup, every invocation streaming all of them at once: on GPUs two of a
+  // float weight and four of a block format (whose f32 activations are several times its bytes:
+  // each activation read serves them all, and each invocation has that many rows' loads in
+  // flight); one on CPU devices (compile time). Workgroups of up to 128 invocations, whole
+  // subgroups: on GPUs N / rows of them fill the device at decode's N (4096: 2048 of 128 for a
+  // float weight), each with K / 8 pieces of a row to share; on CPU devices one subgroup, whose
+  // sum needs no shared memory and no barrier.
+  kern.bn = on_cpu(c) ? 1 : (quant ? 4 : 2);
   if (c.subgroup_arithmetic && sg <= mt) {
-    const int teams = std::max(1, std::min(4, mt / sg));
-    kern.bn = teams * kern.tn;
-    l.block_threads = teams * sg;
+    l.block_threads = on_cpu(c) ? sg : std::max(sg, std::min(128, mt) / sg * sg);
+    const int sg_min = std::max(c.subgroup_min, 1);
+    const int nsg = (l.block_threads + sg_min - 1) / sg_min;
+    l.shared_bytes = nsg > 1 ? static_cast<uint64_t>(nsg * kern.bn * kern.bm) * 4 : 0;
   } else {
-    kern.bn = 2;
     kern.shared_sum = true;
     l.block_threads = static_cast<int>(pow2_floor(static_cast<uint64_t>(std::min(128, mt))));
     l.shared_bytes = static_cast<uint64_t>(l.block_threads) * 4;
@@ -177,31 +182,29 @@ KernelChoice matvec_choice(const DeviceCaps& c, const OpDesc& op, DType t) {
   l.tile_m = kern.bm;
   l.tile_n = kern.bn;
   l.set_variant(kern);
-  // In flight: a team's loads of one step along a weight row, 16 bytes (or a 32-element group of
-  // a block format) per lane, every row at once: the whole weight streams with T lanes per row.
+  // In flight: a workgroup's loads of one step along its rows, a piece (16 bytes, or 8 elements
+  // of a block format) per invocation and row: the whole weight streams with T invocations per
+  // row.
   {
     const int64_t N = op.output.dim(-1), K = op.inputs[0].dim(-1);
-    const int team = kern.shared_sum ? l.block_threads : sg;
-    const double piece = quant ? static_cast<double>(dtype_block_bytes(w)) * 32.0 /
+    const double piece = quant ? static_cast<double>(dtype_block_bytes(w)) * 8.0 /
                                      static_cast<double>(dtype_block_elems(w))
                                : 16.0;
     const double row = quant ? static_cast<double>(dtype_bytes(w, K))
                              : static_cast<double>(K) * static_cast<double>(dtype_size(t));
     k.memory_share = streaming_share(c, static_cast<double>(N) * static_cast<double>(batch_of(op)) *
-                                            std::min(team * piece, row));
+                                            std::min(l.block_threads * piece, row));
   }
   k.ok = true;
   k.reason =
       std::string("mat-vec, ") +
       (quant ? std::string(dtype_name(w)) + " weight decoded in registers from its blocks, " : "") +
-      compute_name(t) + ", " +
-      (kern.shared_sum
-           ? "2 weight rows per workgroup of " + std::to_string(l.block_threads) +
-                 ", summed in shared memory (no subgroup arithmetic)"
-           : std::to_string(kern.bn) + " weight rows per workgroup, " +
-                 (kern.tn > 1 ? std::to_string(kern.tn) + " at once" : std::string("one")) +
-                 " per subgroup of " + std::to_string(sg) + ", summed by subgroupAdd") +
-      ", 16-byte loads along K, " + std::to_string(kern.bm) + " activation rows per workgroup";
+      compute_name(t) + ", " + std::to_string(kern.bn) + " weight rows per workgroup of " +
+      std::to_string(l.block_threads) + " splitting K, " +
+      (quant ? std::string("8 elements") : std::string("16 bytes")) + " per load step and row, " +
+      (kern.shared_sum ? std::string("summed in shared memory (no subgroup arithmetic)")
+                       : "summed by subgroupAdd (subgroups of " + std::to_string(sg) + ")") +
+      ", " + std::to_string(kern.bm) + " activation rows per workgroup";
   return k;
 }
 
