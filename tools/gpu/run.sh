@@ -14,7 +14,7 @@
 #   run needs when its device time is short.
 set -u
 B=/tmp/duet-gpu; O=${OUT:-/tmp/out}; mkdir -p "$O"
-steps=${*:-env check onnx pydlpack bench tiers decode rows profile torch model llama groups fusions ncudecode longctx vkdecode vkllama vkcheck vkattn vkbench}
+steps=${*:-env check onnx pydlpack qprefill bench tiers decode rows profile torch model llama groups fusions ncudecode longctx vkdecode vkllama vkcheck vkattn vkbench}
 want() { case " $steps " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 T0=$(date +%s)
 step() { echo; echo "===== $* (t+$(( $(date +%s) - T0 ))s, $(date +%T))"; }
@@ -91,6 +91,25 @@ if want profile; then
     $D bench --device cuda:0 --op copy --min-seconds 0.01 > $O/ncu_copy.txt 2>&1; echo rc=$?
   grep -E "Duration|Throughput|Achieved Occupancy|Block Size|Grid Size" $O/ncu_copy.txt | head -12
 fi
+# Quantized prefill (issue 26: M512 N4096 K14336 with f16 activations): the dequantized-tile path
+# (cuBLASLt on f16 tiles the generic cast writes, 0.47 ms in the second run against f16 cuBLAS's
+# 0.10 ms, where its bytes and flops allow about 0.2) and int8_mma, timed; then every kernel of
+# one run of each under Nsight Compute (name, duration, DRAM and compute throughput): which of
+# the casts, the chunked GEMMs and the result cast takes the time.
+if want qprefill; then
+  step bench-cuda-qprefill
+  DUET_CALIBRATION=off timeout 60 $D bench --device cuda:0 --op matmul --tier cublas --tier int8_mma \
+    --dtype q4_0 --dtype q8_0 --dtype q4_k --dtype q6_k --dtype f16 --min-seconds 0.05 \
+    --json $O/bench_qprefill.json > $O/bench_qprefill.txt 2>&1; echo rc=$?
+  grep -E "M4096|N512|M512" $O/bench_qprefill.txt | head -30
+  step ncu-qprefill; N=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+  for t in cublas int8_mma; do
+    DUET_CALIBRATION=off timeout 60 $N -c 24 --section SpeedOfLight $D bench --device cuda:0 \
+      --op matmul --tier $t --dtype q4_0 --repeats 1 --min-seconds 0 > $O/ncu_qprefill_$t.txt 2>&1
+    echo "$t rc=$?"; grep -E "^  [a-zA-Z_].*\(|Duration|DRAM Throughput|Compute \(SM\) Throughput" \
+      $O/ncu_qprefill_$t.txt | head -80
+  done
+fi
 # PyTorch CUDA tensors in and out of duet's Python module without a host copy (issue 29): PASS or
 # the failed check; the freeing hazard (PyTorch frees duet's output while its stream still has a
 # read of it queued: "freeing hazard PASS", the late read matching float64); then a run's time
@@ -131,7 +150,7 @@ fi
 # settings, and how many mat-vecs ran grouped per synchronize (the debug line). Expect per step
 # about 192 launches fewer (6 a layer of 32: 837 -> 645) and the k/v blocks inside q's launch.
 if want groups; then
-  for gm in 1 0; do for g in 0 1; do
+  for gm in ${GROUPS_M:-1 0}; do for g in ${GROUPS_G:-0 1}; do
     step "llama cuda:0 decode, DUET_CUDA_GROUP_MATVECS=$gm DUET_CUDA_GRAPHS=$g"
     DUET_CUDA_GROUP_MATVECS=$gm DUET_CUDA_GRAPHS=$g DUET_LOG=debug timeout 45 $L /tmp/m8.gguf \
       --prompt-ids 1,2,3 -n 16 --devices cuda:0 --timing 2>&1 >/dev/null \
@@ -148,7 +167,9 @@ fi
 # wrote their cache rows. Expect "1 1" about 0.4-0.5 ms a step shorter than "0 0" (each fusion
 # about half of it), and the rmsnorm and rope by-op times only slightly up.
 if want fusions; then
-  for f in "1 1 0" "0 1 0" "1 0 0" "0 0 0" "1 1 1" "0 0 1"; do
+  # FUSIONS: the settings to time, "NQ RW G" separated by commas (a short run names fewer).
+  IFS=, read -r -a fus <<< "${FUSIONS:-1 1 0,0 1 0,1 0 0,0 0 0,1 1 1,0 0 1}"
+  for f in "${fus[@]}"; do
     read -r nq rw g <<< "$f"
     step "llama cuda:0 decode at ~512, NQ RW G = $f"
     DUET_CUDA_FUSE_NORM_QUANT=$nq DUET_CUDA_FUSE_ROPE_WRITE=$rw DUET_CUDA_GRAPHS=$g timeout 45 \
