@@ -3,7 +3,7 @@
 # CUDA and Vulkan checks, benches of both backends, PyTorch's peer timings on the same shapes, and
 # the Llama example on a Llama-3-8B-shaped q4_0 file; then one table of ratios (summarize.py).
 # Everything lands in $OUT (default /tmp/out): log.txt, summary.md, the JSON rows.
-# Usage: BUNDLE=gpub/bundle.tar.xz OUT=dir tools/gpu/run.sh [STEP ...]
+# Usage: BUNDLE=gpub/bundle.tar.xz OUT=dir [DEADLINE=seconds] tools/gpu/run.sh [STEP ...]
 #   (the device tool returns at most eight files from its $OUT: give this script a folder of its
 #   own and pack it afterwards, e.g. OUT=/tmp/o timeout 500 run.sh; tar -czf $OUT/logs.tgz -C /tmp/o .)
 #   steps (default all, in this order): env check onnx pydlpack bench tiers decode rows profile torch model
@@ -15,8 +15,14 @@
 set -u
 B=/tmp/duet-gpu; O=${OUT:-/tmp/out}; mkdir -p "$O"
 steps=${*:-env check onnx pydlpack qprefill bench tiers decode rows profile torch model llama groups fusions ncudecode longctx vkdecode vkllama vkcheck vkattn vkbench}
-want() { case " $steps " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 T0=$(date +%s)
+# DEADLINE=S: a step not begun S seconds after the start is skipped (said in the log), so that a
+# call's timeout cuts no step in the middle and the summary still runs.
+want() {
+  case " $steps " in *" $1 "*) ;; *) return 1 ;; esac
+  [ $(( $(date +%s) - T0 )) -lt "${DEADLINE:-999999}" ] && return 0
+  echo "===== $1 skipped: past DEADLINE=${DEADLINE}s"; return 1
+}
 step() { echo; echo "===== $* (t+$(( $(date +%s) - T0 ))s, $(date +%T))"; }
 {
 if [ ! -x $B/bin/duet ]; then mkdir -p $B && xz -T8 -dc "${BUNDLE:-gpub/bundle.tar.xz}" | tar -C $B -xf -; fi
