@@ -101,7 +101,14 @@ KernelChoice dequant_cublas_choice(const DeviceCaps& caps, const OpDesc& op) {
   KernelChoice c;
   c.tier = Tier::cublas;
   const DType x = op.inputs[0].dtype;
-  c.precision = x == DType::bf16 ? Precision::bf16 : Precision::f16;
+  // The activations' own precision, as the integer tiers keep it (their activations carry 8
+  // bits per 32; here f16's 11): the block-quantized weight bounds the result's error, and the
+  // choice is judged by the quantized-weight tolerance (docs/quantization.md). f64 activations
+  // (the checking precision) keep f16, below their floor.
+  c.precision = x == DType::bf16  ? Precision::bf16
+                : x == DType::f32 ? Precision::f32
+                                  : Precision::f16;
+  c.arithmetic = x == DType::bf16 ? Precision::bf16 : Precision::f16;  // the tiles' GEMM
   c.input_dtypes = {x, op.inputs.size() > 1 ? op.inputs[1].dtype : x};
   c.output_dtype = op.output.dtype;
   c.launch.set_variant(CublasLt{.dequant = true});

@@ -244,6 +244,23 @@ TEST(CudaRules, AQuantizedMatmulWeighsInt8TilesAgainstCublasOnDequantizedTiles) 
   EXPECT_GT(
       estimate_kernel_us(qmatmul(16), *find(small, Tier::cublas, Precision::f16), h100, nullptr),
       estimate_kernel_us(qmatmul(16), *find(small, Tier::int8_mma, Precision::f32), h100, nullptr));
+  // f32 activations: rounded to f16 for the tiles' GEMM, which keeps the f32 floor as the
+  // integer tiers' int8 activations do, rated at the f16 tensor rate: a 512-row prefill still
+  // goes to cuBLAS.
+  OpAttrs tb;
+  tb.transpose_b = true;
+  const OpDesc f32_op = *make_op(OpKind::matmul, tb,
+                                 {TensorDesc::contiguous(DType::f32, {512, 14336}),
+                                  TensorDesc::contiguous(DType::q4_0, {4096, 14336})},
+                                 {"x", "w"}, "ffn_down");
+  const auto f32 = rules->choices(h100, f32_op);
+  const auto blas32 = find(f32, Tier::cublas, Precision::f32);
+  ASSERT_TRUE(blas32 && blas32->ok) << (blas32 ? blas32->reason : "no cublas choice");
+  EXPECT_EQ(blas32->arithmetic, Precision::f16);
+  EXPECT_NE(blas32->reason.find("the activations are rounded to f16"), std::string::npos)
+      << blas32->reason;
+  EXPECT_LT(estimate_kernel_us(f32_op, *blas32, h100, nullptr),
+            estimate_kernel_us(f32_op, *find(f32, Tier::int8_mma, Precision::f32), h100, nullptr));
   // Without the library the choice says so.
   const auto none = rules->choices(record(testing::h100(), false), qmatmul(512));
   EXPECT_FALSE(find(none, Tier::cublas, Precision::f16)->ok);

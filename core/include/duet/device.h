@@ -183,6 +183,10 @@ struct DUET_API KernelChoice {
   // Kernels the choice dispatches before its own (a pass that prepares an operand), each a launch
   // in the cost model.
   int extra_launches = 0;
+  // The precision the kernel's arithmetic runs at, where it is narrower than the floor it meets
+  // (`precision`): cuBLAS on f16 tiles of a block-quantized weight for f32 activations. The cost
+  // model rates the choice at this precision's peak and measured rate; unset: `precision`.
+  std::optional<Precision> arithmetic;
 
   // Whether the kernel reads every input of `op` in the dtype it has (no cast needed first).
   bool reads_as_given(const OpDesc& op) const;

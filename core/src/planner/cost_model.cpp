@@ -83,6 +83,11 @@ std::string number(double v, const char* unit) {
   return b;
 }
 
+// The precision a choice's arithmetic is rated at (KernelChoice::arithmetic).
+Precision rated(const KernelChoice& choice) {
+  return choice.arithmetic.value_or(choice.precision);
+}
+
 // Bytes a choice moves beyond the op's own inputs and output: cuBLAS on a block-quantized
 // weight writes the weight's dequantized tiles to its workspace and reads them back, chunk by
 // chunk, before and during the GEMM (backends/cuda/qgemm.h).
@@ -91,7 +96,7 @@ double staged_bytes(const OpDesc& op, const KernelChoice& choice) {
       !is_quantized(op.inputs[1].dtype))
     return 0.0;
   return 2.0 * static_cast<double>(op.inputs[1].numel()) *
-         static_cast<double>(dtype_size(precision_storage(choice.precision)));
+         static_cast<double>(dtype_size(precision_storage(rated(choice))));
 }
 
 // The share of the streaming bandwidth a choice's reads reach (KernelChoice::memory_share).
@@ -106,7 +111,7 @@ namespace planning {
 Rates rates_for(CostFamily f, const KernelChoice& choice, const DeviceCaps& caps,
                 const Calibration* measured) {
   Rates r;
-  r.gflops = peak_gflops(choice.precision, caps) * efficiency(choice);
+  r.gflops = peak_gflops(rated(choice), caps) * efficiency(choice);
   r.gbps = memory_gbps(caps) * bandwidth_efficiency(caps);
   r.launch_us = model_launch_us(caps);
   r.basis = "peak x " + std::string(tier_name(choice.tier)) + " efficiency";
@@ -123,20 +128,20 @@ Rates rates_for(CostFamily f, const KernelChoice& choice, const DeviceCaps& caps
   }
   // The measured rate of this tier and precision; else of this tier at another precision,
   // scaled by the peaks; else of another tier, scaled by the tiers' efficiencies.
-  const MeasuredRate* best = measured->find(f, choice.tier, choice.precision);
+  const MeasuredRate* best = measured->find(f, choice.tier, rated(choice));
   double scale = 1.0;
   if (!best)
     for (const MeasuredRate& m : measured->rates)
       if (m.family == f && m.tier == choice.tier && m.gflops > 0) {
         best = &m;
-        scale = peak_gflops(choice.precision, caps) / peak_gflops(m.precision, caps);
+        scale = peak_gflops(rated(choice), caps) / peak_gflops(m.precision, caps);
         break;
       }
   if (!best)
     for (const MeasuredRate& m : measured->rates)
       if (m.family == f && m.gflops > 0 && m.efficiency > 0) {
         best = &m;
-        scale = peak_gflops(choice.precision, caps) * efficiency(choice) /
+        scale = peak_gflops(rated(choice), caps) * efficiency(choice) /
                 (peak_gflops(m.precision, caps) * m.efficiency);
         break;
       }

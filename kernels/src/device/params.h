@@ -326,7 +326,6 @@ struct QRowsParams {
   int64_t rows = 0, D = 0, V = 0;
   int negative_ids = 0;                 // as EmbedParams::negative_ids
   unsigned long long* error = nullptr;  // as EmbedParams::error
-  int w_pitch = 0;                      // cast (quant_dequant.h): staged bytes a warp
 };
 
 struct FillParams {

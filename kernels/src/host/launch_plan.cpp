@@ -711,7 +711,7 @@ class Planner {
     const bool async = launch_.sm == 0 || (af.cp_async && (!mma || af.mma_s8_m16n8k32));
     std::vector<Call> calls;
     calls.push_back(
-        call(Kernel::q8_act, {blocks_for(q.rows * (p.K / 32) * 32, 256), 1, 1}, 256, 0, q));
+        call(Kernel::q8_act, {blocks_for(q.rows * (p.K / 32) * 8, 256), 1, 1}, 256, 0, q));
     if (!mma) {
       // One instance per format and activation rows a block (qmv_act_rows): the configuration
       // is that instance's.
@@ -782,12 +782,10 @@ class Planner {
       DUET_ASSIGN_OR_RETURN(p.error, error_word(calls));
     } else {
       p.rows = p.V;
-      // A cast of whole rows into a 16-byte aligned output: staged, at the speed of the bytes.
+      // A cast of whole rows into a 16-byte aligned output: a thread per group, at the speed of
+      // the bytes.
       if (reinterpret_cast<uintptr_t>(p.out) % 16 == 0) {
-        p.w_pitch = static_cast<int>(shapes::qmv_pitch(in_[0].dtype));
-        const int64_t blocks = std::min<int64_t>((p.rows + 7) / 8, 65535);
-        Call c = call(Kernel::qdequant, {static_cast<unsigned>(std::max<int64_t>(blocks, 1)), 1, 1},
-                      256, 8ull * static_cast<uint64_t>(p.w_pitch), p);
+        Call c = call(Kernel::qdequant, {blocks_for(p.rows * (p.D / 32), 256), 1, 1}, 256, 0, p);
         c.sm80 = launch_.sm == 0 || arch_features_of_sm(launch_.sm).cp_async;
         calls.push_back(c);
         return calls;
