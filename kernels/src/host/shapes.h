@@ -86,10 +86,6 @@ inline uint64_t q_span_bytes(DType f, int groups) {
          static_cast<uint64_t>(dtype_block_bytes(f));
 }
 
-// ---- the staged cast of block formats (quant_dequant.h): a warp's 32 groups of a row.
-inline uint64_t qmv_pitch(DType f) {
-  return q_stage_pitch(q_span_bytes(f, 32));
-}
 // ---- int_dot mat-vec (quant_mv.h): its warps' sums, [warps][rows][act_rows] floats.
 inline uint64_t qmv_smem_bytes(int act_rows) {
   return static_cast<uint64_t>(dev::kQMvThreads / 32 * dev::qmv_rows(act_rows) * act_rows) * 4;
