@@ -7,14 +7,14 @@
 #   (the device tool returns at most eight files from its $OUT: give this script a folder of its
 #   own and pack it afterwards, e.g. OUT=/tmp/o timeout 500 run.sh; tar -czf $OUT/logs.tgz -C /tmp/o .)
 #   steps (default all, in this order): env check onnx pydlpack bench tiers decode rows profile torch model
-#   llama groups fusions ncudecode longctx vkdecode vkllama vkcheck vkattn vkbench (the Vulkan steps that were never measured
+#   llama groups fusions attnpick ncudecode longctx vkdecode vkllama vkcheck vkattn vkbench (the Vulkan steps that were never measured
 #   first: on 2026-11-27 the run's time ended inside vkbench)
 #   Budget: on an H200 (2026-11-27) the steps up to vkbench took 7.5 minutes, bench-vulkan stopped
 #   by its timeout; env, check, onnx, torch, llama and longctx alone took 31 s. Name the steps a
 #   run needs when its device time is short.
 set -u
 B=/tmp/duet-gpu; O=${OUT:-/tmp/out}; mkdir -p "$O"
-steps=${*:-env check onnx pydlpack qprefill bench tiers decode rows profile torch model llama groups fusions ncudecode longctx vkdecode vkllama vkcheck vkattn vkbench}
+steps=${*:-env check onnx pydlpack qprefill bench tiers decode rows profile torch model llama groups fusions attnpick ncudecode longctx vkdecode vkllama vkcheck vkattn vkbench}
 T0=$(date +%s)
 # DEADLINE=S: a step not begun S seconds after the start is skipped (said in the log), so that a
 # call's timeout cuts no step in the middle and the summary still runs.
@@ -130,7 +130,7 @@ if want torch; then
   wc -l < $O/torch.jsonl; tail -3 $O/torch.err
 fi
 P=$(python3 -c "print(','.join(str(i) for i in range(1,513)))")
-if want model || want llama || want fusions || want vkllama; then
+if want model || want llama || want fusions || want attnpick || want vkllama; then
   [ -f /tmp/m8.gguf ] || { step model; timeout 90 python3 $B/make_big.py /tmp/m8.gguf 8b q4_0; }
 fi
 # duet-llama takes ids with --prompt-ids (older builds: --prompt); the first form it accepts wins.
@@ -195,6 +195,20 @@ if want fusions; then
   DUET_LOG=debug timeout 45 $L /tmp/m8.gguf --prompt-ids 1,2,3 -n 16 --devices cuda:0 --timing \
     2>&1 >/dev/null | grep -E "^timing: (16|plain|by op)|quantized their|wrote their|error" \
     | sort | uniq -c | sort -rn | head -8
+fi
+# Which attention tier a decode step wants (issue 27): the 8B step with wgmma (the default on
+# sm_90a), without it (flash), and without both (the generic split-key kernel), each at ~512 and
+# ~2048: the steady rate and --timing's by-op line. On 2026-11-28 wgmma's decode attention took
+# 19-21 us a layer whatever the position (34 or 550), with a combine of 4.8 us after it.
+if want attnpick; then
+  for pol in "" "deny=cuda.wgmma" "deny=cuda.wgmma,cuda.flash"; do
+    for n in 512 2048; do
+      step "llama cuda:0 decode at ~$n, policy '${pol:-default}'"
+      timeout 45 $L /tmp/m8.gguf --bench-prompt $n -n 32 --temp 0 --ignore-eos --ctx 4096 \
+        --devices cuda:0 ${pol:+--policy $pol} --timing 2>&1 >/dev/null \
+        | grep -E "decode steady|by op|error" | head -3
+    done
+  done
 fi
 # One decode step's kernels under Nsight Compute (launched one by one, no graphs): each kernel's
 # name, duration and DRAM throughput for about three layers, after skipping the prefill and the first
