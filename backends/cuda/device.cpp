@@ -416,9 +416,10 @@ class Device final : public CudaDevice {
     if (groups_ > 0) {
       log().debug(
           "{}: {} mat-vecs ran in {} grouped launches since the last synchronize, {} of them "
-          "after an rmsnorm that quantized their activations",
-          id_, grouped_, groups_, fused_norms_);
-      groups_ = grouped_ = fused_norms_ = 0;
+          "after an rmsnorm that quantized their activations, {} of those norms adding the "
+          "residual themselves",
+          id_, grouped_, groups_, fused_norms_, fused_adds_);
+      groups_ = grouped_ = fused_norms_ = fused_adds_ = 0;
     }
     if (rope_writes_ > 0) {
       log().debug("{}: {} ropes wrote their KV-cache rows themselves since the last synchronize",
@@ -598,10 +599,28 @@ class Device final : public CudaDevice {
         }
       }
     }
-    // An rmsnorm is held until the next op says whether it is a mat-vec of its output (flush).
+    // A residual add of decode rows is held until the next op says whether it is an rmsnorm of
+    // its sum (which then adds in its own kernel, when it fuses with the mat-vecs after it:
+    // flush). Only rows such a norm could fuse with are held: f32, no broadcast, a multiple of
+    // 32 wide, at most a mat-vec group's rows.
+    if (options_.fuse_add_norm && options_.fuse_norm_quant && tier == Tier::generic &&
+        op.kind == OpKind::add && in.size() == 2 && may_fold_add(op)) {
+      DUET_TRY(flush());
+      add_ = Held{p, std::move(in), out};
+      held = true;
+      return {};
+    }
+    // An rmsnorm is held until the next op says whether it is a mat-vec of its output (flush),
+    // with the add before it when that add's sum is its input.
     if (options_.fuse_norm_quant && tier == Tier::generic && op.kind == OpKind::rmsnorm &&
         op.output.dtype == DType::f32) {
+      std::optional<Held> add = std::move(add_);
+      add_.reset();
+      const bool joins =
+          add && kernels::fuses_add({&add->op.op, add->in, add->out}, {&op, in, out});
+      if (add && !joins) DUET_TRY(launch_held(*add));
       DUET_TRY(flush());
+      if (joins) add_ = std::move(add);
       norm_ = Held{p, std::move(in), out};
       held = true;
       return {};
@@ -679,17 +698,28 @@ class Device final : public CudaDevice {
   // each op gets an event after the group (the group's time is its first op's).
   Status flush() {
     if (rope_) return flush_rope();
+    if (add_ && !norm_) {
+      Held add = std::move(*add_);
+      add_.reset();
+      DUET_TRY(launch_held(add));
+    }
     if (held_.empty() && !norm_) return {};
     std::optional<Held> norm = std::move(norm_);
     norm_.reset();
+    std::optional<Held> add = std::move(add_);  // folded into the norm (fuses_add)
+    add_.reset();
     std::vector<Held> g = std::move(held_);
     held_.clear();
     Status s;
-    if (g.empty()) {
+    if (add && (g.empty() || !norm)) {  // no group for the norm: the add alone first
+      s = launch_held(*add);
+      add.reset();
+    }
+    if (s.ok() && g.empty()) {
       s = launch_one(norm->op.op, norm->op.choice, norm->in, norm->out);
-    } else if (g.size() == 1 && !norm) {
+    } else if (s.ok() && g.size() == 1 && !norm) {
       s = launch_one(g[0].op.op, g[0].op.choice, g[0].in, g[0].out);
-    } else {
+    } else if (s.ok()) {
       const OpDesc& first = g[0].op.op;
       const KernelChoice& choice = g[0].op.choice;
       s = [&]() -> Status {
@@ -698,11 +728,14 @@ class Device final : public CudaDevice {
         kernels::Launch l{choice.launch, stream_, workspace, props_.major * 10 + props_.minor};
         std::vector<kernels::GroupMember> members;
         for (const Held& h : g) members.push_back({&h.op.op, h.in, h.out});
-        kernels::GroupMember nm;
+        kernels::GroupMember nm, am;
         if (norm) nm = {&norm->op.op, norm->in, norm->out};
-        Status st = check(drv().launch_group(choice.tier, members, l, norm ? &nm : nullptr));
+        if (add) am = {&add->op.op, add->in, add->out};
+        Status st = check(
+            drv().launch_group(choice.tier, members, l, norm ? &nm : nullptr, add ? &am : nullptr));
         if (!st.ok()) {
           std::string names = norm ? "'" + norm->op.op.name + "' (its norm)" : "";
+          if (add) names += ", '" + add->op.op.name + "' (the add before it)";
           for (size_t i = 1; i < g.size(); ++i)
             names += (names.empty() ? "'" : ", '") + g[i].op.op.name + "'";
           return Err(st.code())
@@ -714,11 +747,12 @@ class Device final : public CudaDevice {
         ++groups_;
         grouped_ += g.size();
         if (norm) ++fused_norms_;
+        if (add) ++fused_adds_;
         return {};
       }();
     }
     if (timing_ && lost_.empty())
-      for (size_t i = 0; i < g.size() + (norm ? 1 : 0); ++i) {
+      for (size_t i = 0; i < g.size() + (norm ? 1 : 0) + (add ? 1 : 0); ++i) {
         Status e = record_mark();
         if (s.ok()) s = e;
       }
@@ -1076,13 +1110,35 @@ class Device final : public CudaDevice {
     std::vector<kernels::View> in;
     kernels::View out;
   };
+  // Whether the add `op` has the shape of a residual add an rmsnorm may fold (kernels::fuses_add).
+  static bool may_fold_add(const OpDesc& op) {
+    const TensorDesc& y = op.output;
+    if (y.dtype != DType::f32 || y.rank < 1 || y.dim(-1) % 32 != 0 || y.dim(-1) <= 0 ||
+        y.numel() / y.dim(-1) > kernels::kGroupRows)
+      return false;
+    for (const TensorDesc& x : op.inputs)
+      if (x.dtype != DType::f32 || !x.same_shape(y)) return false;
+    return true;
+  }
+
+  // A held op launched alone, with its timing event.
+  Status launch_held(const Held& h) {
+    Status s = launch_one(h.op.op, h.op.choice, h.in, h.out);
+    if (timing_ && lost_.empty()) {
+      Status e = record_mark();
+      if (s.ok()) s = e;
+    }
+    return s;
+  }
   static constexpr size_t kMaxHeld = 8;
   std::vector<Held> held_;
   std::optional<Held> norm_;  // an rmsnorm held for the mat-vecs after it (fuse_norm_quant)
+  std::optional<Held> add_;   // an add held for the rmsnorm after it (fuse_add_norm)
   std::optional<Held> rope_;  // a rope held for the cache writes after it (fuse_rope_write)
   std::vector<Held> writes_;  // and those writes
   uint64_t rope_writes_ = 0;  // since the last synchronize (debug log)
-  uint64_t groups_ = 0, grouped_ = 0, fused_norms_ = 0;  // since the last synchronize (debug log)
+  uint64_t groups_ = 0, grouped_ = 0, fused_norms_ = 0,
+           fused_adds_ = 0;  // since the last synchronize (debug log)
   std::string lost_;
   std::unique_ptr<Recording> recording_;  // the recording being made
   bool recording_failed_ = false;
@@ -1113,6 +1169,7 @@ DeviceOptions DeviceOptions::from(const BackendOptions& o) {
       o.get_bool("cuda.fuse_norm_quant", env_switch("DUET_CUDA_FUSE_NORM_QUANT", true));
   d.fuse_rope_write =
       o.get_bool("cuda.fuse_rope_write", env_switch("DUET_CUDA_FUSE_ROPE_WRITE", true));
+  d.fuse_add_norm = o.get_bool("cuda.fuse_add_norm", env_switch("DUET_CUDA_FUSE_ADD_NORM", true));
   return d;
 }
 

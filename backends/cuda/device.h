@@ -30,15 +30,20 @@ struct DeviceOptions {
   // (kernels::fuses_norm) quantizes them in its own kernel: the group skips its q8_act launch.
   // The norm's execute() is held until the next op arrives, as the mat-vecs' are.
   bool fuse_norm_quant = true;
+  // A residual add whose sum is the input of such an rmsnorm (kernels::fuses_add) runs inside the
+  // norm's kernel, which still writes the sum: one launch fewer. The add's execute() is held
+  // until the norm arrives. While timing (--timing), the add's event comes after the norm's and
+  // the mat-vecs' kernels, so the add is charged their time.
+  bool fuse_add_norm = true;
   // A rope whose output the next op writes into a KV cache in place (kernels::rope_feeds_write),
   // and the write_slice after that (a decode step's V), run as one kernel: the rotated rows go
   // straight to the cache. The rope's and the writes' execute() are held as the mat-vecs' are.
   bool fuse_rope_write = true;
   // Reads "cuda.staging_mib", "cuda.staging_slots", "cuda.cache_limit_mib", "cuda.cublas",
-  // "cuda.graphs", "cuda.group_matvecs", "cuda.fuse_norm_quant" and "cuda.fuse_rope_write" (and
-  // the DUET_CUDA_STAGING_MIB, DUET_CUDA_CACHE_LIMIT_MIB, DUET_CUDA_CUBLAS, DUET_CUDA_GRAPHS,
-  // DUET_CUDA_GROUP_MATVECS, DUET_CUDA_FUSE_NORM_QUANT, DUET_CUDA_FUSE_ROPE_WRITE environment
-  // fallbacks).
+  // "cuda.graphs", "cuda.group_matvecs", "cuda.fuse_norm_quant", "cuda.fuse_add_norm" and
+  // "cuda.fuse_rope_write" (and the DUET_CUDA_STAGING_MIB, DUET_CUDA_CACHE_LIMIT_MIB,
+  // DUET_CUDA_CUBLAS, DUET_CUDA_GRAPHS, DUET_CUDA_GROUP_MATVECS, DUET_CUDA_FUSE_NORM_QUANT,
+  // DUET_CUDA_FUSE_ADD_NORM, DUET_CUDA_FUSE_ROPE_WRITE environment fallbacks).
   static DeviceOptions from(const BackendOptions& o);
 };
 

@@ -84,10 +84,11 @@ class Driver {
   virtual Status launch(Tier tier, const OpDesc& op, std::span<const kernels::View> in,
                         const kernels::View& out, const kernels::Launch& l) = 0;
   // Mat-vecs that read the same activations, in one go (kernels::gpu::launch_group on a GPU),
-  // with the rmsnorm before them that quantizes those activations (`norm`, may be null).
+  // with the rmsnorm before them that quantizes those activations (`norm`, may be null) and the
+  // residual add before that norm (`add`, may be null; only with `norm`).
   virtual Status launch_group(Tier tier, std::span<const kernels::GroupMember> members,
-                              const kernels::Launch& l,
-                              const kernels::GroupMember* norm = nullptr) = 0;
+                              const kernels::Launch& l, const kernels::GroupMember* norm = nullptr,
+                              const kernels::GroupMember* add = nullptr) = 0;
   // A rope and the KV-cache writes after it, in one kernel (kernels::gpu::launch_rope_write).
   virtual Status launch_rope_write(std::span<const kernels::FusedOp> ops,
                                    const kernels::Launch& l) = 0;

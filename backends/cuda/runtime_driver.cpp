@@ -388,13 +388,14 @@ class RuntimeDriver final : public Driver {
   }
 
   Status launch_group(Tier tier, std::span<const kernels::GroupMember> members,
-                      const kernels::Launch& l, const kernels::GroupMember* norm) override {
+                      const kernels::Launch& l, const kernels::GroupMember* norm,
+                      const kernels::GroupMember* add) override {
 #if DUET_HAVE_KERNELS_GPU
-    Status s = kernels::gpu::launch_group(tier, members, l, norm);
+    Status s = kernels::gpu::launch_group(tier, members, l, norm, add);
     if (!s.ok()) return s;
     return cuda_status(cudaPeekAtLastError(), "kernel launch");
 #else
-    (void)members, (void)l, (void)norm;
+    (void)members, (void)l, (void)norm, (void)add;
     return Status(Code::unsupported, "this build has no GPU kernels for the " +
                                          std::string(kernels::tier_name(tier)) +
                                          " tier (duet_kernels_gpu was not built)");

@@ -421,13 +421,15 @@ Status FakeDriver::launch(Tier tier, const OpDesc& op, std::span<const kernels::
 }
 
 Status FakeDriver::launch_group(Tier tier, std::span<const kernels::GroupMember> members,
-                                const kernels::Launch& l, const kernels::GroupMember* norm) {
+                                const kernels::Launch& l, const kernels::GroupMember* norm,
+                                const kernels::GroupMember* add) {
   const std::lock_guard<std::recursive_mutex> g(mu_);
   DUET_TRY(sticky());
   if (members.empty()) return Status(Code::internal, "fake driver: an empty group");
   launches.push_back({tier, members[0].op->kind, l.config, l.workspace, l.sm, l.stream});
   group_launches.push_back(members.size());
   if (norm) ++fused_norms;
+  if (add) ++fused_adds;
   if (fail_next_launch && launches_before_failure > 0) {
     --launches_before_failure;
   } else if (fail_next_launch) {
@@ -447,19 +449,25 @@ Status FakeDriver::launch_group(Tier tier, std::span<const kernels::GroupMember>
   for (const kernels::GroupMember& m : members)
     held->push_back(
         {*m.op, std::vector<kernels::View>(m.inputs.begin(), m.inputs.end()), m.output});
-  if (norm)  // last, after the members
-    held->push_back({*norm->op,
-                     std::vector<kernels::View>(norm->inputs.begin(), norm->inputs.end()),
-                     norm->output});
+  // After the members: the norm, then the add.
+  for (const kernels::GroupMember* e : {norm, add})
+    if (e)
+      held->push_back(
+          {*e->op, std::vector<kernels::View>(e->inputs.begin(), e->inputs.end()), e->output});
   const size_t count = members.size();
+  const bool has_norm = norm != nullptr, has_add = add != nullptr;
   return enqueue(static_cast<Stream>(l.stream), [=] {
     std::vector<kernels::GroupMember> ms;
     for (size_t i = 0; i < count; ++i)
       ms.push_back({&(*held)[i].op, (*held)[i].inputs, (*held)[i].output});
-    const Member* n = held->size() > count ? &held->back() : nullptr;
-    const kernels::GroupMember nm =
-        n ? kernels::GroupMember{&n->op, n->inputs, n->output} : kernels::GroupMember{};
-    return kernels::emu::launch_group(tier, ms, l, n ? &nm : nullptr);
+    auto member = [&](size_t i) {
+      return kernels::GroupMember{&(*held)[i].op, (*held)[i].inputs, (*held)[i].output};
+    };
+    const kernels::GroupMember nm = has_norm ? member(count) : kernels::GroupMember{};
+    const kernels::GroupMember am =
+        has_add ? member(count + (has_norm ? 1 : 0)) : kernels::GroupMember{};
+    return kernels::emu::launch_group(tier, ms, l, has_norm ? &nm : nullptr,
+                                      has_add ? &am : nullptr);
   });
 }
 

@@ -66,6 +66,7 @@ class FakeDriver final : public Driver {
   std::vector<LaunchRecord> launches;
   std::vector<size_t> group_launches;  // members of each launch_group
   int fused_norms = 0;                 // launch_group calls with an rmsnorm
+  int fused_adds = 0;                  // launch_group calls with an add before the rmsnorm
   std::vector<size_t> rope_writes;     // ops of each launch_rope_write
   std::vector<GemmCall> gemms;
   std::vector<uint64_t> gemm_workspaces;
@@ -102,7 +103,8 @@ class FakeDriver final : public Driver {
                 const kernels::View& out, const kernels::Launch& l) override;
   // Recorded in `launches` once, as its first member's op, and counted in `group_launches`.
   Status launch_group(Tier tier, std::span<const kernels::GroupMember> members,
-                      const kernels::Launch& l, const kernels::GroupMember* norm) override;
+                      const kernels::Launch& l, const kernels::GroupMember* norm,
+                      const kernels::GroupMember* add) override;
   // Recorded in `launches` once, as the rope, and counted in `rope_writes`.
   Status launch_rope_write(std::span<const kernels::FusedOp> ops,
                            const kernels::Launch& l) override;

@@ -93,9 +93,12 @@ TEST(CudaLlama, GroupedQuantizedMatvecsGiveTheCpusGreedyTokens) {
               static_cast<unsigned long long>(step_kernels[1]),
               static_cast<unsigned long long>(step_kernels[2]));
   // A layer: two q8_act launches fewer (q/k/v, gate/up), and k's rope writes both caches (two
-  // write_slice launches fewer). The fixture's output layer reads the f32 embedding table (no
-  // q8_act to save there).
-  EXPECT_EQ(step_kernels[1] + 2 * 4, step_kernels[2]);
+  // write_slice launches fewer). Three residual adds run in the norm after them (the last add's
+  // norm feeds the output layer, which reads the f32 embedding table: no q8_act to save there,
+  // so that norm and its add run alone).
+  EXPECT_EQ(step_kernels[1] + 2 * 4 + 3, step_kernels[2]);
+  EXPECT_GE(driver->fused_adds, 3);
+  EXPECT_EQ(plain_driver->fused_adds, 0);
   EXPECT_GE(driver->fused_norms, 5);
   EXPECT_GE(driver->rope_writes.size(), 2u);
   EXPECT_EQ(plain_driver->fused_norms, 0);

@@ -1,7 +1,9 @@
 // An rmsnorm followed by int_dot mat-vecs of its output quantizes their activations in its own
 // kernel on a CUDA device (DeviceOptions::fuse_norm_quant): no q8_act launch. Checked on the fake
 // driver (kernels on the emulator) against the float64 reference, norm and mat-vec outputs
-// poisoned and guarded, and bit for bit against the same ops with the fusion off.
+// poisoned and guarded, and bit for bit against the same ops with the fusion off. A residual add
+// before the norm (its sum the norm's input) runs in the norm's kernel too
+// (DeviceOptions::fuse_add_norm).
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -19,15 +21,19 @@ using namespace duet::cuda::testing;
 constexpr uint64_t kNormGuard = 256;  // bytes of poison each side of an output
 
 struct NormRun {
-  std::vector<std::vector<uint8_t>> outputs;  // the norm's, then each mat-vec's, guards included
+  std::vector<std::vector<uint8_t>> outputs;  // the add's, the norm's, then each mat-vec's
+                                              // (guards included)
   int fused = 0;                              // launch_group calls with the norm
+  int fused_adds = 0;                         // ... and with the add
   size_t groups = 0;
 };
 
 // rmsnorm(x [M, K], w [K]) then mat-vecs of its output by weights of the given formats and N,
-// each output between guards of NaN. `other` makes the first mat-vec read another tensor.
+// each output between guards of NaN. `other` makes the first mat-vec read another tensor;
+// `residual` makes x the sum of an add (x = a + b) run just before the norm.
 NormRun run_norm(int64_t M, int64_t K, const std::vector<std::pair<DType, int64_t>>& shapes,
-                 DeviceOptions options, const std::string& what, bool other = false) {
+                 DeviceOptions options, const std::string& what, bool other = false,
+                 bool residual = false) {
   NormRun r;
   auto driver = std::make_shared<FakeDriver>(std::vector<DeviceProps>{a100()});
   auto dev = make_device(driver, a100(), caps_from_props(a100()), parse_build_archs("75;80", "80"),
@@ -41,7 +47,18 @@ NormRun run_norm(int64_t M, int64_t K, const std::vector<std::pair<DType, int64_
   nc.fills = {check::Fill::unit, check::Fill::positive};
   OpDesc norm = *check::case_op(nc);
   norm.name = "norm";
-  const std::vector<HostTensor> nin = check::case_inputs(nc);
+  std::vector<HostTensor> nin = check::case_inputs(nc);
+  // The residual add: a + b = x, whose f32 sum is the norm's reference input.
+  check::Case ac;
+  ac.name = "fused_add/" + std::to_string(M) + "x" + std::to_string(K);
+  ac.kind = OpKind::add;
+  ac.inputs = {nc.inputs[0], nc.inputs[0]};
+  ac.fills = {check::Fill::unit, check::Fill::unit};
+  OpDesc add = *check::case_op(ac);
+  add.name = "residual";
+  const std::vector<HostTensor> ain = check::case_inputs(ac);
+  const std::vector<double> aref = *reference::evaluate(add, ain);
+  if (residual) nin[0].from_doubles(aref);  // rounded to f32, as the device's sum
   const std::vector<double> nref = *reference::evaluate(norm, nin);
   // The mat-vecs' reference reads the reference norm rounded to f32.
   HostTensor h = HostTensor::empty(norm.output);
@@ -63,7 +80,9 @@ NormRun run_norm(int64_t M, int64_t K, const std::vector<std::pair<DType, int64_
     t.offset = static_cast<int64_t>(kNormGuard / 4);
     return t;
   };
-  auto xb = upload(nin[0]), wb = upload(nin[1]), hb = poisoned(norm.output);
+  auto xb = residual ? poisoned(add.output) : upload(nin[0]), wb = upload(nin[1]),
+       hb = poisoned(norm.output);
+  auto ab = upload(ain[0]), bb = upload(ain[1]);
   auto other_b = upload(h);  // the reference norm's values, elsewhere
   KernelChoice nchoice;
   for (const KernelChoice& k : d.choices(norm))
@@ -100,7 +119,15 @@ NormRun run_norm(int64_t M, int64_t K, const std::vector<std::pair<DType, int64_
     mvs.push_back(std::move(m));
   }
 
-  const TensorRef nrefs[2] = {{norm.inputs[0], xb.get()}, {norm.inputs[1], wb.get()}};
+  if (residual) {
+    KernelChoice achoice;
+    for (const KernelChoice& k : d.choices(add))
+      if (k.ok && k.tier == Tier::generic) achoice = k;
+    const TensorRef arefs[2] = {{add.inputs[0], ab.get()}, {add.inputs[1], bb.get()}};
+    EXPECT_TRUE(d.execute({add, achoice}, arefs, {guarded(add.output), xb.get()}).ok()) << what;
+  }
+  const TensorRef nrefs[2] = {{residual ? guarded(norm.inputs[0]) : norm.inputs[0], xb.get()},
+                              {norm.inputs[1], wb.get()}};
   EXPECT_TRUE(d.execute({norm, nchoice}, nrefs, {guarded(norm.output), hb.get()}).ok()) << what;
   for (Mv& m : mvs) {
     const bool elsewhere = other && &m == &mvs[0];
@@ -132,9 +159,11 @@ NormRun run_norm(int64_t M, int64_t K, const std::vector<std::pair<DType, int64_
         << mt.max_rel << ", unwritten or NaN " << mt.nan;
     r.outputs.push_back(std::move(got));
   };
+  if (residual) read_check(xb, add, aref, Precision::f32);
   read_check(hb, norm, nref, nchoice.precision);
   for (Mv& m : mvs) read_check(m.out, m.op, m.ref, m.choice.precision);
   r.fused = driver->fused_norms;
+  r.fused_adds = driver->fused_adds;
   r.groups = driver->group_launches.size();
   return r;
 }
@@ -168,6 +197,33 @@ TEST(CudaNormQuant, FusesWithoutGroupingAndNotForOtherActivations) {
   EXPECT_EQ(one.groups, 1u) << "the norm and the first mat-vec";
   const NormRun other = run_norm(1, 64, {{DType::q8_0, 5}}, {}, "another tensor", true);
   EXPECT_EQ(other.fused, 0);
+}
+
+// The residual add before the norm runs in the norm's kernel (one launch fewer), the sum still
+// written, with the same bits as the add, the norm and the mat-vecs launched apart; without the
+// norm fusion, or without a mat-vec of the norm's output after it, the add runs alone.
+TEST(CudaNormQuant, AResidualAddRunsInTheNormsKernel) {
+  const std::vector<std::pair<DType, int64_t>> shapes = {{DType::q4_0, 13}, {DType::q6_k, 6}};
+  for (int64_t M : {1, 3}) {
+    const std::string what = "M" + std::to_string(M);
+    DeviceOptions no_add, off;
+    no_add.fuse_add_norm = false;
+    off.fuse_norm_quant = false;
+    const NormRun fused = run_norm(M, 256, shapes, {}, what + " fused", false, true);
+    const NormRun norm_only = run_norm(M, 256, shapes, no_add, what + " add apart", false, true);
+    const NormRun apart = run_norm(M, 256, shapes, off, what + " apart", false, true);
+    EXPECT_EQ(fused.fused_adds, 1) << what;
+    EXPECT_EQ(fused.fused, 1) << what;
+    EXPECT_EQ(norm_only.fused_adds, 0) << what;
+    EXPECT_EQ(norm_only.fused, 1) << what;
+    EXPECT_EQ(apart.fused_adds, 0) << what;
+    EXPECT_EQ(fused.outputs, apart.outputs) << what << ": the fused run gives other bits";
+    EXPECT_EQ(norm_only.outputs, apart.outputs) << what;
+  }
+  // A mat-vec of another tensor after the norm: neither the norm nor the add fuses.
+  const NormRun other = run_norm(1, 64, {{DType::q8_0, 5}}, {}, "another tensor", true, true);
+  EXPECT_EQ(other.fused, 0);
+  EXPECT_EQ(other.fused_adds, 0);
 }
 
 }  // namespace

@@ -243,7 +243,8 @@ DUET_DEV void row_in_registers(const RowParams& p, int64_t r, float* red) {
 // output, n and the block's threads multiples of 32): row_in_registers' arithmetic in the same
 // order (the same bits), then each warp's k-th values, one block of 32 all inside the row or
 // all past its end, quantized as q8_act_kernel would. A kernel of its own, so that rows_kernel
-// keeps its registers.
+// keeps its registers. With RowParams::sum, the add before the norm first (x + res in f32, as
+// eltwise_kernel adds: the same bits), its sum written where the add's output is.
 DUET_KERNEL_BOUNDED(1024) rmsnorm_q8_kernel(const RowParams p) {
   float* red = reinterpret_cast<float*>(smem());
   const int64_t n = p.n;
@@ -259,10 +260,19 @@ DUET_KERNEL_BOUNDED(1024) rmsnorm_q8_kernel(const RowParams p) {
     }
     float v[kRowRegs], s2 = 0.f;
     DUET_UNROLL
-    for (int k = 0; k < kRowRegs; ++k) {
-      v[k] = bits_value(xv[k], p.x.dtype);  // 0 past the end
-      s2 += v[k] * v[k];
+    for (int k = 0; k < kRowRegs; ++k) v[k] = bits_value(xv[k], p.x.dtype);  // 0 past the end
+    if (p.sum) {
+      const int64_t rb = offset_of(p.res, p.res.shape, r * n);
+      DUET_UNROLL
+      for (int k = 0; k < kRowRegs; ++k) {
+        const int64_t j = t + int64_t(k) * nt;
+        if (j >= n) continue;
+        v[k] += load_f32(p.res.data, p.res.dtype, rb + j);
+        p.sum[r * n + j] = v[k];
+      }
     }
+    DUET_UNROLL
+    for (int k = 0; k < kRowRegs; ++k) s2 += v[k] * v[k];
     const float inv = 1.f / sqrtf(block_sum(s2, red) / static_cast<float>(n) + p.eps);
     DUET_UNROLL
     for (int k = 0; k < kRowRegs; ++k) {

@@ -143,6 +143,11 @@ struct RowParams {
   // would, into blocks r * n / 32 ... (an f32 output, n % 32 == 0, the row in registers; null:
   // not fused).
   Q8Block* q8 = nullptr;
+  // rmsnorm_q8_kernel with the residual add before it folded in (launch.h, fuses_add): the row
+  // is x + res (both f32, x's layout), normalized as x alone would be, and the sum is written
+  // to `sum` (dense f32 rows, the add's output; null: no add).
+  Strided res;
+  float* sum = nullptr;
 };
 
 // reduce_*: out (dense, x's shape with the reduced dims 1) from x; bit d of `dims`: padded dim d

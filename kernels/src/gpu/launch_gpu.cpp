@@ -89,9 +89,9 @@ Status launch(Tier tier, const OpDesc& op, std::span<const View> inputs, const V
 }
 
 Status launch_group(Tier tier, std::span<const GroupMember> members, const Launch& launch,
-                    const GroupMember* norm) {
+                    const GroupMember* norm, const GroupMember* add) {
   DUET_ASSIGN_OR_RETURN(std::vector<detail::Call> calls,
-                        detail::plan_group(tier, members, launch, "cuda", norm));
+                        detail::plan_group(tier, members, launch, "cuda", norm, add));
   return run_calls(calls, launch);
 }
 

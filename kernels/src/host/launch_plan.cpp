@@ -1056,7 +1056,7 @@ std::string member_names(std::span<const GroupMember> members) {
 
 Result<std::vector<Call>> plan_group(Tier tier, std::span<const GroupMember> members,
                                      const Launch& launch, std::string_view device,
-                                     const GroupMember* norm) {
+                                     const GroupMember* norm, const GroupMember* add) {
   auto bad = [&](const std::string& why) {
     return Err(Code::invalid_argument)
         .op("matmul", members.empty() ? std::string() : members[0].op->name)
@@ -1089,8 +1089,21 @@ Result<std::vector<Call>> plan_group(Tier tier, std::span<const GroupMember> mem
                                                     norm->output, launch, device));
     if (n.size() != 1 || n[0].kernel != Kernel::rows)
       return bad("'" + norm->op->name + "' is not one rows launch");
-    std::get<dev::RowParams>(n[0].params).q8 = std::get<dev::Q8ActParams>(calls[0].params).out;
+    auto& rp = std::get<dev::RowParams>(n[0].params);
+    rp.q8 = std::get<dev::Q8ActParams>(calls[0].params).out;
+    // The residual add before the norm, folded in: the norm reads its inputs and writes its sum.
+    if (add) {
+      if (!fuses_add(*add, *norm))
+        return bad("'" + add->op->name + "' cannot be added inside '" + norm->op->name + "'");
+      int64_t shape[4];
+      for (int d = 0; d < 4; ++d) shape[d] = rp.x.shape[d];
+      rp.x = strided(add->inputs[0], shape);
+      rp.res = strided(add->inputs[1], shape);
+      rp.sum = static_cast<float*>(add->output.data);
+    }
     calls[0] = n[0];
+  } else if (add) {
+    return bad("an add folded into no norm");
   }
   // The members of each block format, in order, at most kQMvGroup a launch.
   std::vector<char> taken(mvs.size(), 0);
@@ -1284,6 +1297,22 @@ bool fuses_norm(const GroupMember& norm, const OpDesc& mv, std::span<const View>
   // the other, and block j of row i is q8_act's block i * n / 32 + j.
   return a.data == y.data && a.dtype == DType::f32 && dense_view(a) && dense_view(y) &&
          a.shape[a.rank - 1] == n && view_numel(a) == view_numel(y);
+}
+
+bool fuses_add(const GroupMember& add, const GroupMember& norm) {
+  const OpDesc& op = *add.op;
+  if (op.kind != OpKind::add || add.inputs.size() != 2 || norm.inputs.empty()) return false;
+  const View &y = add.output, &x = norm.inputs[0];
+  if (y.dtype != DType::f32 || !dense_view(y) || !dense_view(x) || x.data != y.data ||
+      x.dtype != DType::f32 || view_numel(x) != view_numel(y) || y.rank < 1)
+    return false;
+  // Both operands f32 in the output's shape (no broadcast), rows with unit stride.
+  for (const View& v : add.inputs) {
+    if (v.dtype != DType::f32 || v.rank != y.rank || v.strides[v.rank - 1] != 1) return false;
+    for (int d = 0; d < v.rank; ++d)
+      if (v.shape[d] != y.shape[d]) return false;
+  }
+  return true;
 }
 
 bool rope_feeds_write(const GroupMember& rope, const GroupMember& write) {

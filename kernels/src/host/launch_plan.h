@@ -70,11 +70,13 @@ Result<std::vector<Call>> plan(Tier tier, const OpDesc& op, std::span<const View
                                const View& output, const Launch& launch, std::string_view device);
 
 // The launches of a group of mat-vecs sharing their activations (launch.h, launch_group): one
-// q8_act (or, with `norm`, the rmsnorm quantizing its output itself), then a grouped qmv per
-// block format (at most dev::kQMvGroup members each).
+// q8_act (or, with `norm`, the rmsnorm quantizing its output itself, and with `add` too, adding
+// the residual before it), then a grouped qmv per block format (at most dev::kQMvGroup members
+// each).
 Result<std::vector<Call>> plan_group(Tier tier, std::span<const GroupMember> members,
                                      const Launch& launch, std::string_view device,
-                                     const GroupMember* norm = nullptr);
+                                     const GroupMember* norm = nullptr,
+                                     const GroupMember* add = nullptr);
 
 // The one launch of a rope, the write_slice of its output and optionally a second write_slice
 // (launch.h, launch_rope_write), each op's error word preset in its `error`.

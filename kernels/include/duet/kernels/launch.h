@@ -72,6 +72,11 @@ bool shares_activations(Tier tier, const OpDesc& a, std::span<const View> a_in, 
 // K a multiple of 32), and the norm's rows fit its kernel's registers. The output is still
 // written, so other readers of it see no difference.
 bool fuses_norm(const GroupMember& norm, const OpDesc& mv, std::span<const View> mv_in);
+// Whether the add `add` (generic tier) may be folded into that norm (launch_group's `add`): its
+// output is the norm's whole input (same address, dense, f32) and both its operands are f32 of
+// the output's shape (no broadcast) with unit-stride rows. The sum is still written, so the
+// residual stream's later readers see no difference.
+bool fuses_add(const GroupMember& add, const GroupMember& norm);
 
 // A rope and the write_slice storing its output into a KV cache (and, optionally, the write_slice
 // after it: a decode step's V), in one kernel at the generic tier (launch_rope_write): the rotated
@@ -98,9 +103,10 @@ Status launch(Tier tier, const OpDesc& op, std::span<const View> inputs, const V
               const Launch& launch);
 // A group (each pair of members passing shares_activations), with the first member's launch
 // configuration and a workspace of its workspace_bytes(); with `norm` (passing fuses_norm for the
-// first member), the rmsnorm before them, which quantizes their activations itself.
+// first member), the rmsnorm before them, which quantizes their activations itself; with `add`
+// (passing fuses_add for `norm`) too, the add before the norm, in the norm's kernel.
 Status launch_group(Tier tier, std::span<const GroupMember> members, const Launch& launch,
-                    const GroupMember* norm = nullptr);
+                    const GroupMember* norm = nullptr, const GroupMember* add = nullptr);
 // A rope and its writes (2 or 3 ops passing rope_feeds_write and joins_rope_write).
 Status launch_rope_write(std::span<const FusedOp> ops, const Launch& launch);
 }  // namespace gpu
@@ -112,7 +118,7 @@ namespace emu {
 Status launch(Tier tier, const OpDesc& op, std::span<const View> inputs, const View& output,
               const Launch& launch);
 Status launch_group(Tier tier, std::span<const GroupMember> members, const Launch& launch,
-                    const GroupMember* norm = nullptr);
+                    const GroupMember* norm = nullptr, const GroupMember* add = nullptr);
 Status launch_rope_write(std::span<const FusedOp> ops, const Launch& launch);
 // Kernels the emulator has run in this process (each launch of a call's plan counts one).
 uint64_t kernels_run();
