@@ -2,7 +2,8 @@
 # Packs a duet build for a GPU machine that lacks our Debian libraries (a CUDA image with the
 # NVIDIA driver, PyTorch and nothing else): the binaries, the non-base shared libraries `ldd` names
 # (spdlog, fmt, onnx, protobuf, z), Debian's Vulkan loader and validation layer, and the GL dispatch
-# libraries the NVIDIA Vulkan driver needs, plus this folder's scripts, into one xz tarball.
+# libraries the NVIDIA Vulkan driver needs, plus this folder's scripts, into one xz tarball; when
+# the build has the Python module, pack_python.sh's python.tar.xz beside it (about 8 MB).
 # Usage: tools/gpu/pack.sh BUILD_DIR [OUT_DIR]      (OUT_DIR default: gpub/, git-ignored)
 # Build first, e.g. for Hopper and Ampere cubins (see docs/performance.md#gpu-runs):
 #   cmake --preset default -B build-gpu -DDUET_CUDA_ARCHS="80;90a" -DDUET_CUDA_PTX_ARCH=90a
@@ -41,3 +42,8 @@ cp "$here"/*.py "$here"/run.sh "$st/"
 git -C "$here" rev-parse --short HEAD > "$st/commit" 2>/dev/null || true
 mkdir -p "$dest"; tar -C "$st" -cf - . | xz -T2 -6 > "$dest/bundle.tar.xz"
 ls -la "$st/bin"; du -sh "$dest/bundle.tar.xz"
+# Beside it, python.tar.xz: the Python module's sources, headers and engine libraries, from which
+# run.sh builds the module for the GPU machine's interpreter (pack_python.sh). PACK_PYTHON=0: not.
+if [ "${PACK_PYTHON:-1}" = 1 ] && ls "$b"/python/duet/_duet*.so > /dev/null 2>&1; then
+  bash "$here/pack_python.sh" "$b" "$dest"
+fi

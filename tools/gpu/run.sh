@@ -120,10 +120,26 @@ fi
 # the failed check; the freeing hazard (PyTorch frees duet's output while its stream still has a
 # read of it queued: "freeing hazard PASS", the late read matching float64); then a run's time
 # with CUDA tensors in and out beside host memory in and out.
-# The module in the bundle is built for the build machine's Python (cp311); another interpreter
-# prints SKIP with the import error.
+# The module in the bundle is built for the build machine's Python (cp311). When this machine's
+# python3 cannot import it, build_python.sh (from python.tar.xz beside the bundle, made by
+# pack_python.sh; PYBUNDLE=FILE names another) compiles the module's Python-facing units for this
+# interpreter and links them with the packed engine (about a minute); what failed is printed
+# ("python-build: FAIL: ..."), and dlpack_cuda.py then prints SKIP with the import error.
 if want pydlpack; then
-  step pydlpack; PYTHONPATH=$B/python timeout 60 python3 $B/dlpack_cuda.py 2>&1 | tail -10
+  step pydlpack; pyp=$B/python
+  if ! (cd "$(mktemp -d)" && PYTHONPATH=$pyp python3 -c "import duet") > /dev/null 2>&1; then
+    pb=${PYBUNDLE:-$(dirname "${BUNDLE:-gpub/bundle.tar.xz}")/python.tar.xz}
+    [ -f "$pb" ] && rm -rf $B/pysrc $B/pybuild && mkdir -p $B && xz -T8 -dc "$pb" | tar -C $B -xf -
+    if [ -f $B/pysrc/build_python.sh ]; then
+      echo "the bundle's module does not import here ($(python3 -V 2>&1)): building it"
+      timeout 240 bash $B/pysrc/build_python.sh $B/pybuild 2>&1 | tail -20
+      ls $B/pybuild/duet/_duet*.so > /dev/null 2>&1 && pyp=$B/pybuild
+      cp $B/pybuild/build.log $O/python_build.log 2>/dev/null
+    else
+      echo "no $pb (tools/gpu/pack_python.sh makes it): the bundle's module only"
+    fi
+  fi
+  PYTHONPATH=$pyp timeout 60 python3 $B/dlpack_cuda.py 2>&1 | tail -10
 fi
 if want torch; then
   step torch; timeout 90 python3 $B/peer_torch.py > $O/torch.jsonl 2>$O/torch.err; echo rc=$?
