@@ -123,8 +123,9 @@ fi
 # The module in the bundle is built for the build machine's Python (cp311). When this machine's
 # python3 cannot import it, build_python.sh (from python.tar.xz beside the bundle, made by
 # pack_python.sh; PYBUNDLE=FILE names another) compiles the module's Python-facing units for this
-# interpreter and links them with the packed engine (about a minute); what failed is printed
-# ("python-build: FAIL: ..."), and dlpack_cuda.py then prints SKIP with the import error.
+# interpreter and links them with the packed engine (9 units, about 160 s of CPU time on the
+# build machine: well under a minute on 16 cores; PYBUILD_TIMEOUT, default 240 s); what failed is
+# printed ("python-build: FAIL: ..."; $OUT/python_build.txt), and dlpack_cuda.py then prints SKIP.
 if want pydlpack; then
   step pydlpack; pyp=$B/python
   if ! (cd "$(mktemp -d)" && PYTHONPATH=$pyp python3 -c "import duet") > /dev/null 2>&1; then
@@ -132,7 +133,9 @@ if want pydlpack; then
     [ -f "$pb" ] && rm -rf $B/pysrc $B/pybuild && mkdir -p $B && xz -T8 -dc "$pb" | tar -C $B -xf -
     if [ -f $B/pysrc/build_python.sh ]; then
       echo "the bundle's module does not import here ($(python3 -V 2>&1)): building it"
-      timeout 240 bash $B/pysrc/build_python.sh $B/pybuild 2>&1 | tail -20
+      timeout ${PYBUILD_TIMEOUT:-240} bash $B/pysrc/build_python.sh $B/pybuild > $O/python_build.txt 2>&1
+      [ $? = 124 ] && echo "python-build: FAIL: not done in ${PYBUILD_TIMEOUT:-240} s" >> $O/python_build.txt
+      tail -20 $O/python_build.txt
       ls $B/pybuild/duet/_duet*.so > /dev/null 2>&1 && pyp=$B/pybuild
       cp $B/pybuild/build.log $O/python_build.log 2>/dev/null
     else
