@@ -25,6 +25,8 @@ want() {
 }
 step() { echo; echo "===== $* (t+$(( $(date +%s) - T0 ))s, $(date +%T))"; }
 {
+# A machine may keep /tmp/duet-gpu from an earlier call (2026-11-28: a fresh lease had one):
+# remove it before a run of a new bundle, as nothing here compares the two.
 if [ ! -x $B/bin/duet ]; then mkdir -p $B && xz -T8 -dc "${BUNDLE:-gpub/bundle.tar.xz}" | tar -C $B -xf -; fi
 lt=$(ls /usr/local/cuda/lib64/libcublasLt.so.13 2>/dev/null || find / -xdev -name 'libcublasLt.so.13' 2>/dev/null | head -1)
 export LD_LIBRARY_PATH=$B/lib:${lt:+$(dirname "$lt"):}/usr/local/nvidia/lib64:/usr/local/cuda/lib64:$B/gl:${LD_LIBRARY_PATH:-}
@@ -265,22 +267,25 @@ if want vkdecode; then
     --tier int_dot --dtype q8_0 --dtype q4_k --dtype q6_k --repeats 5 --min-seconds 0.02 \
     --json $O/bench_vk_decode2.json > $O/bench_vk_decode2.txt 2>&1
   echo rc=$?; grep -E "decode|first runs|pipeline|error" $O/bench_vk_decode2.txt | head -30
-  # The mat-vec alone in the formats and dtypes above leave out: every block format and float
-  # dtype has its decode rows (M1, M8; the M512 rows have no mat-vec and are skipped).
-  step bench-vulkan-decode-rest
-  DUET_CALIBRATION=off DUET_LOG=info timeout 60 $D bench --device vulkan:0 --op matmul --tier matvec \
-    --dtype f32 --dtype bf16 --dtype q4_1 --dtype q5_0 --dtype q5_1 --dtype q4_z --dtype q2_k \
-    --dtype q3_k --dtype q5_k --repeats 5 --min-seconds 0.02 \
-    --json $O/bench_vk_decode3.json > $O/bench_vk_decode3.txt 2>&1
-  echo rc=$?; grep -E "decode|first runs|pipeline|error" $O/bench_vk_decode3.txt | head -30
-  # The suspect of the silent 75 s: Vulkan's calibration alone, each probe's preparation timed.
-  step calibrate-vulkan-alone
-  ( time DUET_LOG=debug timeout 60 $D calibrate --device vulkan:0 --refresh ) 2>&1 |
-    grep -E "prepared|calibrat|pipeline|real|source" | head -30
-  # A second process reads the cached outcome (used or not) and measures nothing: "source: cache"
-  # and well under a second.
-  step calibrate-vulkan-cached
-  ( time timeout 30 $D calibrate --device vulkan:0 ) 2>&1 | grep -E "source|real" | head -5
+  # VKDECODE_QUICK=1: only the rows above and the plan (a short run's device time).
+  if [ -z "${VKDECODE_QUICK:-}" ]; then
+    # The mat-vec alone in the formats and dtypes above leave out: every block format and float
+    # dtype has its decode rows (M1, M8; the M512 rows have no mat-vec and are skipped).
+    step bench-vulkan-decode-rest
+    DUET_CALIBRATION=off DUET_LOG=info timeout 60 $D bench --device vulkan:0 --op matmul --tier matvec \
+      --dtype f32 --dtype bf16 --dtype q4_1 --dtype q5_0 --dtype q5_1 --dtype q4_z --dtype q2_k \
+      --dtype q3_k --dtype q5_k --repeats 5 --min-seconds 0.02 \
+      --json $O/bench_vk_decode3.json > $O/bench_vk_decode3.txt 2>&1
+    echo rc=$?; grep -E "decode|first runs|pipeline|error" $O/bench_vk_decode3.txt | head -30
+    # The suspect of the silent 75 s: Vulkan's calibration alone, each probe's preparation timed.
+    step calibrate-vulkan-alone
+    ( time DUET_LOG=debug timeout 60 $D calibrate --device vulkan:0 --refresh ) 2>&1 |
+      grep -E "prepared|calibrat|pipeline|real|source" | head -30
+    # A second process reads the cached outcome (used or not) and measures nothing: "source: cache"
+    # and well under a second.
+    step calibrate-vulkan-cached
+    ( time timeout 30 $D calibrate --device vulkan:0 ) 2>&1 | grep -E "source|real" | head -5
+  fi
   # The decode tier the planner picks on this GPU (issue 25: int_dot was picked, 2.6-5x slower
   # than matvec): the plan of one q4_0 decode mat-vec on vulkan:0, and the device's own record
   # (a profile of it: `duet plan --profile FILE`).
