@@ -14,7 +14,7 @@
 #   run needs when its device time is short.
 set -u
 B=/tmp/duet-gpu; O=${OUT:-/tmp/out}; mkdir -p "$O"
-steps=${*:-env check onnx pydlpack qprefill bench tiers decode rows profile torch model llama groups fusions attnpick ncudecode longctx vkdecode vkllama vkcheck vkattn vkbench}
+steps=${*:-env check onnx pydlpack qprefill bench tiers decode rows profile torch model llama groups fusions addnorm attnpick ncudecode longctx vkdecode vkllama vkcheck vkattn vkbench}
 T0=$(date +%s)
 # DEADLINE=S: a step not begun S seconds after the start is skipped (said in the log), so that a
 # call's timeout cuts no step in the middle and the summary still runs.
@@ -151,7 +151,7 @@ if want torch; then
   wc -l < $O/torch.jsonl; tail -3 $O/torch.err
 fi
 P=$(python3 -c "print(','.join(str(i) for i in range(1,513)))")
-if want model || want llama || want fusions || want attnpick || want vkllama; then
+if want model || want llama || want fusions || want addnorm || want attnpick || want vkllama; then
   [ -f /tmp/m8.gguf ] || { step model; timeout 90 python3 $B/make_big.py /tmp/m8.gguf 8b q4_0; }
 fi
 # duet-llama takes ids with --prompt-ids (older builds: --prompt); the first form it accepts wins.
@@ -216,6 +216,18 @@ if want fusions; then
   DUET_LOG=debug timeout 45 $L /tmp/m8.gguf --prompt-ids 1,2,3 -n 16 --devices cuda:0 --timing \
     2>&1 >/dev/null | grep -E "^timing: (16|plain|by op)|quantized their|wrote their|error" \
     | sort | uniq -c | sort -rn | head -8
+fi
+# The residual add inside the rmsnorm after it (DUET_CUDA_FUSE_ADD_NORM, 2026-11-28: 63 kernels
+# fewer an 8B step), on and off, graphs on: the steady rate and the greedy ids (equal).
+if want addnorm; then
+  for a in 1 0; do
+    step "llama cuda:0 decode at ~512, DUET_CUDA_FUSE_ADD_NORM=$a"
+    DUET_CUDA_FUSE_ADD_NORM=$a timeout 45 $L /tmp/m8.gguf --bench-prompt 512 -n 64 --temp 0 \
+      --ignore-eos --ctx 1024 --devices cuda:0 2>&1 >/dev/null | grep -iE 'decode steady|error'
+    DUET_CUDA_FUSE_ADD_NORM=$a timeout 45 $L /tmp/m8.gguf --prompt-ids 1,2,3 -n 24 --temp 0 \
+      --ignore-eos --print-ids --devices cuda:0 2>/dev/null | tail -1 > $O/addnorm_ids_$a.txt
+  done
+  cmp -s $O/addnorm_ids_1.txt $O/addnorm_ids_0.txt && echo "same ids" || { echo "IDS DIFFER:"; cat $O/addnorm_ids_[01].txt; }
 fi
 # Which attention tier a decode step wants (issue 27): the 8B step with wgmma (the default on
 # sm_90a), without it (flash), and without both (the generic split-key kernel), each at ~512 and
