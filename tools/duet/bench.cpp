@@ -43,6 +43,10 @@ struct Row {
   int batch = 1;  // runs a sample times back to back, before one synchronize (GPUs)
   double median = 0, min = 0, max = 0;  // seconds a run
   double first = 0;  // seconds of the warm-up run: pipelines and kernels made, first touches
+  // Seconds a run by the device's own clock (timestamps around its kernels, one batch), beside
+  // the host's `median`; 0 where the device has no kernel timing (CPU devices).
+  double kernel = 0;
+  double warm = 0;  // seconds of warm-up batches before the timed ones (GPUs)
   double gflops = 0, gbps = 0, flop_fraction = 0, bw_fraction = 0;
   double estimate = 0;        // seconds: the planner's cost model for this kernel on this device
   bool memory_bound = false;  // flops per byte below the device's peak flops per byte of bandwidth
@@ -353,6 +357,15 @@ constexpr uint64_t kGpuRotationBytes = 512ull << 20;
 // How long a timed batch of runs lasts on a device that is not a CPU (see bench_one).
 constexpr double kBatchSeconds = 2e-3;
 
+// A GPU row's batches before the timed ones: a GPU that idled while the row's inputs were drawn
+// and uploaded lowers its clocks and raises them again over seconds of work (an H200 through
+// Vulkan, 2026-11-28: SM clock 345 MHz a second after a burst, then 525, 630 ... 1395 MHz over 7
+// s of a bench's rows; the decode mat-vecs timed there 3-4x slower than at its 1980 MHz). Warm-up
+// batches run for at least kGpuWarmSeconds, then until kGpuSettledBatches in a row are no faster
+// than the fastest before them (within 2%), or for kGpuWarmMaxSeconds at most.
+constexpr double kGpuWarmSeconds = 0.1, kGpuWarmMaxSeconds = 3.0;
+constexpr int kGpuSettledBatches = 20;
+
 // Copies of a row's inputs that runs rotate through, so that a row whose inputs would fit the
 // last-level cache still reads them from memory, as a model's layers do: enough copies to span
 // the bandwidth yardstick's buffer (several times the cache) on a host-memory device, or
@@ -426,6 +439,19 @@ Row bench_one(Device& d, const Rated& rd, const KernelChoice& k, const BenchCase
       return r;
     }
     r.batch = static_cast<int>(std::clamp(kBatchSeconds / std::max(*single, 1e-9), 1.0, 256.0));
+    double warm = 0, best = 0;
+    for (int settled = 0;
+         warm < kGpuWarmMaxSeconds && (warm < kGpuWarmSeconds || settled < kGpuSettledBatches);) {
+      auto t = runs_of(r.batch);
+      if (!t.ok()) {
+        r.error = t.status().message();
+        return r;
+      }
+      warm += *t * r.batch;
+      settled = best > 0 && *t >= 0.98 * best ? settled + 1 : 0;
+      best = best > 0 ? std::min(best, *t) : *t;
+    }
+    r.warm = warm;
   }
   std::vector<double> times;
   double total = 0;
@@ -438,6 +464,17 @@ Row bench_one(Device& d, const Rated& rd, const KernelChoice& k, const BenchCase
     }
     times.push_back(*t);
     total += *t * r.batch;
+  }
+  // One batch more under the device's kernel timing, where it has one: the kernels' time by its
+  // own clock, without the host's share of the batch (recording, submission, synchronize).
+  if (d.caps().type != DeviceType::cpu && d.begin_kernel_timing().ok()) {
+    auto t = runs_of(r.batch);
+    Result<std::vector<KernelSpan>> spans = d.end_kernel_timing();
+    if (t.ok() && spans.ok() && !spans->empty()) {
+      double s = 0;
+      for (const KernelSpan& k : *spans) s += k.seconds;
+      r.kernel = s / r.batch;
+    }
   }
   std::sort(times.begin(), times.end());
   r.runs = static_cast<int>(times.size());
@@ -657,16 +694,18 @@ int run_bench(const CLI::App& cmd, const Options& o) {
                                       : ("its calibration (" + r.calibration.source + ")").c_str());
     if (d->caps().type != DeviceType::cpu)
       std::printf(
-          "%s: a run's time is a batch's of runs back to back (about %.0f ms) divided by "
-          "its runs, not one run's with its launch and synchronize\n",
-          d->id().c_str(), kBatchSeconds * 1e3);
+          "%s: a run's time is a batch's of runs back to back (about %.0f ms) divided by its "
+          "runs, not one run's with its launch and synchronize, timed once batches stop getting "
+          "faster (the clocks up; %.1f-%.0f s of warm-up a row); kernel ms: a batch's kernels by "
+          "the device's timestamps\n",
+          d->id().c_str(), kBatchSeconds * 1e3, kGpuWarmSeconds, kGpuWarmMaxSeconds);
   }
 
   std::vector<Row> rows;
   std::fflush(stdout);
-  std::printf("%-*s %-10s %-9s %-5s %10s %16s %9s %8s %6s %6s %-7s %9s\n", width, "op", "device",
-              "tier", "prec", "median ms", "min..max ms", "GFLOP/s", "GB/s", "%peak", "%bw",
-              "bound", "est ms");
+  std::printf("%-*s %-10s %-9s %-5s %10s %16s %9s %8s %6s %6s %-7s %9s %9s\n", width, "op",
+              "device", "tier", "prec", "median ms", "min..max ms", "GFLOP/s", "GB/s", "%peak",
+              "%bw", "bound", "est ms", "kernel ms");
   for (const BenchCase& c : cases) {
     const OpDesc& op = *c.op;
     Result<Inputs> inputs = Status(Code::internal, "not drawn");
@@ -686,11 +725,13 @@ int run_bench(const CLI::App& cmd, const Options& o) {
         } else {
           char range[40];
           std::snprintf(range, sizeof range, "%.3f..%.3f", r.min * 1e3, r.max * 1e3);
-          std::printf("%-*s %-10s %-9s %-5s %10.3f %16s %9.2f %8.2f %6s %6s %-7s %9.3f\n", width,
-                      label(c).c_str(), r.device.c_str(), r.tier.c_str(), r.precision.c_str(),
-                      r.median * 1e3, range, r.gflops, r.gbps, percent(r.flop_fraction).c_str(),
-                      percent(r.bw_fraction).c_str(), r.memory_bound ? "memory" : "compute",
-                      r.estimate * 1e3);
+          char kernel[24] = "-";
+          if (r.kernel > 0) std::snprintf(kernel, sizeof kernel, "%.3f", r.kernel * 1e3);
+          std::printf("%-*s %-10s %-9s %-5s %10.3f %16s %9.2f %8.2f %6s %6s %-7s %9.3f %9s\n",
+                      width, label(c).c_str(), r.device.c_str(), r.tier.c_str(),
+                      r.precision.c_str(), r.median * 1e3, range, r.gflops, r.gbps,
+                      percent(r.flop_fraction).c_str(), percent(r.bw_fraction).c_str(),
+                      r.memory_bound ? "memory" : "compute", r.estimate * 1e3, kernel);
         }
         std::fflush(stdout);
         rows.push_back(std::move(r));
@@ -762,6 +803,8 @@ int run_bench(const CLI::App& cmd, const Options& o) {
                     {"bandwidth_fraction", fraction_or_null(r.bw_fraction)},
                     {"bound", r.memory_bound ? "memory" : "compute"},
                     {"estimate_s", r.estimate},
+                    {"kernel_s", r.kernel > 0 ? nlohmann::json(r.kernel) : nlohmann::json(nullptr)},
+                    {"warm_s", r.warm},
                     {"error", r.error}});
     if (Status s = write_file_atomically(o.json_path, j.dump(2) + "\n"); !s.ok())
       return fail(cmd, s.message());
