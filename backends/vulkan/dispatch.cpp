@@ -22,6 +22,14 @@ Recorder::Recorder(std::shared_ptr<Core> core, Pipelines& pipelines)
 Recorder::~Recorder() {
   VkDevice d = core_->device;
   for (Pipelines::Made& m : waiting_) m.wait();
+  if (capturing_) {
+    vkEndCommandBuffer(cmd_);
+    free_capture(cap_);
+    cmd_ = plain_cmd_;
+    capturing_ = recording_ = false;
+  }
+  for (auto& [id, c] : captures_) free_capture(c);
+  captures_.clear();
   if (recording_) {
     vkEndCommandBuffer(cmd_);
     recording_ = false;
@@ -55,16 +63,7 @@ Status Recorder::init() {
   VkFenceCreateInfo fi{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
   r = vkCreateFence(d, &fi, nullptr, &fence_);
   if (r != VK_SUCCESS) return vk_error("vkCreateFence", r, core_->id);
-  const VkDescriptorPoolSize ps[] = {
-      {VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER, kSetsPerPool},
-      {VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, kSetsPerPool * (kBindings - 1 + 2)},
-      {VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER, kSetsPerPool * kTexelBindings}};
-  VkDescriptorPoolCreateInfo dp{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
-  dp.maxSets = kSetsPerPool;
-  dp.poolSizeCount = 3;
-  dp.pPoolSizes = ps;
-  r = vkCreateDescriptorPool(d, &dp, nullptr, &dpool_);
-  if (r != VK_SUCCESS) return vk_error("vkCreateDescriptorPool", r, core_->id);
+  DUET_TRY(make_pool(&dpool_));
   sets_left_ = kSetsPerPool;
 
   host_alloc_ = std::make_unique<Allocator>(d, core_->info, true, 8ull << 20, core_->id);
@@ -80,6 +79,20 @@ Status Recorder::init() {
   return {};
 }
 
+Status Recorder::make_pool(VkDescriptorPool* pool) {
+  const VkDescriptorPoolSize ps[] = {
+      {VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER, kSetsPerPool},
+      {VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, kSetsPerPool * (kBindings - 1 + 2)},
+      {VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER, kSetsPerPool * kTexelBindings}};
+  VkDescriptorPoolCreateInfo dp{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
+  dp.maxSets = kSetsPerPool;
+  dp.poolSizeCount = 3;
+  dp.pPoolSizes = ps;
+  VkResult r = vkCreateDescriptorPool(core_->device, &dp, nullptr, pool);
+  if (r != VK_SUCCESS) return vk_error("vkCreateDescriptorPool", r, core_->id);
+  return {};
+}
+
 Result<VkBufferView> Recorder::view(const TexelWindow& w) {
   VkBufferViewCreateInfo ci{VK_STRUCTURE_TYPE_BUFFER_VIEW_CREATE_INFO};
   ci.buffer = w.buffer;
@@ -89,7 +102,7 @@ Result<VkBufferView> Recorder::view(const TexelWindow& w) {
   VkBufferView v = VK_NULL_HANDLE;
   VkResult r = vkCreateBufferView(core_->device, &ci, nullptr, &v);
   if (r != VK_SUCCESS) return vk_error("vkCreateBufferView", r, core_->id);
-  views_.push_back(v);
+  (capturing_ ? cap_.views : views_).push_back(v);
   return v;
 }
 
@@ -222,6 +235,15 @@ Status Recorder::reserve(uint64_t bytes, uint64_t* offset) {
 
 Result<uint32_t> Recorder::error_slot(std::string what, std::string value_word,
                                       std::string suffix) {
+  if (capturing_) {
+    if (cap_.slots.size() >= kErrorSlots)
+      return Err(Code::unsupported)
+          .device(core_->id)
+          .note("a recording reports errors through at most " + std::to_string(kErrorSlots) +
+                " slots");
+    cap_.slots.push_back({std::move(what), std::move(value_word), std::move(suffix)});
+    return static_cast<uint32_t>(cap_.slots.size() - 1);
+  }
   if (error_what_.size() >= kErrorSlots) {
     DUET_TRY(flush());
     for (std::string& e : take_errors()) deferred_errors_.push_back(std::move(e));
@@ -231,6 +253,7 @@ Result<uint32_t> Recorder::error_slot(std::string what, std::string value_word,
 }
 
 Window Recorder::error_window() const {
+  if (capturing_) return {cap_.errors.block->buffer, cap_.errors.offset, kErrorSlots * 8, true};
   return {errors_.block->buffer, errors_.offset, kErrorSlots * 8, true};
 }
 
@@ -259,26 +282,37 @@ Status Recorder::record(const Dispatch& d) {
   // waited for at the submission.
   const bool ready = made.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
   if (ready && !made.get().ok()) return made.get().status();
-  if (sets_left_ == 0) DUET_TRY(flush());
-  // Parameters (and any table after them) into the ring.
+  if (!capturing_ && sets_left_ == 0) DUET_TRY(flush());
+  if (capturing_ && cap_.sets_left == 0) {
+    VkDescriptorPool pool = VK_NULL_HANDLE;
+    DUET_TRY(make_pool(&pool));
+    cap_.pools.push_back(pool);
+    cap_.sets_left = kSetsPerPool;
+  }
+  // Parameters (and any table after them) into the ring, or a capture's blocks.
   const uint64_t pbytes = sizeof(Params);
   uint64_t poff = 0, eoff = 0;
-  DUET_TRY(reserve(pbytes, &poff));
-  if (!d.extra.empty()) {
-    DUET_TRY(reserve(d.extra.size(), &eoff));
-    if (eoff < poff) {  // the ring was flushed between the two reservations
-      DUET_TRY(reserve(pbytes, &poff));
+  Allocation area = ring_;
+  if (capturing_) {
+    DUET_ASSIGN_OR_RETURN(area, capture_reserve(pbytes, d.extra.size(), &poff, &eoff));
+  } else {
+    DUET_TRY(reserve(pbytes, &poff));
+    if (!d.extra.empty()) {
+      DUET_TRY(reserve(d.extra.size(), &eoff));
+      if (eoff < poff) {  // the ring was flushed between the two reservations
+        DUET_TRY(reserve(pbytes, &poff));
+      }
     }
   }
-  std::byte* ring = ring_.block->mapped + ring_.offset;
+  std::byte* ring = area.block->mapped + area.offset;
   std::memcpy(ring + poff, &d.params, pbytes);
   if (!d.extra.empty()) std::memcpy(ring + eoff, d.extra.data(), d.extra.size());
   DUET_TRY(begin());
 
   std::array<Window, kBindings> bind = d.bind;
-  bind[0] = {ring_.block->buffer, ring_.offset + poff, pbytes, false};
+  bind[0] = {area.block->buffer, area.offset + poff, pbytes, false};
   if (d.extra_binding > 0)
-    bind[static_cast<size_t>(d.extra_binding)] = {ring_.block->buffer, ring_.offset + eoff,
+    bind[static_cast<size_t>(d.extra_binding)] = {area.block->buffer, area.offset + eoff,
                                                   d.extra.size(), false};
   std::array<Window, 2> side = {d.scalar, d.errors};  // kScalarBinding, kErrorBinding
   // Unused bindings point at the parameter block: every binding of the layout stays valid.
@@ -328,14 +362,14 @@ Status Recorder::record(const Dispatch& d) {
   }
 
   VkDescriptorSetAllocateInfo ai{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
-  ai.descriptorPool = dpool_;
+  ai.descriptorPool = capturing_ ? cap_.pools.back() : dpool_;
   ai.descriptorSetCount = 1;
   VkDescriptorSetLayout sl = pipelines_.set_layout();
   ai.pSetLayouts = &sl;
   VkDescriptorSet set = VK_NULL_HANDLE;
   VkResult r = vkAllocateDescriptorSets(core_->device, &ai, &set);
   if (r != VK_SUCCESS) return vk_error("vkAllocateDescriptorSets", r, core_->id);
-  --sets_left_;
+  --(capturing_ ? cap_.sets_left : sets_left_);
   std::array<VkDescriptorBufferInfo, kAllBindings> infos{};
   std::array<VkWriteDescriptorSet, kAllBindings> writes{};
   for (uint32_t i = 0; i < writes.size(); ++i) {
@@ -369,6 +403,8 @@ Status Recorder::record(const Dispatch& d) {
 }
 
 Status Recorder::update(VkBuffer buffer, uint64_t offset, const void* data, uint64_t bytes) {
+  if (capturing_)
+    return Err(Code::internal).device(core_->id).note("a buffer written while recording");
   DUET_TRY(begin());
   auto emit = [buffer, offset, bytes](VkCommandBuffer c, const void* bytes_from) {
     VkMemoryBarrier before{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
@@ -396,6 +432,34 @@ Status Recorder::update(VkBuffer buffer, uint64_t offset, const void* data, uint
   reads_since_barrier_.clear();
   writes_since_barrier_.clear();
   batch_.push_back({buffer, offset, offset + bytes});
+  return {};
+}
+
+Status Recorder::copy(VkBuffer src, uint64_t src_offset, VkBuffer dst, uint64_t dst_offset,
+                      uint64_t bytes) {
+  if (capturing_)
+    return Err(Code::internal).device(core_->id).note("a buffer read while recording");
+  DUET_TRY(begin());
+  command([=](VkCommandBuffer c) {
+    VkMemoryBarrier before{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+    before.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+    before.dstAccessMask = VK_ACCESS_TRANSFER_READ_BIT;
+    vkCmdPipelineBarrier(c, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+                         VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &before, 0, nullptr, 0, nullptr);
+    VkBufferCopy region{src_offset, dst_offset, bytes};
+    vkCmdCopyBuffer(c, src, dst, 1, &region);
+    VkMemoryBarrier after{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+    after.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
+    after.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
+    vkCmdPipelineBarrier(c, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1,
+                         &after, 0, nullptr, 0, nullptr);
+  });
+  barriers += 2;
+  ++copies;
+  reads_since_barrier_.clear();
+  writes_since_barrier_.clear();
+  batch_.push_back({src, src_offset, src_offset + bytes});
+  batch_.push_back({dst, dst_offset, dst_offset + bytes});
   return {};
 }
 
@@ -432,6 +496,10 @@ void Recorder::drop_batch() {
 }
 
 Status Recorder::flush() {
+  if (capturing_)
+    return Err(Code::internal)
+        .device(core_->id)
+        .note("work submitted while recording (only execute() may come between begin and end)");
   if (!recording_) return {};
   if (timing_ && op_open_) pieces_.back().end = timestamp();
   DUET_TRY(settle());
@@ -457,6 +525,127 @@ Status Recorder::flush() {
   writes_since_barrier_.clear();
   batch_.clear();
   return collected;
+}
+
+Result<Allocation> Recorder::capture_reserve(uint64_t pbytes, uint64_t extra, uint64_t* poff,
+                                             uint64_t* eoff) {
+  auto up = [this](uint64_t n) { return (n + ring_align_ - 1) / ring_align_ * ring_align_; };
+  const uint64_t need = up(pbytes) + up(extra);
+  if (cap_.params.empty() || cap_.params_used + need > cap_.params.back().size) {
+    DUET_ASSIGN_OR_RETURN(Allocation a, host_alloc_->allocate(std::max<uint64_t>(need, 1 << 20)));
+    cap_.params.push_back(a);
+    cap_.params_used = 0;
+  }
+  *poff = cap_.params_used;
+  *eoff = cap_.params_used + up(pbytes);
+  cap_.params_used += need;
+  return cap_.params.back();
+}
+
+void Recorder::free_capture(Capture& c) {
+  VkDevice d = core_->device;
+  if (c.cmd) vkFreeCommandBuffers(d, pool_, 1, &c.cmd);
+  for (VkDescriptorPool p : c.pools) vkDestroyDescriptorPool(d, p, nullptr);
+  for (const Allocation& a : c.params) host_alloc_->release(a);
+  for (VkBufferView v : c.views) vkDestroyBufferView(d, v, nullptr);
+  if (c.errors.block) host_alloc_->release(c.errors);
+  c = Capture{};
+}
+
+Status Recorder::begin_capture() {
+  if (capturing_) return Err(Code::internal).device(core_->id).note("a recording is under way");
+  if (timing_)
+    return Err(Code::unsupported)
+        .device(core_->id)
+        .note("recording is not supported while kernel timing is on");
+  DUET_TRY(flush());  // what came before runs first
+  Capture c;
+  VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+  ai.commandPool = pool_;
+  ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+  ai.commandBufferCount = 1;
+  VkResult r = vkAllocateCommandBuffers(core_->device, &ai, &c.cmd);
+  if (r != VK_SUCCESS) return vk_error("vkAllocateCommandBuffers", r, core_->id);
+  auto errors = host_alloc_->allocate(kErrorSlots * 8);
+  if (!errors.ok()) {
+    free_capture(c);
+    return errors.status();
+  }
+  c.errors = *errors;
+  std::memset(c.errors.block->mapped + c.errors.offset, 0, kErrorSlots * 8);
+  VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+  r = vkBeginCommandBuffer(c.cmd, &bi);
+  if (r != VK_SUCCESS) {
+    free_capture(c);
+    return vk_error("vkBeginCommandBuffer", r, core_->id);
+  }
+  cap_ = std::move(c);
+  plain_cmd_ = cmd_;
+  cmd_ = cap_.cmd;
+  capturing_ = recording_ = true;
+  reads_since_barrier_.clear();
+  writes_since_barrier_.clear();
+  batch_.clear();
+  return {};
+}
+
+Result<int> Recorder::end_capture() {
+  if (!capturing_) return Err(Code::unsupported).device(core_->id).note("no recording was begun");
+  Status st = settle();  // the tape (dispatches whose pipelines were being made) played
+  if (st.ok()) {
+    VkResult r = vkEndCommandBuffer(cmd_);
+    if (r != VK_SUCCESS) st = vk_error("vkEndCommandBuffer", r, core_->id);
+  }
+  cmd_ = plain_cmd_;
+  capturing_ = recording_ = false;
+  reads_since_barrier_.clear();
+  writes_since_barrier_.clear();
+  batch_.clear();
+  if (!st.ok()) {
+    free_capture(cap_);
+    return st;
+  }
+  const int id = next_capture_++;
+  captures_.emplace(id, std::move(cap_));
+  cap_ = Capture{};
+  return id;
+}
+
+Status Recorder::replay(int id) {
+  auto it = captures_.find(id);
+  if (it == captures_.end())
+    return Err(Code::not_found)
+        .device(core_->id)
+        .note("no recording " + std::to_string(id) + " to replay");
+  if (capturing_) return Err(Code::internal).device(core_->id).note("replayed while recording");
+  DUET_TRY(flush());  // what came before runs first
+  Capture& c = it->second;
+  VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
+  si.commandBufferCount = 1;
+  si.pCommandBuffers = &c.cmd;
+  VkResult r = vkQueueSubmit(core_->queue, 1, &si, fence_);
+  if (r != VK_SUCCESS) return vk_error("vkQueueSubmit", r, core_->id);
+  ++submissions;
+  r = vkWaitForFences(core_->device, 1, &fence_, VK_TRUE, UINT64_MAX);
+  if (r != VK_SUCCESS) return vk_error("vkWaitForFences", r, core_->id);
+  vkResetFences(core_->device, 1, &fence_);
+  auto* w = reinterpret_cast<uint32_t*>(c.errors.block->mapped + c.errors.offset);
+  std::string first;
+  for (size_t i = 0; i < c.slots.size(); ++i)
+    if (w[2 * i] && first.empty())
+      first = c.slots[i].what + ": " + c.slots[i].value_word + " " +
+              std::to_string(static_cast<int32_t>(w[2 * i + 1])) + c.slots[i].suffix;
+  std::memset(w, 0, c.slots.size() * 8);
+  // Reported by the next synchronize(), as a plain batch's errors are.
+  if (!first.empty()) deferred_errors_.push_back(std::move(first));
+  return {};
+}
+
+void Recorder::release(int id) {
+  auto it = captures_.find(id);
+  if (it == captures_.end()) return;
+  free_capture(it->second);
+  captures_.erase(it);
 }
 
 }  // namespace duet::vulkan

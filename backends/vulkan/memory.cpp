@@ -21,8 +21,11 @@ uint32_t find_memory_type(const VkPhysicalDeviceMemoryProperties& m, uint32_t ty
 }
 
 Allocator::Allocator(VkDevice device, const PhysicalInfo& info, bool mapped, uint64_t block_size,
-                     std::string device_id)
-    : device_(device), mapped_(mapped), block_size_(block_size), id_(std::move(device_id)) {
+                     std::string device_id, bool host_cached)
+    : device_(device),
+      mapped_(mapped || host_cached),
+      block_size_(block_size),
+      id_(std::move(device_id)) {
   // The buffer usage is the same for every block, so one probe gives the type bits.
   VkBufferCreateInfo bi{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
   bi.size = 4096;
@@ -38,13 +41,24 @@ Allocator::Allocator(VkDevice device, const PhysicalInfo& info, bool mapped, uin
     vkDestroyBuffer(device_, probe_buf, nullptr);
   }
   const auto& m = info.memory;
-  if (mapped_) {
+  if (host_cached) {
+    const VkMemoryPropertyFlags want = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT |
+                                       VK_MEMORY_PROPERTY_HOST_COHERENT_BIT |
+                                       VK_MEMORY_PROPERTY_HOST_CACHED_BIT;
+    for (uint32_t i = 0; i < m.memoryTypeCount; ++i) {
+      const VkMemoryPropertyFlags f = m.memoryTypes[i].propertyFlags;
+      if (!(bits & (1u << i)) || (f & want) != want) continue;
+      if (type_index_ == UINT32_MAX || !(f & VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT)) type_index_ = i;
+      if (!(f & VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT)) break;
+    }
+  } else if (mapped_) {
     type_index_ = find_memory_type(
         m, bits, VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT,
         VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT);
   } else {
     type_index_ = find_memory_type(m, bits, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT);
   }
+  if (type_index_ != UINT32_MAX) flags_ = m.memoryTypes[type_index_].propertyFlags;
   alignment_ = std::max<uint64_t>({256, info.props.limits.minStorageBufferOffsetAlignment,
                                    info.props.limits.nonCoherentAtomSize});
 }

@@ -121,9 +121,12 @@ struct Allocation {
 
 class Allocator {
  public:
-  // `mapped` asks for host-visible memory (then mapped persistently).
+  // `mapped` asks for host-visible memory (then mapped persistently), preferably device-local;
+  // `host_cached` instead for host-visible memory the host caches (reads back at memory speed),
+  // preferably not device-local: none found leaves the allocator without a type (allocations
+  // fail; has_type() says so).
   Allocator(VkDevice device, const PhysicalInfo& info, bool mapped, uint64_t block_size,
-            std::string device_id);
+            std::string device_id, bool host_cached = false);
   ~Allocator();
   Allocator(const Allocator&) = delete;
   Allocator& operator=(const Allocator&) = delete;
@@ -131,6 +134,9 @@ class Allocator {
   Result<Allocation> allocate(uint64_t bytes);
   void release(const Allocation& a);
   bool host_visible() const { return mapped_; }
+  bool has_type() const { return type_index_ != UINT32_MAX; }
+  // The property flags of the memory type blocks are allocated from (0 without one).
+  VkMemoryPropertyFlags flags() const { return flags_; }
   uint64_t block_size() const { return block_size_; }
   size_t block_count() const { return blocks_.size(); }
 
@@ -138,6 +144,7 @@ class Allocator {
   Result<Block*> new_block(uint64_t size, bool dedicated);
   VkDevice device_;
   uint32_t type_index_ = UINT32_MAX;
+  VkMemoryPropertyFlags flags_ = 0;
   bool mapped_;
   uint64_t block_size_;
   uint64_t alignment_;
@@ -343,6 +350,20 @@ class Recorder {
   // 4, `bytes` at most kMaxUpdateBytes.
   static constexpr uint64_t kMaxUpdateBytes = 65536;
   Status update(VkBuffer buffer, uint64_t offset, const void* data, uint64_t bytes);
+  // Copies `bytes` from `src` to `dst` in the command stream, after the work recorded before it
+  // (a barrier first); the host may read `dst` after the next flush().
+  Status copy(VkBuffer src, uint64_t src_offset, VkBuffer dst, uint64_t dst_offset, uint64_t bytes);
+  // Captures (Device recordings): from begin_capture() (which submits what was recorded before)
+  // to end_capture(), dispatches go into a command buffer of their own, with their own
+  // descriptor pools, parameter blocks, texel views and error slots, kept until release(id);
+  // replay(id) submits it (after what was recorded since) and waits, then reports its error
+  // slots. Refused while kernel timing is on. Nothing may flush while capturing: a dispatch that
+  // would (update, copy) fails.
+  Status begin_capture();
+  Result<int> end_capture();
+  Status replay(int id);
+  void release(int id);
+  bool capturing() const { return capturing_; }
   // Whether recorded, unsubmitted work touches [offset, offset + bytes) of `buffer`.
   bool touches(VkBuffer buffer, uint64_t offset, uint64_t bytes) const;
   bool pending() const { return recording_; }
@@ -369,7 +390,7 @@ class Recorder {
 
   // Counters for tests and benchmarks, and the shader and specialization constants of the last
   // few dispatches recorded (oldest first).
-  uint64_t submissions = 0, dispatches = 0, barriers = 0, updates = 0;
+  uint64_t submissions = 0, dispatches = 0, barriers = 0, updates = 0, copies = 0;
   std::vector<std::pair<std::string, std::vector<uint32_t>>> recent;
   std::optional<uint32_t> last_dense;  // the DENSE mask of the last dispatch, if specialized
 
@@ -399,6 +420,32 @@ class Recorder {
   Status collect();      // reads the batch's timestamps into spans_
   Result<VkBufferView> view(const TexelWindow& w);
   void destroy_views();
+  Status make_pool(VkDescriptorPool* pool);
+  // What a capture owns. Parameter blocks are filled from the front; `sets_left` counts the
+  // last pool's sets.
+  struct Capture {
+    VkCommandBuffer cmd = VK_NULL_HANDLE;
+    std::vector<VkDescriptorPool> pools;
+    uint32_t sets_left = 0;
+    std::vector<Allocation> params;
+    uint64_t params_used = 0;
+    std::vector<VkBufferView> views;
+    Allocation errors{};
+    struct Slot {
+      std::string what, value_word, suffix;
+    };
+    std::vector<Slot> slots;
+  };
+  void free_capture(Capture& c);
+  // Room for a parameter block and a table after it in the capture's blocks: their offsets in
+  // the block returned.
+  Result<Allocation> capture_reserve(uint64_t pbytes, uint64_t extra, uint64_t* poff,
+                                     uint64_t* eoff);
+  bool capturing_ = false;
+  Capture cap_;
+  VkCommandBuffer plain_cmd_ = VK_NULL_HANDLE;
+  std::map<int, Capture> captures_;
+  int next_capture_ = 0;
 
   std::shared_ptr<Core> core_;
   Pipelines& pipelines_;
@@ -455,8 +502,10 @@ class VulkanDevice final : public Device {
  public:
   // `block_bytes`: the size of the allocator's memory blocks (0: 256 MiB, less where the driver
   // caps allocations).
+  // `copied_reads`: reads of mapped memory through a copy into host-cached memory (1), plain
+  // memcpy (0), or the former where the mapped memory is not host-cached (-1).
   VulkanDevice(std::shared_ptr<Core> core, std::string cache_dir, bool force_staging,
-               uint64_t block_bytes = 0);
+               uint64_t block_bytes = 0, int copied_reads = -1);
   ~VulkanDevice() override;
   Status init();
 
@@ -470,6 +519,12 @@ class VulkanDevice final : public Device {
   // Device timestamps around each op (Recorder::begin_timing), where the queue family has them.
   Status begin_kernel_timing() override;
   Result<std::vector<KernelSpan>> end_kernel_timing() override;
+  // Recordings: the recorder's captures (one command buffer each, resubmitted by replay), and
+  // the scratch buffers their dispatches use, kept with them.
+  Status begin_recording() override;
+  Result<int> end_recording() override;
+  Status replay(int recording) override;
+  void release_recording(int recording) override;
 
   // For ops/ and the tests.
   Recorder& recorder() { return *recorder_; }
@@ -505,16 +560,27 @@ class VulkanDevice final : public Device {
 
  private:
   Status copy_staged(VkBuf& buf, uint64_t offset, void* host, uint64_t bytes, bool to_device);
+  // A read of mapped device memory the host does not cache (resizable BAR: every load a round
+  // trip over PCIe, a decode step's 0.5 MB of logits several ms) as a copy into host-cached
+  // memory on the device's queue, then a memcpy.
+  Status read_copied(VkBuf& buf, uint64_t offset, void* host, uint64_t bytes);
 
   std::shared_ptr<Core> core_;
   DeviceCaps caps_;
   std::unique_ptr<Pipelines> pipelines_;
   std::unique_ptr<Recorder> recorder_;
   bool staging_ = false;
+  // Reads of `copied_reads_from_` bytes or more go through read_copied (0: never); readback_ is
+  // its host-cached buffer, made at the first such read.
+  uint64_t copied_reads_from_ = 0;
+  std::unique_ptr<Allocator> readback_alloc_;
+  Allocation readback_{};
   uint64_t block_bytes_ = 0;
   uint64_t max_window_ = 0, window_align_ = 16;
   uint64_t max_texels_ = 0, texel_align_ = 16;
   std::vector<std::shared_ptr<VkBuf>> scratch_;
+  std::vector<std::shared_ptr<VkBuf>> capture_scratch_;  // of the recording under way
+  std::map<int, std::vector<std::shared_ptr<VkBuf>>> recording_scratch_;
   std::map<std::pair<uint32_t, int>, std::shared_ptr<Buffer>> rope_tables_;
   std::string cache_dir_;
   uint32_t timestamp_bits_ = 0;

@@ -1,6 +1,7 @@
 // The Vulkan device on whatever the machine has (lavapipe in CI): the device contract for every
 // device, discovery and the no-loader path, capabilities, memory, batching and barriers,
 // validation, the staging path, and launch shapes derived from small limits.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -511,6 +512,131 @@ TEST(VulkanStaging, DeviceLocalMemoryWithStagingCopiesGivesTheSameResults) {
     check::Outcome o2 = run_on(d, c);
     EXPECT_TRUE(o2.passed) << c.name << ": " << o2.message;
   }
+}
+
+// Reads through a copy into host-cached memory (what a resizable-BAR GPU gets, whose mapped
+// memory the host does not cache), forced on lavapipe: op results, a read of a few bytes at an
+// odd offset, a read larger than the readback buffer, and a read of work still recorded.
+TEST(VulkanCopiedReads, ReadsThroughAHostCachedCopyGiveTheSameBytes) {
+  TempDir cache;
+  BackendOptions o;
+  o.values["vulkan.copied_reads"] = "1";
+  auto r = open_vulkan(o, cache);
+  if (!r.ok()) GTEST_SKIP() << r.status().message();
+  Device& d = *r->devices[0];
+  EXPECT_NE(d.caps().extra.at("memory_path").find("reads copied into host-cached memory"),
+            std::string::npos)
+      << d.caps().extra.at("memory_path");
+  const uint64_t copies0 = vk(d).recorder().copies;
+  for (const check::Case& c :
+       {make_case("copied/matmul", OpKind::matmul,
+                  {dense(DType::f32, {33, 70}), dense(DType::f32, {70, 19})}),
+        make_case("copied/softmax", OpKind::softmax, {dense(DType::f16, {5, 129})})}) {
+    check::Outcome o2 = run_on(d, c);
+    EXPECT_TRUE(o2.passed) << c.name << ": " << o2.message;
+  }
+  EXPECT_GT(vk(d).recorder().copies, copies0);
+  // 9 MiB: two pieces of the 8 MiB readback buffer; bytes 5..11 alone.
+  const uint64_t n = 9ull << 20;
+  std::vector<uint8_t> host(n), back(n, 0);
+  for (uint64_t i = 0; i < n; ++i) host[i] = static_cast<uint8_t>(i * 2654435761u >> 24);
+  auto buf = d.allocate(n);
+  ASSERT_TRUE(buf.ok()) << buf.status().message();
+  ASSERT_TRUE(d.write(**buf, 0, host.data(), n).ok());
+  ASSERT_TRUE(d.read(**buf, 0, back.data(), n).ok());
+  EXPECT_TRUE(back == host);
+  uint8_t few[7] = {};
+  ASSERT_TRUE(d.read(**buf, 5, few, sizeof few).ok());
+  EXPECT_TRUE(std::equal(few, few + 7, host.begin() + 5));
+}
+
+// A recording is one command buffer: each replay one submission, whatever it holds, reading
+// what its buffers hold then; an id out of range in a replay is named at the next synchronize,
+// once, and a good replay after it is good.
+TEST(VulkanRecordings, AReplayIsOneSubmissionAndReportsItsErrorsAtSynchronize) {
+  TempDir cache;
+  auto r = open_vulkan({}, cache);
+  if (!r.ok()) GTEST_SKIP() << r.status().message();
+  Device& d = *r->devices[0];
+  const OpDesc op = *make_op(
+      OpKind::embedding, {},
+      {TensorDesc::contiguous(DType::f32, {4, 3}), TensorDesc::contiguous(DType::i32, {2})},
+      {"table", "tokens"}, "embed");
+  const KernelChoice k = *d.supports(op, Precision::f32);
+  auto table = *d.allocate(48), ids = *d.allocate(8), y = *d.allocate(24);
+  const std::vector<float> values = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+  ASSERT_TRUE(d.write(*table, 0, values.data(), 48).ok());
+  const TensorRef in[2] = {{op.inputs[0], table.get()}, {op.inputs[1], ids.get()}};
+  const TensorRef out{op.output, y.get()};
+  ASSERT_TRUE(d.begin_recording().ok());
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(d.execute({op, k}, in, out).ok());
+  auto id = d.end_recording();
+  ASSERT_TRUE(id.ok()) << id.status().message();
+  Recorder& rec = vk(d).recorder();
+  const uint64_t submissions = rec.submissions, dispatches = rec.dispatches;
+  for (int32_t first : {3, 1}) {
+    const int32_t tokens[2] = {first, 0};
+    ASSERT_TRUE(d.write(*ids, 0, tokens, sizeof tokens).ok());
+    ASSERT_TRUE(d.replay(*id).ok());
+    ASSERT_TRUE(d.synchronize().ok());
+    std::vector<float> got(6, -1.0f);
+    ASSERT_TRUE(d.read(*y, 0, got.data(), 24).ok());
+    EXPECT_EQ(got[0], values[static_cast<size_t>(first) * 3]);
+    EXPECT_EQ(got[3], 1.0f);
+  }
+  EXPECT_EQ(rec.submissions - submissions, 2u) << "one submission a replay";
+  EXPECT_EQ(rec.dispatches, dispatches) << "replays record nothing";
+  const int32_t bad[2] = {0, 9}, good[2] = {0, 0};
+  ASSERT_TRUE(d.write(*ids, 0, bad, sizeof bad).ok());
+  ASSERT_TRUE(d.replay(*id).ok());
+  Status s = d.synchronize();
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("embedding 'embed'"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("id 9"), std::string::npos) << s.message();
+  EXPECT_TRUE(d.synchronize().ok()) << "reported once";
+  ASSERT_TRUE(d.write(*ids, 0, good, sizeof good).ok());
+  ASSERT_TRUE(d.replay(*id).ok());
+  EXPECT_TRUE(d.synchronize().ok());
+  d.release_recording(*id);
+  EXPECT_FALSE(d.replay(*id).ok());
+  // Refused while timing kernels, with the reason.
+  if (d.begin_kernel_timing().ok()) {
+    Status t = d.begin_recording();
+    EXPECT_EQ(t.code(), Code::unsupported);
+    EXPECT_NE(t.message().find("kernel timing"), std::string::npos) << t.message();
+    ASSERT_TRUE(d.end_kernel_timing().ok());
+  }
+}
+
+// The executor records a run's kernels at the second plain run and replays them after: the same
+// results as step by step.
+TEST(VulkanRecordings, TheExecutorReplaysRecordedRunsWithTheSameResults) {
+  TempDir cache;
+  auto r = open_vulkan({}, cache);
+  if (!r.ok()) GTEST_SKIP() << r.status().message();
+  GraphBuilder b("recorded");
+  ValueId x = b.input("x", DType::f32, {4, 33});
+  ValueId y = b.input("y", DType::f32, {4, 33});
+  b.output(b.relu(b.mul(b.add(x, y, "sum"), y, "prod"), "out"));
+  Graph g = *b.build();
+  auto e = Engine::create(g, {r->devices[0].get()}, Policy{});
+  ASSERT_TRUE(e.ok()) << e.status().message();
+  for (int run = 0; run < 4; ++run) {
+    HostTensor xs = HostTensor::empty(DType::f32, std::vector<int64_t>{4, 33});
+    HostTensor ys = HostTensor::empty(DType::f32, std::vector<int64_t>{4, 33});
+    for (int i = 0; i < 132; ++i) {
+      xs.data<float>()[i] = static_cast<float>(i % 7 - 3 + run);
+      ys.data<float>()[i] = static_cast<float>(i % 5 - 2);
+    }
+    auto out = (*e)->run({{"x", xs}, {"y", ys}});
+    ASSERT_TRUE(out.ok()) << out.status().message();
+    for (int i = 0; i < 132; ++i) {
+      const float want =
+          std::max(0.0f, (xs.data<float>()[i] + ys.data<float>()[i]) * ys.data<float>()[i]);
+      ASSERT_EQ(out->at("out").data<float>()[i], want) << "run " << run << ", " << i;
+    }
+  }
+  EXPECT_EQ((*e)->recording_summary(), "vulkan:0: 3 of 3 kernels in 1 recording");
 }
 
 TEST(VulkanLimits, TinySharedMemoryGivesSmallerTilesAndCorrectResults) {
