@@ -129,21 +129,33 @@ void main() {
     const uint k = q * 8u;
     const uint at = (k / QK) * QB, g = (k % QK) / 32u, p = q & 3u;
     float w[RW][8];
-    [[unroll]] for (uint j = 0u; j < RW; ++j) qpiece(w_row[j] + at, g, p, w[j]);
+    vec2 dm[RW];
+    [[unroll]] for (uint j = 0u; j < RW; ++j) qpiece(w_row[j] + at, g, p, w[j], dm[j]);
     [[unroll]] for (uint i = 0u; i < MR; ++i) {
-      if (i >= mr) {
-      } else if (AVEC != 0u) {
-        [[unroll]] for (uint c = 0u; c < 8u; c += VEC) {
-          float a[VEC];
-          unpack_vec(a4[(ar[i] + k + c) / VEC], a);
-          [[unroll]] for (uint j = 0u; j < RW; ++j)
-            [[unroll]] for (uint e = 0u; e < VEC; ++e)
-              acc[j * MR + i] = fma(a[e], w[j][c + e], acc[j * MR + i]);
+      if (i < mr) {  // uniform in the workgroup
+        float a[8];
+        if (AVEC != 0u) {
+          [[unroll]] for (uint c = 0u; c < 8u; c += VEC) {
+            float v[VEC];
+            unpack_vec(a4[(ar[i] + k + c) / VEC], v);
+            [[unroll]] for (uint e = 0u; e < VEC; ++e) a[c + e] = v[e];
+          }
+        } else {
+          [[unroll]] for (uint c = 0u; c < 8u; ++c) a[c] = a_at(ar[i] + (k + c) * sak);
         }
-      } else {
-        [[unroll]] for (uint c = 0u; c < 8u; ++c) {
-          const float a = a_at(ar[i] + (k + c) * sak);
-          [[unroll]] for (uint j = 0u; j < RW; ++j) acc[j * MR + i] = fma(a, w[j][c], acc[j * MR + i]);
+#ifdef Q_MIN
+        float sa = 0.0;
+        [[unroll]] for (uint c = 0u; c < 8u; ++c) sa += a[c];
+#endif
+        // Each row's piece: the activations times its codes, then its scale (and minimum).
+        [[unroll]] for (uint j = 0u; j < RW; ++j) {
+          float s = 0.0;
+          [[unroll]] for (uint c = 0u; c < 8u; ++c) s = fma(a[c], w[j][c], s);
+          float r = fma(dm[j].x, s, acc[j * MR + i]);
+#ifdef Q_MIN
+          r = fma(dm[j].y, sa, r);
+#endif
+          acc[j * MR + i] = r;
         }
       }
     }

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <optional>
 
+#include "duet/internal/env.h"
 #include "rules/rules.h"
 #include "vulkan_backend.h"
 
@@ -169,8 +170,19 @@ KernelChoice matvec_choice(const DeviceCaps& c, const OpDesc& op, DType t) {
   // float weight), each with K / 8 pieces of a row to share; on CPU devices one subgroup, whose
   // sum needs no shared memory and no barrier.
   kern.bn = on_cpu(c) ? 1 : (quant ? 4 : 2);
+  // Tuning runs on a GPU: DUET_VULKAN_MATVEC_ROWS (weight rows a workgroup, 1..8) and
+  // DUET_VULKAN_MATVEC_THREADS (invocations a workgroup, whole subgroups) replace the two
+  // choices here and below.
+  std::optional<int64_t> rows_env, threads_env;
+  if (!on_cpu(c)) {
+    rows_env = env_int("DUET_VULKAN_MATVEC_ROWS", 1, 8, "the rules' choice");
+    threads_env = env_int("DUET_VULKAN_MATVEC_THREADS", 1, 1024, "the rules' choice");
+    if (threads_env && (*threads_env % sg != 0 || *threads_env > mt)) threads_env.reset();
+  }
+  if (rows_env) kern.bn = static_cast<int>(*rows_env);
   if (c.subgroup_arithmetic && sg <= mt) {
     l.block_threads = on_cpu(c) ? sg : std::max(sg, std::min(128, mt) / sg * sg);
+    if (threads_env) l.block_threads = static_cast<int>(*threads_env);
     const int sg_min = std::max(c.subgroup_min, 1);
     const int nsg = (l.block_threads + sg_min - 1) / sg_min;
     l.shared_bytes = nsg > 1 ? static_cast<uint64_t>(nsg * kern.bn * kern.bm) * 4 : 0;
