@@ -7,8 +7,10 @@
 #   (the device tool returns at most eight files from its $OUT: give this script a folder of its
 #   own and pack it afterwards, e.g. OUT=/tmp/o timeout 500 run.sh; tar -czf $OUT/logs.tgz -C /tmp/o .)
 #   steps (default all, in this order): env check onnx pydlpack bench tiers decode rows profile torch model
-#   llama groups fusions attnpick ncudecode longctx vkdecode vkllama vkcheck vkattn vkbench (the Vulkan steps that were never measured
-#   first: on 2026-11-27 the run's time ended inside vkbench)
+#   llama groups fusions addnorm attnpick ncudecode longctx vkdecode vkllama vkcheck vkattn vkbench (the Vulkan steps that were never measured
+#   first: on 2026-11-27 the run's time ended inside vkbench); not in the default list: clocks (the
+#   GPU's clocks sampled in the background, clocks.csv), vksweep (the Vulkan mat-vec's shapes) and
+#   vkread (a Vulkan decode step with and without copied reads)
 #   Budget: on an H200 (2026-11-27) the steps up to vkbench took 7.5 minutes, bench-vulkan stopped
 #   by its timeout; env, check, onnx, torch, llama and longctx alone took 31 s. Name the steps a
 #   run needs when its device time is short.
@@ -151,7 +153,14 @@ if want torch; then
   wc -l < $O/torch.jsonl; tail -3 $O/torch.err
 fi
 P=$(python3 -c "print(','.join(str(i) for i in range(1,513)))")
-if want model || want llama || want fusions || want addnorm || want attnpick || want vkllama; then
+# The GPU's clocks beside the steps, every 100 ms (an idle H200 holds its SM clock at 345 MHz
+# against 1980 busy, and a bench row's first batches after a second of drawing its inputs ran
+# before it rose: the 2026-11-27 rows of every block format but q8_0 and q6_k 4-8x slow).
+if want clocks; then
+  nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,pstate,utilization.gpu --format=csv \
+    -lms 100 > $O/clocks.csv 2>&1 & CLOCKS=$!
+fi
+if want model || want llama || want fusions || want addnorm || want attnpick || want vkllama || want vkread; then
   [ -f /tmp/m8.gguf ] || { step model; timeout 90 python3 $B/make_big.py /tmp/m8.gguf 8b q4_0; }
 fi
 # duet-llama takes ids with --prompt-ids (older builds: --prompt); the first form it accepts wins.
@@ -324,6 +333,26 @@ if want vkllama; then
   done
   (export DUET_CALIBRATION=off DUET_LOG=info; llama vulkan:0)
 fi
+# The Vulkan mat-vec's weight rows a workgroup (DUET_VULKAN_MATVEC_ROWS) against its invocations
+# (DUET_VULKAN_MATVEC_THREADS) on q4_0 and q8_0, by the kernels' own clock (bench's kernel ms).
+if want vksweep; then
+  step bench-vulkan-matvec-sweep
+  for c in 1x128 2x128 4x128 8x128 2x64 4x64 4x256 8x256; do
+    echo "rows ${c%x*} threads ${c#*x}:"
+    DUET_VULKAN_MATVEC_ROWS=${c%x*} DUET_VULKAN_MATVEC_THREADS=${c#*x} DUET_CALIBRATION=off \
+      timeout 30 $D bench --device vulkan:0 --op matmul --tier matvec --dtype q4_0 --dtype q8_0 \
+      --repeats 5 --min-seconds 0.02 2>&1 | grep -E " decode M"
+  done
+fi
+# A decode step's host overhead: its logits read from the resizable-BAR mapping (memcpy over PCIe)
+# against a copy into host-cached memory first (the default where the mapped memory is not cached).
+if want vkread; then
+  for c in 1 0; do
+    step "llama vulkan:0 decode timing, DUET_VULKAN_COPIED_READS=$c"
+    DUET_VULKAN_COPIED_READS=$c DUET_CALIBRATION=off timeout 60 $L /tmp/m8.gguf --prompt-ids 1,2,3 \
+      -n 32 --devices vulkan:0 --timing 2>&1 | grep -E "decode|timing|error" | head -12
+  done
+fi
 if want vkcheck; then
   step check-vulkan; timeout 150 $D check --device vulkan:0 --json $O/check_vulkan.json > $O/check_vulkan.txt 2>&1
   echo rc=$?; grep -v -E "^\s*(ok|pass)" $O/check_vulkan.txt | tail -25
@@ -343,6 +372,7 @@ if want vkbench; then
   step bench-vulkan; timeout 90 $D bench --device vulkan:0 --op matmul --op attention --min-seconds 0.03 \
     --json $O/bench_vulkan.json > $O/bench_vulkan.txt 2>&1; echo rc=$?; tail -60 $O/bench_vulkan.txt
 fi
+[ -n "${CLOCKS:-}" ] && kill $CLOCKS
 step summary; python3 $B/summarize.py $O > $O/summary.md; cat $O/summary.md
 step done
 } 2>&1 | tee $O/log.txt
