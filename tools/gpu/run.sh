@@ -108,12 +108,13 @@ fi
 # the casts, the chunked GEMMs and the result cast takes the time.
 if want qprefill; then
   step bench-cuda-qprefill
+  # QPREFILL_DTYPES, QPREFILL_NCU: fewer formats and tiers for a short run.
+  dts=""; for t in ${QPREFILL_DTYPES:-q4_0 q8_0 q4_k q6_k f16}; do dts="$dts --dtype $t"; done
   DUET_CALIBRATION=off timeout 60 $D bench --device cuda:0 --op matmul --tier cublas --tier int8_mma \
-    --dtype q4_0 --dtype q8_0 --dtype q4_k --dtype q6_k --dtype f16 --min-seconds 0.05 \
-    --json $O/bench_qprefill.json > $O/bench_qprefill.txt 2>&1; echo rc=$?
+    $dts --min-seconds 0.05 --json $O/bench_qprefill.json > $O/bench_qprefill.txt 2>&1; echo rc=$?
   grep -E "M4096|N512|M512" $O/bench_qprefill.txt | head -30
   step ncu-qprefill; N=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
-  for t in cublas int8_mma; do
+  for t in ${QPREFILL_NCU:-cublas int8_mma}; do
     DUET_CALIBRATION=off timeout 60 $N -c 24 --section SpeedOfLight $D bench --device cuda:0 \
       --op matmul --tier $t --dtype q4_0 --repeats 1 --min-seconds 0 > $O/ncu_qprefill_$t.txt 2>&1
     echo "$t rc=$?"; grep -E "^  [a-zA-Z_].*\(|Duration|DRAM Throughput|Compute \(SM\) Throughput" \
