@@ -141,6 +141,30 @@ TEST(Selection, ChoicesComeBestFirst) {
   for (const KernelChoice& k : cs) EXPECT_EQ(k.ok, k.tier != Tier::wgmma) << k.reason;
 }
 
+// Decode (a few query rows per KV head) on Hopper: flash first, whose tile fits the rows (measured
+// faster than wgmma on an H200, 2026-11-28); a prefill's long query blocks keep wgmma first.
+TEST(Selection, HopperDecodeAttentionPrefersFlashAndPrefillWgmma) {
+  auto first_ok = [](const std::vector<KernelChoice>& cs) {
+    for (const KernelChoice& k : cs)
+      if (k.ok) return k.tier;
+    return Tier::reference;
+  };
+  const DeviceCaps h100 = profile("h100");
+  BuildArchs hopper = full_build();
+  hopper.arch_specific = {90};
+  // 8B Llama decode: 32 query heads over 8 KV heads, one new token, 512 cached keys.
+  EXPECT_EQ(first_ok(choices(h100, attention(DType::f16, 32, 8, 1, 512, 128), hopper)),
+            Tier::flash);
+  EXPECT_EQ(first_ok(choices(h100, attention(DType::f16, 32, 32, 8, 4096, 64), hopper)),
+            Tier::flash);
+  EXPECT_EQ(first_ok(choices(h100, attention(DType::f16, 32, 8, 512, 512, 128), hopper)),
+            Tier::wgmma);
+  EXPECT_TRUE(find(choices(h100, attention(DType::f16, 32, 8, 1, 512, 128), hopper), Tier::wgmma,
+                   Precision::f16)
+                  .ok)
+      << "still offered (a policy may ask for it)";
+}
+
 TEST(Selection, FlashAttentionIsRefusedOnTuringWithTheReason) {
   const auto cs = choices(profile("t4"), attention(DType::f16, 8, 8, 64, 64, 64), full_build());
   const KernelChoice flash = find(cs, Tier::flash, Precision::f16);

@@ -290,7 +290,15 @@ void attention_choices(const DeviceCaps& caps, const OpDesc& op, const BuildArch
     return v;
   };
 
-  wgmma_attention_choices(caps, op, build, layout, out);
+  // Choices come best first, and the planner keeps the earlier of two it rates alike (both are
+  // bound by the same bytes). With fewer query rows per KV head than one wgmma tile (decode: 1-8
+  // rows under grouped-query attention), the flash tier, whose tile is sized to the rows, comes
+  // first: on an H200 (2026-11-28, 8B decode, 4 rows) it took 19-20 us a layer against wgmma's
+  // 23-28, the same at 512 and 2,048 cached positions (its producer warpgroup and TMA pipeline's
+  // set-up, not the cache). A prefill's long query blocks keep wgmma first.
+  const bool few_rows = shapes::wgmma_head_dim(D) &&
+                        (a.Hq / std::max<int64_t>(a.Hkv, 1)) * a.Lq < shapes::wgmma_rows(D);
+  if (!few_rows) wgmma_attention_choices(caps, op, build, layout, out);
   for (Precision p : half_precisions(op.inputs[0].dtype)) {
     Draft d(Tier::flash, p);
     need_arch(d, arch, Tier::flash);
@@ -316,6 +324,7 @@ void attention_choices(const DeviceCaps& caps, const OpDesc& op, const BuildArch
                     (cfg.splits > 1 ? ", " + std::to_string(cfg.splits) + " KV splits" : ""));
     out.push_back(d.done("flash attention"));
   }
+  if (few_rows) wgmma_attention_choices(caps, op, build, layout, out);
 
   {
     Draft d(Tier::tiled, Precision::f16);
