@@ -147,7 +147,9 @@ if want pydlpack; then
       echo "no $pb (tools/gpu/pack_python.sh makes it): the bundle's module only"
     fi
   fi
-  PYTHONPATH=$pyp timeout 60 python3 $B/dlpack_cuda.py 2>&1 | tail -10
+  # -X faulthandler: a crash prints the Python stack (2026-11-28: a silent segfault beside PyTorch).
+  PYTHONPATH=$pyp timeout 60 python3 -X faulthandler $B/dlpack_cuda.py > $O/dlpack_cuda.txt 2>&1
+  echo "rc=$?"; tail -12 $O/dlpack_cuda.txt
 fi
 if want torch; then
   step torch; timeout 90 python3 $B/peer_torch.py > $O/torch.jsonl 2>$O/torch.err; echo rc=$?
