@@ -2,9 +2,10 @@
 // attention and an element-wise op: the device it picks must not run the graph measurably slower
 // than the fastest device. "Measurably": slower than kMargin times the fastest, with each
 // device's time the best of several runs taken in turns (so a burst of load from other work
-// slows every device alike, and a device is not judged on its worst moment). On this project's
-// machines (a CPU and lavapipe) the slower device is 2 to 10 times slower, far outside the
-// margin either way; where two devices are within it, either choice passes.
+// slows every device alike, and a device is not judged on its worst moment), measured again up to
+// twice when the choice looks slower (load that slowed one device's turns more than another's).
+// On this project's machines (a CPU and lavapipe) the slower device is 2 to 10 times slower, far
+// outside the margin either way; where two devices are within it, either choice passes.
 //
 // Checked twice: with the estimates from peaks alone (the fixed calibration every other test
 // plans with) and with rates measured now, as a user's first plan would be.
@@ -25,6 +26,7 @@ namespace {
 
 constexpr double kMargin = 1.5;
 constexpr int kRounds = 7;
+constexpr int kAttempts = 3;
 
 struct Case {
   std::string what;
@@ -103,9 +105,16 @@ void check_ranking(const std::vector<PlanDevice>& planned, const std::vector<Dev
     ASSERT_TRUE(plan.ok()) << plan.status().message();
     const PlanStep* s = plan->step("op");
     ASSERT_NE(s, nullptr);
-    const std::vector<double> t = measure(c.graph, devices);
-    ASSERT_EQ(t.size(), devices.size());
-    const double fastest = *std::min_element(t.begin(), t.end());
+    // A loaded machine (other builds on the two cores) can slow one device's rounds more than
+    // another's: a choice is judged slower only if three measurements in a row say so.
+    std::vector<double> t;
+    double fastest = 0;
+    for (int attempt = 0; attempt < kAttempts; ++attempt) {
+      t = measure(c.graph, devices);
+      ASSERT_EQ(t.size(), devices.size());
+      fastest = *std::min_element(t.begin(), t.end());
+      if (t[static_cast<size_t>(s->device)] <= kMargin * fastest) break;
+    }
     std::string table;
     for (size_t i = 0; i < devices.size(); ++i)
       table += "\n  " + devices[i]->id() + ": " + format_us(t[i] * 1e6) + " measured";
