@@ -654,6 +654,13 @@ class Device final : public CudaDevice {
     return launch_one(op, choice, in, out);
   }
 
+  // A launch of the device's own kernels on its stream (programmatic on sm_90+ when asked).
+  kernels::Launch launch_of(const LaunchConfig& config, void* workspace) const {
+    kernels::Launch l{config, stream_, workspace, props_.major * 10 + props_.minor};
+    l.programmatic = options_.programmatic_launch && l.sm >= 90;
+    return l;
+  }
+
   // An op on one of the device's own kernel tiers, its views made.
   Status launch_one(const OpDesc& op, const KernelChoice& choice, std::span<const kernels::View> in,
                     const kernels::View& out) {
@@ -661,7 +668,7 @@ class Device final : public CudaDevice {
     const Tier tier = choice.tier;
     const uint64_t ws = kernels::workspace_bytes(tier, op, choice.launch);
     DUET_ASSIGN_OR_RETURN(void* workspace, ensure_workspace(op, ws));
-    kernels::Launch l{choice.launch, stream_, workspace, props_.major * 10 + props_.minor};
+    kernels::Launch l = launch_of(choice.launch, workspace);
     const uint64_t eb = kernels::error_bytes(op);
     int word = -1;
     if (eb == sizeof(unsigned long long) && recording_) {
@@ -725,7 +732,7 @@ class Device final : public CudaDevice {
       s = [&]() -> Status {
         const uint64_t ws = kernels::workspace_bytes(choice.tier, first, choice.launch);
         DUET_ASSIGN_OR_RETURN(void* workspace, ensure_workspace(first, ws));
-        kernels::Launch l{choice.launch, stream_, workspace, props_.major * 10 + props_.minor};
+        kernels::Launch l = launch_of(choice.launch, workspace);
         std::vector<kernels::GroupMember> members;
         for (const Held& h : g) members.push_back({&h.op.op, h.in, h.out});
         kernels::GroupMember nm, am;
@@ -804,7 +811,7 @@ class Device final : public CudaDevice {
     for (size_t i = 0; i < ops.size(); ++i)
       fused.push_back({&ops[i]->op.op, ops[i]->in, ops[i]->out,
                        words[i] >= 0 ? error_word_at(words[i]) : nullptr});
-    kernels::Launch l{rope.op.choice.launch, stream_, nullptr, props_.major * 10 + props_.minor};
+    kernels::Launch l = launch_of(rope.op.choice.launch, nullptr);
     Status s = check(drv().launch_rope_write(fused, l));
     if (!s.ok())
       return marks(Err(s.code())
@@ -1050,7 +1057,7 @@ class Device final : public CudaDevice {
       DUET_ASSIGN_OR_RETURN(const OpDesc c, make_op(OpKind::cast, a, {from}, {}, op.name));
       for (const KernelChoice& k : kernels::choices(caps_, c))
         if (k.ok && k.tier == Tier::generic) {
-          kernels::Launch l{k.launch, stream_, nullptr, props_.major * 10 + props_.minor};
+          kernels::Launch l = launch_of(k.launch, nullptr);
           Status s = check(drv().launch(Tier::generic, c, std::span(&src, 1),
                                         kernels::make_view(c.output, dst), l));
           if (!s.ok()) return err(s.code()).note("dequantizing for cuBLASLt: " + s.message());
@@ -1170,6 +1177,8 @@ DeviceOptions DeviceOptions::from(const BackendOptions& o) {
   d.fuse_rope_write =
       o.get_bool("cuda.fuse_rope_write", env_switch("DUET_CUDA_FUSE_ROPE_WRITE", true));
   d.fuse_add_norm = o.get_bool("cuda.fuse_add_norm", env_switch("DUET_CUDA_FUSE_ADD_NORM", true));
+  d.programmatic_launch =
+      o.get_bool("cuda.programmatic_launch", env_switch("DUET_CUDA_PDL", false));
   return d;
 }
 

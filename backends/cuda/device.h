@@ -39,11 +39,17 @@ struct DeviceOptions {
   // and the write_slice after that (a decode step's V), run as one kernel: the rotated rows go
   // straight to the cache. The rope's and the writes' execute() are held as the mat-vecs' are.
   bool fuse_rope_write = true;
+  // Programmatic dependent launch on sm_90+ (kernels::Launch::programmatic): each of duet's
+  // kernels may be scheduled while the one before it in the stream finishes, and waits for it
+  // inside, hiding the gap between back-to-back kernels (a decode step is hundreds of them). Off
+  // by default until measured on a GPU (docs/cuda.md#programmatic-dependent-launch).
+  bool programmatic_launch = false;
   // Reads "cuda.staging_mib", "cuda.staging_slots", "cuda.cache_limit_mib", "cuda.cublas",
-  // "cuda.graphs", "cuda.group_matvecs", "cuda.fuse_norm_quant", "cuda.fuse_add_norm" and
-  // "cuda.fuse_rope_write" (and the DUET_CUDA_STAGING_MIB, DUET_CUDA_CACHE_LIMIT_MIB,
-  // DUET_CUDA_CUBLAS, DUET_CUDA_GRAPHS, DUET_CUDA_GROUP_MATVECS, DUET_CUDA_FUSE_NORM_QUANT,
-  // DUET_CUDA_FUSE_ADD_NORM, DUET_CUDA_FUSE_ROPE_WRITE environment fallbacks).
+  // "cuda.graphs", "cuda.group_matvecs", "cuda.fuse_norm_quant", "cuda.fuse_add_norm",
+  // "cuda.fuse_rope_write" and "cuda.programmatic_launch" (and the DUET_CUDA_STAGING_MIB,
+  // DUET_CUDA_CACHE_LIMIT_MIB, DUET_CUDA_CUBLAS, DUET_CUDA_GRAPHS, DUET_CUDA_GROUP_MATVECS,
+  // DUET_CUDA_FUSE_NORM_QUANT, DUET_CUDA_FUSE_ADD_NORM, DUET_CUDA_FUSE_ROPE_WRITE, DUET_CUDA_PDL
+  // environment fallbacks).
   static DeviceOptions from(const BackendOptions& o);
 };
 

@@ -150,6 +150,38 @@ TEST(CudaDevice, KernelTimingRecordsAnEventAfterEveryOpAndWaitsOnlyAtTheEnd) {
   EXPECT_FALSE(r.device->end_kernel_timing().ok());
 }
 
+// Programmatic dependent launch: asked for (cuda.programmatic_launch, DUET_CUDA_PDL), the
+// device's kernel launches carry it on sm_90+ only; off by default. The results are the same
+// (the emulator runs one kernel at a time, and every kernel waits for its predecessor first).
+TEST(CudaDevice, ProgrammaticLaunchIsAskedForOnHopperOnlyWhenTurnedOn) {
+  const OpDesc op = *make_op(
+      OpKind::add, {},
+      {TensorDesc::contiguous(DType::f32, {300}), TensorDesc::contiguous(DType::f32, {300})});
+  auto launched = [&](DeviceProps props, bool on) {
+    DeviceOptions o;
+    o.programmatic_launch = on;
+    Rig r = rig(props, parse_build_archs("75;80", "80"), o);
+    const KernelChoice k = *r.device->supports(op, Precision::f32);
+    Args a = buffers_for(*r.device, op);
+    std::mt19937 rng(on ? 4 : 5);
+    std::uniform_real_distribution<float> u(0.05f, 1.0f);
+    std::vector<float> x(300), y(300), out(300, -7.0f);
+    for (size_t i = 0; i < 300; ++i) x[i] = u(rng), y[i] = -u(rng);
+    EXPECT_TRUE(r.device->write(*a.buffers[0], 0, x.data(), 1200).ok());
+    EXPECT_TRUE(r.device->write(*a.buffers[1], 0, y.data(), 1200).ok());
+    EXPECT_TRUE(r.device->execute({op, k}, a.inputs, a.output).ok());
+    EXPECT_TRUE(r.device->synchronize().ok());
+    EXPECT_EQ(r.driver->launches.size(), 1u);
+    EXPECT_TRUE(r.device->read(*a.buffers[2], 0, out.data(), 1200).ok());
+    for (size_t i = 0; i < 300; ++i) EXPECT_EQ(out[i], x[i] + y[i]) << i;
+    return !r.driver->launches.empty() && r.driver->launches[0].programmatic;
+  };
+  EXPECT_TRUE(launched(h100(), true));
+  EXPECT_FALSE(launched(h100(), false)) << "off unless asked for";
+  EXPECT_FALSE(launched(a100(), true)) << "sm_80 has no programmatic dependent launch";
+  EXPECT_FALSE(DeviceOptions{}.programmatic_launch);
+}
+
 TEST(CudaDevice, CopiesStillWorkWhenPinnedMemoryIsRefused) {
   Rig r = rig();
   r.driver->pinned_works = false;

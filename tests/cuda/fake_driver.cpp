@@ -399,7 +399,7 @@ Status FakeDriver::launch(Tier tier, const OpDesc& op, std::span<const kernels::
                           const kernels::View& out, const kernels::Launch& l) {
   const std::lock_guard<std::recursive_mutex> g(mu_);
   DUET_TRY(sticky());
-  launches.push_back({tier, op.kind, l.config, l.workspace, l.sm, l.stream});
+  launches.push_back({tier, op.kind, l.config, l.workspace, l.sm, l.stream, l.programmatic});
   if (fail_next_launch && launches_before_failure > 0) {
     --launches_before_failure;
   } else if (fail_next_launch) {

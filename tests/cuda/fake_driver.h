@@ -62,6 +62,7 @@ class FakeDriver final : public Driver {
     void* workspace;
     int sm;
     Stream stream;
+    bool programmatic;  // Launch::programmatic
   };
   std::vector<LaunchRecord> launches;
   std::vector<size_t> group_launches;  // members of each launch_group

@@ -491,6 +491,42 @@ TEST(Ptx, GenericKernelsAreSimt) {
   }
 }
 
+// Programmatic dependent launch (Launch::programmatic): in code for sm_90+, every kernel entry
+// waits for the grid before it (griddepcontrol.wait) before its first access to global memory,
+// and then lets the next grid launch; no earlier architecture's code has either instruction.
+TEST(Ptx, EveryKernelWaitsForItsPredecessorBeforeTouchingGlobalMemoryOnSm90) {
+  const std::regex file_name(R"((.*)\.compute_(\d+)a?\.ptx)");
+  const std::regex global(R"(\b(ld|st|atom|red|cp\.async)[.a-z0-9:]*\.global\b|cp\.async\.bulk)");
+  int checked = 0;
+  for (const auto& path : report_files()) {
+    std::smatch m;
+    const std::string file = path.filename().string();
+    if (!std::regex_match(file, m, file_name)) continue;
+    const int sm = std::stoi(m[2]);
+    const std::string text = read(path);
+    if (sm < 90) {
+      EXPECT_FALSE(has(text, "griddepcontrol")) << file;
+      continue;
+    }
+    // Each entry's body: from ".entry" to the next ".entry" (or the end).
+    for (size_t at = text.find(".entry"); at != std::string::npos;) {
+      const size_t next = text.find(".entry", at + 6);
+      const std::string body = text.substr(at, next == std::string::npos ? next : next - at);
+      const std::string name = body.substr(7, body.find('(') - 7);
+      const size_t wait = body.find("griddepcontrol.wait");
+      ASSERT_NE(wait, std::string::npos) << file << ": " << name << " never waits";
+      std::smatch g;
+      const std::string before = body.substr(0, wait);
+      EXPECT_FALSE(std::regex_search(before, g, global))
+          << file << ": " << name << " touches global memory before it waits: " << g.str();
+      EXPECT_TRUE(has(body, "griddepcontrol.launch_dependents")) << file << ": " << name;
+      ++checked;
+      at = next;
+    }
+  }
+  if (checked == 0) GTEST_SKIP() << "no sm_90+ PTX in this build (DUET_CUDA_ARCHS)";
+}
+
 // The generic tier's SIMT attention keeps its tiles' accumulators in registers.
 TEST(PtxasReport, GenericAttentionKernelsUseNoLocalMemory) {
   int seen = 0;

@@ -7,7 +7,7 @@
 #   (the device tool returns at most eight files from its $OUT: give this script a folder of its
 #   own and pack it afterwards, e.g. OUT=/tmp/o timeout 500 run.sh; tar -czf $OUT/logs.tgz -C /tmp/o .)
 #   steps (default all, in this order): env check onnx pydlpack bench tiers decode rows profile torch model
-#   llama groups fusions addnorm attnpick ncudecode longctx vkdecode vkllama vkcheck vkattn vkbench (the Vulkan steps that were never measured
+#   llama groups fusions addnorm pdl attnpick ncudecode longctx vkdecode vkllama vkcheck vkattn vkbench (the Vulkan steps that were never measured
 #   first: on 2026-11-27 the run's time ended inside vkbench); not in the default list: clocks (the
 #   GPU's clocks sampled in the background, clocks.csv), vksweep (the Vulkan mat-vec's shapes) and
 #   vkread (a Vulkan decode step with and without copied reads)
@@ -16,7 +16,7 @@
 #   run needs when its device time is short.
 set -u
 B=/tmp/duet-gpu; O=${OUT:-/tmp/out}; mkdir -p "$O"
-steps=${*:-env check onnx pydlpack qprefill bench tiers decode rows profile torch model llama groups fusions addnorm attnpick ncudecode longctx vkdecode vkllama vkcheck vkattn vkbench}
+steps=${*:-env check onnx pydlpack qprefill bench tiers decode rows profile torch model llama groups fusions addnorm pdl attnpick ncudecode longctx vkdecode vkllama vkcheck vkattn vkbench}
 T0=$(date +%s)
 # DEADLINE=S: a step not begun S seconds after the start is skipped (said in the log), so that a
 # call's timeout cuts no step in the middle and the summary still runs.
@@ -163,7 +163,7 @@ if want clocks; then
   nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,pstate,utilization.gpu --format=csv \
     -lms 100 > $O/clocks.csv 2>&1 & CLOCKS=$!
 fi
-if want model || want llama || want fusions || want addnorm || want attnpick || want vkllama || want vkread; then
+if want model || want llama || want fusions || want addnorm || want pdl || want attnpick || want vkllama || want vkread; then
   [ -f /tmp/m8.gguf ] || { step model; timeout 90 python3 $B/make_big.py /tmp/m8.gguf 8b q4_0; }
 fi
 # duet-llama takes ids with --prompt-ids (older builds: --prompt); the first form it accepts wins.
@@ -240,6 +240,26 @@ if want addnorm; then
       --ignore-eos --print-ids --devices cuda:0 2>/dev/null | tail -1 > $O/addnorm_ids_$a.txt
   done
   cmp -s $O/addnorm_ids_1.txt $O/addnorm_ids_0.txt && echo "same ids" || { echo "IDS DIFFER:"; cat $O/addnorm_ids_[01].txt; }
+fi
+# Programmatic dependent launch (DUET_CUDA_PDL, off by default until measured): every check
+# case with it on, then the 8B decode step on and off, with graphs (the default) and launched one
+# by one, and the greedy ids of both.
+if want pdl; then
+  step "check-cuda, DUET_CUDA_PDL=1"
+  DUET_CUDA_PDL=1 timeout 60 $D check --device cuda:0 > $O/check_cuda_pdl.txt 2>&1; echo rc=$?
+  tail -1 $O/check_cuda_pdl.txt
+  for g in 1 0; do
+    for p in 0 1; do
+      step "llama cuda:0 decode at ~512, DUET_CUDA_PDL=$p DUET_CUDA_GRAPHS=$g"
+      DUET_CUDA_PDL=$p DUET_CUDA_GRAPHS=$g timeout 45 $L /tmp/m8.gguf --bench-prompt 512 -n 64 \
+        --temp 0 --ignore-eos --ctx 1024 --devices cuda:0 2>&1 >/dev/null | grep -iE 'decode steady|error'
+    done
+  done
+  for p in 0 1; do
+    DUET_CUDA_PDL=$p timeout 45 $L /tmp/m8.gguf --prompt-ids 1,2,3 -n 24 --temp 0 --ignore-eos \
+      --print-ids --devices cuda:0 2>/dev/null | tail -1 > $O/pdl_ids_$p.txt
+  done
+  cmp -s $O/pdl_ids_1.txt $O/pdl_ids_0.txt && echo "same ids" || { echo "IDS DIFFER:"; cat $O/pdl_ids_[01].txt; }
 fi
 # Which attention tier a decode step wants (issue 27): the 8B step with wgmma (the default on
 # sm_90a), without it (flash), and without both (the generic split-key kernel), each at ~512 and

@@ -89,6 +89,7 @@ DUET_DEV PackedRow packed_row(const GenAttnParams& p, int hkv, int r) {
 template <int DM, int BM, int BN>
 DUET_KERNEL_BOUNDED_MIN(128, 4)
 gen_flash_kernel(const GenAttnParams p) {
+  grid_dependency_sync();
   constexpr int RT = BM / 16;  // rows per thread
   constexpr int KT = BN / 8;   // keys per thread (cg, cg + 8, ...)
   constexpr int DT = DM / 8;   // O dims per thread (4cg + 32i + e)
@@ -263,6 +264,7 @@ gen_flash_kernel(const GenAttnParams p) {
 template <int DM, int G>
 DUET_KERNEL_BOUNDED_MIN(128, 4)
 gen_decode_kernel(const GenAttnParams p) {
+  grid_dependency_sync();
   constexpr int DL = DM / 32;                          // O dims per lane: lane * DL + e
   constexpr int GP = G < 4 ? 4 : G;                    // P's row pitch (16-byte stores)
   float* const qs = reinterpret_cast<float*>(smem());  // [G][DM]

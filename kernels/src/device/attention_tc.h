@@ -24,6 +24,7 @@ DUET_DEV_BEGIN
 template <class T, int D, int BC, class Arch>
 DUET_KERNEL_BOUNDED(D > 128 ? 128 : 256)
 attention_tc(const AttnParams p) {
+  grid_dependency_sync();
   static_assert(D % 16 == 0 && BC % 16 == 0, "head dim and key tile are multiples of 16");
   constexpr int KD = D / 16;  // 16-deep steps over the head dim; also pairs of 8-wide O tiles
   constexpr int ND = D / 8;   // 8-wide tiles of O

@@ -34,6 +34,7 @@ DUET_DEV uint64_t wg_desc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
 template <class T, int D, WgFault F = WgFault::none>
 DUET_KERNEL_ONE_BLOCK(WgShape<D>::kThreads)
 attention_wgmma(const DUET_GRID_CONSTANT WgAttnParams wp) {
+  grid_dependency_sync();
   using S = WgShape<D>;
   constexpr int kBN = S::kBN, kStages = S::kStages, kCB = S::kCB;
   constexpr int NS = kBN / 2;  // S accumulators per thread

@@ -115,6 +115,7 @@ DUET_DEV float eltwise_apply(uint32_t op, float x, float y, float alpha) {
 }
 
 DUET_KERNEL eltwise_kernel(const EltwiseParams p) {
+  grid_dependency_sync();
   const bool binary = p.op < DUET_EW_BINARY_END;
   const bool da = dense_in(p.a, p.shape), db = binary && dense_in(p.b, p.shape);
   for (int64_t i = grid_tid(); i < p.n; i += grid_threads()) {
@@ -126,6 +127,7 @@ DUET_KERNEL eltwise_kernel(const EltwiseParams p) {
 }
 
 DUET_KERNEL copy_kernel(const CopyParams p) {
+  grid_dependency_sync();
   const int bytes = elt_bytes(p.x.dtype);
   const bool dx = dense_in(p.x, p.shape), dout = dense_in(p.out, p.shape);
   const auto* s = static_cast<const uint8_t*>(p.x.data);
@@ -246,6 +248,7 @@ DUET_DEV void row_in_registers(const RowParams& p, int64_t r, float* red) {
 // keeps its registers. With RowParams::sum, the add before the norm first (x + res in f32, as
 // eltwise_kernel adds: the same bits), its sum written where the add's output is.
 DUET_KERNEL_BOUNDED(1024) rmsnorm_q8_kernel(const RowParams p) {
+  grid_dependency_sync();
   float* red = reinterpret_cast<float*>(smem());
   const int64_t n = p.n;
   const int t = tid(), nt = nthreads();
@@ -290,6 +293,7 @@ DUET_KERNEL_BOUNDED(1024) rmsnorm_q8_kernel(const RowParams p) {
 // storage that fit the block's registers take row_in_registers; any other row is read from
 // memory in each pass.
 DUET_KERNEL_BOUNDED(1024) rows_kernel(const RowParams p) {
+  grid_dependency_sync();
   float* red = reinterpret_cast<float*>(smem());
   const int64_t n = p.n;
   const bool in_registers = (p.x.stride[3] == 1 || n == 1) && n <= int64_t(kRowRegs) * nthreads() &&
@@ -343,6 +347,7 @@ DUET_KERNEL_BOUNDED(1024) rows_kernel(const RowParams p) {
 
 // Reductions, one thread per output element walking its slab of x in f32.
 DUET_KERNEL reduce_kernel(const ReduceParams p) {
+  grid_dependency_sync();
   int64_t rs[4], os[4];
   for (int d = 0; d < 4; ++d) {
     rs[d] = (p.dims >> d & 1u) ? p.x.shape[d] : 1;
@@ -416,6 +421,7 @@ DUET_DEV void rope_element(const RopeParams& p, int64_t first, int64_t row, int 
 // both elements) and per element past rope_dims. Angles in double: positions reach the
 // thousands, where an fp32 angle would already be off by 1e-4 radians.
 DUET_KERNEL rope_kernel(const RopeParams p) {
+  grid_dependency_sync();
   const int half = p.rope_dims / 2, per_row = half + (p.D - p.rope_dims);
   const int64_t total = p.rows * per_row;
   const int64_t first = p.offset + (p.pos ? *p.pos : 0);
@@ -432,6 +438,7 @@ DUET_KERNEL rope_kernel(const RopeParams p) {
 // online softmax over chunks, O accumulated in shared memory (thread t owns dims t, t + nt, ...).
 // Shared memory: q[D], acc[D], p[nthreads], red[nwarps].
 DUET_KERNEL gen_attention_kernel(const GenAttnParams p) {
+  grid_dependency_sync();
   const int i = bid_x(), h = bid_y(), b = bid_z(), nt = nthreads(), t0 = tid();
   const int hk = h / (p.Hq / p.Hkv);
   float* qv = reinterpret_cast<float*>(smem());
@@ -486,6 +493,7 @@ DUET_KERNEL gen_attention_kernel(const GenAttnParams p) {
 
 // SIMT matmul: 64x64 tiles, 256 threads of 4x4 outputs, 16-deep k steps through shared memory.
 DUET_KERNEL gen_matmul_kernel(const MatmulParams p) {
+  grid_dependency_sync();
   constexpr int T = 64, BK = 16;
   float* as = reinterpret_cast<float*>(smem());  // [BK][T]
   float* bs = as + BK * T;                       // [BK][T]
@@ -525,6 +533,7 @@ DUET_KERNEL gen_matmul_kernel(const MatmulParams p) {
 // Embedding rows, one thread per output element. Bad ids write zeros and record the smallest
 // position holding one (with the id) in *error, which the host reports.
 DUET_KERNEL embedding_kernel(const EmbedParams p) {
+  grid_dependency_sync();
   const int bytes = elt_bytes(p.table.dtype);
   for (int64_t e = grid_tid(); e < p.n_ids * p.D; e += grid_threads()) {
     const int64_t r = e / p.D, d = e % p.D;
@@ -542,6 +551,7 @@ DUET_KERNEL embedding_kernel(const EmbedParams p) {
 // write_slice, one thread per element of x. An offset putting the slice outside [0, cap) writes
 // nothing and is reported.
 DUET_KERNEL write_slice_kernel(const WriteParams p) {
+  grid_dependency_sync();
   const int64_t s = p.start + (p.pos ? *p.pos : 0);
   if (s < 0 || s + p.len > p.cap) {
     if (grid_tid() == 0) atomic_min_u64(p.error, uint32_t(int32_t(s)));
@@ -563,6 +573,7 @@ DUET_KERNEL write_slice_kernel(const WriteParams p) {
 // element past rope_dims) of the rope, then one per element of V. Each op reports its own bad
 // position and then writes nothing, as it would alone.
 DUET_KERNEL rope_write_kernel(const RopeWriteParams p) {
+  grid_dependency_sync();
   const RopeParams& r = p.rope;
   const WriteParams &k = p.k, &v = p.v;
   const int half = r.rope_dims / 2, per_row = half + (r.D - r.rope_dims);
@@ -599,6 +610,7 @@ DUET_KERNEL rope_write_kernel(const RopeWriteParams p) {
 }
 
 DUET_KERNEL fill_u64_kernel(const FillParams p) {
+  grid_dependency_sync();
   if (tid() == 0 && bid_x() == 0) *p.p = p.v;
 }
 
@@ -612,6 +624,7 @@ inline constexpr int kCombineBatch = 8;
 // splits one by one took 15 us for a decode step's 32 rows on an H200). Splits without a key
 // (weight 0) are not read.
 DUET_KERNEL attention_combine(const CombineParams p) {
+  grid_dependency_sync();
   float* wgt = reinterpret_cast<float*>(smem());
   float* red = wgt + p.splits;
   const int64_t row = bid_x();

@@ -17,6 +17,7 @@ DUET_DEV_BEGIN
 template <class T, bool BNMAJOR, class Arch>
 DUET_KERNEL_BOUNDED(256)
 matmul_tc(const MatmulParams p) {
+  grid_dependency_sync();
   constexpr int BK = 32, WM = 32, WN = 64;
   constexpr int MT = WM / 16, NT = WN / 8;
   constexpr int LDA = BK + 8;

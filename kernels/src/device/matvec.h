@@ -69,6 +69,7 @@ DUET_DEV void mv_unpack(const Raw8<T>& x, float (&f)[8]) {
 template <Elt T>
 DUET_KERNEL_BOUNDED_MIN(256, 2)
 matvec_kernel(const MatmulParams p) {
+  grid_dependency_sync();
   constexpr int MR = kMvMaxRows, MA = kMvRows;
   const int R = p.rpw, t0 = tid(), w = warp(), ln = lane();
   const int n0 = (bid_x() * nwarps() + w) * R;

@@ -51,6 +51,20 @@ DUET_DEV void sync_warp() {
   __syncwarp();
 }
 
+// ---- programmatic dependent launch (sm_90+; docs/cuda.md#programmatic-dependent-launch)
+// Every kernel calls this first, before it touches global memory. Launched with the programmatic
+// stream serialization attribute (Launch::programmatic), a kernel may start while the kernel
+// before it in the stream is still running: griddepcontrol.wait holds it until that grid has
+// completed and its memory is visible, so nothing is read early and nothing the predecessor still
+// reads is overwritten; griddepcontrol.launch_dependents then lets the next kernel's blocks be
+// scheduled as this one's finish. Launched without the attribute (or before sm_90) both do nothing.
+DUET_DEV void grid_dependency_sync() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 // ---- warp shuffles and votes (full warp)
 DUET_DEV float shfl_xor(float v, int mask) {
   return __shfl_xor_sync(0xffffffffu, v, mask);

@@ -50,6 +50,9 @@ DUET_DEV void sync_warp() {
   emu::warp_barrier();
 }
 
+// The emulator runs one kernel at a time: the previous one has always finished.
+DUET_DEV void grid_dependency_sync() {}
+
 DUET_DEV uint32_t shfl_xor_u32(uint32_t v, int mask) {
   return emu::shfl(v, emu::Shfl::bfly, mask);
 }

@@ -10,6 +10,7 @@ DUET_DEV_BEGIN
 // the lanes take groups of 32 along K, decode them once for all rows, and reduce by shuffles.
 
 DUET_KERNEL gen_qmatmul_kernel(const QMatmulParams p) {
+  grid_dependency_sync();
   const int n = bid_x() * kQWarps + warp();
   if (n >= p.N) return;
   const int m0 = bid_y() * kQRows;
@@ -43,6 +44,7 @@ DUET_KERNEL gen_qmatmul_kernel(const QMatmulParams p) {
 // (embedding; a bad id writes zeros and is recorded as embedding_kernel does) or all of them in
 // order (cast, ids.data null).
 DUET_KERNEL gen_qrows_kernel(const QRowsParams p) {
+  grid_dependency_sync();
   const int64_t groups = p.D / 32;
   const int qk = q_block_elems(p.fmt), qb = q_block_bytes(p.fmt);
   for (int64_t i = grid_tid(); i < p.rows * groups; i += grid_threads()) {

@@ -20,6 +20,7 @@ DUET_DEV void divmod_narrow(int64_t a, int64_t b, bool narrow, int64_t& q, int64
 // rmsnorm fused with the mat-vecs uses: the maximum and the sums of 16 integers are exact in any
 // order.
 DUET_KERNEL q8_act_kernel(const Q8ActParams p) {
+  grid_dependency_sync();
   const int64_t groups = p.K / 32, total = p.rows * groups;
   const int64_t stride = int64_t(nbid_x()) * nwarps() * 4;
   const bool narrow = total <= 0x7fffffff;

@@ -19,6 +19,7 @@ DUET_DEV_BEGIN
 template <class Arch>
 DUET_KERNEL_BOUNDED(256)
 qdequant_kernel(const QRowsParams p) {
+  grid_dependency_sync();
   if constexpr (Arch::kAsync) {
     if (device_arch_below(80)) return;
   } else {

@@ -104,6 +104,7 @@ DUET_DEV void mmq_group(float (&acc)[2][8][4], const uint8_t* as, const uint8_t*
 template <class Arch, bool PER16, bool MIN>
 DUET_KERNEL_BOUNDED_MIN(256, 1)
 mmq_kernel(const QMatmulParams p) {
+  grid_dependency_sync();
   // The m16n8k32 instances run on sm_80+, the m8n8k16 ones on sm_75 only (host/launch_plan.cpp).
   if constexpr (Arch::kAsync) {
     if (device_arch_below(80)) return;

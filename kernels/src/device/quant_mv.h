@@ -57,6 +57,7 @@ DUET_DEV int qmv_member(const QMvParams& p) {
 template <QFmt F, int MA>
 DUET_KERNEL_BOUNDED_MIN(kQMvThreads, qmv_min_blocks(F, MA))
 qmv_kernel(const QMvParams p) {
+  grid_dependency_sync();
   constexpr int R = qmv_rows(MA), NW = kQMvThreads / 32;
   constexpr bool has_min = q_has_min(F);
   const int gpb = q_block_elems(F) / 32, qb = q_block_bytes(F);

@@ -31,6 +31,21 @@ Status launch_on_gpu(const detail::Call& c, void (*kernel)(P), void* stream, con
                                                static_cast<int>(c.smem));
     if (e != cudaSuccess) return cuda_status(c, e);
   }
+  if (c.programmatic) {
+    // Programmatic stream serialization: the kernel may start before the previous one in the
+    // stream has finished; its first step (grid_dependency_sync) waits for it.
+    cudaLaunchAttribute attr[1] = {};
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(c.grid.x, c.grid.y, c.grid.z);
+    cfg.blockDim = dim3(static_cast<unsigned>(c.threads));
+    cfg.dynamicSmemBytes = c.smem;
+    cfg.stream = static_cast<cudaStream_t>(stream);
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    return cuda_status(c, cudaLaunchKernelEx(&cfg, kernel, p));
+  }
   kernel<<<dim3(c.grid.x, c.grid.y, c.grid.z), dim3(static_cast<unsigned>(c.threads)), c.smem,
            static_cast<cudaStream_t>(stream)>>>(p);
   return cuda_status(c, cudaGetLastError());

@@ -7,8 +7,11 @@ namespace duet::kernels::gpu {
 
 namespace {
 
-Status run_calls(const std::vector<detail::Call>& calls, const Launch& launch) {
-  for (const detail::Call& c : calls) {
+Status run_calls(const std::vector<detail::Call>& planned, const Launch& launch) {
+  const bool programmatic = launch.programmatic && launch.sm >= 90;
+  for (const detail::Call& p : planned) {
+    detail::Call c = p;
+    c.programmatic = programmatic;
     switch (c.kernel) {
       case detail::Kernel::attention_tc:
         if (c.tier == Tier::tiled) {

@@ -53,12 +53,13 @@ using Params = std::variant<dev::AttnParams, dev::WgAttnParams, dev::CombinePara
 struct Call {
   Kernel kernel = Kernel::eltwise;
   Tier tier = Tier::generic;
-  bool bf16 = false;      // tensor-core kernels: bf16 (else f16)
-  int head_dim = 0;       // attention_tc instance
-  bool b_nmajor = false;  // matmul_tc instance
-  bool sm80 = false;      // qmv, mmq instance: cp.async and m16n8k32 (sm_80+), else sync copies
-                          // and m8n8k16 (sm_75) / dp4a (sm_61)
-  int block_rows = 0;     // gen_decode instance: rows a block owns
+  bool bf16 = false;          // tensor-core kernels: bf16 (else f16)
+  int head_dim = 0;           // attention_tc instance
+  bool b_nmajor = false;      // matmul_tc instance
+  bool sm80 = false;          // qmv, mmq instance: cp.async and m16n8k32 (sm_80+), else sync copies
+                              // and m8n8k16 (sm_75) / dp4a (sm_61)
+  int block_rows = 0;         // gen_decode instance: rows a block owns
+  bool programmatic = false;  // launched with programmatic stream serialization (Launch)
   Dim3 grid;
   int threads = 0;
   uint64_t smem = 0;

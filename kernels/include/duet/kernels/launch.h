@@ -35,6 +35,11 @@ struct Launch {
   // (all bits set): the launch then skips the call that resets the word in the workspace, and the
   // caller reads it back itself. Null: the first bytes of the workspace, reset by the launch.
   unsigned long long* error = nullptr;
+  // Programmatic dependent launch (sm_90+ only; ignored below and by the emulator): each kernel
+  // of this launch may start while the kernel before it in the stream still runs, and waits for
+  // it inside (every kernel's first step, device/prim_device.h). Off unless the backend turns it
+  // on (DeviceOptions::programmatic_launch).
+  bool programmatic = false;
 };
 
 // Scratch an op needs at this launch configuration (e.g. split-KV partial results). Pass a
