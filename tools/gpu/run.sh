@@ -266,7 +266,8 @@ fi
 # ~2048: the steady rate and --timing's by-op line. On 2026-11-28 wgmma's decode attention took
 # 19-21 us a layer whatever the position (34 or 550), with a combine of 4.8 us after it.
 if want attnpick; then
-  for pol in "" "deny=cuda.wgmma" "deny=cuda.wgmma,cuda.flash"; do
+  # Since 2026-11-28 decode lists flash first (the default), so deny=cuda.flash gives wgmma.
+  for pol in "" "deny=cuda.flash" "deny=cuda.wgmma,cuda.flash"; do
     for n in 512 2048; do
       step "llama cuda:0 decode at ~$n, policy '${pol:-default}'"
       timeout 45 $L /tmp/m8.gguf --bench-prompt $n -n 32 --temp 0 --ignore-eos --ctx 4096 \
