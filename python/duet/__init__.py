@@ -46,13 +46,26 @@ def backends():
     return _duet._devices_json()["backends"]
 
 
-def from_dlpack(x):
+def from_dlpack(x, /, *, device=None, copy=None):
     """A duet.Tensor over the host memory of ``x`` (an object with ``__dlpack__``), no copy.
 
     Memory on a GPU is refused with the reason (UnsupportedError): engine.run takes CUDA tensors
     as they are, a duet.Tensor is host memory. NumPy arrays and other buffers are copied.
+    The keywords are the array API standard's: ``device`` None, "cpu" or DLPack's (1, 0) (a
+    duet.Tensor lives on the host; any other device raises DLPackError); ``copy`` None as above,
+    True for a copy of its own whatever ``x`` is, False to share or fail: NumPy arrays are then
+    shared through their ``__dlpack__``, and what has none raises DLPackError.
     """
-    return _duet._tensor_from(x)
+    if device is not None and device not in ("cpu", "cpu:0"):
+        try:
+            host = tuple(device) == (1, 0)
+        except TypeError:
+            host = False
+        if not host:
+            raise DLPackError(
+                f"from_dlpack: a duet.Tensor is host memory (device 'cpu' or (1, 0)); "
+                f"device={device!r} is not")
+    return _duet._tensor_from(x, copy)
 
 
 class Outputs(dict):

@@ -317,17 +317,29 @@ Speaks the buffer protocol (bf16 as its uint16 bit patterns) and DLPack
                                d.rank, shape, strides, p.read_only);
       });
 
-  m.def("_tensor_from", [](py::handle obj) {
-    // A Tensor that owns or shares what it reads: arrays are copied (they may change later),
-    // DLPack's host memory is shared.
-    if (py::hasattr(obj, "__dlpack__") && !py::isinstance<py::array>(obj)) {
-      PyTensor t;
-      t.t = tensor_from_dlpack(obj, "from_dlpack", &t.read_only);
-      return t;
-    }
-    Borrowed keep;
-    return PyTensor{tensor_from_object(obj, "tensor", nullptr, keep).contiguous()};
-  });
+  m.def(
+      "_tensor_from",
+      [](py::handle obj, py::object copy) {
+        // A Tensor that owns or shares what it reads. copy None: arrays are copied (they may
+        // change later), DLPack's host memory is shared; True: a copy of its own whatever it
+        // is; False: shared through DLPack (arrays too), refused where only a copy can be made.
+        const bool never = !copy.is_none() && !copy.cast<bool>();
+        const bool always = !copy.is_none() && copy.cast<bool>();
+        const bool dlpack = py::hasattr(obj, "__dlpack__");
+        if (dlpack && (never || !py::isinstance<py::array>(obj))) {
+          PyTensor t;
+          t.t = tensor_from_dlpack(obj, "from_dlpack", &t.read_only);
+          if (always) t = PyTensor{t.t.contiguous()};
+          return t;
+        }
+        if (never)
+          refuse_export("from_dlpack(copy=False): " +
+                        std::string(py::str(py::type::of(obj).attr("__name__"))) +
+                        " has no __dlpack__, so duet can only copy it (copy=None or True)");
+        Borrowed keep;
+        return PyTensor{tensor_from_object(obj, "tensor", nullptr, keep).contiguous()};
+      },
+      py::arg("obj"), py::arg("copy") = py::none());
   m.def("_dlpack_exports_alive", &exports_alive,
         "DLPack exports made and not yet deleted (the tests count deleters with it).");
 }

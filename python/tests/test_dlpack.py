@@ -108,3 +108,32 @@ def test_torch_cuda_tensors_go_in_and_come_out_without_a_host_copy(hello):
         np.testing.assert_array_equal(again, again2)
         with pytest.raises(duet.BadInputError, match="input 'x'.*non-contiguous"):
             e.run({"x": torch.from_numpy(x.T.copy()).cuda().t(), "w": wc})
+
+
+def test_from_dlpack_takes_the_array_apis_device_and_copy():
+    src = torch.arange(1, 7, dtype=torch.float32).reshape(2, 3)
+    arr = np.arange(1, 7, dtype=np.float32).reshape(2, 3)
+    # device: the host only, by name or DLPack's pair.
+    for dev in (None, "cpu", (1, 0)):
+        assert duet.from_dlpack(src, device=dev).shape == (2, 3)
+    for dev in ("cuda:0", (2, 0), 7):
+        with pytest.raises(duet.DLPackError, match="host memory"):
+            duet.from_dlpack(src, device=dev)
+    # copy=True: a copy of its own, whatever the source.
+    for x in (src, arr):
+        t = duet.from_dlpack(x, copy=True)
+        x[0, 0] = 42.0
+        assert t.numpy()[0, 0] == 1.0 and not t.read_only
+        x[0, 0] = 1.0
+    # copy=False: shared, NumPy arrays too (through their __dlpack__).
+    for x in (src, arr):
+        t = duet.from_dlpack(x, copy=False)
+        x[1, 2] = -5.0
+        assert t.numpy()[1, 2] == -5.0
+    # ...and refused where only a copy can be made.
+    with pytest.raises(duet.DLPackError, match="copy=False.*no __dlpack__"):
+        duet.from_dlpack(memoryview(arr.tobytes()), copy=False)
+    # copy=None keeps the old rule: arrays copied, DLPack memory shared.
+    t = duet.from_dlpack(arr)
+    arr[0, 1] = 9.0
+    assert t.numpy()[0, 1] == 2.0
