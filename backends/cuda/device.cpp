@@ -207,6 +207,7 @@ struct Recording {
   std::vector<std::pair<OpDesc, uint64_t>> checks;  // op, offset into checks_host
   CachingAllocator::Block words;                    // kRecordWords error words on the device
   size_t words_used = 0;
+  uint64_t ops = 0, launches_at = 0;  // ops recorded; the device's launches_ at the start
 };
 
 constexpr uint64_t kCheckArenaBytes = 64 << 10;
@@ -385,6 +386,7 @@ class Device final : public CudaDevice {
   Status execute_checked(const PlannedOp& p, std::span<const TensorRef> inputs,
                          const TensorRef& output) override {
     bool held = false;
+    if (recording_) ++recording_->ops;
     Status s = run_op(p, inputs, output, held);
     // Timing: an event after every op (failed or not, so that events and ops stay in step); a
     // held mat-vec's comes when its group runs (flush).
@@ -473,6 +475,7 @@ class Device final : public CudaDevice {
       if (begun.code() == Code::unsupported) return no(begun.message());
       return Err(begun.code()).device(id_).note("beginning a CUDA graph: " + begun.message());
     }
+    r.launches_at = launches_;
     recording_ = std::make_unique<Recording>(std::move(r));
     return {};
   }
@@ -505,6 +508,11 @@ class Device final : public CudaDevice {
     }
     r->graph = *graph;
     const int id = next_recording_++;
+    // What the graph launches: ops fused by this device (grouped mat-vecs, norms quantizing their
+    // activations or adding the residual, ropes writing the cache) take fewer launches than ops
+    // (an int_dot mat-vec alone or a split attention is one launch of two kernels).
+    log().debug("{}: recording {}: {} ops in {} launches", id_, id, r->ops,
+                launches_ - r->launches_at);
     recordings_.emplace(id, std::move(*r));
     return id;
   }
@@ -680,6 +688,7 @@ class Device final : public CudaDevice {
       DUET_ASSIGN_OR_RETURN(word, next_error_word());
       if (word >= 0) l.error = error_words() + word;
     }
+    ++launches_;
     Status s = check(drv().launch(tier, op, in, out, l));
     if (!s.ok())
       return err(s.code()).note(std::string(tier_name(tier)) + " kernel: " + s.message());
@@ -738,6 +747,7 @@ class Device final : public CudaDevice {
         kernels::GroupMember nm, am;
         if (norm) nm = {&norm->op.op, norm->in, norm->out};
         if (add) am = {&add->op.op, add->in, add->out};
+        ++launches_;
         Status st = check(
             drv().launch_group(choice.tier, members, l, norm ? &nm : nullptr, add ? &am : nullptr));
         if (!st.ok()) {
@@ -812,6 +822,7 @@ class Device final : public CudaDevice {
       fused.push_back({&ops[i]->op.op, ops[i]->in, ops[i]->out,
                        words[i] >= 0 ? error_word_at(words[i]) : nullptr});
     kernels::Launch l = launch_of(rope.op.choice.launch, nullptr);
+    ++launches_;
     Status s = check(drv().launch_rope_write(fused, l));
     if (!s.ok())
       return marks(Err(s.code())
@@ -1031,6 +1042,7 @@ class Device final : public CudaDevice {
     if (!g.ok()) return g.status();
     const uint64_t ws_bytes = drv().gemm_workspace_bytes(props_);
     DUET_ASSIGN_OR_RETURN(void* ws, ensure_workspace(op, ws_bytes));
+    ++launches_;
     Status s = check(drv().gemm(*g, in[static_cast<size_t>(g->a_input)].data,
                                 in[static_cast<size_t>(g->b_input)].data, out.data, stream_, ws,
                                 ws_bytes));
@@ -1058,6 +1070,7 @@ class Device final : public CudaDevice {
       for (const KernelChoice& k : kernels::choices(caps_, c))
         if (k.ok && k.tier == Tier::generic) {
           kernels::Launch l = launch_of(k.launch, nullptr);
+          ++launches_;
           Status s = check(drv().launch(Tier::generic, c, std::span(&src, 1),
                                         kernels::make_view(c.output, dst), l));
           if (!s.ok()) return err(s.code()).note("dequantizing for cuBLASLt: " + s.message());
@@ -1084,6 +1097,7 @@ class Device final : public CudaDevice {
       wv.data = static_cast<std::byte*>(in[1].data) + c * d.kc / be * bb;
       wv.shape[1] = g.k;
       DUET_TRY(cast(wd, wv, d.compute, ws + d.tile_at));
+      ++launches_;
       Status s = check(drv().gemm(g, ws + d.tile_at, a + c * d.kc * dtype_size(d.compute), result,
                                   stream_, ws + d.gemm_at, d.gemm_bytes));
       if (!s.ok()) return err(s.code()).note("cuBLASLt: " + s.message());
@@ -1144,6 +1158,7 @@ class Device final : public CudaDevice {
   std::optional<Held> rope_;  // a rope held for the cache writes after it (fuse_rope_write)
   std::vector<Held> writes_;  // and those writes
   uint64_t rope_writes_ = 0;  // since the last synchronize (debug log)
+  uint64_t launches_ = 0;     // the driver's launch and gemm calls (a recording's debug log)
   uint64_t groups_ = 0, grouped_ = 0, fused_norms_ = 0,
            fused_adds_ = 0;  // since the last synchronize (debug log)
   std::string lost_;
