@@ -419,9 +419,9 @@ class Device final : public CudaDevice {
       log().debug(
           "{}: {} mat-vecs ran in {} grouped launches since the last synchronize, {} of them "
           "after an rmsnorm that quantized their activations, {} of those norms adding the "
-          "residual themselves",
-          id_, grouped_, groups_, fused_norms_, fused_adds_);
-      groups_ = grouped_ = fused_norms_ = fused_adds_ = 0;
+          "residual themselves, {} after a silu_mul that quantized them",
+          id_, grouped_, groups_, fused_norms_, fused_adds_, fused_silus_);
+      groups_ = grouped_ = fused_norms_ = fused_adds_ = fused_silus_ = 0;
     }
     if (rope_writes_ > 0) {
       log().debug("{}: {} ropes wrote their KV-cache rows themselves since the last synchronize",
@@ -618,6 +618,15 @@ class Device final : public CudaDevice {
       held = true;
       return {};
     }
+    // A silu_mul is held as an rmsnorm is: when the next op is an int_dot mat-vec of its output
+    // (a decode step's down projection), its kernel quantizes the mat-vec's activations.
+    if (options_.fuse_silu_quant && tier == Tier::generic && op.kind == OpKind::silu_mul &&
+        op.output.dtype == DType::f32) {
+      DUET_TRY(flush());
+      norm_ = Held{p, std::move(in), out};
+      held = true;
+      return {};
+    }
     // An rmsnorm is held until the next op says whether it is a mat-vec of its output (flush),
     // with the add before it when that add's sum is its input.
     if (options_.fuse_norm_quant && tier == Tier::generic && op.kind == OpKind::rmsnorm &&
@@ -635,9 +644,14 @@ class Device final : public CudaDevice {
     }
     if (tier == Tier::int_dot && kernels::shares_activations(tier, op, in, op, in)) {
       // The held rmsnorm quantizes this mat-vec's activations, when they are its output.
+      // (Or the held silu_mul.)
+      const kernels::GroupMember nm =
+          norm_ ? kernels::GroupMember{&norm_->op.op, norm_->in, norm_->out}
+                : kernels::GroupMember{};
       const bool after_norm =
           norm_ && held_.empty() &&
-          kernels::fuses_norm(kernels::GroupMember{&norm_->op.op, norm_->in, norm_->out}, op, in);
+          (norm_->op.op.kind == OpKind::rmsnorm ? kernels::fuses_norm(nm, op, in)
+                                                : kernels::fuses_eltwise(nm, op, in));
       const bool joins = options_.group_matvecs && !held_.empty() && held_.size() < kMaxHeld &&
                          held_[0].op.choice.launch == choice.launch &&
                          kernels::shares_activations(tier, held_[0].op.op, held_[0].in, op, in);
@@ -763,7 +777,8 @@ class Device final : public CudaDevice {
         }
         ++groups_;
         grouped_ += g.size();
-        if (norm) ++fused_norms_;
+        if (norm && norm->op.op.kind == OpKind::rmsnorm) ++fused_norms_;
+        if (norm && norm->op.op.kind != OpKind::rmsnorm) ++fused_silus_;
         if (add) ++fused_adds_;
         return {};
       }();
@@ -1153,14 +1168,15 @@ class Device final : public CudaDevice {
   }
   static constexpr size_t kMaxHeld = 8;
   std::vector<Held> held_;
-  std::optional<Held> norm_;  // an rmsnorm held for the mat-vecs after it (fuse_norm_quant)
+  // An rmsnorm (fuse_norm_quant) or silu_mul (fuse_silu_quant) held for the mat-vecs after it.
+  std::optional<Held> norm_;
   std::optional<Held> add_;   // an add held for the rmsnorm after it (fuse_add_norm)
   std::optional<Held> rope_;  // a rope held for the cache writes after it (fuse_rope_write)
   std::vector<Held> writes_;  // and those writes
   uint64_t rope_writes_ = 0;  // since the last synchronize (debug log)
   uint64_t launches_ = 0;     // the driver's launch and gemm calls (a recording's debug log)
-  uint64_t groups_ = 0, grouped_ = 0, fused_norms_ = 0,
-           fused_adds_ = 0;  // since the last synchronize (debug log)
+  uint64_t groups_ = 0, grouped_ = 0, fused_norms_ = 0, fused_adds_ = 0,
+           fused_silus_ = 0;  // since the last synchronize (debug log)
   std::string lost_;
   std::unique_ptr<Recording> recording_;  // the recording being made
   bool recording_failed_ = false;
@@ -1194,6 +1210,8 @@ DeviceOptions DeviceOptions::from(const BackendOptions& o) {
   d.fuse_add_norm = o.get_bool("cuda.fuse_add_norm", env_switch("DUET_CUDA_FUSE_ADD_NORM", true));
   d.programmatic_launch =
       o.get_bool("cuda.programmatic_launch", env_switch("DUET_CUDA_PDL", false));
+  d.fuse_silu_quant =
+      o.get_bool("cuda.fuse_silu_quant", env_switch("DUET_CUDA_FUSE_SILU_QUANT", true));
   return d;
 }
 

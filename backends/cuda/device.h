@@ -35,6 +35,10 @@ struct DeviceOptions {
   // until the norm arrives. While timing (--timing), the add's event comes after the norm's and
   // the mat-vecs' kernels, so the add is charged their time.
   bool fuse_add_norm = true;
+  // A silu_mul whose output is the activations of the int_dot mat-vec right after it (a decode
+  // step's ffn_down; kernels::fuses_eltwise) quantizes them in its own kernel: the mat-vec skips
+  // its q8_act launch. The silu_mul's execute() is held as the norm's is.
+  bool fuse_silu_quant = true;
   // A rope whose output the next op writes into a KV cache in place (kernels::rope_feeds_write),
   // and the write_slice after that (a decode step's V), run as one kernel: the rotated rows go
   // straight to the cache. The rope's and the writes' execute() are held as the mat-vecs' are.
@@ -46,10 +50,10 @@ struct DeviceOptions {
   bool programmatic_launch = false;
   // Reads "cuda.staging_mib", "cuda.staging_slots", "cuda.cache_limit_mib", "cuda.cublas",
   // "cuda.graphs", "cuda.group_matvecs", "cuda.fuse_norm_quant", "cuda.fuse_add_norm",
-  // "cuda.fuse_rope_write" and "cuda.programmatic_launch" (and the DUET_CUDA_STAGING_MIB,
-  // DUET_CUDA_CACHE_LIMIT_MIB, DUET_CUDA_CUBLAS, DUET_CUDA_GRAPHS, DUET_CUDA_GROUP_MATVECS,
-  // DUET_CUDA_FUSE_NORM_QUANT, DUET_CUDA_FUSE_ADD_NORM, DUET_CUDA_FUSE_ROPE_WRITE, DUET_CUDA_PDL
-  // environment fallbacks).
+  // "cuda.fuse_silu_quant", "cuda.fuse_rope_write" and "cuda.programmatic_launch" (and the
+  // DUET_CUDA_STAGING_MIB, DUET_CUDA_CACHE_LIMIT_MIB, DUET_CUDA_CUBLAS, DUET_CUDA_GRAPHS,
+  // DUET_CUDA_GROUP_MATVECS, DUET_CUDA_FUSE_NORM_QUANT, DUET_CUDA_FUSE_ADD_NORM,
+  // DUET_CUDA_FUSE_SILU_QUANT, DUET_CUDA_FUSE_ROPE_WRITE, DUET_CUDA_PDL environment fallbacks).
   static DeviceOptions from(const BackendOptions& o);
 };
 

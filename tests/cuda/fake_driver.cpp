@@ -428,7 +428,8 @@ Status FakeDriver::launch_group(Tier tier, std::span<const kernels::GroupMember>
   if (members.empty()) return Status(Code::internal, "fake driver: an empty group");
   launches.push_back({tier, members[0].op->kind, l.config, l.workspace, l.sm, l.stream});
   group_launches.push_back(members.size());
-  if (norm) ++fused_norms;
+  if (norm && norm->op->kind == OpKind::rmsnorm) ++fused_norms;
+  if (norm && norm->op->kind != OpKind::rmsnorm) ++fused_silus;
   if (add) ++fused_adds;
   if (fail_next_launch && launches_before_failure > 0) {
     --launches_before_failure;

@@ -68,6 +68,7 @@ class FakeDriver final : public Driver {
   std::vector<size_t> group_launches;  // members of each launch_group
   int fused_norms = 0;                 // launch_group calls with an rmsnorm
   int fused_adds = 0;                  // launch_group calls with an add before the rmsnorm
+  int fused_silus = 0;                 // launch_group calls with an element-wise op quantizing
   std::vector<size_t> rope_writes;     // ops of each launch_rope_write
   std::vector<GemmCall> gemms;
   std::vector<uint64_t> gemm_workspaces;

@@ -142,8 +142,9 @@ double max_diff(const HostTensor& a, const HostTensor& b) {
 // On the emulated H100 (an 8B step on an H200 on 2026-11-28 left the step time the same with
 // DUET_CUDA_FUSE_ADD_NORM=0 and 1, and the engine's counts, of plan steps, cannot tell): each
 // layer's two residual adds run inside the rmsnorm after them (the last one inside the output
-// norm, whose output layer is a q4_0 mat-vec), with the unfused run's bits.
-TEST(CudaLlamaFusion, TheResidualAddsFoldIntoTheNormsOfDuetLlamasGraph) {
+// norm, whose output layer is a q4_0 mat-vec), and each layer's silu_mul quantizes ffn_down's
+// activations, with the unfused runs' bits.
+TEST(CudaLlamaFusion, TheDecodeFusionsFireOnDuetLlamasGraph) {
   const std::string path = write_model();
   std::vector<int32_t> ids;
   BackendOptions two;
@@ -154,16 +155,22 @@ TEST(CudaLlamaFusion, TheResidualAddsFoldIntoTheNormsOfDuetLlamasGraph) {
   const std::string id = "emu-h100:0";
   const Decoded fused = decode(path, emulated("h100", {}), id, ids);
   const Decoded no_add = decode(path, emulated("h100", {{"cuda.fuse_add_norm", "off"}}), id, ids);
-  ASSERT_EQ(fused.logits.size(), static_cast<size_t>(kSteps));
-  ASSERT_EQ(no_add.logits.size(), static_cast<size_t>(kSteps));
+  const Decoded no_silu =
+      decode(path, emulated("h100", {{"cuda.fuse_silu_quant", "off"}}), id, ids);
+  for (const Decoded* d : {&fused, &no_add, &no_silu})
+    ASSERT_EQ(d->logits.size(), static_cast<size_t>(kSteps));
   EXPECT_EQ(fused.cache, "f16") << "duet-llama's KV cache on a CUDA device";
-  std::printf("kernels a decode step (%lld layers): %llu, %llu without fuse_add_norm\n",
-              static_cast<long long>(kLayers),
-              static_cast<unsigned long long>(fused.last_step_kernels),
-              static_cast<unsigned long long>(no_add.last_step_kernels));
+  std::printf(
+      "kernels a decode step (%lld layers): %llu; %llu without fuse_add_norm, %llu without "
+      "fuse_silu_quant\n",
+      static_cast<long long>(kLayers), static_cast<unsigned long long>(fused.last_step_kernels),
+      static_cast<unsigned long long>(no_add.last_step_kernels),
+      static_cast<unsigned long long>(no_silu.last_step_kernels));
   EXPECT_EQ(fused.last_step_kernels + 2 * kLayers, no_add.last_step_kernels);
+  EXPECT_EQ(fused.last_step_kernels + kLayers, no_silu.last_step_kernels);
   for (int i = 0; i < kSteps; ++i) {
     EXPECT_EQ(max_diff(fused.logits[i], no_add.logits[i]), 0.0) << "step " << i;
+    EXPECT_EQ(max_diff(fused.logits[i], no_silu.logits[i]), 0.0) << "step " << i;
     // The CPU's f32 activations against int8 ones and an f16 cache: about 2% of the largest.
     EXPECT_LE(max_diff(fused.logits[i], cpu.logits[i]), 0.05) << "step " << i;
   }

@@ -3,13 +3,15 @@
 // driver (kernels on the emulator) against the float64 reference, norm and mat-vec outputs
 // poisoned and guarded, and bit for bit against the same ops with the fusion off. A residual add
 // before the norm (its sum the norm's input) runs in the norm's kernel too
-// (DeviceOptions::fuse_add_norm).
+// (DeviceOptions::fuse_add_norm). A silu_mul before an int_dot mat-vec quantizes its activations
+// likewise (DeviceOptions::fuse_silu_quant).
 #include <gtest/gtest.h>
 
 #include <cstring>
 
 #include "check/check.h"
 #include "device.h"
+#include "duet/kernels/launch.h"
 #include "fake_driver.h"
 #include "reference/reference.h"
 
@@ -224,6 +226,120 @@ TEST(CudaNormQuant, AResidualAddRunsInTheNormsKernel) {
   const NormRun other = run_norm(1, 64, {{DType::q8_0, 5}}, {}, "another tensor", true, true);
   EXPECT_EQ(other.fused, 0);
   EXPECT_EQ(other.fused_adds, 0);
+}
+
+// silu_mul(g, u) [M, K] then an int_dot mat-vec of its output (a decode step's ffn_down): the
+// silu_mul quantizes the mat-vec's activations in its own kernel (DeviceOptions::fuse_silu_quant,
+// one q8_act launch fewer), both outputs within tolerance of the float64 reference, unwritten
+// bytes of either caught by NaN guards, and the same bits as with the fusion off.
+struct SiluRun {
+  std::vector<std::vector<uint8_t>> outputs;  // silu_mul's, the mat-vec's (guards included)
+  int fused = 0;
+  uint64_t kernels = 0;
+};
+
+SiluRun run_silu(int64_t M, int64_t K, int64_t N, DeviceOptions options, const std::string& what) {
+  SiluRun r;
+  auto driver = std::make_shared<FakeDriver>(std::vector<DeviceProps>{a100()});
+  auto dev = make_device(driver, a100(), caps_from_props(a100()), parse_build_archs("75;80", "80"),
+                         options);
+  Device& d = *dev;
+  check::Case sc;
+  sc.name = "fused_silu/" + std::to_string(M) + "x" + std::to_string(K);
+  sc.kind = OpKind::silu_mul;
+  sc.inputs = {TensorDesc::contiguous(DType::f32, {M, K}),
+               TensorDesc::contiguous(DType::f32, {M, K})};
+  sc.fills = {check::Fill::unit, check::Fill::unit};
+  OpDesc silu = *check::case_op(sc);
+  silu.name = "silu";
+  const std::vector<HostTensor> sin = check::case_inputs(sc);
+  const std::vector<double> sref = *reference::evaluate(silu, sin);
+  HostTensor h = HostTensor::empty(silu.output);
+  h.from_doubles(sref);  // the mat-vec's reference reads it rounded to f32
+  check::Case c;
+  c.name = "fused_silu/q4_0";
+  c.kind = OpKind::matmul;
+  c.attrs.transpose_b = true;
+  c.inputs = {TensorDesc::contiguous(DType::f32, {M, K}),
+              TensorDesc::contiguous(DType::q4_0, {N, K})};
+  c.fills = {check::Fill::unit, check::Fill::blocks};
+  OpDesc mv = *check::case_op(c);
+  mv.name = "down";
+  const HostTensor w = check::case_inputs(c)[1];
+  const std::vector<double> mref = *reference::evaluate(mv, std::vector<HostTensor>{h, w});
+
+  auto upload = [&](const HostTensor& t) {
+    auto b = *d.allocate(t.storage_bytes());
+    EXPECT_TRUE(d.write(*b, 0, t.storage(), t.storage_bytes()).ok());
+    return b;
+  };
+  auto poisoned = [&](const TensorDesc& t) {
+    const uint64_t n = static_cast<uint64_t>(t.nbytes()) + 2 * kNormGuard;
+    auto b = *d.allocate(n);
+    std::vector<uint8_t> poison(n, 0xFF);
+    EXPECT_TRUE(d.write(*b, 0, poison.data(), n).ok());
+    return b;
+  };
+  auto guarded = [](TensorDesc t) {
+    t.offset = static_cast<int64_t>(kNormGuard / 4);
+    return t;
+  };
+  auto gb = upload(sin[0]), ub = upload(sin[1]), wb = upload(w);
+  auto hb = poisoned(silu.output), ob = poisoned(mv.output);
+  KernelChoice schoice, mchoice;
+  for (const KernelChoice& k : d.choices(silu))
+    if (k.ok && k.tier == Tier::generic) schoice = k;
+  for (const KernelChoice& k : d.choices(mv))
+    if (k.ok && k.tier == Tier::int_dot) mchoice = k;
+  EXPECT_NE(schoice.reason.find("cuda.fuse_silu_quant"), std::string::npos) << schoice.reason;
+  EXPECT_TRUE(mchoice.ok) << what << ": no int_dot choice";
+  const uint64_t before = kernels::emu::kernels_run();
+  const TensorRef srefs[2] = {{silu.inputs[0], gb.get()}, {silu.inputs[1], ub.get()}};
+  EXPECT_TRUE(d.execute({silu, schoice}, srefs, {guarded(silu.output), hb.get()}).ok()) << what;
+  const TensorRef mrefs[2] = {{guarded(mv.inputs[0]), hb.get()}, {mv.inputs[1], wb.get()}};
+  EXPECT_TRUE(d.execute({mv, mchoice}, mrefs, {guarded(mv.output), ob.get()}).ok()) << what;
+  EXPECT_TRUE(d.synchronize().ok()) << what;
+  r.kernels = kernels::emu::kernels_run() - before;
+
+  auto read_check = [&](const std::shared_ptr<Buffer>& b, const OpDesc& op,
+                        const std::vector<double>& ref, Precision p) {
+    const uint64_t bytes = static_cast<uint64_t>(op.output.nbytes());
+    std::vector<uint8_t> got(bytes + 2 * kNormGuard);
+    EXPECT_TRUE(d.read(*b, 0, got.data(), got.size()).ok());
+    for (uint64_t i = 0; i < kNormGuard; ++i) {
+      EXPECT_EQ(got[i], 0xFF) << what << " " << op.name << ": a write before the output";
+      EXPECT_EQ(got[kNormGuard + bytes + i], 0xFF) << what << " " << op.name << ": after it";
+    }
+    std::vector<double> out(static_cast<size_t>(op.output.numel()));
+    for (size_t i = 0; i < out.size(); ++i) {
+      float v;
+      std::memcpy(&v, got.data() + kNormGuard + 4 * i, 4);
+      out[i] = v;
+    }
+    const check::Metrics mt = check::compare(out, ref, false);
+    EXPECT_TRUE(check::passes(mt, check::tolerance(op, p)))
+        << what << " " << op.name << " (" << describe(op) << "): nmse " << mt.nmse << ", max_rel "
+        << mt.max_rel << ", unwritten or NaN " << mt.nan;
+    r.outputs.push_back(std::move(got));
+  };
+  read_check(hb, silu, sref, schoice.precision);
+  read_check(ob, mv, mref, mchoice.precision);
+  r.fused = driver->fused_silus;
+  return r;
+}
+
+TEST(CudaNormQuant, ASiluMulQuantizesTheDownProjectionsActivationsInItsKernel) {
+  for (int64_t M : {1, 3}) {
+    const std::string what = "M" + std::to_string(M);
+    DeviceOptions off;
+    off.fuse_silu_quant = false;
+    const SiluRun fused = run_silu(M, 384, 40, {}, what + " fused");
+    const SiluRun apart = run_silu(M, 384, 40, off, what + " apart");
+    EXPECT_EQ(fused.fused, 1) << what;
+    EXPECT_EQ(apart.fused, 0) << what;
+    EXPECT_EQ(fused.kernels + 1, apart.kernels) << what << ": the q8_act launch saved";
+    EXPECT_EQ(fused.outputs, apart.outputs) << what << ": the fused run gives other bits";
+  }
 }
 
 }  // namespace

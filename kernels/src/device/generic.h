@@ -126,6 +126,25 @@ DUET_KERNEL eltwise_kernel(const EltwiseParams p) {
   }
 }
 
+// eltwise_kernel with its output also quantized for the int_dot mat-vecs reading it
+// (EltwiseParams::q8; launch.h, fuses_eltwise: a dense f32 output, n and the block's threads
+// multiples of 32): the same arithmetic (the same bits), and each warp's 32 values, one block,
+// quantized as q8_act_kernel would. A kernel of its own, so that eltwise_kernel keeps its
+// registers.
+DUET_KERNEL eltwise_q8_kernel(const EltwiseParams p) {
+  grid_dependency_sync();
+  const bool binary = p.op < DUET_EW_BINARY_END;
+  const bool da = dense_in(p.a, p.shape), db = binary && dense_in(p.b, p.shape);
+  for (int64_t i = grid_tid(); i < p.n; i += grid_threads()) {  // the whole warp, n % 32 == 0
+    const float x = load_f32(p.a.data, p.a.dtype, da ? i : offset_of(p.a, p.shape, i));
+    const float y =
+        binary ? load_f32(p.b.data, p.b.dtype, db ? i : offset_of(p.b, p.shape, i)) : 0.f;
+    const float v = eltwise_apply(p.op, x, y, p.alpha);
+    static_cast<float*>(p.out)[i] = v;
+    q8_block_store(v, p.q8[i / 32]);
+  }
+}
+
 DUET_KERNEL copy_kernel(const CopyParams p) {
   grid_dependency_sync();
   const int bytes = elt_bytes(p.x.dtype);

@@ -102,6 +102,8 @@ inline constexpr int kMvRows = 8, kMvMaxRows = 4;
 
 // ---- generic (SIMT, fp32 compute) kernels
 
+struct Q8Block;
+
 struct EltwiseParams {
   Strided a, b;  // broadcast to the output's shape; b unused by unary ops
   void* out = nullptr;
@@ -110,6 +112,10 @@ struct EltwiseParams {
   int64_t n = 0;
   uint32_t op = DUET_EW_ADD;  // a function of duet/eltwise.h
   float alpha = 1;  // the op's float argument (eltwise_param: scale's factor, pow's exponent)
+  // The function's output also quantized as q8_act_kernel would, for the int_dot mat-vecs that
+  // read it (launch.h, fuses_eltwise; eltwise_q8_kernel): element i into block i / 32 (a dense
+  // f32 output, n % 32 == 0; null: not fused).
+  Q8Block* q8 = nullptr;
 };
 
 // Casts and copies, also each input of a concat (out is then a strided window of the output).
@@ -122,8 +128,6 @@ struct CopyParams {
 };
 
 enum class RowOp : uint8_t { softmax, rmsnorm, layernorm };
-
-struct Q8Block;
 
 // Elements of a row each thread of rows_kernel keeps in registers on its fast path (a dense row
 // of float storage of at most kRowRegs * threads elements).

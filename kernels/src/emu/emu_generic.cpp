@@ -12,7 +12,8 @@ Status generic(const detail::Call& c) {
     case Kernel::attention_combine:
       return run_kernel(c, &dev::attention_combine);
     case Kernel::eltwise:
-      return run_kernel(c, &dev::eltwise_kernel);
+      return std::get<dev::EltwiseParams>(c.params).q8 ? run_kernel(c, &dev::eltwise_q8_kernel)
+                                                       : run_kernel(c, &dev::eltwise_kernel);
     case Kernel::copy:
       return run_kernel(c, &dev::copy_kernel);
     case Kernel::rows:

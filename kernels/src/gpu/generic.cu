@@ -12,7 +12,9 @@ Status generic(const detail::Call& c, void* stream) {
     case Kernel::attention_combine:
       return launch_on_gpu(c, &dev::attention_combine, stream);
     case Kernel::eltwise:
-      return launch_on_gpu(c, &dev::eltwise_kernel, stream);
+      return std::get<dev::EltwiseParams>(c.params).q8
+                 ? launch_on_gpu(c, &dev::eltwise_q8_kernel, stream)
+                 : launch_on_gpu(c, &dev::eltwise_kernel, stream);
     case Kernel::copy:
       return launch_on_gpu(c, &dev::copy_kernel, stream);
     case Kernel::rows:

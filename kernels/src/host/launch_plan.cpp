@@ -1081,8 +1081,19 @@ Result<std::vector<Call>> plan_group(Tier tier, std::span<const GroupMember> mem
       return bad("'" + m.op->name + "' quantizes its activations differently");
     mvs.push_back(c[1]);
   }
-  // The rmsnorm before the group, quantizing its output into the blocks q8_act would have made.
-  if (norm) {
+  // An element-wise op before the group (a silu_mul), quantizing its output likewise.
+  if (norm && norm->op->kind != OpKind::rmsnorm) {
+    if (add) return bad("an add folded into '" + norm->op->name + "', which is no rmsnorm");
+    if (!fuses_eltwise(*norm, *members[0].op, members[0].inputs))
+      return bad("'" + norm->op->name + "' cannot quantize the activations it gives them");
+    DUET_ASSIGN_OR_RETURN(std::vector<Call> e, plan(Tier::generic, *norm->op, norm->inputs,
+                                                    norm->output, launch, device));
+    if (e.size() != 1 || e[0].kernel != Kernel::eltwise)
+      return bad("'" + norm->op->name + "' is not one eltwise launch");
+    std::get<dev::EltwiseParams>(e[0].params).q8 = std::get<dev::Q8ActParams>(calls[0].params).out;
+    calls[0] = e[0];
+  } else if (norm) {
+    // The rmsnorm before the group, quantizing its output into the blocks q8_act would have made.
     if (!fuses_norm(*norm, *members[0].op, members[0].inputs))
       return bad("'" + norm->op->name + "' cannot quantize the activations it gives them");
     DUET_ASSIGN_OR_RETURN(std::vector<Call> n, plan(Tier::generic, *norm->op, norm->inputs,
@@ -1313,6 +1324,22 @@ bool fuses_add(const GroupMember& add, const GroupMember& norm) {
       if (v.shape[d] != y.shape[d]) return false;
   }
   return true;
+}
+
+bool fuses_eltwise(const GroupMember& op, const OpDesc& mv, std::span<const View> mv_in) {
+  const OpDesc& o = *op.op;
+  const std::optional<uint32_t> code = eltwise_code(o);
+  if (!code || *code >= DUET_EW_COUNT || op.inputs.empty() || o.output.rank < 1 ||
+      op.output.dtype != DType::f32 || mv.attrs.transpose_a ||
+      !shares_activations(Tier::int_dot, mv, mv_in, mv, mv_in))
+    return false;
+  // The mat-vec's activations are the op's whole dense output, K a multiple of 32: element i of
+  // one is element i of the other, in q8_act's block i / 32 (the warps of eltwise_q8_kernel,
+  // 256 threads a block, hold whole blocks).
+  const View &y = op.output, &a = mv_in[0];
+  const int64_t k = a.rank > 0 ? a.shape[a.rank - 1] : 0;
+  return k > 0 && k % 32 == 0 && a.data == y.data && a.dtype == DType::f32 && dense_view(a) &&
+         dense_view(y) && view_numel(a) == view_numel(y);
 }
 
 bool rope_feeds_write(const GroupMember& rope, const GroupMember& write) {

@@ -72,8 +72,8 @@ Result<std::vector<Call>> plan(Tier tier, const OpDesc& op, std::span<const View
 
 // The launches of a group of mat-vecs sharing their activations (launch.h, launch_group): one
 // q8_act (or, with `norm`, the rmsnorm quantizing its output itself, and with `add` too, adding
-// the residual before it), then a grouped qmv per block format (at most dev::kQMvGroup members
-// each).
+// the residual before it; or the element-wise op `norm` quantizing its output), then a grouped qmv
+// per block format (at most dev::kQMvGroup members each).
 Result<std::vector<Call>> plan_group(Tier tier, std::span<const GroupMember> members,
                                      const Launch& launch, std::string_view device,
                                      const GroupMember* norm = nullptr,

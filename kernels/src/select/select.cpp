@@ -540,6 +540,12 @@ void generic_choice(const DeviceCaps& caps, const OpDesc& op, const BuildArchs& 
     d.why.push_back(
         "before int_dot mat-vecs of its output, it quantizes their activations to int8 per 32 "
         "itself, at run time (no q8_act launch; cuda.fuse_norm_quant)");
+  // launch.h's fuses_eltwise, as far as the op says (the CUDA device holds only silu_mul).
+  if (op.kind == OpKind::silu_mul && op.output.dtype == DType::f32 && n > 0 && n % 32 == 0 &&
+      op.output.numel() / n <= kQIntRows)
+    d.why.push_back(
+        "before an int_dot mat-vec of its output, it quantizes its activations to int8 per 32 "
+        "itself, at run time (no q8_act launch; cuda.fuse_silu_quant)");
   // launch.h's rope_feeds_write, as far as the op says.
   if (op.kind == OpKind::rope && op.output.dtype == DType::f32 && op.output.rank == 4)
     d.why.push_back(

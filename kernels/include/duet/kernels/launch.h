@@ -82,6 +82,11 @@ bool fuses_norm(const GroupMember& norm, const OpDesc& mv, std::span<const View>
 // the output's shape (no broadcast) with unit-stride rows. The sum is still written, so the
 // residual stream's later readers see no difference.
 bool fuses_add(const GroupMember& add, const GroupMember& norm);
+// Whether the element-wise op `op` (generic tier: a decode step's silu_mul) may quantize its
+// output for a group whose first member is `mv` (int_dot) in the same kernel (launch_group's
+// `norm`), so that the group skips its q8_act launch: mv's activations are the whole of op's
+// output (same address, dense, f32, K a multiple of 32). The output is still written.
+bool fuses_eltwise(const GroupMember& op, const OpDesc& mv, std::span<const View> mv_in);
 
 // A rope and the write_slice storing its output into a KV cache (and, optionally, the write_slice
 // after it: a decode step's V), in one kernel at the generic tier (launch_rope_write): the rotated
@@ -109,7 +114,8 @@ Status launch(Tier tier, const OpDesc& op, std::span<const View> inputs, const V
 // A group (each pair of members passing shares_activations), with the first member's launch
 // configuration and a workspace of its workspace_bytes(); with `norm` (passing fuses_norm for the
 // first member), the rmsnorm before them, which quantizes their activations itself; with `add`
-// (passing fuses_add for `norm`) too, the add before the norm, in the norm's kernel.
+// (passing fuses_add for `norm`) too, the add before the norm, in the norm's kernel. `norm` may
+// also be an element-wise op passing fuses_eltwise (then without `add`).
 Status launch_group(Tier tier, std::span<const GroupMember> members, const Launch& launch,
                     const GroupMember* norm = nullptr, const GroupMember* add = nullptr);
 // A rope and its writes (2 or 3 ops passing rope_feeds_write and joins_rope_write).
