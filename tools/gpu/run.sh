@@ -240,6 +240,18 @@ if want addnorm; then
       --ignore-eos --print-ids --devices cuda:0 2>/dev/null | tail -1 > $O/addnorm_ids_$a.txt
   done
   cmp -s $O/addnorm_ids_1.txt $O/addnorm_ids_0.txt && echo "same ids" || { echo "IDS DIFFER:"; cat $O/addnorm_ids_[01].txt; }
+  # The add fusion and silu_mul quantizing ffn_down's activations (DUET_CUDA_FUSE_SILU_QUANT,
+  # 2026-11-28), each on and off: the steady rate and what the device launched (the engine's
+  # "recorded (N kernels)" counts plan steps; the device's "recording R: O ops in L launches"
+  # counts its launches; expect 64 launches fewer with the adds folded, 32 with silu_mul).
+  for f in "1 1" "0 1" "1 0"; do
+    read -r a s <<< "$f"
+    step "llama cuda:0 decode, DUET_CUDA_FUSE_ADD_NORM=$a DUET_CUDA_FUSE_SILU_QUANT=$s"
+    DUET_CUDA_FUSE_ADD_NORM=$a DUET_CUDA_FUSE_SILU_QUANT=$s DUET_LOG=debug timeout 45 $L \
+      /tmp/m8.gguf --bench-prompt 512 -n 64 --temp 0 --ignore-eos --ctx 1024 --devices cuda:0 \
+      2>&1 >/dev/null | grep -E 'decode steady|recording [0-9]+:|residual themselves|error' \
+      | sort | uniq -c | sort -rn | head -8
+  done
 fi
 # Programmatic dependent launch (DUET_CUDA_PDL, off by default until measured): every check
 # case with it on, then the 8B decode step on and off, with graphs (the default) and launched one
