@@ -229,7 +229,7 @@ if want fusions; then
     2>&1 >/dev/null | grep -E "^timing: (16|plain|by op)|quantized their|wrote their|error" \
     | sort | uniq -c | sort -rn | head -8
 fi
-# The residual add inside the rmsnorm after it (DUET_CUDA_FUSE_ADD_NORM, 2026-11-28: 63 kernels
+# The residual add inside the rmsnorm after it (DUET_CUDA_FUSE_ADD_NORM, 2026-11-28: 64 kernels
 # fewer an 8B step), on and off, graphs on: the steady rate and the greedy ids (equal).
 if want addnorm; then
   for a in 1 0; do
