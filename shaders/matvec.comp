@@ -14,6 +14,12 @@
 // a tree in shared memory. The activations (MR rows) are small and come from the cache.
 //
 // Variants: T_<activation dtype> and either W_FLOAT (weight of the same dtype) or Q_<format>.
+// GROUP (block formats only): up to three weights that multiply the same activations (a decode
+// step's q, k and v; gate and up) in one dispatch, the grid's workgroups along x taken by member
+// 0, then 1, then 2 (P.u3.z and P.u3.w: where members 1 and 2 start). Member m's weight is at
+// binding 3 + m; its output at binding 1, 6 or 11 with descriptor td[0], td[2] or td[3]; its
+// weight's row 0 and row pitch in P.u2.xy, P.u2.zw, P.u3.xy. The member is the same for every
+// invocation of a workgroup, so its branches are uniform.
 #version 450
 #extension GL_GOOGLE_include_directive : require
 #ifndef SMEM_REDUCE
@@ -37,10 +43,48 @@ TENSOR(1, , y)
 layout(std430, set = 0, binding = 2) readonly buffer A4 { uvec4 a4[]; };
 #if defined(W_FLOAT)
 layout(std430, set = 0, binding = 3) readonly buffer W4 { uvec4 w4[]; };
+#elif defined(GROUP)
+layout(std430, set = 0, binding = 3) readonly buffer Wq0 { uint wq0[]; };
+layout(std430, set = 0, binding = 4) readonly buffer Wq1 { uint wq1[]; };
+layout(std430, set = 0, binding = 5) readonly buffer Wq2 { uint wq2[]; };
+TENSOR(6, , y1)
+TENSOR(11, , y2)
+uint member = 0u;  // this workgroup's member of the group
+uint qword(uint i) {
+  if (member == 0u) return wq0[i];
+  if (member == 1u) return wq1[i];
+  return wq2[i];
+}
+#define QWORD(i) qword(i)
+#include "quant_piece.glsl"
 #else
 layout(std430, set = 0, binding = 3) readonly buffer Wq { uint wq[]; };
 #define QWORD(i) wq[i]
 #include "quant_piece.glsl"
+#endif
+
+#ifdef GROUP
+// The member's output descriptor, and its element yo.
+#define YD (member == 0u ? 0 : member == 1u ? 2 : 3)
+void store_y(uint yo, float v) {
+  if (member == 0u)
+    y[yo] = STOREF(v);
+  else if (member == 1u)
+    y1[yo] = STOREF(v);
+  else
+    y2[yo] = STOREF(v);
+}
+float load_y(uint yo) {
+  return 0.0;  // a group never accumulates
+}
+#else
+#define YD 0
+void store_y(uint yo, float v) {
+  y[yo] = STOREF(v);
+}
+float load_y(uint yo) {
+  return LOADF(y[yo]);
+}
 #endif
 
 #ifdef SMEM_REDUCE
@@ -66,9 +110,23 @@ float a_at(uint e) {
 // [B0, B1, N, K]. Offsets in elements from each window. P.u: M, N, K, accumulate. Block formats:
 // P.u2.x the byte of weight row 0 in its window, P.u2.y the bytes from one row to the next.
 void main() {
-  const uint M = P.u.x, N = P.u.y, K = P.u.z;
+#ifdef GROUP
+  const uint gx = gl_WorkGroupID.x;
+  member = gx < P.u3.z ? 0u : gx < P.u3.w ? 1u : 2u;
+  const uint wg_x = gx - (member == 0u ? 0u : member == 1u ? P.u3.z : P.u3.w);
+  const uvec2 wrow = member == 0u ? P.u2.xy : member == 1u ? P.u2.zw : P.u3.xy;
+#else
+  const uint wg_x = gl_WorkGroupID.x;
+  const uvec2 wrow = P.u2.xy;
+#endif
+#ifdef GROUP
+  const uint N = P.td[YD].shape.w;
+#else
+  const uint N = P.u.y;
+#endif
+  const uint M = P.u.x, K = P.u.z;
   const uint batch = gl_WorkGroupID.z;
-  const uint b1 = P.td[0].shape.y;
+  const uint b1 = P.td[YD].shape.y;
   const uint i0 = batch / b1, i1 = batch % b1;
   const uint a_base = P.td[1].offset + i0 * P.td[1].stride.x + i1 * P.td[1].stride.y;
   const uint sam = P.td[1].stride.z, sak = P.td[1].stride.w;
@@ -78,7 +136,7 @@ void main() {
   // (ar: rows past M point at row M - 1, never read.)
   uint ar[MR];
   [[unroll]] for (uint i = 0u; i < MR; ++i) ar[i] = a_base + min(m0 + i, M - 1u) * sam;
-  const uint n0 = gl_WorkGroupID.x * RW;
+  const uint n0 = wg_x * RW;
   // Rows past N read row N - 1 (never stored): no branch in the loop.
   uint nr[RW];
   [[unroll]] for (uint j = 0u; j < RW; ++j) nr[j] = min(n0 + j, N - 1u);
@@ -123,7 +181,7 @@ void main() {
   }
 #else
   uint w_row[RW];
-  [[unroll]] for (uint j = 0u; j < RW; ++j) w_row[j] = P.u2.x + nr[j] * P.u2.y;
+  [[unroll]] for (uint j = 0u; j < RW; ++j) w_row[j] = wrow.x + nr[j] * wrow.y;
   // Piece q of a row: elements [8 q, 8 q + 8), in block (8 q) / QK, group (8 q % QK) / 32.
   for (uint q = t; q < K / 8u; q += T) {
     const uint k = q * 8u;
@@ -162,8 +220,8 @@ void main() {
   }
 #endif
 
-  const uvec4 ys = P.td[0].stride;
-  const uint y_base = P.td[0].offset + i0 * ys.x + i1 * ys.y;
+  const uvec4 ys = P.td[YD].stride;
+  const uint y_base = P.td[YD].offset + i0 * ys.x + i1 * ys.y;
 #ifdef SMEM_REDUCE
   [[unroll]] for (uint o = 0u; o < RW * MR; ++o) {
     const uint j = o / MR, i = o % MR;
@@ -177,8 +235,8 @@ void main() {
     if (t == 0u && n0 + j < N) {
       const uint yo = y_base + (m0 + i) * ys.z + (n0 + j) * ys.w;
       float v = partial[0];
-      if (P.u.w != 0u) v += LOADF(y[yo]);
-      y[yo] = STOREF(v);
+      if (P.u.w != 0u) v += load_y(yo);
+      store_y(yo, v);
     }
     barrier();
   }
@@ -202,8 +260,8 @@ void main() {
         if (c == o) v = acc[c];
     }
     const uint yo = y_base + (m0 + i) * ys.z + (n0 + j) * ys.w;
-    if (P.u.w != 0u) v += LOADF(y[yo]);
-    y[yo] = STOREF(v);
+    if (P.u.w != 0u) v += load_y(yo);
+    store_y(yo, v);
   }
 #endif
 }

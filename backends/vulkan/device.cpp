@@ -20,15 +20,31 @@ constexpr uint64_t kCopiedReadBytes = 2 << 10;
 constexpr uint64_t kReadbackBytes = 8ull << 20;
 }  // namespace
 
+DeviceOptions DeviceOptions::from(const BackendOptions& o) {
+  DeviceOptions d;
+  d.group_matvecs =
+      o.get_bool("vulkan.group_matvecs", env_switch("DUET_VULKAN_GROUP_MATVECS", true));
+  d.share_q8 = o.get_bool("vulkan.share_q8", env_switch("DUET_VULKAN_SHARE_Q8", true));
+  d.fuse_add_norm =
+      o.get_bool("vulkan.fuse_add_norm", env_switch("DUET_VULKAN_FUSE_ADD_NORM", true));
+  d.fuse_rope_write =
+      o.get_bool("vulkan.fuse_rope_write", env_switch("DUET_VULKAN_FUSE_ROPE_WRITE", true));
+  return d;
+}
+
 VulkanDevice::VulkanDevice(std::shared_ptr<Core> core, std::string cache_dir, bool force_staging,
-                           uint64_t block_bytes, int copied_reads)
-    : core_(std::move(core)), caps_(core_->info.caps), cache_dir_(std::move(cache_dir)) {
+                           uint64_t block_bytes, int copied_reads, DeviceOptions options)
+    : core_(std::move(core)),
+      caps_(core_->info.caps),
+      cache_dir_(std::move(cache_dir)),
+      options_(options) {
   staging_ = force_staging || !caps_.host_visible_device_memory;
   block_bytes_ = block_bytes;
   copied_reads_from_ = copied_reads == 0 ? 0 : copied_reads < 0 ? kCopiedReadBytes : 1;
 }
 
 VulkanDevice::~VulkanDevice() {
+  if (recorder_) (void)flush_held();
   if (recorder_) (void)recorder_->flush();
   if (readback_alloc_) readback_alloc_->release(readback_);
   scratch_.clear();
@@ -194,6 +210,8 @@ bool VulkanDevice::owns(const Buffer& b) const {
 // Arguments checked by Device::write and read: a buffer of this device, a range inside it.
 Status VulkanDevice::write_checked(Buffer& dst, uint64_t offset, const void* src, uint64_t bytes) {
   auto* b = static_cast<VkBuf*>(&dst);
+  DUET_TRY(flush_held());
+  q8.reset();  // the write may change activations a quantize_q8 read
   // Work recorded before this write that touches the range runs first: a small write goes into
   // the command stream after it (an input uploaded in the middle of a run, into memory the run
   // used before), anything else waits for it.
@@ -226,6 +244,7 @@ Status VulkanDevice::read_copied(VkBuf& buf, uint64_t offset, void* host, uint64
 
 Status VulkanDevice::read_checked(Buffer& src, uint64_t offset, void* dst, uint64_t bytes) {
   auto* b = static_cast<VkBuf*>(&src);
+  DUET_TRY(flush_held());
   // The copy goes after the recorded work: one submission for both.
   if (copied_reads_from_ && bytes >= copied_reads_from_) return read_copied(*b, offset, dst, bytes);
   if (recorder_->touches(b->vk(), b->base() + offset, bytes)) DUET_TRY(synchronize());
@@ -242,10 +261,116 @@ Status VulkanDevice::check_validation() {
   return Err(Code::internal).device(id()).note("Vulkan validation: " + text);
 }
 
+std::array<uint64_t, 4> VulkanDevice::record_marks() const {
+  const Recorder& r = *recorder_;
+  return {r.dispatches, r.submissions, r.updates, r.copies};
+}
+
+namespace {
+// An op kept for later: its refs point at aliases of the caller's buffers.
+HeldOp hold(const PlannedOp& op, std::span<const TensorRef> inputs, const TensorRef& output) {
+  HeldOp h{op, {inputs.begin(), inputs.end()}, output, {}};
+  // One alias per buffer: refs to one buffer stay refs to one buffer (write_slice in place).
+  std::vector<std::pair<Buffer*, Buffer*>> seen;
+  auto keep = [&](TensorRef& r) {
+    for (auto [from, to] : seen)
+      if (from == r.buffer) {
+        r.buffer = to;
+        return;
+      }
+    h.keep.push_back(VkBuf::alias(*static_cast<VkBuf*>(r.buffer)));
+    seen.emplace_back(r.buffer, h.keep.back().get());
+    r.buffer = h.keep.back().get();
+  };
+  for (TensorRef& r : h.inputs) keep(r);
+  keep(h.output);
+  return h;
+}
+}  // namespace
+
+Status VulkanDevice::flush_held() {
+  if (cast_) {
+    HeldOp cast = std::move(*cast_);
+    cast_.reset();
+    DUET_TRY(record_op(*this, cast.op, cast.inputs, cast.output));
+  }
+  if (!rope_.empty()) {
+    std::vector<HeldOp> r = std::move(rope_);
+    rope_.clear();
+    DUET_TRY(record_rope_write(*this, r));
+  }
+  if (add_) {
+    HeldOp add = std::move(*add_);
+    add_.reset();
+    DUET_TRY(record_op(*this, add.op, add.inputs, add.output));
+  }
+  if (held_.empty()) return check_validation();
+  std::vector<HeldOp> g = std::move(held_);
+  held_.clear();
+  Status s = record_group(*this, g);
+  if (!s.ok()) return s;
+  return check_validation();
+}
+
 Status VulkanDevice::execute_checked(const PlannedOp& op, std::span<const TensorRef> inputs,
                                      const TensorRef& output) {
   DUET_TRY(check_validation());
   const bool timed = recorder_->timing();
+  // A held cast runs inside the cache write of its output, else alone first.
+  if (cast_) {
+    HeldOp cast = std::move(*cast_);
+    cast_.reset();
+    if (joins_cast_write(*this, cast, op, inputs, output)) {
+      DUET_TRY(record_cast_write(*this, cast, op, inputs, output));
+      return check_validation();
+    }
+    DUET_TRY(record_op(*this, cast.op, cast.inputs, cast.output));
+  }
+  // A held rope takes a cache write of its output, then the V write after it (or runs now).
+  if (!rope_.empty()) {
+    if (joins_rope_write(*this, rope_, op, inputs, output)) {
+      rope_.push_back(hold(op, inputs, output));
+      if (rope_.size() == 3) DUET_TRY(flush_held());
+      return {};
+    }
+    DUET_TRY(flush_held());
+  }
+  // A held add runs inside this op when it is the rmsnorm of the add's sum, else alone first.
+  if (add_) {
+    HeldOp add = std::move(*add_);
+    add_.reset();
+    if (folds_add(*this, add, op, inputs, output)) {
+      DUET_TRY(record_add_norm(*this, add, op, inputs, output));
+      return check_validation();
+    }
+    DUET_TRY(record_op(*this, add.op, add.inputs, add.output));
+  }
+  // A rope is held until the next op says whether it writes the rope's output into a cache.
+  if (options_.fuse_rope_write && !timed && may_hold_rope(op, inputs, output)) {
+    DUET_TRY(flush_held());
+    rope_.push_back(hold(op, inputs, output));
+    return {};
+  }
+  // A cast is held until the next op says whether it writes the cast's output into a cache.
+  if (options_.fuse_rope_write && !timed && may_hold_cast(op, inputs, output)) {
+    DUET_TRY(flush_held());
+    cast_ = hold(op, inputs, output);
+    return {};
+  }
+  // An add is held until the next op says whether it is an rmsnorm of its sum.
+  if (options_.fuse_add_norm && !timed && may_fold_add(op, inputs, output)) {
+    DUET_TRY(flush_held());
+    add_ = hold(op, inputs, output);
+    return {};
+  }
+  // A mat-vec is held until the next op says whether it joins it (one dispatch for both).
+  if (options_.group_matvecs && !timed && may_group(op, inputs)) {
+    if (!held_.empty() && !joins_group(held_, op, inputs, output)) DUET_TRY(flush_held());
+    held_.push_back(hold(op, inputs, output));
+    if (held_.size() == kMaxGroup) DUET_TRY(flush_held());
+    return {};
+  }
+  DUET_TRY(flush_held());
   if (timed) DUET_TRY(recorder_->op_start());
   Status s = record_op(*this, op, inputs, output);
   if (timed) {
@@ -259,6 +384,7 @@ Status VulkanDevice::execute_checked(const PlannedOp& op, std::span<const Tensor
 Status VulkanDevice::begin_kernel_timing() {
   if (recorder_->capturing())
     return Err(Code::unsupported).device(id()).note("kernel timing while recording");
+  DUET_TRY(flush_held());
   const float period = core_->info.timestamp_period;
   if (timestamp_bits_ == 0 || !(period > 0))
     return Err(Code::unsupported)
@@ -280,6 +406,8 @@ Status VulkanDevice::begin_recording() {
     return Err(Code::unsupported)
         .device(id())
         .note("recording and replaying work is not supported: DUET_VULKAN_RECORDINGS=0");
+  DUET_TRY(flush_held());
+  q8.reset();
   Status s = recorder_->begin_capture();
   if (s.code() == Code::unsupported)
     return Err(Code::unsupported)
@@ -290,7 +418,14 @@ Status VulkanDevice::begin_recording() {
 }
 
 Result<int> VulkanDevice::end_recording() {
+  const Status held = flush_held();
+  q8.reset();
   Result<int> id = recorder_->end_capture();
+  if (!held.ok()) {
+    if (id.ok()) release_recording(*id);
+    capture_scratch_.clear();
+    return held;
+  }
   std::vector<std::shared_ptr<VkBuf>> keep;
   keep.swap(capture_scratch_);
   if (!id.ok()) return id.status();
@@ -300,6 +435,8 @@ Result<int> VulkanDevice::end_recording() {
 }
 
 Status VulkanDevice::replay(int recording) {
+  DUET_TRY(flush_held());
+  q8.reset();
   DUET_TRY(recorder_->replay(recording));
   scratch_.clear();  // what was recorded before has run
   return check_validation();
@@ -321,8 +458,23 @@ Result<std::vector<KernelSpan>> VulkanDevice::end_kernel_timing() {
 }
 
 Status VulkanDevice::synchronize() {
-  Status s = recorder_->flush();
+  Status s = flush_held();
+  if (s.ok()) s = recorder_->flush();
+  q8.reset();
   scratch_.clear();
+  if (groups != logged_[0] || shared_q8 != logged_[2] || fused_adds != logged_[3] ||
+      rope_writes != logged_[4] || cast_writes != logged_[5])
+    log().debug(
+        "{}: {} mat-vecs in {} grouped dispatches, {} quantize_q8 dispatches shared, {} adds "
+        "inside rmsnorms, {} ropes and {} casts wrote their cache rows",
+        id(), grouped - logged_[1], groups - logged_[0], shared_q8 - logged_[2],
+        fused_adds - logged_[3], rope_writes - logged_[4], cast_writes - logged_[5]);
+  logged_ = {groups, grouped, shared_q8, fused_adds, rope_writes, cast_writes};
+  const Recorder& r = *recorder_;
+  if (r.dispatches != counted_[0])
+    log().debug("{}: {} dispatches and {} barriers recorded since the last synchronize", id(),
+                r.dispatches - counted_[0], r.barriers - counted_[1]);
+  counted_ = {r.dispatches, r.barriers};
   DUET_TRY(check_validation());
   DUET_TRY(s);
   std::vector<std::string> errors = recorder_->take_errors();
@@ -413,7 +565,8 @@ Result<std::unique_ptr<VulkanDevice>> open_device(std::shared_ptr<Instance> inst
     copied = env_switch("DUET_VULKAN_COPIED_READS", false) ? 1 : 0;
   auto dev = std::make_unique<VulkanDevice>(
       core, default_cache_dir(o), o.get_bool("vulkan.force_staging", false),
-      static_cast<uint64_t>(std::max(0, o.get_int("vulkan.block_bytes", 0))), copied);
+      static_cast<uint64_t>(std::max(0, o.get_int("vulkan.block_bytes", 0))), copied,
+      DeviceOptions::from(o));
   DUET_TRY(dev->init());
   return dev;
 }

@@ -174,7 +174,16 @@ class VkBuf final : public Buffer {
  public:
   VkBuf(std::shared_ptr<Core> core, Allocation a, uint64_t size)
       : core_(std::move(core)), a_(a), size_(size) {}
-  ~VkBuf() override { core_->allocator->release(a_); }
+  ~VkBuf() override {
+    if (owning_) core_->allocator->release(a_);
+  }
+  // The same memory, not owned: what a held op (VulkanDevice's grouped mat-vecs) records later,
+  // when the caller may have dropped the buffer object (never its memory's pending work).
+  static std::shared_ptr<VkBuf> alias(const VkBuf& b) {
+    auto a = std::make_shared<VkBuf>(b.core_, b.a_, b.size_);
+    a->owning_ = false;
+    return a;
+  }
   uint64_t size() const override { return size_; }
   VkBuffer vk() const { return a_.block->buffer; }
   uint64_t base() const { return a_.offset; }  // offset of this buffer in vk()
@@ -185,6 +194,7 @@ class VkBuf final : public Buffer {
   std::shared_ptr<Core> core_;
   Allocation a_;
   uint64_t size_;
+  bool owning_ = true;
 };
 
 // ---- pipelines.cpp ----------------------------------------------------------------------------
@@ -497,6 +507,88 @@ class VulkanDevice;
 Status record_op(VulkanDevice& dev, const PlannedOp& op, std::span<const TensorRef> inputs,
                  const TensorRef& output);
 
+// ---- ops/group.cpp ----------------------------------------------------------------------------
+// An op whose execute() the device holds (DeviceOptions::group_matvecs): the refs point at
+// aliases of the caller's buffers, kept here until it is recorded.
+struct HeldOp {
+  PlannedOp op;
+  std::vector<TensorRef> inputs;
+  TensorRef output;
+  std::vector<std::shared_ptr<VkBuf>> keep;
+};
+// The most mat-vecs one grouped dispatch takes (matvec.comp's GROUP variant: three weights).
+inline constexpr size_t kMaxGroup = 3;
+// Whether `op` may start or join a group: a matmul of a block-quantized weight on the `matvec`
+// kernel (decode), activations not transposed.
+bool may_group(const PlannedOp& op, std::span<const TensorRef> inputs);
+// Whether `op` joins the group `held` (not full): the same kernel choice and weight format, the
+// same activations (buffer and view), and an output that overlaps neither the activations nor
+// another member's output (the members run at once, with no barrier between them).
+bool joins_group(std::span<const HeldOp> held, const PlannedOp& op,
+                 std::span<const TensorRef> inputs, const TensorRef& output);
+// Records the held ops: one mat-vec alone as record_op does, several as one dispatch of
+// matvec.comp's GROUP variant (each alone where a tensor needs a window split).
+Status record_group(VulkanDevice& dev, std::span<const HeldOp> held);
+// Whether `op` is an add an rmsnorm after it may fold (DeviceOptions::fuse_add_norm): two
+// float inputs of the output's shape and dtype (no broadcast), a dense output.
+bool may_fold_add(const PlannedOp& op, std::span<const TensorRef> inputs, const TensorRef& output);
+// Whether the rmsnorm `op` folds the held add `add`: its input is the add's output (the same
+// view), no tensor overlaps another (the fused kernel writes the sum and the norm at once), each
+// fits one window.
+bool folds_add(VulkanDevice& dev, const HeldOp& add, const PlannedOp& op,
+               std::span<const TensorRef> inputs, const TensorRef& output);
+// Whether `op` is a rope a cache write may follow (DeviceOptions::fuse_rope_write): f32, rank 4,
+// a run-time position, a dense output.
+bool may_hold_rope(const PlannedOp& op, std::span<const TensorRef> inputs, const TensorRef& output);
+// Whether `op` joins the held rope (`held[0]`, and the K write `held[1]` when there is one): a
+// write_slice in place of f32 rows into a dense f32 cache at the rope's position, of the rope's
+// output (K, the first) or of any rows (V, the second); nothing one of them writes overlaps
+// what another reads or writes; every tensor in one window.
+bool joins_rope_write(VulkanDevice& dev, std::span<const HeldOp> held, const PlannedOp& op,
+                      std::span<const TensorRef> inputs, const TensorRef& output);
+// Records the held rope alone, or with its writes as one dispatch (rope_write.comp).
+Status record_rope_write(VulkanDevice& dev, std::span<const HeldOp> held);
+// Whether `op` is a cast a cache write may follow (DeviceOptions::fuse_rope_write: an f16 or bf16
+// cache, whose writes the planner gives a cast first): f32 to f16 or bf16, a dense output.
+bool may_hold_cast(const PlannedOp& op, std::span<const TensorRef> inputs, const TensorRef& output);
+// Whether `op` is a write_slice in place of the held cast's output into a dense cache of its
+// dtype, the cache apart from the cast's tensors, every tensor in one window.
+bool joins_cast_write(VulkanDevice& dev, const HeldOp& cast, const PlannedOp& op,
+                      std::span<const TensorRef> inputs, const TensorRef& output);
+// Records the cast and the write as one dispatch (cast_write.comp).
+Status record_cast_write(VulkanDevice& dev, const HeldOp& cast, const PlannedOp& op,
+                         std::span<const TensorRef> inputs, const TensorRef& output);
+// Records the add and the rmsnorm as one dispatch (norm.comp's ADD variants).
+Status record_add_norm(VulkanDevice& dev, const HeldOp& add, const PlannedOp& op,
+                       std::span<const TensorRef> inputs, const TensorRef& output);
+
+// The decode fusions' switches (docs/vulkan.md, "Decode fusions").
+struct DeviceOptions {
+  // Consecutive mat-vecs (`matvec` kernel, block-quantized weights) that read the same
+  // activations (a decode step's q, k and v; gate and up) run as one dispatch: their execute()
+  // calls are held until an op that cannot join, a copy, a synchronize or a recording's end.
+  // Off while kernel timing is on (each op then has its own span).
+  bool group_matvecs = true;
+  // An int_dot matmul whose activations the int_dot matmul recorded just before it quantized
+  // (the same tensor, nothing recorded or written since) reads that quantize_q8 output again:
+  // one quantize_q8 dispatch (and one barrier) for q, k and v, one for gate and up.
+  bool share_q8 = true;
+  // A residual add whose sum is the input of the rmsnorm right after it runs inside the norm's
+  // dispatch, which still writes the sum: one dispatch and one barrier fewer. The add's
+  // execute() is held until the next op arrives. Off while kernel timing is on.
+  bool fuse_add_norm = true;
+  // A rope whose output the next op writes into a KV cache in place, and the write of V after
+  // that, run as one dispatch: the rotated rows go to the rope's output and the cache at once.
+  // With an f16 or bf16 cache (the planner casts each row before its write) each cast and its
+  // write run as one instead. The held ops' execute() return at once. Off while kernel timing
+  // is on.
+  bool fuse_rope_write = true;
+  // Reads "vulkan.group_matvecs", "vulkan.share_q8", "vulkan.fuse_add_norm" and
+  // "vulkan.fuse_rope_write", else DUET_VULKAN_GROUP_MATVECS, DUET_VULKAN_SHARE_Q8,
+  // DUET_VULKAN_FUSE_ADD_NORM and DUET_VULKAN_FUSE_ROPE_WRITE (switches, default on).
+  static DeviceOptions from(const BackendOptions& o);
+};
+
 // ---- device.cpp -------------------------------------------------------------------------------
 class VulkanDevice final : public Device {
  public:
@@ -505,7 +597,7 @@ class VulkanDevice final : public Device {
   // `copied_reads`: reads of mapped memory through a copy into host-cached memory (1), plain
   // memcpy (0), or the former where the mapped memory is not host-cached (-1).
   VulkanDevice(std::shared_ptr<Core> core, std::string cache_dir, bool force_staging,
-               uint64_t block_bytes = 0, int copied_reads = -1);
+               uint64_t block_bytes = 0, int copied_reads = -1, DeviceOptions options = {});
   ~VulkanDevice() override;
   Status init();
 
@@ -528,6 +620,23 @@ class VulkanDevice final : public Device {
 
   // For ops/ and the tests.
   Recorder& recorder() { return *recorder_; }
+  DeviceOptions& options() { return options_; }
+  // The decode fusions so far: grouped dispatches and the mat-vecs in them, quantize_q8
+  // dispatches saved (DeviceOptions::share_q8).
+  uint64_t groups = 0, grouped = 0, shared_q8 = 0, fused_adds = 0, rope_writes = 0, cast_writes = 0;
+  // The q8 activations of the last int_dot matmul (ops/quantized.cpp): valid while the
+  // recorder's counters are `at` (nothing recorded since) and the device has not synchronized.
+  struct SharedQ8 {
+    VkBuffer buffer = VK_NULL_HANDLE;
+    uint64_t base = 0;
+    TensorDesc a;
+    bool pairs = false;
+    TexelWindow q8;
+    std::array<uint64_t, 4> at{};
+  };
+  std::optional<SharedQ8> q8;
+  // The recorder's counters that say whether anything was recorded since.
+  std::array<uint64_t, 4> record_marks() const;
   Pipelines& pipelines() { return *pipelines_; }
   Core& core() { return *core_; }
   // Caps used to derive launch shapes: the probed record, or one forced by a test.
@@ -564,6 +673,8 @@ class VulkanDevice final : public Device {
   // trip over PCIe, a decode step's 0.5 MB of logits several ms) as a copy into host-cached
   // memory on the device's queue, then a memcpy.
   Status read_copied(VkBuf& buf, uint64_t offset, void* host, uint64_t bytes);
+  // Records the held mat-vecs (DeviceOptions::group_matvecs).
+  Status flush_held();
 
   std::shared_ptr<Core> core_;
   DeviceCaps caps_;
@@ -586,6 +697,14 @@ class VulkanDevice final : public Device {
   uint32_t timestamp_bits_ = 0;
   uint32_t timing_queries_ = 4096;
   uint64_t timing_submissions_ = 0;  // the recorder's count when the session began
+  DeviceOptions options_;
+  std::vector<HeldOp> held_;
+  std::optional<HeldOp> add_;   // an add held for the rmsnorm after it (fuse_add_norm)
+  std::vector<HeldOp> rope_;    // a rope and the cache writes after it (fuse_rope_write)
+  std::optional<HeldOp> cast_;  // a cast held for the cache write after it (fuse_rope_write)
+  // groups, grouped, shared_q8, fused_adds, rope_writes, cast_writes at the last debug line
+  std::array<uint64_t, 6> logged_{};
+  std::array<uint64_t, 2> counted_{};  // the recorder's dispatches and barriers, likewise
 };
 
 }  // namespace duet::vulkan

@@ -84,6 +84,34 @@ Status embedding(const Ctx& c, const Arg& out, std::span<const Arg> in) {
   return {};
 }
 
+std::string write_slice_suffix(int64_t len, int64_t cap, int axis) {
+  return " puts the " + std::to_string(len) + " written rows outside [0, " + std::to_string(cap) +
+         ") along axis " + std::to_string(axis);
+}
+
+Status cast_write(const Ctx& c, const Arg& out, const Arg& src, const Ctx& w, const Arg& cache,
+                  const Arg& pos) {
+  const int axis = w.op.attrs.axis;
+  const TensorDesc& o = cache.desc;
+  int64_t inner = 1;
+  for (int d = axis + 1; d < o.rank; ++d) inner *= o.shape[static_cast<size_t>(d)];
+  const int64_t len = out.desc.shape[static_cast<size_t>(axis)],
+                cap = o.shape[static_cast<size_t>(axis)];
+  Dispatch d;
+  d.shader = "cast_write_" + T(cache.desc.dtype);
+  d.dense_spec = true;
+  d.spec = {static_cast<uint32_t>(c.block())};
+  DUET_TRY(w.bind_into(d, 1, 0, cache, true, "output"));
+  DUET_TRY(c.bind_into(d, 2, 1, src, false, c.op.input_name(0)));
+  DUET_TRY(c.bind_into(d, 3, 2, out, true, "output"));
+  DUET_TRY(w.bind_scalar(d, &pos, "offset", write_slice_suffix(len, cap, axis)));
+  d.params.u = {static_cast<uint32_t>(len * inner), static_cast<uint32_t>(cap),
+                static_cast<uint32_t>(inner), static_cast<uint32_t>(w.op.attrs.start)};
+  d.params.u2 = {static_cast<uint32_t>(len), 0, 0, 0};
+  d.groups = flat_grid(static_cast<uint64_t>(src.desc.numel()), c.block());
+  return c.dev.recorder().record(d);
+}
+
 // state with x written along the axis at start + pos. The output is the state itself when the
 // planner writes in place; otherwise the state is copied into it first.
 Status write_slice(const Ctx& c, const Arg& out, std::span<const Arg> in) {
@@ -103,9 +131,7 @@ Status write_slice(const Ctx& c, const Arg& out, std::span<const Arg> in) {
   d.spec = {static_cast<uint32_t>(c.block())};
   DUET_TRY(c.bind_into(d, 1, 0, out, true, "output"));
   DUET_TRY(c.bind_into(d, 2, 1, x, false, c.op.input_name(1)));
-  DUET_TRY(c.bind_scalar(d, pos, "offset",
-                         " puts the " + std::to_string(len) + " written rows outside [0, " +
-                             std::to_string(cap) + ") along axis " + std::to_string(axis)));
+  DUET_TRY(c.bind_scalar(d, pos, "offset", write_slice_suffix(len, cap, axis)));
   d.params.u = {static_cast<uint32_t>(len * inner), static_cast<uint32_t>(cap),
                 static_cast<uint32_t>(inner), static_cast<uint32_t>(c.op.attrs.start)};
   d.params.u2 = {static_cast<uint32_t>(len), 0, 0, 0};

@@ -102,9 +102,29 @@ Result<uint32_t> id_error_slot(const Ctx& c);
 Status eltwise(const Ctx& c, const Arg& out, std::span<const Arg> in);  // elementwise.cpp
 Status softmax(const Ctx& c, const Arg& out, std::span<const Arg> in);  // rows.cpp
 Status norm(const Ctx& c, const Arg& out, std::span<const Arg> in);     // rows.cpp
-Status rope(const Ctx& c, const Arg& out, std::span<const Arg> in);     // rope.cpp
-Status reduce(const Ctx& c, const Arg& out, std::span<const Arg> in);   // reduce.cpp
-Status convert(const Ctx& c, const Arg& dst, const Arg& src,            // data.cpp
+// rows.cpp: the rmsnorm `c` of s = a + b (an add's output, written too; every tensor of one
+// shape, each in one window), weight `w` or none: norm.comp's ADD variants.
+Status norm_add(const Ctx& c, const Arg& y, const Arg& s, const Arg& a, const Arg& b, const Arg* w);
+Status rope(const Ctx& c, const Arg& out, std::span<const Arg> in);  // rope.cpp
+// rope.cpp: a write_slice in place of `x` into `cache` by the op of `c` (its run-time offset the
+// rope's position).
+struct CacheWrite {
+  const Ctx* c = nullptr;
+  Arg cache, x;
+};
+// The rope `c` (f32, rank 4, position `pos`, every tensor in one window) storing its output y
+// and writing it into a KV cache (`k`: its x is y), with V's write `v` (or none) in the same
+// dispatch: rope_write.comp.
+Status rope_write(const Ctx& c, const Arg& y, const Arg& x, const Arg& pos, const CacheWrite& k,
+                  const CacheWrite* v);
+// data.cpp: the cast `c` of src (f32) to f16 or bf16 into `out`, and the write_slice `w` in
+// place of `out` into `cache` (offset `pos`), in one dispatch: cast_write.comp.
+Status cast_write(const Ctx& c, const Arg& out, const Arg& src, const Ctx& w, const Arg& cache,
+                  const Arg& pos);
+// data.cpp: what a write_slice's bad offset is said to do.
+std::string write_slice_suffix(int64_t len, int64_t cap, int axis);
+Status reduce(const Ctx& c, const Arg& out, std::span<const Arg> in);  // reduce.cpp
+Status convert(const Ctx& c, const Arg& dst, const Arg& src,           // data.cpp
                const std::string& name);
 Status concat(const Ctx& c, const Arg& out, std::span<const Arg> in);       // data.cpp
 Status embedding(const Ctx& c, const Arg& out, std::span<const Arg> in);    // data.cpp
@@ -115,6 +135,10 @@ Status attention(const Ctx& c, const Arg& out, std::span<const Arg> in);    // a
 // by ids (embedding) or all of them in order (cast, `ids` null).
 Status qmatmul(const Ctx& c, const Arg& out, std::span<const Arg> in);
 Status qrows(const Ctx& c, const Arg& out, const Arg& table, const Arg* ids);
+// Mat-vecs of block-quantized weights sharing their activations (group.cpp's may_group and
+// joins_group said so) as one dispatch of matvec.comp's GROUP variant; each alone where a tensor
+// needs more than one window or the grid would be too large.
+Status qmatvec_group(VulkanDevice& dev, std::span<const HeldOp> held);
 
 // ---- the GPU family's matmul kernels (gpu_matmul.cpp): the mat-vec (matvec.comp) and the
 // cooperative-matrix GEMM (matmul_coopmat.comp), whose float and quantized recorders share these

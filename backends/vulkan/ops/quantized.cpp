@@ -159,11 +159,22 @@ Status qmatmul_emit(const Ctx& c, const Arg& a, const Arg& w, const Arg& y) {
   d.shader =
       std::string(int_dot ? "matmul_qdot_" : "matmul_q_") + T(y.desc.dtype) + "_" + T(w.desc.dtype);
   d.spec = {static_cast<uint32_t>(c.block()), static_cast<uint32_t>(tm), static_cast<uint32_t>(tn)};
+  // The q8 activations the int_dot matmul recorded just before this one made, when they are
+  // this one's (DeviceOptions::share_q8): nothing was recorded or written since.
+  std::optional<VulkanDevice::SharedQ8>& shared = c.dev.q8;
+  const bool share = int_dot && c.dev.options().share_q8;
   if (int_dot) {
     // Byte pairs multiplied in 32-bit words (matmul_qdot.comp's SWAR) instead of OpSDot.
     const bool swar = c.kernel.swar;
     d.spec.push_back(swar ? 1u : 0u);
-    DUET_ASSIGN_OR_RETURN(d.texel[0], quantize_q8(c, a, swar));
+    if (share && shared && shared->at == c.dev.record_marks() && shared->buffer == a.buf->vk() &&
+        shared->base == a.buf->base() && shared->a == a.desc && shared->pairs == swar) {
+      d.texel[0] = shared->q8;
+      ++c.dev.shared_q8;
+    } else {
+      shared.reset();
+      DUET_ASSIGN_OR_RETURN(d.texel[0], quantize_q8(c, a, swar));
+    }
   } else {
     const uint32_t avec = vector_ok(a, 3) ? 1u : 0u;
     d.spec.push_back(avec);
@@ -174,7 +185,18 @@ Status qmatmul_emit(const Ctx& c, const Arg& a, const Arg& w, const Arg& y) {
   d.texel[1] = v.win;
   d.params.u = {static_cast<uint32_t>(M), static_cast<uint32_t>(N), static_cast<uint32_t>(K), 0u};
   d.params.u2 = {v.row0, v.row_bytes, 0u, 0u};
-  return record_qmatmul(c, d, y, static_cast<int64_t>(c.block()) * tn, tm);
+  DUET_TRY(record_qmatmul(c, d, y, static_cast<int64_t>(c.block()) * tn, tm));
+  if (share) {
+    // Kept unless this matmul's output overlaps its activations.
+    const auto [alo, ahi] = byte_range(a);
+    const auto [ylo, yhi] = byte_range(y);
+    if (a.buf->vk() != y.buf->vk() || yhi <= alo || ahi <= ylo)
+      shared = VulkanDevice::SharedQ8{a.buf->vk(),   a.buf->base(), a.desc,
+                                      c.kernel.swar, d.texel[0],    c.dev.record_marks()};
+    else
+      shared.reset();
+  }
+  return {};
 }
 
 // Splits until the weight's view, the activations' view and the output's window fit: weight rows
@@ -208,14 +230,9 @@ Status qmatmul_split(const Ctx& c, const Arg& a, const Arg& w, const Arg& y) {
   return qmatmul_emit(c, a, w, y);  // the binding says what does not fit
 }
 
-}  // namespace
-
-Status qmatmul(const Ctx& c, const Arg& out, std::span<const Arg> in) {
-  if (c.kernel.family != Family::qgemm_tiled && c.kernel.family != Family::qgemm_blocked &&
-      c.kernel.family != Family::qgemm_dot && c.kernel.family != Family::matvec &&
-      c.kernel.family != Family::gemm_coopmat)
-    return Err(Code::internal).device(c.dev.id()).note("matmul launched as " + c.kernel.name());
-  TensorDesc a = in[0].desc;
+// qmatmul's operands as [b0, b1, M, K] activations and [b0, b1, M, N] output.
+Result<std::pair<Arg, Arg>> qmatmul_shapes(const Ctx& c, const Arg& out, const Arg& a_in) {
+  TensorDesc a = a_in.desc;
   if (c.op.attrs.transpose_a) a = *transpose(a, -1, -2);
   const TensorDesc& y = out.desc;
   std::vector<int64_t> yy(4, 1);
@@ -224,7 +241,85 @@ Status qmatmul(const Ctx& c, const Arg& out, std::span<const Arg> in) {
   DUET_ASSIGN_OR_RETURN(TensorDesc a4,
                         broadcast_to(a, std::vector<int64_t>{yy[0], yy[1], a.dim(-2), a.dim(-1)}));
   DUET_ASSIGN_OR_RETURN(TensorDesc y4, reshape(y, yy));
-  return qmatmul_split(c, {a4, in[0].buf}, in[1], {y4, out.buf});
+  return std::pair<Arg, Arg>{Arg{a4, a_in.buf}, Arg{y4, out.buf}};
+}
+
+}  // namespace
+
+Status qmatvec_group(VulkanDevice& dev, std::span<const HeldOp> held) {
+  struct Member {
+    Kernel kernel;
+    Arg a, w, y;
+  };
+  std::vector<Member> m;
+  bool fit = held.size() <= kMaxGroup;
+  for (const HeldOp& h : held) {
+    const Kernel* k = kernel_of(h.op.choice.launch);
+    if (!k) return Err(Code::internal).device(dev.id()).note("a grouped mat-vec without a kernel");
+    const Ctx c{dev, h.op.op, h.op.choice, *k};
+    const Arg a_in{h.inputs[0].desc, static_cast<VkBuf*>(h.inputs[0].buffer)};
+    const Arg w{h.inputs[1].desc, static_cast<VkBuf*>(h.inputs[1].buffer)};
+    const Arg out{h.output.desc, static_cast<VkBuf*>(h.output.buffer)};
+    DUET_ASSIGN_OR_RETURN(auto ay, qmatmul_shapes(c, out, a_in));
+    fit = fit && quant_fits(dev, w, true) && fits(dev, ay.first) && fits(dev, ay.second);
+    m.push_back({*k, ay.first, w, ay.second});
+  }
+  // A tensor past one window: each mat-vec alone, split as it needs.
+  auto apart = [&]() -> Status {
+    for (const HeldOp& h : held) DUET_TRY(record_op(dev, h.op, h.inputs, h.output));
+    return {};
+  };
+  const int64_t M = m[0].y.desc.dim(2), K = m[0].a.desc.dim(3);
+  const int64_t rows = m[0].kernel.bm, cols = m[0].kernel.bn;
+  const uint64_t batches = static_cast<uint64_t>(m[0].y.desc.dim(0) * m[0].y.desc.dim(1));
+  std::array<uint32_t, kMaxGroup + 1> starts{};  // each member's first workgroup along x
+  for (size_t i = 0; i < m.size(); ++i)
+    starts[i + 1] = starts[i] + static_cast<uint32_t>((m[i].y.desc.dim(3) + cols - 1) / cols);
+  for (size_t i = m.size() + 1; i <= kMaxGroup; ++i) starts[i] = starts[m.size()];
+  if (!fit || starts[m.size()] > 65535 || (M + rows - 1) / rows > 65535 || batches > 65535)
+    return apart();
+
+  const HeldOp& h0 = held[0];
+  const Ctx c{dev, h0.op.op, h0.op.choice, m[0].kernel};
+  Dispatch d = gpu_matmul_dispatch(c, m[0].w.desc.dtype);
+  d.shader.insert(std::string("matvec_").size(), "group_");
+  DUET_TRY(c.bind_into(d, 1, 0, m[0].y, true, "output"));
+  DUET_TRY(bind_vec_a(c, d, m[0].a, 2));
+  std::array<uint32_t, 2 * kMaxGroup> wrow{};
+  for (size_t i = 0; i < m.size(); ++i) {
+    const HeldOp& h = held[i];
+    const Ctx ci{dev, h.op.op, h.op.choice, m[i].kernel};
+    DUET_ASSIGN_OR_RETURN(QuantView v, bind_quant(ci, m[i].w, h.op.op.input_name(1), true));
+    d.bind[3 + i] = {v.win.buffer, v.win.offset, v.win.range, false};
+    wrow[2 * i] = v.row0;
+    wrow[2 * i + 1] = v.row_bytes;
+    if (i == 1) DUET_TRY(ci.bind_into(d, 6, 2, m[i].y, true, "output"));
+    if (i == 2) {
+      // The third output at the run-time scalar's binding (a mat-vec has no scalar).
+      DUET_ASSIGN_OR_RETURN(auto wt, bind(dev, m[i].y, true, "output"));
+      d.scalar = wt.first;
+      d.params.td[3] = wt.second;
+    }
+  }
+  d.params.u = {static_cast<uint32_t>(M), static_cast<uint32_t>(m[0].y.desc.dim(3)),
+                static_cast<uint32_t>(K), 0u};
+  d.params.u2 = {wrow[0], wrow[1], wrow[2], wrow[3]};
+  d.params.u3 = {wrow[4], wrow[5], starts[1], starts[2]};
+  d.groups = {starts[m.size()], static_cast<uint32_t>((M + rows - 1) / rows),
+              static_cast<uint32_t>(batches)};
+  DUET_TRY(dev.recorder().record(d));
+  ++dev.groups;
+  dev.grouped += m.size();
+  return {};
+}
+
+Status qmatmul(const Ctx& c, const Arg& out, std::span<const Arg> in) {
+  if (c.kernel.family != Family::qgemm_tiled && c.kernel.family != Family::qgemm_blocked &&
+      c.kernel.family != Family::qgemm_dot && c.kernel.family != Family::matvec &&
+      c.kernel.family != Family::gemm_coopmat)
+    return Err(Code::internal).device(c.dev.id()).note("matmul launched as " + c.kernel.name());
+  DUET_ASSIGN_OR_RETURN(auto ay, qmatmul_shapes(c, out, in[0]));
+  return qmatmul_split(c, ay.first, in[1], ay.second);
 }
 
 // embedding_q.comp: rows of a block-quantized table dequantized, in windows of rows: gathered by

@@ -84,4 +84,37 @@ Status norm(const Ctx& c, const Arg& out, std::span<const Arg> in) {
       });
 }
 
+Status norm_add(const Ctx& c, const Arg& y, const Arg& s, const Arg& a, const Arg& b,
+                const Arg* w) {
+  const int64_t n = y.desc.dim(-1);
+  Dispatch d;
+  d.params.u = {static_cast<uint32_t>(n), w ? 1u : 0u, 0u, 0u};
+  d.params.f[0] = c.op.attrs.eps;
+  DUET_TRY(c.bind_into(d, 1, 0, y, true, "output"));
+  DUET_TRY(c.bind_into(d, 2, 1, s, true, "output"));
+  std::vector<Arg> p{y, a, b};
+  if (w) p.push_back(*w);
+  const int64_t vec = texel_vec(y.desc.dtype);
+  if (n % vec == 0 && d.params.td[1].offset % vec == 0 &&
+      vector_path(c, p, d.params.td[0].offset)) {
+    d.shader = "norm_vec_add_" + T(y.desc.dtype);
+    DUET_TRY(c.bind_texels_into(d, 0, 3, a, true, "a"));
+    DUET_TRY(c.bind_texels_into(d, 2, 4, b, true, "b"));
+    if (w) DUET_TRY(c.bind_texels_into(d, 1, 2, *w, true, c.op.input_name(1)));
+    const uint32_t rows_per_group = static_cast<uint32_t>(std::max(c.dev.caps().subgroup_size, 1));
+    d.spec = {rows_per_group, 0u};
+    const uint64_t rows = static_cast<uint64_t>(y.desc.numel() / n);
+    d.groups = grid((rows + rows_per_group - 1) / rows_per_group);
+    return c.dev.recorder().record(d);
+  }
+  d.shader = "norm_add_" + T(y.desc.dtype);
+  d.dense_spec = true;
+  d.spec = {static_cast<uint32_t>(c.block()), 0u};
+  if (w) DUET_TRY(c.bind_into(d, 3, 2, *w, false, c.op.input_name(1)));
+  DUET_TRY(c.bind_into(d, 4, 3, a, false, "a"));
+  DUET_TRY(c.bind_into(d, 5, 4, b, false, "b"));
+  d.groups = grid(static_cast<uint64_t>(y.desc.numel() / n));
+  return c.dev.recorder().record(d);
+}
+
 }  // namespace duet::vulkan::ops
