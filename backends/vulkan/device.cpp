@@ -289,6 +289,7 @@ HeldOp hold(const PlannedOp& op, std::span<const TensorRef> inputs, const Tensor
 }  // namespace
 
 Status VulkanDevice::flush_held() {
+  if (!cast_ && rope_.empty() && !add_ && held_.empty()) return {};
   if (cast_) {
     HeldOp cast = std::move(*cast_);
     cast_.reset();
