@@ -17,6 +17,10 @@
 #include <string>
 #include <vector>
 
+#include "check/inputs.h"
+#include "duet/backends.h"
+#include "duet/engine.h"
+#include "duet/graph_file.h"
 #include "duet/op.h"
 
 namespace {
@@ -81,17 +85,36 @@ TEST_F(Docs, OpsReferenceIsWhatTheProgramGenerates) {
         << duet::op_name(static_cast<duet::OpKind>(i));
 }
 
-// Each example as a user would run it: printed to a file, then run on this machine's devices.
+// Each example as `duet run` runs it: the text `duet ops --example` prints, written to a file,
+// read as a graph file, given the random inputs the command draws and run on this machine's
+// devices. The command itself runs one of them (and prints every example as the op's facts give
+// it); the others run in this process on one registry: a `duet run` process per op opened every
+// device, with the validation layers, once per op: 16.6 CPU-seconds against 2.7 (2026-11-28).
 TEST_F(Docs, EveryOpsExampleRuns) {
+  duet::Registry reg = duet::open_registry();
+  ASSERT_FALSE(reg.devices().empty());
   for (int i = 0; i < duet::kNumOpKinds; ++i) {
-    const std::string op(duet::op_name(static_cast<duet::OpKind>(i)));
+    const auto k = static_cast<duet::OpKind>(i);
+    const std::string op(duet::op_name(k));
     Output example = duet("ops --example " + op);
     ASSERT_EQ(example.status, 0) << op << ": " << example.err;
-    std::ofstream(dir_ / (op + ".json")) << example.out;
-    Output r = duet("run " + op + ".json");
-    EXPECT_EQ(r.status, 0) << op << ": " << r.err;
-    EXPECT_NE(r.out.find("output y "), std::string::npos) << op << ":\n" << r.out;
+    EXPECT_EQ(example.out, std::string(duet::op_doc(k).example)) << op;
+    const fs::path file = dir_ / (op + ".json");
+    std::ofstream(file) << example.out;
+    auto graph = duet::load_graph(file.string());
+    ASSERT_TRUE(graph.ok()) << op << ": " << graph.status().message();
+    std::string note;
+    auto inputs = duet::check::graph_inputs(*graph, nullptr, {}, note);
+    ASSERT_TRUE(inputs.ok()) << op << ": " << inputs.status().message();
+    auto engine = duet::Engine::create(*graph, reg.devices());
+    ASSERT_TRUE(engine.ok()) << op << ": " << engine.status().message();
+    auto out = (*engine)->run(*inputs);
+    ASSERT_TRUE(out.ok()) << op << ": " << out.status().message();
+    EXPECT_EQ(out->count("y"), 1u) << op << ": no output y";
   }
+  Output r = duet("run matmul.json");
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("output y "), std::string::npos) << r.out;
   Output bad = duet("ops --example conv2d");
   EXPECT_EQ(bad.status, 2);
   EXPECT_NE(bad.err.find("matmul"), std::string::npos) << bad.err;
