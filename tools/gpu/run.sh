@@ -8,8 +8,9 @@
 #   own and pack it afterwards, e.g. OUT=/tmp/o timeout 500 run.sh; tar -czf $OUT/logs.tgz -C /tmp/o .)
 #   steps (default all, in this order): env check onnx pydlpack bench tiers decode rows profile torch model
 #   llama groups fusions addnorm pdl attnpick ncudecode longctx vkdecode vkllama vkcheck vkattn vkbench (the Vulkan steps that were never measured
-#   first: on 2026-11-27 the run's time ended inside vkbench); not in the default list: clocks (the
-#   GPU's clocks sampled in the background, clocks.csv), vksweep (the Vulkan mat-vec's shapes) and
+#   first: on 2026-11-27 the run's time ended inside vkbench); not in the default list: vkfuse
+#   (the Vulkan decode fusions on and off), clocks (the GPU's clocks sampled in the background,
+#   clocks.csv), vksweep (the Vulkan mat-vec's shapes) and
 #   vkread (a Vulkan decode step with and without copied reads)
 #   Budget: on an H200 (2026-11-27) the steps up to vkbench took 7.5 minutes, bench-vulkan stopped
 #   by its timeout; env, check, onnx, torch, llama and longctx alone took 31 s. Name the steps a
@@ -163,7 +164,7 @@ if want clocks; then
   nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,pstate,utilization.gpu --format=csv \
     -lms 100 > $O/clocks.csv 2>&1 & CLOCKS=$!
 fi
-if want model || want llama || want fusions || want addnorm || want pdl || want attnpick || want vkllama || want vkread; then
+if want model || want llama || want fusions || want addnorm || want pdl || want attnpick || want vkllama || want vkfuse || want vkread; then
   [ -f /tmp/m8.gguf ] || { step model; timeout 90 python3 $B/make_big.py /tmp/m8.gguf 8b q4_0; }
 fi
 # duet-llama takes ids with --prompt-ids (older builds: --prompt); the first form it accepts wins.
@@ -368,6 +369,23 @@ if want vkllama; then
       --devices vulkan:0 --ctx 1024 ) 2>&1 | grep -E "pipeline|prefill|decode|error|real"
   done
   (export DUET_CALIBRATION=off DUET_LOG=info; llama vulkan:0)
+fi
+# The Vulkan decode fusions (grouped mat-vecs, shared q8 activations, the add inside the
+# rmsnorm, rope/cast writing the cache; docs/vulkan.md) all on and all off: the steady step and
+# the greedy ids of both. --timing shows the unfused step (nothing is held while timing).
+if want vkfuse; then
+  for f in 1 0; do
+    step "llama vulkan:0 decode at ~512, fusions $f"
+    DUET_VULKAN_GROUP_MATVECS=$f DUET_VULKAN_SHARE_Q8=$f DUET_VULKAN_FUSE_ADD_NORM=$f \
+      DUET_VULKAN_FUSE_ROPE_WRITE=$f DUET_CALIBRATION=off timeout 60 $L /tmp/m8.gguf \
+      --bench-prompt 512 -n 64 --temp 0 --ignore-eos --ctx 1024 --devices vulkan:0 2>&1 \
+      >/dev/null | grep -iE 'decode steady|error'
+    DUET_VULKAN_GROUP_MATVECS=$f DUET_VULKAN_SHARE_Q8=$f DUET_VULKAN_FUSE_ADD_NORM=$f \
+      DUET_VULKAN_FUSE_ROPE_WRITE=$f DUET_CALIBRATION=off timeout 45 $L /tmp/m8.gguf \
+      --prompt-ids 1,2,3 -n 24 --temp 0 --ignore-eos --print-ids --devices vulkan:0 2>/dev/null \
+      | tail -1 > $O/vkfuse_ids_$f.txt
+  done
+  cmp -s $O/vkfuse_ids_1.txt $O/vkfuse_ids_0.txt && echo "same ids" || { echo "IDS DIFFER:"; cat $O/vkfuse_ids_[01].txt; }
 fi
 # The Vulkan mat-vec's weight rows a workgroup (DUET_VULKAN_MATVEC_ROWS) against its invocations
 # (DUET_VULKAN_MATVEC_THREADS) on q4_0 and q8_0, by the kernels' own clock (bench's kernel ms).
