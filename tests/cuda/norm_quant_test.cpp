@@ -22,6 +22,52 @@ using namespace duet::cuda::testing;
 
 constexpr uint64_t kNormGuard = 256;  // bytes of poison each side of an output
 
+std::shared_ptr<Buffer> upload(Device& d, const HostTensor& t) {
+  auto b = *d.allocate(t.storage_bytes());
+  EXPECT_TRUE(d.write(*b, 0, t.storage(), t.storage_bytes()).ok());
+  return b;
+}
+
+// An output's buffer between guards: all 0xFF (NaN in f32, and the guards' pattern).
+std::shared_ptr<Buffer> poisoned(Device& d, const TensorDesc& t) {
+  const uint64_t n = static_cast<uint64_t>(t.nbytes()) + 2 * kNormGuard;
+  auto b = *d.allocate(n);
+  std::vector<uint8_t> poison(n, 0xFF);
+  EXPECT_TRUE(d.write(*b, 0, poison.data(), n).ok());
+  return b;
+}
+
+// The tensor placed after the front guard of a poisoned() buffer (f32 elements).
+TensorDesc guarded(TensorDesc t) {
+  t.offset = static_cast<int64_t>(kNormGuard / 4);
+  return t;
+}
+
+// An f32 output read back with its guards: the guards untouched, every element within the
+// tolerance of `ref` at precision p (unwritten elements are NaN and fail). Returns the bytes.
+std::vector<uint8_t> read_checked(Device& d, const std::shared_ptr<Buffer>& b, const OpDesc& op,
+                                  const std::vector<double>& ref, Precision p,
+                                  const std::string& what) {
+  const uint64_t bytes = static_cast<uint64_t>(op.output.nbytes());
+  std::vector<uint8_t> got(bytes + 2 * kNormGuard);
+  EXPECT_TRUE(d.read(*b, 0, got.data(), got.size()).ok());
+  for (uint64_t i = 0; i < kNormGuard; ++i) {
+    EXPECT_EQ(got[i], 0xFF) << what << " " << op.name << ": a write before the output";
+    EXPECT_EQ(got[kNormGuard + bytes + i], 0xFF) << what << " " << op.name << ": after it";
+  }
+  std::vector<double> out(static_cast<size_t>(op.output.numel()));
+  for (size_t i = 0; i < out.size(); ++i) {
+    float v;
+    std::memcpy(&v, got.data() + kNormGuard + 4 * i, 4);
+    out[i] = v;
+  }
+  const check::Metrics mt = check::compare(out, ref, false);
+  EXPECT_TRUE(check::passes(mt, check::tolerance(op, p)))
+      << what << " " << op.name << " (" << describe(op) << "): nmse " << mt.nmse << ", max_rel "
+      << mt.max_rel << ", unwritten or NaN " << mt.nan;
+  return got;
+}
+
 struct NormRun {
   std::vector<std::vector<uint8_t>> outputs;  // the add's, the norm's, then each mat-vec's
                                               // (guards included)
@@ -66,26 +112,10 @@ NormRun run_norm(int64_t M, int64_t K, const std::vector<std::pair<DType, int64_
   HostTensor h = HostTensor::empty(norm.output);
   h.from_doubles(nref);  // rounded to f32
 
-  auto upload = [&](const HostTensor& t) {
-    auto b = *d.allocate(t.storage_bytes());
-    EXPECT_TRUE(d.write(*b, 0, t.storage(), t.storage_bytes()).ok());
-    return b;
-  };
-  auto poisoned = [&](const TensorDesc& t) {
-    const uint64_t n = static_cast<uint64_t>(t.nbytes()) + 2 * kNormGuard;
-    auto b = *d.allocate(n);
-    std::vector<uint8_t> poison(n, 0xFF);  // NaN in f32, and the guards' pattern
-    EXPECT_TRUE(d.write(*b, 0, poison.data(), n).ok());
-    return b;
-  };
-  auto guarded = [](TensorDesc t) {
-    t.offset = static_cast<int64_t>(kNormGuard / 4);
-    return t;
-  };
-  auto xb = residual ? poisoned(add.output) : upload(nin[0]), wb = upload(nin[1]),
-       hb = poisoned(norm.output);
-  auto ab = upload(ain[0]), bb = upload(ain[1]);
-  auto other_b = upload(h);  // the reference norm's values, elsewhere
+  auto xb = residual ? poisoned(d, add.output) : upload(d, nin[0]), wb = upload(d, nin[1]),
+       hb = poisoned(d, norm.output);
+  auto ab = upload(d, ain[0]), bb = upload(d, ain[1]);
+  auto other_b = upload(d, h);  // the reference norm's values, elsewhere
   KernelChoice nchoice;
   for (const KernelChoice& k : d.choices(norm))
     if (k.ok && k.tier == Tier::generic) nchoice = k;
@@ -116,8 +146,8 @@ NormRun run_norm(int64_t M, int64_t K, const std::vector<std::pair<DType, int64_
     for (const KernelChoice& k : d.choices(m.op))
       if (k.ok && k.tier == Tier::int_dot) m.choice = k;
     EXPECT_TRUE(m.choice.ok) << what << ": no int_dot choice";
-    m.w = upload(w);
-    m.out = poisoned(m.op.output);
+    m.w = upload(d, w);
+    m.out = poisoned(d, m.op.output);
     mvs.push_back(std::move(m));
   }
 
@@ -141,26 +171,8 @@ NormRun run_norm(int64_t M, int64_t K, const std::vector<std::pair<DType, int64_
   EXPECT_TRUE(d.synchronize().ok()) << what;
 
   auto read_check = [&](const std::shared_ptr<Buffer>& b, const OpDesc& op,
-                        const std::vector<double>& ref, Precision p) {
-    const uint64_t bytes = static_cast<uint64_t>(op.output.nbytes());
-    std::vector<uint8_t> got(bytes + 2 * kNormGuard);
-    EXPECT_TRUE(d.read(*b, 0, got.data(), got.size()).ok());
-    for (uint64_t i = 0; i < kNormGuard; ++i) {
-      EXPECT_EQ(got[i], 0xFF) << what << " " << op.name << ": a write before the output";
-      EXPECT_EQ(got[kNormGuard + bytes + i], 0xFF) << what << " " << op.name << ": after it";
-    }
-    std::vector<double> out(static_cast<size_t>(op.output.numel()));
-    for (size_t i = 0; i < out.size(); ++i) {
-      float v;
-      std::memcpy(&v, got.data() + kNormGuard + 4 * i, 4);
-      out[i] = v;
-    }
-    const check::Metrics mt = check::compare(out, ref, false);
-    EXPECT_TRUE(check::passes(mt, check::tolerance(op, p)))
-        << what << " " << op.name << " (" << describe(op) << "): nmse " << mt.nmse << ", max_rel "
-        << mt.max_rel << ", unwritten or NaN " << mt.nan;
-    r.outputs.push_back(std::move(got));
-  };
+                        const std::vector<double>& ref,
+                        Precision p) { r.outputs.push_back(read_checked(d, b, op, ref, p, what)); };
   if (residual) read_check(xb, add, aref, Precision::f32);
   read_check(hb, norm, nref, nchoice.precision);
   for (Mv& m : mvs) read_check(m.out, m.op, m.ref, m.choice.precision);
@@ -268,24 +280,8 @@ SiluRun run_silu(int64_t M, int64_t K, int64_t N, DeviceOptions options, const s
   const HostTensor w = check::case_inputs(c)[1];
   const std::vector<double> mref = *reference::evaluate(mv, std::vector<HostTensor>{h, w});
 
-  auto upload = [&](const HostTensor& t) {
-    auto b = *d.allocate(t.storage_bytes());
-    EXPECT_TRUE(d.write(*b, 0, t.storage(), t.storage_bytes()).ok());
-    return b;
-  };
-  auto poisoned = [&](const TensorDesc& t) {
-    const uint64_t n = static_cast<uint64_t>(t.nbytes()) + 2 * kNormGuard;
-    auto b = *d.allocate(n);
-    std::vector<uint8_t> poison(n, 0xFF);
-    EXPECT_TRUE(d.write(*b, 0, poison.data(), n).ok());
-    return b;
-  };
-  auto guarded = [](TensorDesc t) {
-    t.offset = static_cast<int64_t>(kNormGuard / 4);
-    return t;
-  };
-  auto gb = upload(sin[0]), ub = upload(sin[1]), wb = upload(w);
-  auto hb = poisoned(silu.output), ob = poisoned(mv.output);
+  auto gb = upload(d, sin[0]), ub = upload(d, sin[1]), wb = upload(d, w);
+  auto hb = poisoned(d, silu.output), ob = poisoned(d, mv.output);
   KernelChoice schoice, mchoice;
   for (const KernelChoice& k : d.choices(silu))
     if (k.ok && k.tier == Tier::generic) schoice = k;
@@ -302,26 +298,8 @@ SiluRun run_silu(int64_t M, int64_t K, int64_t N, DeviceOptions options, const s
   r.kernels = kernels::emu::kernels_run() - before;
 
   auto read_check = [&](const std::shared_ptr<Buffer>& b, const OpDesc& op,
-                        const std::vector<double>& ref, Precision p) {
-    const uint64_t bytes = static_cast<uint64_t>(op.output.nbytes());
-    std::vector<uint8_t> got(bytes + 2 * kNormGuard);
-    EXPECT_TRUE(d.read(*b, 0, got.data(), got.size()).ok());
-    for (uint64_t i = 0; i < kNormGuard; ++i) {
-      EXPECT_EQ(got[i], 0xFF) << what << " " << op.name << ": a write before the output";
-      EXPECT_EQ(got[kNormGuard + bytes + i], 0xFF) << what << " " << op.name << ": after it";
-    }
-    std::vector<double> out(static_cast<size_t>(op.output.numel()));
-    for (size_t i = 0; i < out.size(); ++i) {
-      float v;
-      std::memcpy(&v, got.data() + kNormGuard + 4 * i, 4);
-      out[i] = v;
-    }
-    const check::Metrics mt = check::compare(out, ref, false);
-    EXPECT_TRUE(check::passes(mt, check::tolerance(op, p)))
-        << what << " " << op.name << " (" << describe(op) << "): nmse " << mt.nmse << ", max_rel "
-        << mt.max_rel << ", unwritten or NaN " << mt.nan;
-    r.outputs.push_back(std::move(got));
-  };
+                        const std::vector<double>& ref,
+                        Precision p) { r.outputs.push_back(read_checked(d, b, op, ref, p, what)); };
   read_check(hb, silu, sref, schoice.precision);
   read_check(ob, mv, mref, mchoice.precision);
   r.fused = driver->fused_silus;
