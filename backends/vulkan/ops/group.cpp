@@ -28,7 +28,9 @@ bool joins_group(std::span<const HeldOp> held, const PlannedOp& op,
     return ops::byte_range(ops::Arg{r.desc, static_cast<VkBuf*>(r.buffer)});
   };
   const auto* y = static_cast<const VkBuf*>(output.buffer);
-  const auto [ylo, yhi] = range(output);
+  // Not a structured binding: clang before 16 (the sanitizer builds) cannot capture one.
+  const auto yr = range(output);
+  const auto ylo = yr.first, yhi = yr.second;
   auto apart = [&](const TensorRef& r) {
     const auto [lo, hi] = range(r);
     return static_cast<const VkBuf*>(r.buffer)->vk() != y->vk() || yhi <= lo || hi <= ylo;
